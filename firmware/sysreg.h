@@ -1,0 +1,277 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * AArch64 system registers used by the firmware: encodings and fields.
+ *
+ * Registers that old assemblers may not know are accessed through their
+ * generic S<op0>_<op1>_C<n>_C<m>_<op2> names (SYS_*). Multi-bit fields are
+ * given as masks (C: FIELD_PREP/FIELD_GET) and, where start.S needs them,
+ * also as <FIELD>_SHIFT for FIELD_VAL().
+ */
+#ifndef SPE_FW_SYSREG_H
+#define SPE_FW_SYSREG_H
+
+#include "bits.h"
+
+/* ---- SPE (DDI0586A Table 7) ------------------------------------------ */
+#define SYS_PMSCR_EL1		S3_0_C9_C9_0
+#define SYS_PMSNEVFR_EL1	S3_0_C9_C9_1	/* FEAT_SPEv1p2, only if PMSIDR_EL1.FnE */
+#define SYS_PMSICR_EL1		S3_0_C9_C9_2
+#define SYS_PMSIRR_EL1		S3_0_C9_C9_3
+#define SYS_PMSFCR_EL1		S3_0_C9_C9_4
+#define SYS_PMSEVFR_EL1		S3_0_C9_C9_5
+#define SYS_PMSLATFR_EL1	S3_0_C9_C9_6
+#define SYS_PMSIDR_EL1		S3_0_C9_C9_7
+#define SYS_PMBLIMITR_EL1	S3_0_C9_C10_0
+#define SYS_PMBPTR_EL1		S3_0_C9_C10_1
+#define SYS_PMBSR_EL1		S3_0_C9_C10_3
+#define SYS_PMBIDR_EL1		S3_0_C9_C10_7
+
+/* PMSCR_EL1 */
+#define PMSCR_EL1_E0SPE		BIT(0)
+#define PMSCR_EL1_E1SPE		BIT(1)
+#define PMSCR_EL1_CX		BIT(3)
+#define PMSCR_EL1_PA		BIT(4)
+#define PMSCR_EL1_TS		BIT(5)
+#define PMSCR_EL1_PCT		BIT(6)
+
+/* PMSIRR_EL1 */
+#define PMSIRR_EL1_RND		BIT(0)
+#define PMSIRR_EL1_INTERVAL	GENMASK(31, 8)
+
+/* PMSICR_EL1 */
+#define PMSICR_EL1_COUNT	GENMASK(31, 0)
+#define PMSICR_EL1_ECOUNT	GENMASK(63, 56)
+
+/* PMSFCR_EL1 */
+#define PMSFCR_EL1_FE		BIT(0)
+#define PMSFCR_EL1_FT		BIT(1)
+#define PMSFCR_EL1_FL		BIT(2)
+#define PMSFCR_EL1_B		BIT(16)
+#define PMSFCR_EL1_LD		BIT(17)
+#define PMSFCR_EL1_ST		BIT(18)
+
+/* PMSLATFR_EL1 */
+#define PMSLATFR_EL1_MINLAT	GENMASK(11, 0)
+
+/* PMSIDR_EL1 */
+#define PMSIDR_EL1_FE		BIT(0)
+#define PMSIDR_EL1_FT		BIT(1)
+#define PMSIDR_EL1_FL		BIT(2)
+#define PMSIDR_EL1_ARCHINST	BIT(3)
+#define PMSIDR_EL1_LDS		BIT(4)
+#define PMSIDR_EL1_ERND		BIT(5)
+#define PMSIDR_EL1_FNE		BIT(6)
+#define PMSIDR_EL1_INTERVAL	GENMASK(11, 8)
+#define PMSIDR_EL1_MAXSIZE	GENMASK(15, 12)
+#define PMSIDR_EL1_COUNTSIZE	GENMASK(19, 16)
+#define PMSIDR_EL1_COUNTSIZE_12_BIT_SAT	UL(0x2)
+#define PMSIDR_EL1_MAXSIZE_MIN	UL(4)	/* 16 bytes */
+#define PMSIDR_EL1_MAXSIZE_MAX	UL(11)	/* 2 KiB */
+
+/* PMBLIMITR_EL1 */
+#define PMBLIMITR_EL1_E		BIT(0)
+#define PMBLIMITR_EL1_FM	GENMASK(2, 1)
+#define PMBLIMITR_EL1_FM_FILL	UL(0)
+#define PMBLIMITR_EL1_LIMIT	GENMASK(63, 12)
+
+/* PMBSR_EL1 */
+#define PMBSR_EL1_MSS		GENMASK(15, 0)
+#define PMBSR_EL1_COLL		BIT(16)
+#define PMBSR_EL1_S		BIT(17)
+#define PMBSR_EL1_EA		BIT(18)
+#define PMBSR_EL1_DL		BIT(19)
+#define PMBSR_EL1_EC		GENMASK(31, 26)
+#define PMBSR_EL1_EC_BUF	UL(0x00)	/* other buffer management event */
+#define PMBSR_EL1_EC_FAULT_S1	UL(0x24)	/* stage 1 data abort on buffer write */
+#define PMBSR_EL1_EC_FAULT_S2	UL(0x25)	/* stage 2 data abort on buffer write */
+/* MSS when EC == PMBSR_EL1_EC_BUF */
+#define PMBSR_EL1_BUF_BSC	GENMASK(5, 0)
+#define PMBSR_EL1_BUF_BSC_FULL	UL(0x1)
+/* MSS when EC is a data abort */
+#define PMBSR_EL1_FAULT_FSC	GENMASK(5, 0)
+
+/* PMBIDR_EL1 */
+#define PMBIDR_EL1_ALIGN	GENMASK(3, 0)
+#define PMBIDR_EL1_ALIGN_MAX	UL(11)		/* 2 KiB */
+#define PMBIDR_EL1_P		BIT(4)
+#define PMBIDR_EL1_F		BIT(5)
+
+/* ---- ID registers ---------------------------------------------------- */
+#define ID_AA64DFR0_EL1_PMSVER		GENMASK(35, 32)
+#define ID_AA64DFR0_EL1_PMSVER_NI	UL(0)
+#define ID_AA64PFR0_EL1_EL2_SHIFT	8
+#define ID_AA64PFR0_EL1_EL2_WIDTH	4
+#define ID_AA64PFR0_EL1_GIC_SHIFT	24	/* != 0: GIC CPU interface system registers */
+#define ID_AA64PFR0_EL1_GIC_WIDTH	4
+#define ID_AA64PFR0_EL1_GIC		GENMASK(27, 24)
+
+/* ---- PSTATE / exception state ----------------------------------------- */
+#define CURRENTEL_EL_SHIFT	2
+#define CURRENTEL_EL1		FIELD_VAL(CURRENTEL_EL, 1)
+#define CURRENTEL_EL2		FIELD_VAL(CURRENTEL_EL, 2)
+#define CURRENTEL_EL3		FIELD_VAL(CURRENTEL_EL, 3)
+
+#define SPSR_M_EL0T		UL(0x0)
+#define SPSR_M_EL1H		UL(0x5)
+#define SPSR_F			BIT(6)
+#define SPSR_I			BIT(7)
+#define SPSR_A			BIT(8)
+#define SPSR_D			BIT(9)
+#define SPSR_DAIF		(SPSR_D | SPSR_A | SPSR_I | SPSR_F)
+
+#define DAIFSET_ALL		0xf	/* msr daifset immediate: D, A, I, F */
+
+/* ESR_ELx */
+#define ESR_ELx_EC		GENMASK(31, 26)
+#define ESR_ELx_IL		BIT(25)
+#define ESR_ELx_ISS		GENMASK(24, 0)
+#define ESR_ELx_EC_UNKNOWN	UL(0x00)
+#define ESR_ELx_EC_SVC64	UL(0x15)
+#define ESR_ELx_SVC_IMM16	GENMASK(15, 0)
+
+/* ---- EL3 ------------------------------------------------------------- */
+#define SCR_EL3_NS		BIT(0)
+#define SCR_EL3_IRQ		BIT(1)
+#define SCR_EL3_FIQ		BIT(2)
+#define SCR_EL3_EA		BIT(3)
+#define SCR_EL3_RES1		(BIT(4) | BIT(5))
+#define SCR_EL3_SMD		BIT(7)
+#define SCR_EL3_HCE		BIT(8)
+#define SCR_EL3_RW		BIT(10)
+
+#define MDCR_EL3_NSPB_SHIFT	12
+/* Profiling Buffer owned by Non-secure EL1 (or EL2, see MDCR_EL2.E2PB) */
+#define MDCR_EL3_NSPB_NS_EL1	FIELD_VAL(MDCR_EL3_NSPB, 3)
+
+#define CPTR_EL3_TFP		BIT(10)
+
+/* ---- EL2 ------------------------------------------------------------- */
+#define HCR_EL2_RW		BIT(31)
+
+#define MDCR_EL2_HPMN_MASK	UL(0x1f)	/* bits [4:0], reset value PMCR_EL0.N */
+#define MDCR_EL2_TPM		BIT(6)
+#define MDCR_EL2_E2PB_SHIFT	12
+/* Profiling Buffer owned by EL1, its accesses from EL1 not trapped */
+#define MDCR_EL2_E2PB_EL1	FIELD_VAL(MDCR_EL2_E2PB, 3)
+#define MDCR_EL2_TPMS		BIT(14)
+
+/* CPTR_EL2 with HCR_EL2.E2H == 0: RES1 bits [13,12,9,7:0], TFP traps FP/SIMD */
+#define CPTR_EL2_RES1		(BIT(13) | BIT(12) | BIT(9) | UL(0xff))
+#define CPTR_EL2_TFP		BIT(10)
+
+#define CNTHCTL_EL2_EL1PCTEN	BIT(0)
+#define CNTHCTL_EL2_EL1PCEN	BIT(1)
+
+/* ---- EL1 ------------------------------------------------------------- */
+#define SCTLR_EL1_M		BIT(0)
+#define SCTLR_EL1_A		BIT(1)
+#define SCTLR_EL1_C		BIT(2)
+#define SCTLR_EL1_SA		BIT(3)
+#define SCTLR_EL1_SA0		BIT(4)
+#define SCTLR_EL1_I		BIT(12)
+#define SCTLR_EL1_DZE		BIT(14)
+#define SCTLR_EL1_UCT		BIT(15)
+#define SCTLR_EL1_NTWI		BIT(16)
+#define SCTLR_EL1_NTWE		BIT(18)
+#define SCTLR_EL1_WXN		BIT(19)
+#define SCTLR_EL1_UCI		BIT(26)
+/* RES1 in ARMv8.0: EOS/TSCXT/EIS/SPAN/nTLSMD/LSMAOE keep their v8.0 behaviour */
+#define SCTLR_EL1_RES1		(BIT(11) | BIT(20) | BIT(22) | BIT(23) | BIT(28) | BIT(29))
+
+#define CPACR_EL1_FPEN_SHIFT	20
+#define CPACR_EL1_FPEN_NOTRAP	FIELD_VAL(CPACR_EL1_FPEN, 3)
+
+#define CNTKCTL_EL1_EL0PCTEN	BIT(0)
+#define CNTKCTL_EL1_EL0VCTEN	BIT(1)
+
+/* MAIR_EL1: attribute index 0 = Device-nGnRnE, 1 = Normal WB RW-allocate */
+#define MAIR_ATTR_DEVICE_nGnRnE	UL(0x00)
+#define MAIR_ATTR_NORMAL_WB	UL(0xff)
+#define MAIR_ATTR_SHIFT(idx)	((idx) * 8)
+#define MT_DEVICE_nGnRnE	0
+#define MT_NORMAL		1
+
+/* TCR_EL1 */
+#define TCR_EL1_T0SZ_SHIFT	0
+#define TCR_EL1_IRGN0_SHIFT	8
+#define TCR_EL1_ORGN0_SHIFT	10
+#define TCR_EL1_SH0_SHIFT	12
+#define TCR_EL1_TG0_SHIFT	14
+#define TCR_EL1_EPD1		BIT(23)
+#define TCR_EL1_IPS_SHIFT	32
+#define TCR_IPS_32BIT		0	/* 4 GiB of physical address space covers the board */
+#define TCR_RGN_WBWA		1
+#define TCR_SH_INNER		3
+#define TCR_TG0_4K		0
+
+/* ---- stage 1 translation table descriptors (4 KiB granule) ----------- */
+#define PTE_VALID		BIT(0)
+#define PTE_TYPE_TABLE		BIT(1)	/* level 0-2: next-level table (else block) */
+#define PTE_ATTRINDX_SHIFT	2
+#define PTE_AP_SHIFT		6
+#define PTE_AP_EL1_RW		FIELD_VAL(PTE_AP, 0)	/* EL1 RW, EL0 none */
+#define PTE_AP_EL0_RW		FIELD_VAL(PTE_AP, 1)	/* EL1 RW, EL0 RW */
+#define PTE_SH_SHIFT		8
+#define PTE_SH_INNER		FIELD_VAL(PTE_SH, 3)
+#define PTE_AF			BIT(10)
+#define PTE_PXN			BIT(53)
+#define PTE_UXN			BIT(54)
+#define PTE_ADDR_MASK_SHIFT	12
+
+#define PT_ENTRIES		512
+#define PT_ENTRY_SIZE_LOG2	3
+#define L1_BLOCK_SHIFT		30	/* 1 GiB per level-1 entry */
+#define L2_BLOCK_SHIFT		21	/* 2 MiB per level-2 entry */
+
+/* ---- GICv3 CPU interface (system registers) -------------------------- */
+#define SYS_ICC_PMR_EL1		S3_0_C4_C6_0
+#define SYS_ICC_IAR1_EL1	S3_0_C12_C12_0
+#define SYS_ICC_EOIR1_EL1	S3_0_C12_C12_1
+#define SYS_ICC_BPR1_EL1	S3_0_C12_C12_3
+#define SYS_ICC_SRE_EL1		S3_0_C12_C12_5
+#define SYS_ICC_IGRPEN1_EL1	S3_0_C12_C12_7
+#define SYS_ICC_SRE_EL2		S3_4_C12_C9_5
+#define SYS_ICC_SRE_EL3		S3_6_C12_C12_5
+
+#define ICC_SRE_ELx_SRE		BIT(0)
+#define ICC_SRE_ELx_DFB		BIT(1)
+#define ICC_SRE_ELx_DIB		BIT(2)
+#define ICC_SRE_ELx_ENABLE	BIT(3)	/* EL2/EL3 only: lower EL may use ICC_SRE_ELx */
+#define ICC_IAR1_EL1_INTID	GENMASK(23, 0)
+#define ICC_IGRPEN1_EL1_ENABLE	BIT(0)
+#define ICC_PMR_EL1_PRIORITY	GENMASK(7, 0)
+#define ICC_BPR1_EL1_BINARYPOINT GENMASK(2, 0)
+
+/* ---- C accessors ----------------------------------------------------- */
+#ifndef __ASSEMBLER__
+#define __stringify_1(x)	#x
+#define __stringify(x)		__stringify_1(x)
+
+/* by generic encoding (SYS_* above) */
+#define read_sysreg_s(r) ({						\
+	uint64_t __val;							\
+	__asm__ volatile("mrs %0, " __stringify(r) : "=r"(__val));	\
+	__val;								\
+})
+#define write_sysreg_s(r, v) do {					\
+	uint64_t __val = (uint64_t)(v);					\
+	__asm__ volatile("msr " __stringify(r) ", %x0" : : "rZ"(__val));	\
+} while (0)
+
+/* by architectural name, for registers every assembler knows */
+#define read_sysreg(r) ({						\
+	uint64_t __val;							\
+	__asm__ volatile("mrs %0, " #r : "=r"(__val));			\
+	__val;								\
+})
+#define write_sysreg(r, v) do {						\
+	uint64_t __val = (uint64_t)(v);					\
+	__asm__ volatile("msr " #r ", %x0" : : "rZ"(__val));		\
+} while (0)
+
+#define isb()		__asm__ volatile("isb" : : : "memory")
+#define dsb(opt)	__asm__ volatile("dsb " #opt : : : "memory")
+#define psb_csync()	__asm__ volatile("psb csync" : : : "memory")
+#endif
+
+#endif /* SPE_FW_SYSREG_H */

@@ -1,0 +1,62 @@
+"""The snapshot of control state an access check or enable check looks at.
+
+Access checks (``spe_emu.sysreg.AccessCheck``) are pure functions of an :class:`AccessContext`,
+so they can be tested without a running CPU. The machine builds one context per trapped
+access from the live registers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..sysreg import reg
+
+# EL2/EL3 control registers spe_emu reads (QEMU owns their storage); declared here so their
+# fields are accessed by name. Only the fields spe_emu uses are listed; the rest read as RES0
+# in these declarations, which is harmless because the table is used for reading only.
+SCR_EL3 = reg("SCR_EL3", (3, 6, 1, 1, 0), "RW 10", "HCE 8", "SMD 7", "EA 3", "FIQ 2", "IRQ 1",
+              "NS 0", doc="Arm ARM D19.2")
+HCR_EL2 = reg("HCR_EL2", (3, 4, 1, 1, 0), "E2H 34", "RW 31", "TGE 27", "AMO 5", "IMO 4", "FMO 3",
+              doc="Arm ARM D19.2")
+MDCR_EL2 = reg("MDCR_EL2", (3, 4, 1, 1, 1), "E2PB 13:12", "TPMS 14", doc="SPE supplement 3.4.2")
+MDCR_EL3 = reg("MDCR_EL3", (3, 6, 1, 3, 1), "NSPB 13:12", doc="SPE supplement 3.4.2")
+
+
+@dataclass(frozen=True, slots=True)
+class AccessContext:
+    """Control state seen by access and enable checks.
+
+    Attributes:
+        el: current Exception level (0-3).
+        have_el2, have_el3: whether EL2 / EL3 are implemented (``HaveEL()``).
+        scr_el3, hcr_el2, mdcr_el2, mdcr_el3: raw register values (0 when the EL is absent).
+    """
+
+    el: int
+    have_el2: bool = True
+    have_el3: bool = True
+    scr_el3: int = 0
+    hcr_el2: int = 0
+    mdcr_el2: int = 0
+    mdcr_el3: int = 0
+
+    @property
+    def ns(self) -> int:
+        """SCR_EL3.NS (1 when EL3 is not implemented: this model is Non-secure only then)."""
+        return SCR_EL3.get(self.scr_el3, "NS") if self.have_el3 else 1
+
+    @property
+    def is_secure(self) -> bool:
+        """``IsSecure()``: EL3 is always Secure; otherwise SCR_EL3.NS == 0."""
+        if self.have_el3 and self.el == 3:
+            return True
+        return self.ns == 0
+
+    @property
+    def tge(self) -> int:
+        return HCR_EL2.get(self.hcr_el2, "TGE") if self.have_el2 else 0
+
+    @property
+    def el2_enabled(self) -> bool:
+        """``EL2Enabled()``: EL2 implemented and (no EL3 or Non-secure)."""
+        return self.have_el2 and (not self.have_el3 or self.ns == 1)

@@ -1,0 +1,720 @@
+"""The machine: Unicorn + exception model + SPU + board devices + the run loop.
+
+Run loop ("fast" mode, the default): Unicorn runs natively. A native block hook
+(:mod:`spe_emu.native`) counts retired instructions per translated block and stops emulation in
+front of the block that holds the next instruction of interest; an exact ``until`` run then
+reaches the instruction itself. Python only runs at *stop points*: the next sample-interval
+event, exceptions (Unicorn's INTR hook), trapped system-register accesses, exception returns
+and DAIF writes (bounded code hooks on the few addresses that hold them), and WFI.
+
+"reference" mode is the oracle: a Python code hook on every instruction counts the sample
+population, tracks the Exception level and steps the interval counter one member at a time.
+Both modes share everything else (exception entry, register dispatch, record building), so a
+difference between them is a bug in population counting, EL tracking or stop planning.
+
+Interrupts are recognised at instruction boundaries where the run loop has control: after a
+sample, an exception entry or return, a trapped register access, a DAIF write or a WFI
+(docs/model.md). GIC MMIO writes are recognised at the next such point.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import struct
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from unicorn import UC_ARCH_ARM64, UC_HOOK_BLOCK, UC_HOOK_CODE, UC_HOOK_INSN, UC_HOOK_INTR
+from unicorn import UC_MODE_ARM, UC_PROT_ALL, Uc, UcError
+from unicorn import arm64_const as A
+from unicorn.unicorn_py3.unicorn import uclib
+
+from .. import native
+from ..board.gic import GICD_BASE, GICD_SIZE, GICR_BASE, GICR_SIZE, ICC_REGISTERS, GicV3
+from ..board.loader import Image
+from ..board.semihosting import Semihosting, SemihostExit
+from ..errors import ConfigError, GuestError, GuestRunaway
+from ..spe.buffer import TranslationFault
+from ..spe.config import SpeConfig
+from ..spe.records import Sample
+from ..spe.spu import Spu
+from ..sysreg import Access, RegisterSpec, reg
+from . import a64, mmu
+from .context import HCR_EL2, SCR_EL3, AccessContext
+from .exceptions import (EC, PSTATE, VectorKind, current_pstate, esr, set_pstate,
+                         sysreg_trap_iss, take_exception)
+
+NEVER = (1 << 64) - 1
+PMBIRQ_INTID = 21
+SEMIHOST_IMM = 0xF000
+INTNO_UNDEF, INTNO_SVC, INTNO_HVC, INTNO_SMC = 1, 2, 11, 13
+
+# Registers QEMU implements but whose value spe_emu presents (MRS hook returns our value).
+ID_AA64DFR0_EL1 = reg("ID_AA64DFR0_EL1", (3, 0, 0, 5, 0), "PMSVer 35:32", read_only=True)
+CNTVCT_EL0 = (3, 3, 14, 0, 2)
+CNTPCT_EL0 = (3, 3, 14, 0, 1)
+CNTFRQ_EL0 = (3, 3, 14, 0, 0)
+CNTFRQ_HZ = 100_000_000
+ENC = {"SCR_EL3": (3, 6, 1, 1, 0), "HCR_EL2": (3, 4, 1, 1, 0), "MDCR_EL2": (3, 4, 1, 1, 1),
+       "MDCR_EL3": (3, 6, 1, 3, 1), "CONTEXTIDR_EL1": (3, 0, 13, 0, 1),
+       "CONTEXTIDR_EL2": (3, 4, 13, 0, 1), "CPTR_EL2": (3, 4, 1, 1, 2),
+       "CPTR_EL3": (3, 6, 1, 1, 2)}
+WATCHED_WRITES = {ENC[n] for n in ("SCR_EL3", "HCR_EL2", "MDCR_EL2", "MDCR_EL3")}
+ERET_WORD = 0xD69F03E0
+DAIF_IMM_MASK, DAIF_IMM_VALUE = 0xFFFFF0DF, 0xD50340DF  # MSR DAIFSet/DAIFClr, #imm
+
+
+@dataclass
+class MachineConfig:
+    """How to build and run the machine.
+
+    Attributes:
+        ram_base, ram_size: RAM (bytes); QEMU virt puts RAM at 0x4000_0000.
+        boot_el: Exception level the reset state enters (1, 2 or 3).
+        mode: "fast" (native run loop) or "reference" (Python hook on every instruction).
+        spe: the SPU implementation choices.
+        outdir: where semihosting files land (the run's output directory).
+        max_insns: instruction budget; exceeding it raises :class:`GuestRunaway`.
+        allow_el0_semihosting: treat HLT #0xF000 at EL0 as a semihosting call (QEMU's default
+            is to UNDEF it, which this model follows unless set).
+        console: receives guest console bytes as they are written.
+    """
+
+    ram_base: int = 0x4000_0000
+    ram_size: int = 256 << 20
+    boot_el: int = 1
+    mode: str = "fast"
+    spe: SpeConfig = field(default_factory=SpeConfig)
+    outdir: Path = Path("spe-out")
+    max_insns: int = 2_000_000_000
+    allow_el0_semihosting: bool = False
+    console: Callable[[bytes], None] | None = None
+
+    def __post_init__(self) -> None:
+        if self.boot_el not in (1, 2, 3):
+            raise ConfigError(f"boot_el={self.boot_el!r}: must be 1, 2 or 3")
+        if self.mode not in ("fast", "reference"):
+            raise ConfigError(f"mode={self.mode!r}: must be 'fast' or 'reference'")
+        if self.ram_size <= 0 or self.ram_size % 0x1000 or self.ram_base % 0x1000:
+            raise ConfigError("RAM base and size must be positive multiples of 4 KiB")
+        if self.max_insns <= 0:
+            raise ConfigError(f"max_insns={self.max_insns!r}: must be positive")
+
+
+@dataclass
+class RunResult:
+    """What a run produced (counts in instructions unless named otherwise)."""
+
+    exit_status: int | None
+    exit_reason: int | None
+    instructions: int
+    population: int
+    samples: int
+    records_written: int
+    bytes_written: int
+    filtered_out: int
+    management_events: int
+    irqs_taken: int
+    exceptions_taken: int
+    console: bytes
+    guest_errors: list[str]
+    pmbsr: int
+    pmbptr: int
+    pmsicr: int
+
+
+class Machine:
+    """One AArch64 PE with SPE, a GICv3 subset and semihosting, on Unicorn."""
+
+    def __init__(self, config: MachineConfig):
+        self.cfg = config
+        self.uc = Uc(UC_ARCH_ARM64, UC_MODE_ARM)
+        self.uc.mem_map(config.ram_base, config.ram_size, UC_PROT_ALL)
+        self.guest_errors: list[str] = []
+        self.gic = GicV3(log=self._guest_error)
+        self.gic.on_change = self._irq_maybe_changed
+        self.uc.mmio_map(GICD_BASE, GICD_SIZE, self._mmio_read, GICD_BASE, self._mmio_write,
+                         GICD_BASE)
+        self.uc.mmio_map(GICR_BASE, GICR_SIZE, self._mmio_read, GICR_BASE, self._mmio_write,
+                         GICR_BASE)
+        self.spu = Spu(config.spe, self._spu_write, self._pmbirq)
+        self.semihost = Semihosting(Path(config.outdir), self._read_current, self._write_current,
+                                    console=config.console, clock=self._centiseconds)
+        self.exit: SemihostExit | None = None
+        self.irqs_taken = 0
+        self.exceptions_taken = 0
+        self.images: list[Image] = []
+        # population accounting
+        self.acct = 0            # instruction index up to which the population is accounted
+        self.enabled = False     # StatisticalProfilingEnabled() since the last stop
+        self.ref_insns = 0       # reference mode instruction count
+        self.replan = True
+        self._stop_requested = False
+        self._hooks_installed = False
+
+    # ------------------------------------------------------------------ set-up ------------
+    def load(self, image: Image) -> None:
+        """Copy an ELF image's PT_LOAD segments into RAM (by physical address)."""
+        for seg in image.segments:
+            lo, hi = seg.paddr, seg.paddr + seg.memsz
+            if lo < self.cfg.ram_base or hi > self.cfg.ram_base + self.cfg.ram_size:
+                raise ConfigError(f"{image.path}: segment {lo:#x}-{hi:#x} is outside RAM "
+                                  f"{self.cfg.ram_base:#x}-"
+                                  f"{self.cfg.ram_base + self.cfg.ram_size:#x}")
+            self.uc.mem_write(seg.paddr, bytes(seg.data))
+            if seg.memsz > len(seg.data):
+                self.uc.mem_write(seg.paddr + len(seg.data), bytes(seg.memsz - len(seg.data)))
+        self.images.append(image)
+
+    def reset(self, entry: int) -> None:
+        """Reset state entering ``entry`` at ``boot_el`` (AArch64, Non-secure below EL3, DAIF
+        masked, MMU off). Lower ELs are configured so the boot EL is usable: SCR_EL3.{RW, NS,
+        HCE} = 1, HCR_EL2.RW = 1, MDCR_EL3.NSPB = 0b11 and MDCR_EL2.E2PB = 0b11 (the
+        Profiling Buffer is owned by Non-secure EL1), CPACR_EL1.FPEN = 0b11 (SIMD&FP usable)."""
+        uc = self.uc
+        scr = SCR_EL3.make(RW=1, NS=1, HCE=1)
+        uc.cpr_write(*ENC["SCR_EL3"], scr)
+        uc.cpr_write(*ENC["HCR_EL2"], HCR_EL2.make(RW=1))
+        uc.cpr_write(*ENC["MDCR_EL3"], 0b11 << 12)
+        uc.cpr_write(*ENC["MDCR_EL2"], 0b11 << 12)
+        uc.reg_write(A.UC_ARM64_REG_CPACR_EL1, 0b11 << 20)
+        el = self.cfg.boot_el
+        pstate = PSTATE.make(EL=el, SP=1, D=1, A=1, I=1, F=1)
+        set_pstate(uc, pstate)
+        uc.reg_write(A.UC_ARM64_REG_PC, entry)
+        self._install_hooks()
+
+    def _install_hooks(self) -> None:
+        if self._hooks_installed:
+            return
+        self._hooks_installed = True
+        uc = self.uc
+        uc.hook_add(UC_HOOK_INTR, self._on_intr)
+        uc.hook_add(UC_HOOK_INSN, self._on_mrs, None, 1, 0, A.UC_ARM64_INS_MRS)
+        uc.hook_add(UC_HOOK_INSN, self._on_msr, None, 1, 0, A.UC_ARM64_INS_MSR)
+        self.counter = native.SpeCounter(0, 0, 0, NEVER,
+                                         ctypes.cast(uclib.uc_emu_stop, ctypes.c_void_p).value,
+                                         0, 0)
+        if self.cfg.mode == "fast":
+            handle = ctypes.c_size_t()
+            add = uclib.uc_hook_add
+            add.argtypes = None
+            err = add(uc._uch, ctypes.byref(handle), UC_HOOK_BLOCK,
+                      ctypes.c_void_p(native.block_hook_address()), ctypes.byref(self.counter),
+                      ctypes.c_uint64(1), ctypes.c_uint64(0))
+            if err:
+                raise GuestError(f"cannot install the native block hook (uc error {err})")
+            for addr in self._control_instruction_addresses():
+                uc.hook_add(UC_HOOK_CODE, self._on_control_insn, None, addr, addr + 3)
+        else:
+            uc.hook_add(UC_HOOK_CODE, self._on_every_insn)
+
+    def _control_instruction_addresses(self) -> list[int]:
+        """Addresses of ERET and MSR DAIFSet/DAIFClr in executable segments (decoded once)."""
+        out = []
+        for image in self.images:
+            for seg in image.segments:
+                if not seg.flags & 1:  # PF_X
+                    continue
+                data = bytes(seg.data)
+                for off in range(0, len(data) - 3, 4):
+                    word = struct.unpack_from("<I", data, off)[0]
+                    if word == ERET_WORD or word & DAIF_IMM_MASK == DAIF_IMM_VALUE:
+                        out.append(seg.vaddr + off)
+        return out
+
+    # ------------------------------------------------------------------ state views --------
+    def context(self) -> AccessContext:
+        uc = self.uc
+        return AccessContext(el=PSTATE.get(current_pstate(uc), "EL"),
+                             scr_el3=uc.cpr_read(*ENC["SCR_EL3"]),
+                             hcr_el2=uc.cpr_read(*ENC["HCR_EL2"]),
+                             mdcr_el2=uc.cpr_read(*ENC["MDCR_EL2"]),
+                             mdcr_el3=uc.cpr_read(*ENC["MDCR_EL3"]))
+
+    @property
+    def pc(self) -> int:
+        return self.uc.reg_read(A.UC_ARM64_REG_PC)
+
+    def insns(self) -> int:
+        """Instructions retired so far (at a stop point)."""
+        return self.counter.insns if self.cfg.mode == "fast" else self.ref_insns
+
+    def _retired_before(self, addr: int) -> int:
+        """Instructions retired before the instruction at ``addr`` (called from hooks)."""
+        if self.cfg.mode == "reference":
+            return self.ref_insns - 1
+        c = self.counter
+        return c.insns - c.block_insns + (addr - c.block_start) // 4
+
+    def _centiseconds(self) -> int:
+        return self.insns() * 100 // CNTFRQ_HZ
+
+    def _regime_el(self, el: int) -> int:
+        return max(el, 1)
+
+    def _read_current(self, va: int, n: int) -> bytes:
+        """Guest memory by VA in the current regime (semihosting, instruction fetch)."""
+        el = PSTATE.get(current_pstate(self.uc), "EL")
+        out = bytearray()
+        while n > 0:
+            try:
+                pa = mmu.translate(self.uc, va, self._regime_el(el))
+            except TranslationFault as fault:
+                raise GuestError(f"host read of unmapped guest VA {fault.va:#x}") from None
+            chunk = min(n, 0x1000 - (va & 0xFFF))
+            out += self.uc.mem_read(pa, chunk)
+            va += chunk
+            n -= chunk
+        return bytes(out)
+
+    def _write_current(self, va: int, data: bytes) -> None:
+        el = PSTATE.get(current_pstate(self.uc), "EL")
+        self._write_regime(va, data, self._regime_el(el))
+
+    def _write_regime(self, va: int, data: bytes, regime: int) -> None:
+        pa = mmu.translate(self.uc, va, regime, write=True)
+        self.uc.mem_write(pa, data)
+
+    def _spu_write(self, va: int, data: bytes) -> None:
+        """Profiling Buffer writes: privileged, owning regime (§3.4)."""
+        _, owner_el = self.spu.owner(self.context())
+        self._write_regime(va, data, owner_el)
+
+    def _guest_error(self, message: str) -> None:
+        self.guest_errors.append(message)
+
+    # ------------------------------------------------------------------ interrupts ---------
+    def _pmbirq(self, level: bool) -> None:
+        self.gic.set_level(PMBIRQ_INTID, level)
+
+    def _irq_maybe_changed(self) -> None:
+        self.replan = True
+
+    def _irq_target(self, ctx: AccessContext) -> int:
+        if SCR_EL3.get(ctx.scr_el3, "IRQ"):
+            return 3
+        if ctx.el2_enabled and (HCR_EL2.get(ctx.hcr_el2, "IMO") or ctx.tge):
+            return 2
+        return 1
+
+    def _deliver_irq(self) -> bool:
+        """Take a pending IRQ if the GIC asserts it and PSTATE/routing allow (Arm ARM D1.3)."""
+        if not self.gic.irq_line():
+            return False
+        ctx = self.context()
+        target = self._irq_target(ctx)
+        pstate = current_pstate(self.uc)
+        if target < ctx.el or (target == ctx.el and PSTATE.get(pstate, "I")):
+            return False
+        take_exception(self.uc, target, VectorKind.IRQ, preferred_return=self.pc)
+        self.irqs_taken += 1
+        return True
+
+    # ------------------------------------------------------------------ MMIO ---------------
+    def _mmio_read(self, uc: Uc, offset: int, size: int, base: int) -> int:
+        return self.gic.mmio_read(base + offset, size)
+
+    def _mmio_write(self, uc: Uc, offset: int, size: int, value: int, base: int) -> None:
+        self.gic.mmio_write(base + offset, size, value)
+        self.replan = True
+
+    # ------------------------------------------------------------------ population ---------
+    def _account(self, upto: int) -> None:
+        """Account population members in [acct, upto) under the current enabled state."""
+        n = upto - self.acct
+        if n <= 0:
+            return
+        if self.enabled:
+            self.spu.interval.advance(n)
+            self.spu.stats.population += n
+        self.acct = upto
+
+    def _refresh_enabled(self) -> None:
+        """Re-evaluate StatisticalProfilingEnabled(); on a disabled->enabled transition reload
+        PMSICR_EL1 if it is zero (§3.1.1)."""
+        now = self.spu.profiling_enabled(self.context())
+        if now and not self.enabled:
+            self.spu.interval.initialize(self.spu.regs["PMSIRR_EL1"])
+        self.enabled = now
+
+    def _member_selected(self, index: int) -> None:
+        """The population member at instruction ``index`` fires its interval step; sample it if
+        selected. The machine is stopped in front of that instruction."""
+        self._account(index)
+        self.spu.stats.population += 1
+        self.acct = index + 1
+        if self.spu.interval.fire(self.spu.regs["PMSIRR_EL1"]):
+            self._sample()
+
+    # ------------------------------------------------------------------ sampling -----------
+    def _regs(self, ids: tuple[int, ...]) -> dict[int, int]:
+        if not ids:
+            return {}
+        return dict(zip(ids, self.uc.reg_read_batch(list(ids))))
+
+    def _sample(self) -> None:
+        uc = self.uc
+        ctx = self.context()
+        pc = self.pc
+        word = struct.unpack("<I", self._read_current(pc, 4))[0]
+        info = a64.decode(word)
+        regs = self._regs(info.reads)
+        s = Sample(pc=pc, el=ctx.el, ns=0 if ctx.is_secure else 1, info=info)
+        s.exception = self._generates_exception(info, ctx)
+        if not s.exception:
+            s.cond_passed = info.condition_passed(regs)
+            if info.is_branch:
+                if info.is_eret:
+                    spsr = uc.cpr_read(*{1: (3, 0, 4, 0, 0), 2: (3, 4, 4, 0, 0),
+                                         3: (3, 6, 4, 0, 0)}[max(ctx.el, 1)])
+                    s.branch_taken = True
+                    s.branch_target = uc.reg_read({1: A.UC_ARM64_REG_ELR_EL1,
+                                                   2: A.UC_ARM64_REG_ELR_EL2,
+                                                   3: A.UC_ARM64_REG_ELR_EL3}[max(ctx.el, 1)])
+                    s.target_el = PSTATE.get(spsr, "EL")
+                else:
+                    s.branch_taken, s.branch_target = info.branch(pc, regs)
+                    s.target_el = ctx.el
+                s.target_ns = s.ns
+            if info.op_class == 1 and (info.is_load or info.is_store):
+                s.data_va = info.data_address(pc, regs)
+                if s.data_va is not None and self.spu.collect_physical_address(ctx):
+                    try:
+                        s.data_pa = mmu.translate(uc, s.data_va, self._regime_el(ctx.el))
+                    except TranslationFault:
+                        s.data_pa = None
+        ts = self.spu.collect_timestamp(ctx)
+        if ts is not None:
+            s.timestamp = self.acct - 1  # virtual time of the sampled instruction
+        if self.spu.collect_context1(ctx):
+            s.context = uc.cpr_read(*ENC["CONTEXTIDR_EL1"]) & 0xFFFFFFFF
+        if self.spu.collect_context2(ctx):
+            s.context2 = uc.cpr_read(*ENC["CONTEXTIDR_EL2"]) & 0xFFFFFFFF
+        before = self.spu.pmbirq
+        self.spu.sample(s, ctx)
+        if self.spu.pmbirq != before:
+            self.replan = True
+            self._refresh_enabled()
+
+    def _generates_exception(self, info, ctx: AccessContext) -> bool:
+        """Whether the sampled instruction will take a synchronous exception (decided from the
+        same rules the exception model applies)."""
+        if info.exception in ("svc", "brk"):
+            return True
+        if info.exception == "hvc":
+            return ctx.el >= 1
+        if info.exception == "smc":
+            return ctx.el >= 1
+        if info.exception == "hlt":
+            return not (info.imm16 == SEMIHOST_IMM and (ctx.el > 0 or
+                                                        self.cfg.allow_el0_semihosting))
+        if info.sysreg is not None:
+            verdict = self._sysreg_verdict(info.sysreg, info.is_read, ctx)
+            return verdict not in (Access.OK, None)
+        return False
+
+    # ------------------------------------------------------------------ system registers ---
+    def _lookup(self, enc) -> tuple[str, RegisterSpec] | None:
+        spec = self.spu.table.by_encoding(enc)
+        if spec is not None:
+            return ("spe", spec)
+        spec = ICC_REGISTERS.by_encoding(enc)
+        if spec is not None:
+            return ("gic", spec)
+        return None
+
+    def _sysreg_verdict(self, enc, is_read: bool, ctx: AccessContext) -> Access | None:
+        found = self._lookup(enc)
+        if found is None:
+            return None  # QEMU's own register (or unknown): QEMU decides
+        owner, spec = found
+        if owner == "spe" and self.cfg.spe.pmsver == 0:
+            return Access.UNDEFINED
+        if not is_read and spec.read_only:
+            return Access.UNDEFINED
+        if is_read and spec.name in getattr(self.gic, "WRITE_ONLY", ()):
+            return Access.UNDEFINED
+        return spec.check(ctx, is_read)
+
+    def _emulate_sysreg(self, info, pc: int) -> None:
+        """Execute a trapped MRS/MSR of an SPE or GIC register, or take the exception its
+        access check asks for. Called from the INTR hook (the instruction UNDEFs in QEMU)."""
+        uc = self.uc
+        ctx = self.context()
+        enc = info.sysreg
+        verdict = self._sysreg_verdict(enc, info.is_read, ctx)
+        if verdict is None:
+            self._take_sync(ctx, 1 if ctx.el < 1 else ctx.el, esr(EC.UNKNOWN), pc)
+            return
+        if verdict is Access.UNDEFINED:
+            self._take_sync(ctx, self._undef_target(ctx), esr(EC.UNKNOWN), pc)
+            return
+        if verdict is not Access.OK:
+            iss = sysreg_trap_iss(*enc, info.rt, info.is_read)
+            self._take_sync(ctx, verdict.target_el, esr(EC.SYSREG, iss), pc)
+            return
+        owner, spec = self._lookup(enc)
+        rt_reg = A.UC_ARM64_REG_X0 + info.rt if info.rt < 29 else (
+            A.UC_ARM64_REG_X29, A.UC_ARM64_REG_X30, None)[info.rt - 29]
+        if info.is_read:
+            if owner == "spe":
+                self._account(self._retired_before(pc) + 1)
+                value = self.spu.read(spec.name, ctx)
+            else:
+                value = self.gic.sysreg_read(spec.name)
+            if rt_reg is not None:
+                uc.reg_write(rt_reg, value)
+        else:
+            value = uc.reg_read(rt_reg) if rt_reg is not None else 0
+            self._account(self._retired_before(pc) + 1)
+            if owner == "spe":
+                self.spu.write(spec.name, value, ctx)
+            else:
+                self.gic.sysreg_write(spec.name, value)
+            self._request_stop()
+        uc.reg_write(A.UC_ARM64_REG_PC, pc + 4)
+
+    def _undef_target(self, ctx: AccessContext) -> int:
+        if ctx.el == 0:
+            return 2 if ctx.el2_enabled and ctx.tge else 1
+        return ctx.el
+
+    def _take_sync(self, ctx: AccessContext, target: int, syndrome: int, preferred: int,
+                   insn: int | None = None) -> None:
+        """Synchronous exception caused by the instruction at ``insn`` (default: ``preferred``,
+        the faulting instruction itself); the population is accounted up to and including it."""
+        self._account(self._retired_before(preferred if insn is None else insn) + 1)
+        take_exception(self.uc, target, VectorKind.SYNC, preferred_return=preferred,
+                       syndrome=syndrome)
+        self.exceptions_taken += 1
+        self._request_stop()
+
+    def _request_stop(self) -> None:
+        self.replan = True
+        self.uc.emu_stop()
+
+    # ------------------------------------------------------------------ hooks --------------
+    def _on_intr(self, uc: Uc, intno: int, _data) -> None:
+        pc = self.pc
+        ctx = self.context()
+        if intno == INTNO_SVC:
+            word = struct.unpack("<I", self._read_current(pc - 4, 4))[0]
+            imm = a64.decode(word).imm16
+            target = 2 if ctx.el == 0 and ctx.el2_enabled and ctx.tge else max(ctx.el, 1)
+            self._take_sync(ctx, target, esr(EC.SVC64, imm), pc, pc - 4)
+            return
+        if intno == INTNO_HVC:
+            word = struct.unpack("<I", self._read_current(pc - 4, 4))[0]
+            self._take_sync(ctx, max(ctx.el, 2), esr(EC.HVC64, a64.decode(word).imm16), pc, pc - 4)
+            return
+        if intno == INTNO_SMC:
+            word = struct.unpack("<I", self._read_current(pc - 4, 4))[0]
+            self._take_sync(ctx, 3, esr(EC.SMC64, a64.decode(word).imm16), pc, pc - 4)
+            return
+        if intno != INTNO_UNDEF:
+            raise GuestError(f"unexpected exception {intno} from Unicorn at PC {pc:#x}")
+        word = struct.unpack("<I", self._read_current(pc, 4))[0]
+        info = a64.decode(word)
+        if info.exception == "hlt" and info.imm16 == SEMIHOST_IMM and (
+                ctx.el > 0 or self.cfg.allow_el0_semihosting):
+            self._semihost(pc)
+            return
+        if info.sysreg is not None:
+            self._emulate_sysreg(info, pc)
+            return
+        if info.exception == "brk":
+            self._take_sync(ctx, max(ctx.el, 1), esr(EC.BRK64, info.imm16), pc)
+            return
+        if info.hint == 17:  # PSB CSYNC on a CPU model where QEMU does not know it
+            self.spu.stats.psb_csync += 1
+            uc.reg_write(A.UC_ARM64_REG_PC, pc + 4)
+            return
+        self._take_sync(ctx, self._undef_target(ctx), esr(EC.UNKNOWN), pc)
+
+    def _semihost(self, pc: int) -> None:
+        op = self.uc.reg_read(A.UC_ARM64_REG_X0) & 0xFFFFFFFF
+        param = self.uc.reg_read(A.UC_ARM64_REG_X1)
+        self._account(self._retired_before(pc) + 1)
+        try:
+            result = self.semihost.call(op, param)
+        except SemihostExit as done:
+            self.exit = done
+            self.uc.reg_write(A.UC_ARM64_REG_PC, pc + 4)
+            self._request_stop()
+            return
+        self.uc.reg_write(A.UC_ARM64_REG_X0, result & ((1 << 64) - 1))
+        self.uc.reg_write(A.UC_ARM64_REG_PC, pc + 4)
+
+    def _on_mrs(self, uc: Uc, reg: int, cp, _data) -> int:
+        enc = (cp.op0, cp.op1, cp.crn, cp.crm, cp.op2)
+        if enc in (CNTVCT_EL0, CNTPCT_EL0):
+            uc.reg_write(reg, self._retired_before(self.pc))
+            return 1
+        if enc == CNTFRQ_EL0:
+            uc.reg_write(reg, CNTFRQ_HZ)
+            return 1
+        if enc == ID_AA64DFR0_EL1.encoding.tuple:
+            value = uc.cpr_read(*enc)
+            uc.reg_write(reg, ID_AA64DFR0_EL1.set(value, "PMSVer", self.cfg.spe.pmsver))
+            return 1
+        return 0
+
+    def _on_msr(self, uc: Uc, reg: int, cp, _data) -> int:
+        enc = (cp.op0, cp.op1, cp.crn, cp.crm, cp.op2)
+        if enc in WATCHED_WRITES or enc == (3, 3, 4, 2, 1):  # DAIF register form
+            # Takes effect after this instruction; re-plan at the next block boundary.
+            self.replan = True
+            if self.cfg.mode == "fast":
+                self.counter.stop_at = min(self.counter.stop_at, self.counter.insns)
+            else:
+                self._stop_requested = True
+        return 0
+
+    def _on_control_insn(self, uc: Uc, address: int, size: int, _data) -> None:
+        """ERET / MSR DAIFSet|DAIFClr: state changes after this instruction; stop at the next
+        block boundary (an ERET ends its block, so that is exactly after it)."""
+        self.replan = True
+        self.counter.stop_at = min(self.counter.stop_at, self.counter.insns)
+
+    def _on_every_insn(self, uc: Uc, address: int, size: int, _data) -> None:
+        """Reference mode: one population step per instruction, in Python."""
+        if self._stop_requested or (self.replan and self.gic.irq_line()):
+            self._stop_requested = False
+            if self._deliverable_irq_pending():
+                uc.emu_stop()
+                return
+        self.ref_insns += 1
+        index = self.ref_insns - 1
+        if self.ref_insns > self.cfg.max_insns:
+            uc.emu_stop()
+            return
+        ctx = self.context()
+        now = self.spu.profiling_enabled(ctx)
+        if now and not self.enabled:
+            self.spu.interval.initialize(self.spu.regs["PMSIRR_EL1"])
+        self.enabled = now
+        self.acct = index
+        if now:
+            if self.spu.interval.members_to_next_event() == 1:
+                self._member_selected(index)
+                self.ref_insns = index + 1
+            else:
+                self.spu.interval.advance(1)
+                self.spu.stats.population += 1
+                self.acct = index + 1
+        else:
+            self.acct = index + 1
+
+    def _deliverable_irq_pending(self) -> bool:
+        if not self.gic.irq_line():
+            return False
+        ctx = self.context()
+        target = self._irq_target(ctx)
+        return target > ctx.el or (target == ctx.el and
+                                   not PSTATE.get(current_pstate(self.uc), "I"))
+
+    # ------------------------------------------------------------------ run loop -----------
+    def run(self, progress: Callable[[int], None] | None = None) -> RunResult:
+        """Run until the guest exits through semihosting.
+
+        Raises:
+            GuestRunaway: more than ``max_insns`` instructions.
+            GuestError: an unhandled Unicorn error (unmapped fetch, ...), or the PE waits for
+                an interrupt that can never come.
+        """
+        if self.cfg.mode == "reference":
+            return self._run_reference(progress)
+        return self._run_fast(progress)
+
+    def _start(self, pc: int, until: int = 0) -> None:
+        try:
+            self.uc.emu_start(pc, until)
+        except UcError as exc:
+            raise GuestError(f"emulation stopped at PC {self.pc:#x} after {self.insns()} "
+                             f"instructions: {exc}") from None
+
+    def _run_fast(self, progress) -> RunResult:
+        c = self.counter
+        budget = self.cfg.max_insns
+        last_progress = 0
+        while self.exit is None:
+            self._refresh_enabled()
+            if self._deliver_irq():
+                self._refresh_enabled()
+            self.replan = False
+            event = NEVER
+            if self.enabled:
+                event = self.acct + self.spu.interval.members_to_next_event() - 1
+            target = min(event, budget)
+            c.stop_at = target
+            stops = c.stops
+            start = c.insns
+            pc = self.pc
+            self._start(pc)
+            if self.exit is not None:
+                break
+            if c.stops != stops and c.insns < target and c.stop_at == target:
+                # Stopped in front of the block that holds instruction #target: run exactly
+                # up to it (translation is redone for that block with the exit baked in).
+                k = target - c.insns
+                pc = self.pc
+                end = pc + 4 * k
+                self.uc.ctl_remove_cache(pc, end + 4)
+                c.stop_at = NEVER
+                self._start(pc, end)
+                c.stop_at = target
+                if self.exit is not None:
+                    break
+                if c.insns != target or self.pc != end:
+                    # An exception or a hook changed the flow inside the block: re-plan.
+                    self._account(min(c.insns, target))
+                    continue
+            executed_to = c.insns
+            if executed_to >= budget:
+                raise GuestRunaway(f"guest did not exit within {budget} instructions "
+                                   f"(PC {self.pc:#x})")
+            if event != NEVER and executed_to == event and c.stop_at == target:
+                self._member_selected(event)
+            else:
+                self._account(executed_to)
+            if progress and executed_to - last_progress > 5_000_000:
+                last_progress = executed_to
+                progress(executed_to)
+            if c.insns == start and c.stops == stops and not self.replan:
+                # emu_start returned without progress or a stop request: WFI
+                if not self._deliverable_irq_pending():
+                    raise GuestError(f"WFI at PC {self.pc:#x} with no interrupt that can wake "
+                                     f"the PE")
+        return self._result()
+
+    def _run_reference(self, progress) -> RunResult:
+        while self.exit is None:
+            self._deliver_irq()
+            self.replan = False
+            before = self.ref_insns
+            self._start(self.pc)
+            if self.ref_insns > self.cfg.max_insns:
+                raise GuestRunaway(f"guest did not exit within {self.cfg.max_insns} "
+                                   f"instructions (PC {self.pc:#x})")
+            if self.exit is None and self.ref_insns == before and not self.replan:
+                if not self._deliverable_irq_pending():
+                    raise GuestError(f"WFI at PC {self.pc:#x} with no interrupt that can wake "
+                                     f"the PE")
+        return self._result()
+
+    def _result(self) -> RunResult:
+        self.semihost.close_all()
+        st = self.spu.stats
+        return RunResult(
+            exit_status=self.exit.status if self.exit else None,
+            exit_reason=self.exit.reason if self.exit else None,
+            instructions=self.insns(), population=st.population, samples=st.samples,
+            records_written=st.records_written, bytes_written=st.bytes_written,
+            filtered_out=st.filtered_out, management_events=len(st.management_events),
+            irqs_taken=self.irqs_taken, exceptions_taken=self.exceptions_taken,
+            console=self.semihost.console_output, guest_errors=list(self.guest_errors),
+            pmbsr=self.spu.regs["PMBSR_EL1"], pmbptr=self.spu.regs["PMBPTR_EL1"],
+            pmsicr=self.spu.interval.value)
+

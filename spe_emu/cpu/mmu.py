@@ -1,0 +1,84 @@
+"""A minimal VMSAv8-64 stage 1 table walker for the host side of the emulator.
+
+The SPU writes records through the *owning* translation regime as a privileged write (SPE
+supplement §3.4, §3.5.3), and semihosting reads guest buffers by virtual address, whatever EL
+the PE is executing at. Unicorn's own ``uc_vmem_translate`` translates with the current EL's
+permissions, so spe_emu walks the tables itself: 4 KiB granule, TTBR0/TTBR1 for the EL1&0
+regime, TTBR0 for EL2 and EL3, block and page descriptors, AP[2] write permission. Anything
+else (16/64 KiB granules, stage 2) raises :class:`spe_emu.spe.buffer.TranslationFault` with a
+documented FSC, never a silent guess.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from unicorn import Uc
+
+from ..spe.buffer import TranslationFault
+from ..sysreg import reg
+
+SCTLR = reg("SCTLR_ELx", (3, 0, 1, 0, 0), "M 0")
+TCR_EL1 = reg("TCR_EL1", (3, 0, 2, 0, 2), "TG1 31:30", "T1SZ 21:16", "EPD1 23", "TG0 15:14",
+              "EPD0 7", "T0SZ 5:0")
+TCR_EL23 = reg("TCR_EL2", (3, 4, 2, 0, 2), "TG0 15:14", "T0SZ 5:0")
+DESC = reg("DESC", (3, 0, 0, 0, 0), "UXN 54", "PXN 53", "OA 47:12", "AF 10", "AP 7:6",
+           "TYPE 1", "VALID 0")
+
+SCTLR_ENC = {1: (3, 0, 1, 0, 0), 2: (3, 4, 1, 0, 0), 3: (3, 6, 1, 0, 0)}
+TCR_ENC = {1: (3, 0, 2, 0, 2), 2: (3, 4, 2, 0, 2), 3: (3, 6, 2, 0, 2)}
+TTBR0_ENC = {1: (3, 0, 2, 0, 0), 2: (3, 4, 2, 0, 0), 3: (3, 6, 2, 0, 0)}
+TTBR1_EL1 = (3, 0, 2, 0, 1)
+FSC_TRANSLATION = 0b000100
+FSC_PERMISSION = 0b001100
+BADDR_MASK = ((1 << 48) - 1) & ~0xFFF
+
+
+def translate(uc: Uc, va: int, regime_el: int, *, write: bool = False) -> int:
+    """Physical address of ``va`` in the stage 1 regime of ``regime_el`` (1 = EL1&0, 2, 3),
+    checked for a privileged access (write permission when ``write``).
+
+    Raises:
+        TranslationFault: no valid mapping, unsupported granule, or a write to a read-only page
+            (FSC = translation fault at the failing level, or permission fault level 3).
+    """
+    regime = max(regime_el, 1)
+    if not SCTLR.get(uc.cpr_read(*SCTLR_ENC[regime]), "M"):
+        return va
+    tcr = uc.cpr_read(*TCR_ENC[regime])
+    top = (va >> 55) & 1
+    if regime == 1:
+        if top:
+            tsz, tg, ttbr = TCR_EL1.get(tcr, "T1SZ"), TCR_EL1.get(tcr, "TG1"), TTBR1_EL1
+            if tg != 0b10:
+                raise TranslationFault(va, FSC_TRANSLATION)
+        else:
+            tsz, tg, ttbr = TCR_EL1.get(tcr, "T0SZ"), TCR_EL1.get(tcr, "TG0"), TTBR0_ENC[1]
+            if tg != 0b00:
+                raise TranslationFault(va, FSC_TRANSLATION)
+    else:
+        if top:
+            raise TranslationFault(va, FSC_TRANSLATION)
+        tsz, tg, ttbr = TCR_EL23.get(tcr, "T0SZ"), TCR_EL23.get(tcr, "TG0"), TTBR0_ENC[regime]
+        if tg != 0b00:
+            raise TranslationFault(va, FSC_TRANSLATION)
+    ia_bits = 64 - tsz
+    level = 4 - (ia_bits - 12 + 8) // 9  # levels needed for ia_bits with 9 bits per level
+    table = uc.cpr_read(*ttbr) & BADDR_MASK
+    while True:
+        shift = 12 + 9 * (3 - level)
+        index = (va >> shift) & 0x1FF
+        desc = struct.unpack("<Q", bytes(uc.mem_read(table + 8 * index, 8)))[0]
+        if not DESC.get(desc, "VALID"):
+            raise TranslationFault(va, FSC_TRANSLATION | max(level, 0))
+        is_table = DESC.get(desc, "TYPE") == 1 and level < 3
+        if level == 3 and DESC.get(desc, "TYPE") != 1:
+            raise TranslationFault(va, FSC_TRANSLATION | 3)
+        if is_table:
+            table = desc & BADDR_MASK
+            level += 1
+            continue
+        if write and DESC.get(desc, "AP") & 0b10:
+            raise TranslationFault(va, FSC_PERMISSION | level)
+        block_mask = (1 << shift) - 1
+        return (desc & BADDR_MASK & ~block_mask) | (va & block_mask)

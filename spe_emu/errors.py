@@ -1,0 +1,45 @@
+"""The exception tree of spe_emu.
+
+Every error the library raises on purpose derives from :class:`SpeEmuError`, so a caller (and
+the CLI) can catch one class and print one line. Guest mistakes are *not* host exceptions: a
+guest that misprograms SPE gets the architected behaviour and the machine logs a guest error
+(see :class:`spe_emu.cpu.machine.GuestLog`); only problems that stop the run are raised.
+"""
+
+
+class SpeEmuError(Exception):
+    """Base of every error spe_emu raises."""
+
+
+class ConfigError(SpeEmuError, ValueError):
+    """A configuration value is out of range or inconsistent (names the option and the value)."""
+
+
+class ImageError(SpeEmuError):
+    """An image file is missing, unreadable, not an ELF, or not an AArch64 executable."""
+
+
+class TraceDecodeError(SpeEmuError):
+    """SPE trace bytes could not be decoded."""
+
+
+class RegisterTableError(SpeEmuError):
+    """A system-register declaration is inconsistent (overlapping fields, bad masks, ...)."""
+
+
+class SemihostingError(SpeEmuError):
+    """A semihosting request was refused (for example a path escaping the output directory)."""
+
+
+class GuestError(SpeEmuError):
+    """The guest did something the emulator cannot continue from (unmapped fetch, deadlock...)."""
+
+
+class GuestRunaway(GuestError):
+    """The guest did not exit within the instruction budget (``--max-insns``)."""
+
+
+class DeviceError(SpeEmuError):
+    """A device model was driven incorrectly by the host (an address outside the device, an
+    access size it cannot take, an unknown register name, an INTID without an input line).
+    Guest mistakes are logged by the device instead."""

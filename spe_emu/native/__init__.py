@@ -1,0 +1,82 @@
+"""Load the native block-hook instruction counter (``counter.c``).
+
+``pip install .`` builds it as the extension ``spe_emu.native._counter``. When the package runs
+from a source tree without a build, the C file is compiled once with the system C compiler into
+``~/.cache/spe_emu`` (keyed by a hash of the source). Either way the result is opened with
+ctypes and only its ``spe_block_hook`` symbol is used.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import importlib.machinery
+import os
+import subprocess
+import sysconfig
+from pathlib import Path
+
+from ..errors import SpeEmuError
+
+_HERE = Path(__file__).resolve().parent
+_SOURCE = _HERE / "counter.c"
+
+
+class NativeBuildError(SpeEmuError):
+    """The native counter could not be found or compiled."""
+
+
+class SpeCounter(ctypes.Structure):
+    """Mirror of ``struct spe_counter`` in counter.c (all counts in instructions)."""
+
+    _fields_ = [("insns", ctypes.c_uint64), ("block_start", ctypes.c_uint64),
+                ("block_insns", ctypes.c_uint64), ("stop_at", ctypes.c_uint64),
+                ("emu_stop", ctypes.c_void_p), ("stops", ctypes.c_uint64),
+                ("stop_block", ctypes.c_uint64)]
+
+
+def _built_extension() -> Path | None:
+    for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+        candidate = _HERE / f"_counter{suffix}"
+        if candidate.exists():
+            return candidate
+    return None
+
+
+def _compile_into_cache() -> Path:
+    source = _SOURCE.read_bytes()
+    digest = hashlib.sha256(source).hexdigest()[:16]
+    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "spe_emu"
+    target = cache / f"counter-{digest}.so"
+    if target.exists():
+        return target
+    cache.mkdir(parents=True, exist_ok=True)
+    include = sysconfig.get_paths()["include"]
+    tmp = target.with_suffix(f".{os.getpid()}.tmp")
+    cmd = [os.environ.get("CC", "cc"), "-O2", "-shared", "-fPIC", f"-I{include}", "-o", str(tmp),
+           str(_SOURCE)]
+    try:
+        subprocess.run(cmd, check=True, capture_output=True)
+    except (OSError, subprocess.CalledProcessError) as exc:
+        detail = getattr(exc, "stderr", b"") or b""
+        raise NativeBuildError(f"cannot compile {_SOURCE.name} with {cmd[0]}: "
+                               f"{detail.decode(errors='replace').strip() or exc}") from exc
+    os.replace(tmp, target)
+    return target
+
+
+_LIB: ctypes.CDLL | None = None
+
+
+def library() -> ctypes.CDLL:
+    """The loaded native library (built extension, else compiled into the cache)."""
+    global _LIB
+    if _LIB is None:
+        path = _built_extension() or _compile_into_cache()
+        _LIB = ctypes.CDLL(str(path))
+    return _LIB
+
+
+def block_hook_address() -> int:
+    """Address of ``spe_block_hook`` for ``uc_hook_add(UC_HOOK_BLOCK, ...)``."""
+    return ctypes.cast(library().spe_block_hook, ctypes.c_void_p).value

@@ -1,0 +1,114 @@
+"""The Profiling Buffer: PMBPTR_EL1 / PMBLIMITR_EL1 / PMBSR_EL1 and Profiling Buffer management
+events (SPE supplement §3.4, §3.5; Arm ARM D17.1 "sequential model" of record writes).
+
+Owns the writes of record bytes into guest memory and the decision to raise a management
+event. PMBIRQ is a pure function of PMBSR_EL1.S (§3.5: "PMBIRQ is a level interrupt driven by
+PMBSR_EL1.S"); the owner recomputes the line after every change.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from ..sysreg import RegisterTable
+from .config import SpeConfig
+from .registers import BSC_FILLED, EC_OTHER, EC_STAGE1_ABORT, PMBSR_MSS_ABORT, PMBSR_MSS_OTHER
+
+FSC_TRANSLATION_L3 = 0b000111
+
+
+class TranslationFault(Exception):
+    """Raised by a translate callback: the VA has no valid stage 1 mapping for a write."""
+
+    def __init__(self, va: int, fsc: int = FSC_TRANSLATION_L3):
+        super().__init__(f"translation fault at {va:#x}")
+        self.va = va
+        self.fsc = fsc
+
+
+@dataclass(slots=True)
+class ManagementEvent:
+    """A Profiling Buffer management event that happened (for statistics and logs)."""
+
+    kind: str           # "buffer-full", "no-space", "fault"
+    pmbsr: int
+    pmbptr: int
+
+
+class ProfilingBuffer:
+    """Writes records at PMBPTR_EL1 and raises management events.
+
+    Args:
+        regs: the SPE register storage (name -> value), shared with the SPU.
+        table: the SPE register table (field layouts).
+        config: the implementation choices (MaxSize, Align).
+        write_va: ``write_va(va, data)`` writes guest memory through the owning translation
+            regime; raises :class:`TranslationFault`.
+    """
+
+    def __init__(self, regs: dict[str, int], table: RegisterTable, config: SpeConfig,
+                 write_va: Callable[[int, bytes], None]):
+        self.regs = regs
+        self.t = table
+        self.config = config
+        self.write_va = write_va
+        self.records_written = 0
+        self.bytes_written = 0
+        self.events: list[ManagementEvent] = []
+
+    @property
+    def limit(self) -> int:
+        """Address of the first byte past the buffer (PMBLIMITR_EL1.LIMIT:Zeros(12))."""
+        return self.t["PMBLIMITR_EL1"].get(self.regs["PMBLIMITR_EL1"], "LIMIT") << 12
+
+    def _event(self, kind: str, *, ec: int, mss: int, dl: int | None = None) -> None:
+        spec = self.t["PMBSR_EL1"]
+        value = self.regs["PMBSR_EL1"]
+        value = spec.set(value, "S", 1)
+        value = spec.set(value, "EC", ec)
+        value = spec.set(value, "MSS", mss)
+        if dl is not None:
+            value = spec.set(value, "DL", dl)
+        self.regs["PMBSR_EL1"] = value
+        self.events.append(ManagementEvent(kind, value, self.regs["PMBPTR_EL1"]))
+
+    def write_record(self, record: bytes) -> None:
+        """Write one complete record at PMBPTR_EL1 (§3.5.2, §3.5.3).
+
+        The caller has checked ``ProfilingBufferEnabled()``. Records are padded with Padding
+        packets to 2**PMBIDR_EL1.Align. After the write, if fewer than 2**PMSIDR_EL1.MaxSize
+        bytes remain below the limit, a buffer-full management event is generated
+        (PMBSR_EL1.{S, EC, BSC} = {1, 0, 1}; PMBPTR_EL1 points after the last complete record).
+        A record that does not fit at all (software broke the §3.4.1 rule) is not written and
+        raises the same event with DL = 1 -- the model's choice among the UNPREDICTABLE options.
+        A translation fault raises a stage 1 Data Abort management event (EC 0b100100), with
+        PMBPTR_EL1 = the faulting address and DL = 1 if part of the record was written.
+        """
+        align = self.config.align_bytes
+        if len(record) % align:
+            record += bytes(align - len(record) % align)
+        ptr = self.regs["PMBPTR_EL1"]
+        limit = self.limit
+        if ptr + len(record) > limit:
+            self._event("no-space", ec=EC_OTHER, mss=PMBSR_MSS_OTHER[0].set(0, BSC_FILLED), dl=1)
+            return
+        written = 0
+        try:
+            # Write page by page so a fault leaves PMBPTR_EL1 at the faulting address.
+            while written < len(record):
+                va = ptr + written
+                chunk = min(len(record) - written, 0x1000 - (va & 0xFFF))
+                self.write_va(va, record[written:written + chunk])
+                written += chunk
+        except TranslationFault as fault:
+            self.regs["PMBPTR_EL1"] = fault.va
+            self._event("fault", ec=EC_STAGE1_ABORT,
+                        mss=PMBSR_MSS_ABORT[0].set(0, fault.fsc), dl=1 if written else None)
+            return
+        ptr += len(record)
+        self.regs["PMBPTR_EL1"] = ptr
+        self.records_written += 1
+        self.bytes_written += len(record)
+        if limit - ptr < self.config.max_record_bytes:
+            self._event("buffer-full", ec=EC_OTHER, mss=PMBSR_MSS_OTHER[0].set(0, BSC_FILLED))

@@ -1,0 +1,117 @@
+"""IMPLEMENTATION DEFINED and CONSTRAINED UNPREDICTABLE choices of the modelled SPU.
+
+Wherever the SPE supplement (DDI 0586A) leaves a choice to the implementation, spe_emu makes it
+an explicit, documented field of :class:`SpeConfig` with a sensible default. Nothing here is
+guessed silently: each field names the section it comes from.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+
+from ..errors import ConfigError
+
+# PMSIDR_EL1.Interval encodings -> recommended minimum interval in operations (§4.3.11).
+INTERVAL_CODES = {0b0000: 256, 0b0010: 512, 0b0011: 768, 0b0100: 1024, 0b0101: 1536,
+                  0b0110: 2048, 0b0111: 3072, 0b1000: 4096}
+
+
+@dataclass(frozen=True)
+class SpeConfig:
+    """The modelled implementation.
+
+    ID register values (§4.3.1 PMBIDR_EL1, §4.3.11 PMSIDR_EL1, ID_AA64DFR0_EL1.PMSVer):
+        pmsver: ID_AA64DFR0_EL1.PMSVer (1 = FEAT_SPE). 0 removes SPE: every PMS*/PMB* access
+            is UNDEFINED and PSB CSYNC is a NOP.
+        max_size_code: PMSIDR_EL1.MaxSize; records are at most 2**code bytes (6 -> 64 bytes).
+        interval_code: PMSIDR_EL1.Interval, the recommended minimum interval (0 -> 256).
+        count_size_code: PMSIDR_EL1.CountSize (0b0010 = 12-bit saturating counters).
+        ernd: PMSIDR_EL1.ERnd (0: random number added at the start of the interval;
+            1: secondary counter PMSICR_EL1.ECOUNT, §3.1.2).
+        arch_inst: PMSIDR_EL1.ArchInst (1: architecture instructions are the operations).
+        align_code: PMBIDR_EL1.Align (0 = byte; records padded to 2**code bytes).
+        flag_updates: PMBIDR_EL1.F.
+
+    CONSTRAINED UNPREDICTABLE choices (§3.2.3 ``CollectRecord()``, §4.3.9):
+        ft_all_zero_discards: PMSFCR_EL1.FT == 1 with B, LD and ST all 0: True records nothing,
+            False behaves as if FT were 0 (default).
+        fe_zero_discards: PMSFCR_EL1.FE == 1 with PMSEVFR_EL1 == 0 (same choice).
+        fl_zero_discards: PMSFCR_EL1.FL == 1 with PMSLATFR_EL1.MINLAT == 0 (same choice).
+        zero_interval: the interval used when PMSIRR_EL1.INTERVAL == 0 ("an UNKNOWN sampling
+            interval", §4.3.12); the value replaces INTERVAL (default 1 -> 256 operations).
+
+    IMPLEMENTATION DEFINED record contents:
+        not_taken_target: include the branch target Address packet for a conditional branch
+            that failed its condition (§2.3.3; default True, as perf shows the target).
+        exception_return_target: include the target of an exception return even when it goes
+            to an Exception level where profiling is disabled (§5.3.1 index 0b00001; default True).
+        exception_record_detail: for a sampled operation that generates an exception, keep
+            the PC, Operation Type and counters in the record (§2.3.5 says it is UNPREDICTABLE
+            whether the record has more than Events + End/Timestamp; default True).
+
+    Model parameters (documented in docs/model.md):
+        l1d_lines, tlb_entries, llc_lines: sizes of the sampled-access locality model.
+        seed: seed of the pseudorandom number generator used when PMSIRR_EL1.RND == 1 (§2.2.2).
+    """
+
+    pmsver: int = 1
+    max_size_code: int = 6
+    interval_code: int = 0b0000
+    count_size_code: int = 0b0010
+    ernd: int = 0
+    arch_inst: int = 1
+    align_code: int = 0
+    flag_updates: int = 0
+    ft_all_zero_discards: bool = False
+    fe_zero_discards: bool = False
+    fl_zero_discards: bool = False
+    zero_interval: int = 1
+    not_taken_target: bool = True
+    exception_return_target: bool = True
+    exception_record_detail: bool = True
+    l1d_lines: int = 512
+    tlb_entries: int = 48
+    llc_lines: int = 16384
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        def need(cond: bool, name: str, value: object, what: str) -> None:
+            if not cond:
+                raise ConfigError(f"SpeConfig.{name}={value!r}: {what}")
+
+        need(self.pmsver in (0, 1), "pmsver", self.pmsver, "must be 0 (no SPE) or 1 (FEAT_SPE)")
+        need(6 <= self.max_size_code <= 11, "max_size_code", self.max_size_code,
+             "PMSIDR_EL1.MaxSize must be 0b0110..0b1011 (64 B..2 KiB; 16/32 B not permitted)")
+        need(self.interval_code in INTERVAL_CODES, "interval_code", self.interval_code,
+             f"must be one of {sorted(INTERVAL_CODES)}")
+        need(self.count_size_code == 0b0010, "count_size_code", self.count_size_code,
+             "only 12-bit counters (0b0010) are modelled")
+        need(self.ernd in (0, 1), "ernd", self.ernd, "must be 0 or 1")
+        need(self.arch_inst == 1, "arch_inst", self.arch_inst,
+             "only architecture-instruction sampling is modelled")
+        need(0 <= self.align_code <= 11, "align_code", self.align_code, "must be 0..11")
+        need(self.align_code <= self.max_size_code, "align_code", self.align_code,
+             "must not exceed max_size_code")
+        need(self.flag_updates in (0, 1), "flag_updates", self.flag_updates, "must be 0 or 1")
+        need(1 <= self.zero_interval < (1 << 24), "zero_interval", self.zero_interval,
+             "must fit PMSIRR_EL1.INTERVAL (1..2**24-1)")
+        for name in ("l1d_lines", "tlb_entries", "llc_lines"):
+            need(getattr(self, name) >= 1, name, getattr(self, name), "must be >= 1")
+
+    @property
+    def max_record_bytes(self) -> int:
+        """2**PMSIDR_EL1.MaxSize, in bytes."""
+        return 1 << self.max_size_code
+
+    @property
+    def align_bytes(self) -> int:
+        """2**PMBIDR_EL1.Align, in bytes."""
+        return 1 << self.align_code
+
+    def with_(self, **changes: object) -> "SpeConfig":
+        """A copy with some fields changed (validated)."""
+        known = {f.name for f in fields(self)}
+        for key in changes:
+            if key not in known:
+                raise ConfigError(f"SpeConfig has no option {key!r}")
+        return replace(self, **changes)

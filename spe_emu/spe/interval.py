@@ -1,0 +1,140 @@
+"""The sample interval counter, PMSICR_EL1 (SPE supplement §3.1, §4.3.10).
+
+The counter is driven one *population member* at a time by the reference mode and many members
+at a time by the fast run loop; both go through the same three operations, so they agree by
+construction:
+
+* :meth:`IntervalCounter.members_to_next_event` -- k >= 1: the k-th next member is the next one
+  whose step does more than decrement (a selection, or a reload of the primary counter);
+* :meth:`IntervalCounter.advance` -- apply n < k plain decrements;
+* :meth:`IntervalCounter.fire` -- apply the k-th member's step; returns True if that member is
+  selected for sampling.
+
+Counting convention (§3.1.2 note "the interval between operations being selected for sampling
+is INTERVAL x 256 + 1"): a member that finds COUNT == 0 is selected and reloads the counter;
+otherwise it decrements COUNT. With PMSIDR_EL1.ERnd == 1 and PMSIRR_EL1.RND == 1 the reload also
+sets the secondary counter ECOUNT to a random value; a member that decrements ECOUNT to zero is
+selected, and a random value of zero selects the reloading member itself.
+"""
+
+from __future__ import annotations
+
+from ..sysreg import RegisterSpec
+
+MASK64 = (1 << 64) - 1
+
+
+class Xorshift64:
+    """The IMPLEMENTATION DEFINED random number generator (§2.2.2): xorshift64* seeded from
+    the run's seed. Deterministic: the same seed gives the same sequence on every host."""
+
+    def __init__(self, seed: int):
+        self.state = (seed * 0x9E3779B97F4A7C15 + 0x2545F4914F6CDD1D) & MASK64 or 1
+
+    def next64(self) -> int:
+        x = self.state
+        x ^= (x >> 12)
+        x ^= (x << 25) & MASK64
+        x ^= (x >> 27)
+        self.state = x
+        return (x * 0x2545F4914F6CDD1D) & MASK64
+
+    def byte(self) -> int:
+        """A value in 0x00..0xFF."""
+        return self.next64() >> 56
+
+
+class IntervalCounter:
+    """PMSICR_EL1.{COUNT, ECOUNT} and the reload rules of §3.1.1/§3.1.2.
+
+    Args:
+        pmsicr: the PMSICR_EL1 register spec (its fields depend on ERnd).
+        pmsirr: the PMSIRR_EL1 register spec.
+        ernd: PMSIDR_EL1.ERnd.
+        rng: random generator for RND.
+        zero_interval: INTERVAL value used when software programs INTERVAL == 0.
+    """
+
+    def __init__(self, pmsicr: RegisterSpec, pmsirr: RegisterSpec, ernd: int, rng: Xorshift64,
+                 zero_interval: int):
+        self.pmsicr = pmsicr
+        self.pmsirr = pmsirr
+        self.ernd = ernd
+        self.rng = rng
+        self.zero_interval = zero_interval
+        self.value = 0  # PMSICR_EL1
+
+    # -- fields -----------------------------------------------------------------------------
+    @property
+    def count(self) -> int:
+        return self.pmsicr.get(self.value, "COUNT")
+
+    @property
+    def ecount(self) -> int:
+        return self.pmsicr.get(self.value, "ECOUNT") if self.ernd else 0
+
+    def _set(self, count: int, ecount: int) -> None:
+        value = self.pmsicr.set(0, "COUNT", count)
+        if self.ernd:
+            value = self.pmsicr.set(value, "ECOUNT", ecount)
+        self.value = value
+
+    def _interval(self, pmsirr: int) -> int:
+        return self.pmsirr.get(pmsirr, "INTERVAL") or self.zero_interval
+
+    def _rnd(self, pmsirr: int) -> bool:
+        return bool(self.pmsirr.get(pmsirr, "RND"))
+
+    # -- §3.1.1 -----------------------------------------------------------------------------
+    def initialize(self, pmsirr: int) -> None:
+        """Profiling goes from disabled to enabled: reload if PMSICR_EL1 is zero (§3.1.1)."""
+        if self.value:
+            return
+        low = self.rng.byte() if self._rnd(pmsirr) and not self.ernd else 0
+        self._set(self._interval(pmsirr) << 8 | low, 0)
+
+    # -- §3.1.2 -----------------------------------------------------------------------------
+    def members_to_next_event(self) -> int:
+        """k >= 1 such that the k-th next member is the next non-trivial step."""
+        c, a = self.count, self.ecount
+        if a and a <= c + 1:
+            return a
+        return c + 1
+
+    def advance(self, n: int) -> None:
+        """Apply ``n`` plain decrements (n must be < members_to_next_event())."""
+        if n <= 0:
+            return
+        c, a = self.count, self.ecount
+        self._set(c - n, a - n if a else 0)
+
+    def fire(self, pmsirr: int) -> bool:
+        """Apply the step of the member at :meth:`members_to_next_event`; True if selected."""
+        k = self.members_to_next_event()
+        self.advance(k - 1)
+        c, a = self.count, self.ecount
+        selected = False
+        if a:
+            a -= 1
+            selected = a == 0
+        if c == 0:
+            rnd = self._rnd(pmsirr)
+            if self.ernd and rnd:
+                c = self._interval(pmsirr) << 8
+                a = self.rng.byte()
+                if a == 0:
+                    selected = True
+            else:
+                c = self._interval(pmsirr) << 8 | (self.rng.byte() if rnd else 0)
+                selected = True
+        else:
+            c -= 1
+        self._set(c, a)
+        return selected
+
+    def step(self, pmsirr: int) -> bool:
+        """One population member (reference mode): True if it is selected."""
+        if self.members_to_next_event() == 1:
+            return self.fire(pmsirr)
+        self.advance(1)
+        return False

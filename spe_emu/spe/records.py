@@ -1,0 +1,209 @@
+"""Sampled operation -> sample record (SPE supplement §2.3, §5; Arm ARM D18.1).
+
+This layer turns what the CPU glue observed about a sampled operation (:class:`Sample`) into the
+packets of one record. It never touches the Profiling Buffer (that is :mod:`.buffer`).
+
+Events and cycle counts come from a documented, deterministic model (docs/model.md):
+
+* caches and TLB: a *sampled-access locality model*. Every sampled load/store accesses the L1D
+  and the TLB (E[2], E[4]). It refills the L1D (E[3]) when its 64-byte line is not among the
+  ``l1d_lines`` lines most recently touched by sampled accesses, and then accesses the last
+  level cache (E[8]), missing it (E[9]) when the line is not among the ``llc_lines`` most recent;
+  it walks the TLB (E[5]) when its 4 KiB page is not among the ``tlb_entries`` most recent.
+  Only sampled operations update the model, so the fast path and the reference mode agree.
+* branch prediction: conditional direct branches are predicted backward-taken/forward-not-
+  taken; returns are always predicted; other indirect branches are predicted to go where that
+  branch went the last time it was sampled. A wrong prediction sets E[7].
+* latencies (cycles, 12-bit saturating counters, §5.3.4): ISSUE = 1; TOT = ISSUE + execution,
+  where execution is 1 (other, branch; +10 on a misprediction), 4 for an L1D hit, 20 for an L1D
+  refill that hits the LLC, 120 for an LLC miss, 1 for a store; XLAT = 1, or 30 after a TLB walk
+  (which also adds 30 to TOT).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+
+from . import packets as P
+from .config import SpeConfig
+from .filters import OpType
+
+LINE = 64
+PAGE = 4096
+
+
+class _Lru:
+    """A fixed-capacity LRU set of keys."""
+
+    def __init__(self, capacity: int):
+        self.capacity = capacity
+        self.keys: OrderedDict[int, None] = OrderedDict()
+
+    def touch(self, key: int) -> bool:
+        """Record an access; True if it was a hit."""
+        hit = key in self.keys
+        if hit:
+            self.keys.move_to_end(key)
+        else:
+            self.keys[key] = None
+            if len(self.keys) > self.capacity:
+                self.keys.popitem(last=False)
+        return hit
+
+
+@dataclass(slots=True)
+class Sample:
+    """What the CPU glue observed about one sampled operation, before it executed.
+
+    Attributes:
+        pc: virtual address of the instruction.
+        el, ns: Exception level and Security state it executes in.
+        info: the decoded instruction (:class:`spe_emu.cpu.a64.InsnInfo`).
+        data_va: lowest data virtual address for loads/stores, else None.
+        data_pa: data physical address when CollectPhysicalAddress() is true, else None.
+        branch_taken, branch_target: outcome for branches (target None for ERET: see below).
+        target_el, target_ns: Exception level / Security state at the branch target.
+        cond_passed: result of the condition check for conditional instructions, else None.
+        exception: True when the operation generates a synchronous exception.
+        timestamp: CNTVCT_EL0/CNTPCT_EL0 value (None: End packet).
+        context: CONTEXTIDR_EL1 value when CollectContextIDR1() is true, else None.
+        context2: CONTEXTIDR_EL2 value when CollectContextIDR2() is true, else None.
+    """
+
+    pc: int
+    el: int
+    ns: int
+    info: object
+    data_va: int | None = None
+    data_pa: int | None = None
+    branch_taken: bool = False
+    branch_target: int | None = None
+    target_el: int = 0
+    target_ns: int = 1
+    cond_passed: bool | None = None
+    exception: bool = False
+    timestamp: int | None = None
+    context: int | None = None
+    context2: int | None = None
+
+
+@dataclass(slots=True)
+class Built:
+    """A record ready for filtering: its bytes and what ``CollectRecord()`` needs."""
+
+    data: bytes
+    events: int
+    total_latency: int
+    optypes: frozenset
+
+
+class RecordBuilder:
+    """Builds records and owns the deterministic micro-architecture model."""
+
+    def __init__(self, config: SpeConfig):
+        self.config = config
+        self.l1d = _Lru(config.l1d_lines)
+        self.llc = _Lru(config.llc_lines)
+        self.tlb = _Lru(config.tlb_entries)
+        self.last_target: dict[int, int] = {}
+
+    def optypes(self, info) -> frozenset:
+        """The ``OpType`` values an operation counts as for the FT filter (§3.2.2)."""
+        if info.op_class == P.OP_CLASS_BRANCH:
+            return frozenset({OpType.BRANCH})
+        if info.op_class == P.OP_CLASS_LDST:
+            out = set()
+            if info.is_load:
+                out.add(OpType.LOAD)
+            if info.is_store or info.is_atomic:
+                out.add(OpType.STORE)
+            return frozenset(out or {OpType.OTHER})
+        return frozenset({OpType.OTHER})
+
+    def build(self, s: Sample) -> Built:
+        """The packets of the record for ``s`` (§2.3, §5.3), encoded."""
+        info = s.info
+        cfg = self.config
+        events = 1 << P.EV_RETIRED
+        issue = 1
+        execute = 1
+        xlat = None
+        pkts: list[P.Packet] = []
+        if s.context is not None:
+            pkts.append(P.context_packet(P.CONTEXT_EL1, s.context))
+        if s.context2 is not None:
+            pkts.append(P.context_packet(P.CONTEXT_EL2, s.context2))
+        pkts.append(P.address_packet(P.ADDR_PC, s.pc, el=s.el, ns=s.ns))
+        if s.exception:
+            events |= 1 << P.EV_EXCEPTION_GEN
+            if cfg.exception_record_detail:
+                pkts.append(P.op_type_packet(info.op_class, info.op_subclass))
+        else:
+            pkts.append(P.op_type_packet(info.op_class, info.op_subclass))
+            if s.cond_passed is False:
+                events |= 1 << P.EV_NOT_TAKEN
+            if info.op_class == P.OP_CLASS_BRANCH:
+                execute += self._branch(s, pkts)
+                if self._mispredicted:
+                    events |= 1 << P.EV_MISPRED
+            elif info.op_class == P.OP_CLASS_LDST and s.data_va is not None:
+                pkts.append(P.address_packet(P.ADDR_DATA_VA, s.data_va, tag=s.data_va >> 56))
+                if s.data_pa is not None:
+                    pkts.append(P.address_packet(P.ADDR_DATA_PA, s.data_pa, ns=s.ns))
+                ev, execute, xlat = self._memory(s, info)
+                events |= ev
+        total = issue + execute + (xlat - 1 if xlat else 0)
+        pkts.append(P.events_packet(events))
+        pkts.append(P.counter_packet(P.COUNTER_TOTAL, total))
+        pkts.append(P.counter_packet(P.COUNTER_ISSUE, issue))
+        if xlat is not None:
+            pkts.append(P.counter_packet(P.COUNTER_XLAT, xlat))
+        pkts.append(P.timestamp_packet(s.timestamp) if s.timestamp is not None
+                    else P.end_packet())
+        data = b"".join(P.encode(p) for p in pkts)
+        return Built(data, events, min(total, 0xFFF), self.optypes(info))
+
+    _mispredicted = False
+
+    def _branch(self, s: Sample, pkts: list) -> int:
+        info = s.info
+        taken = s.branch_taken
+        target = s.branch_target
+        if target is not None and (taken or self.config.not_taken_target):
+            pkts.append(P.address_packet(P.ADDR_BRANCH_TARGET, target, el=s.target_el,
+                                         ns=s.target_ns))
+        if info.is_indirect:
+            if info.mnemonic_class.startswith("ret") or info.is_eret:
+                mispredicted = False
+            else:
+                mispredicted = self.last_target.get(s.pc) != target
+                self.last_target[s.pc] = target
+        elif info.is_conditional:
+            backward = target is not None and target <= s.pc
+            mispredicted = taken != backward
+        else:
+            mispredicted = False
+        self._mispredicted = mispredicted
+        return 10 if mispredicted else 0
+
+    def _memory(self, s: Sample, info) -> tuple[int, int, int]:
+        va = s.data_va
+        events = (1 << P.EV_L1D_ACCESS) | (1 << P.EV_TLB_ACCESS)
+        xlat = 1
+        if not self.tlb.touch(va // PAGE):
+            events |= 1 << P.EV_TLB_WALK
+            xlat = 30
+        line = va // LINE
+        if self.l1d.touch(line):
+            execute = 4
+        else:
+            events |= (1 << P.EV_L1D_REFILL) | (1 << P.EV_LLC_ACCESS)
+            if self.llc.touch(line):
+                execute = 20
+            else:
+                events |= 1 << P.EV_LLC_MISS
+                execute = 120
+        if info.is_store and not info.is_load:
+            execute = 1
+        return events, execute, xlat

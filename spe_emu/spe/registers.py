@@ -1,0 +1,121 @@
+"""The SPE system registers, declared once (SPE supplement §4.1 Table 7, §4.3).
+
+:func:`spe_registers` builds the table for a given :class:`SpeConfig`; the RES0 masks that
+depend on the implementation (PMSICR_EL1.ECOUNT, PMSEVFR_EL1 events) come from the
+configuration, as data. Access checks are the pure pseudocode functions of §3.2.3 and §3.4.6.
+"""
+
+from __future__ import annotations
+
+from ..cpu.context import MDCR_EL2, MDCR_EL3, AccessContext
+from ..sysreg import Access, RegisterTable, parse_fields, reg
+from .config import SpeConfig
+
+
+def _el3_nspb_trap(ctx: AccessContext) -> bool:
+    """``HaveEL(EL3) && PSTATE.EL != EL3 && MDCR_EL3.NSPB != SCR_EL3.NS:'1'``."""
+    return ctx.have_el3 and ctx.el != 3 and MDCR_EL3.get(ctx.mdcr_el3, "NSPB") != (ctx.ns << 1 | 1)
+
+
+def check_statistical_profiling_access(ctx: AccessContext, is_read: bool) -> Access:
+    """``CheckStatisticalProfilingAccess()`` (§3.2.3): PMSCR_EL1, PMSICR_EL1, PMSIRR_EL1,
+    PMSFCR_EL1, PMSEVFR_EL1, PMSLATFR_EL1, PMSIDR_EL1. MDCR_EL2.TPMS traps EL1 to EL2;
+    MDCR_EL3.NSPB traps to EL3."""
+    if ctx.el == 0:
+        return Access.UNDEFINED
+    if ctx.have_el2 and not ctx.is_secure and ctx.el == 1 and MDCR_EL2.get(ctx.mdcr_el2, "TPMS"):
+        return Access.TRAP_EL2
+    if _el3_nspb_trap(ctx):
+        return Access.TRAP_EL3
+    return Access.OK
+
+
+def check_profiling_buffer_access(ctx: AccessContext, is_read: bool) -> Access:
+    """``CheckProfilingBufferAccess()`` (§3.4.6): PMBLIMITR_EL1, PMBPTR_EL1, PMBSR_EL1.
+    MDCR_EL2.E2PB<0> == 0 traps EL1 to EL2; MDCR_EL3.NSPB traps to EL3."""
+    if ctx.el == 0:
+        return Access.UNDEFINED
+    if (ctx.have_el2 and not ctx.is_secure and ctx.el == 1
+            and MDCR_EL2.get(ctx.mdcr_el2, "E2PB") & 1 == 0):
+        return Access.TRAP_EL2
+    if _el3_nspb_trap(ctx):
+        return Access.TRAP_EL3
+    return Access.OK
+
+
+def check_pmbidr_access(ctx: AccessContext, is_read: bool) -> Access:
+    """PMBIDR_EL1 (§4.3.1): UNDEFINED at EL0, no traps."""
+    return Access.UNDEFINED if ctx.el == 0 else Access.OK
+
+
+def check_pmscr_el2_access(ctx: AccessContext, is_read: bool) -> Access:
+    """PMSCR_EL2 (§4.3.7): UNDEFINED at EL1 and EL0; trapped to EL3 from EL2 unless
+    MDCR_EL3.NSPB == 0b11."""
+    if ctx.el < 2:
+        return Access.UNDEFINED
+    if ctx.el == 2 and ctx.have_el3 and MDCR_EL3.get(ctx.mdcr_el3, "NSPB") != 0b11:
+        return Access.TRAP_EL3
+    return Access.OK
+
+
+# Sub-layouts of PMBSR_EL1.MSS (§4.3.4): "other buffer management event" and data aborts.
+PMBSR_MSS_OTHER = parse_fields("BSC 5:0")
+PMBSR_MSS_ABORT = parse_fields("FSC 5:0")
+BSC_NOT_FILLED = 0b000000
+BSC_FILLED = 0b000001
+EC_OTHER = 0b000000
+EC_STAGE1_ABORT = 0b100100
+EC_STAGE2_ABORT = 0b100101
+
+# The PMSEVFR_EL1 bits CollectRecord() compares (§3.2.3): events<63:48,31:24,15:12,7,5,3,1>.
+PMSEVFR_FILTERABLE = ((0xFFFF << 48) | (0xFF << 24) | (0xF << 12) | (1 << 7) | (1 << 5)
+                      | (1 << 3) | (1 << 1))
+# Of those, the events this model implements (docs/model.md): E[1], E[3], E[5], E[7].
+MODEL_FILTER_EVENTS = ("E7 7", "E5 5", "E3 3", "E1 1")
+
+
+def spe_registers(config: SpeConfig) -> RegisterTable:
+    """The SPE register table for ``config`` (§4.1 Table 7).
+
+    Returns a :class:`RegisterTable` with PMSCR_EL1, PMSICR_EL1, PMSIRR_EL1, PMSFCR_EL1,
+    PMSEVFR_EL1, PMSLATFR_EL1, PMSIDR_EL1, PMBLIMITR_EL1, PMBPTR_EL1, PMBSR_EL1, PMBIDR_EL1 and
+    PMSCR_EL2. Side effects are named hooks implemented by :class:`spe_emu.spe.spu.Spu`.
+    """
+    pmsicr_fields = ["COUNT 31:0"] + (["ECOUNT 63:56"] if config.ernd else [])
+    pmsidr_fields = ("CountSize 19:16 RO", "MaxSize 15:12 RO", "Interval 11:8 RO", "ERnd 5 RO",
+                     "LDS 4 RO", "ArchInst 3 RO", "FL 2 RO", "FT 1 RO", "FE 0 RO")
+    pmsidr_value = reg("PMSIDR_EL1", (3, 0, 9, 9, 7), *pmsidr_fields).make(
+        CountSize=config.count_size_code, MaxSize=config.max_size_code,
+        Interval=config.interval_code, ERnd=config.ernd, LDS=0, ArchInst=config.arch_inst,
+        FL=1, FT=1, FE=1)
+    pmsidr = reg("PMSIDR_EL1", (3, 0, 9, 9, 7), *pmsidr_fields, read_only=True,
+                 reset=pmsidr_value, check=check_statistical_profiling_access, doc="§4.3.11")
+    pmbidr_reset = reg("PMBIDR_EL1", (3, 0, 9, 10, 7), "F 5 RO", "P 4 RO", "Align 3:0 RO").make(
+        F=config.flag_updates, P=0, Align=config.align_code)
+    return RegisterTable([
+        reg("PMSCR_EL1", (3, 0, 9, 9, 0), "PCT 6", "TS 5", "PA 4", "CX 3", "E1SPE 1", "E0SPE 0",
+            check=check_statistical_profiling_access, on_write="write_control", doc="§4.3.5"),
+        reg("PMSICR_EL1", (3, 0, 9, 9, 2), *pmsicr_fields,
+            check=check_statistical_profiling_access, on_read="read_pmsicr",
+            on_write="write_pmsicr", doc="§4.3.10"),
+        reg("PMSIRR_EL1", (3, 0, 9, 9, 3), "INTERVAL 31:8", "RND 0",
+            check=check_statistical_profiling_access, doc="§4.3.12"),
+        reg("PMSFCR_EL1", (3, 0, 9, 9, 4), "ST 18", "LD 17", "B 16", "FL 2", "FT 1", "FE 0",
+            check=check_statistical_profiling_access, doc="§4.3.9"),
+        reg("PMSEVFR_EL1", (3, 0, 9, 9, 5), *MODEL_FILTER_EVENTS,
+            check=check_statistical_profiling_access, doc="§4.3.8"),
+        reg("PMSLATFR_EL1", (3, 0, 9, 9, 6), "MINLAT 11:0",
+            check=check_statistical_profiling_access, doc="§4.3.13"),
+        pmsidr,
+        reg("PMBLIMITR_EL1", (3, 0, 9, 10, 0), "LIMIT 63:12", "FM 2:1", "E 0",
+            check=check_profiling_buffer_access, on_write="write_control", doc="§4.3.2"),
+        reg("PMBPTR_EL1", (3, 0, 9, 10, 1), "PTR 63:0",
+            check=check_profiling_buffer_access, on_read="read_pmbptr", doc="§4.3.3"),
+        reg("PMBSR_EL1", (3, 0, 9, 10, 3), "EC 31:26", "DL 19", "EA 18", "S 17", "COLL 16",
+            "MSS 15:0", check=check_profiling_buffer_access, on_write="write_control",
+            doc="§4.3.4"),
+        reg("PMBIDR_EL1", (3, 0, 9, 10, 7), "F 5 RO", "P 4 RO", "Align 3:0 RO", read_only=True,
+            reset=pmbidr_reset, check=check_pmbidr_access, on_read="read_pmbidr", doc="§4.3.1"),
+        reg("PMSCR_EL2", (3, 4, 9, 9, 0), "PCT 6", "TS 5", "PA 4", "CX 3", "E2SPE 1", "E0HSPE 0",
+            check=check_pmscr_el2_access, on_write="write_control", doc="§4.3.7"),
+    ])

@@ -1,0 +1,210 @@
+"""The Statistical Profiling Unit: SPE register state, enable/collection controls, sampling.
+
+Ties the layers together: register storage and side effects (:mod:`.registers`), the sample
+interval counter (:mod:`.interval`), record building (:mod:`.records`), ``CollectRecord()``
+(:mod:`.filters`) and the Profiling Buffer (:mod:`.buffer`). The CPU glue decides *when*
+population members occur and calls :meth:`Spu.sample` for selected operations.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from ..cpu.context import HCR_EL2, MDCR_EL2, MDCR_EL3, AccessContext
+from .buffer import ProfilingBuffer
+from .config import SpeConfig
+from .filters import collect_record
+from .interval import IntervalCounter, Xorshift64
+from .records import RecordBuilder, Sample
+from .registers import spe_registers
+
+
+@dataclass
+class SpuStats:
+    """Counters reported at the end of a run (all counts of operations or records)."""
+
+    population: int = 0          # SAMPLE_POP: members of the sample population
+    samples: int = 0             # SAMPLE_FEED: operations selected for sampling
+    filtered_out: int = 0        # selected but removed by CollectRecord()
+    records_written: int = 0     # records written to the Profiling Buffer
+    bytes_written: int = 0
+    management_events: list = field(default_factory=list)
+    psb_csync: int = 0
+
+
+class Spu:
+    """The SPU of one PE.
+
+    Args:
+        config: implementation choices.
+        write_va: writes guest memory through the owning translation regime (raises
+            :class:`spe_emu.spe.buffer.TranslationFault`).
+        on_irq: called with the new PMBIRQ level whenever PMBSR_EL1.S may have changed.
+    """
+
+    def __init__(self, config: SpeConfig, write_va: Callable[[int, bytes], None],
+                 on_irq: Callable[[bool], None] | None = None):
+        self.config = config
+        self.table = spe_registers(config)
+        self.regs = self.table.reset_values()
+        self.interval = IntervalCounter(self.table["PMSICR_EL1"], self.table["PMSIRR_EL1"],
+                                        config.ernd, Xorshift64(config.seed),
+                                        config.zero_interval)
+        self.builder = RecordBuilder(config)
+        self.buffer = ProfilingBuffer(self.regs, self.table, config, write_va)
+        self.on_irq = on_irq
+        self.stats = SpuStats()
+
+    # -- register access (after the access check passed) -------------------------------------
+    def read(self, name: str, ctx: AccessContext) -> int:
+        spec = self.table[name]
+        if spec.on_read:
+            return getattr(self, spec.on_read)(name, ctx)
+        return self.regs[name]
+
+    def write(self, name: str, value: int, ctx: AccessContext) -> None:
+        spec = self.table[name]
+        new = spec.apply_write(self.regs[name], value)
+        if spec.on_write:
+            getattr(self, spec.on_write)(name, new, ctx)
+        else:
+            self.regs[name] = new
+
+    def read_pmsicr(self, name: str, ctx: AccessContext) -> int:
+        return self.interval.value
+
+    def write_pmsicr(self, name: str, value: int, ctx: AccessContext) -> None:
+        self.interval.value = value
+
+    def read_pmbptr(self, name: str, ctx: AccessContext) -> int:
+        return self.regs[name]
+
+    def read_pmbidr(self, name: str, ctx: AccessContext) -> int:
+        """PMBIDR_EL1.P reads 1 when the buffer is owned by a higher EL or the other Security
+        state (§4.3.1)."""
+        secure, owner_el = self.owner(ctx)
+        prohibited = ctx.el > owner_el or secure != ctx.is_secure
+        spec = self.table[name]
+        return spec.set(self.regs[name], "P", int(prohibited))
+
+    def write_control(self, name: str, value: int, ctx: AccessContext) -> None:
+        self.regs[name] = value
+        if name == "PMBSR_EL1":
+            self.update_irq()
+
+    # -- PMBIRQ ------------------------------------------------------------------------------
+    @property
+    def pmbirq(self) -> bool:
+        """PMBIRQ level: PMBSR_EL1.S (§3.5)."""
+        return bool(self.table["PMBSR_EL1"].get(self.regs["PMBSR_EL1"], "S"))
+
+    def update_irq(self) -> None:
+        if self.on_irq:
+            self.on_irq(self.pmbirq)
+
+    # -- §3.4.6, §3.2.3 ----------------------------------------------------------------------
+    def owner(self, ctx: AccessContext) -> tuple[bool, int]:
+        """``ProfilingBufferOwner()`` -> (secure, owning Exception level)."""
+        if ctx.have_el3:
+            secure = MDCR_EL3.get(ctx.mdcr_el3, "NSPB") >> 1 == 0
+        else:
+            secure = ctx.is_secure
+        el2_owns = not secure and ctx.have_el2 and MDCR_EL2.get(ctx.mdcr_el2, "E2PB") == 0
+        return secure, 2 if el2_owns else 1
+
+    def buffer_enabled(self, ctx: AccessContext) -> bool:
+        """``ProfilingBufferEnabled()`` (owning EL is AArch64 in this model)."""
+        if self.config.pmsver == 0:
+            return False
+        secure, _ = self.owner(ctx)
+        ns_bit = 0 if secure else 1
+        return (ns_bit == ctx.ns
+                and self.table["PMBLIMITR_EL1"].get(self.regs["PMBLIMITR_EL1"], "E") == 1
+                and not self.pmbirq)
+
+    def profiling_enabled(self, ctx: AccessContext) -> bool:
+        """``StatisticalProfilingEnabled()`` at ctx.el (§3.2.3, Table 3)."""
+        if not self.buffer_enabled(ctx):
+            return False
+        in_host = not ctx.is_secure and ctx.have_el2 and HCR_EL2.get(ctx.hcr_el2, "TGE") == 1
+        secure, el = self.owner(ctx)
+        if el < ctx.el or secure != ctx.is_secure or (in_host and el == 1):
+            return False
+        pmscr1 = self.table["PMSCR_EL1"]
+        pmscr2 = self.table["PMSCR_EL2"]
+        if ctx.el == 3:
+            return False
+        if ctx.el == 2:
+            return bool(pmscr2.get(self.regs["PMSCR_EL2"], "E2SPE"))
+        if ctx.el == 1:
+            return bool(pmscr1.get(self.regs["PMSCR_EL1"], "E1SPE"))
+        if in_host:
+            return bool(pmscr2.get(self.regs["PMSCR_EL2"], "E0HSPE"))
+        return bool(pmscr1.get(self.regs["PMSCR_EL1"], "E0SPE"))
+
+    # -- §3.3.1 collection controls ----------------------------------------------------------
+    def collect_timestamp(self, ctx: AccessContext) -> str | None:
+        """``CollectTimeStamp()``: None, "virtual" or "physical"."""
+        secure, el = self.owner(ctx)
+        p1, p2 = self.table["PMSCR_EL1"], self.table["PMSCR_EL2"]
+        v1, v2 = self.regs["PMSCR_EL1"], self.regs["PMSCR_EL2"]
+        if el == 2:
+            if not p2.get(v2, "TS"):
+                return None
+        elif not p1.get(v1, "TS"):
+            return None
+        if not secure and ctx.have_el2:
+            pct = p2.get(v2, "PCT") and (el == 2 or p1.get(v1, "PCT"))
+        else:
+            pct = p1.get(v1, "PCT")
+        return "physical" if pct else "virtual"
+
+    def collect_context1(self, ctx: AccessContext) -> bool:
+        """``CollectContextIDR1()``."""
+        if ctx.el == 2:
+            return False
+        if ctx.have_el2 and not ctx.is_secure and ctx.tge:
+            return False
+        return bool(self.table["PMSCR_EL1"].get(self.regs["PMSCR_EL1"], "CX"))
+
+    def collect_context2(self, ctx: AccessContext) -> bool:
+        """``CollectContextIDR2()``."""
+        if not ctx.have_el2 or ctx.is_secure:
+            return False
+        return bool(self.table["PMSCR_EL2"].get(self.regs["PMSCR_EL2"], "CX"))
+
+    def collect_physical_address(self, ctx: AccessContext) -> bool:
+        """``CollectPhysicalAddress()``."""
+        secure, el = self.owner(ctx)
+        p1, p2 = self.table["PMSCR_EL1"], self.table["PMSCR_EL2"]
+        v1, v2 = self.regs["PMSCR_EL1"], self.regs["PMSCR_EL2"]
+        if not secure and ctx.have_el2:
+            return bool(p2.get(v2, "PA") and (el == 2 or p1.get(v1, "PA")))
+        return bool(p1.get(v1, "PA"))
+
+    # -- sampling ----------------------------------------------------------------------------
+    def sample(self, s: Sample, ctx: AccessContext) -> bool:
+        """Build the record of a selected operation, filter it with ``CollectRecord()`` and write
+        it to the Profiling Buffer. Returns True if a record was written."""
+        self.stats.samples += 1
+        built = self.builder.build(s)
+        fcr = self.table["PMSFCR_EL1"]
+        value = self.regs["PMSFCR_EL1"]
+        fields = {name: fcr.get(value, name) for name in ("FE", "FT", "FL", "B", "LD", "ST")}
+        minlat = self.table["PMSLATFR_EL1"].get(self.regs["PMSLATFR_EL1"], "MINLAT")
+        if not collect_record(built.events, built.total_latency, built.optypes, fields,
+                              self.regs["PMSEVFR_EL1"], minlat, self.config):
+            self.stats.filtered_out += 1
+            return False
+        before = len(self.buffer.events)
+        written_before = self.buffer.records_written
+        self.buffer.write_record(built.data)
+        wrote = self.buffer.records_written > written_before
+        if wrote:
+            self.stats.records_written += 1
+            self.stats.bytes_written += len(built.data)
+        if len(self.buffer.events) > before:
+            self.stats.management_events.extend(self.buffer.events[before:])
+            self.update_irq()
+        return wrote

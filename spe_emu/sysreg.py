@@ -1,0 +1,267 @@
+"""Declarative system-register tables.
+
+Every system register spe_emu models is declared once, as data: its encoding in architectural
+order ``(op0, op1, CRn, CRm, op2)``, its fields with ``msb:lsb``, RES1 bits, reset value, whether
+it is read-only, an access check (a pure function returning an :class:`Access` verdict) and
+optional read/write side-effect hooks. RES0 masks, write masks and field shifts are derived,
+never written by hand, and every table validates itself when it is built (fields inside
+63..0, no overlaps, reset value free of RES0 bits) -- the habits of Linux's
+``arch/arm64/tools/sysreg`` and QEMU's ``ARMCPRegInfo``.
+
+Field access goes through :meth:`RegisterSpec.get` / :meth:`RegisterSpec.set` (or
+:meth:`Field.get` / :meth:`Field.set`); code outside this module never shifts register bits by
+hand.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Mapping
+
+from .errors import RegisterTableError
+
+MASK64 = (1 << 64) - 1
+
+
+class Access(enum.Enum):
+    """Verdict of an access check: the ``SysRegAccess`` enumeration of the SPE pseudocode
+    (§3.2.3 ``CheckStatisticalProfilingAccess()``, §3.4.6 ``CheckProfilingBufferAccess()``)."""
+
+    OK = "ok"
+    UNDEFINED = "undefined"
+    TRAP_EL1 = "trap-el1"
+    TRAP_EL2 = "trap-el2"
+    TRAP_EL3 = "trap-el3"
+
+    @property
+    def target_el(self) -> int | None:
+        """Exception level a trap verdict is taken to (None for OK / UNDEFINED)."""
+        return {Access.TRAP_EL1: 1, Access.TRAP_EL2: 2, Access.TRAP_EL3: 3}.get(self)
+
+
+@dataclass(frozen=True, slots=True)
+class Encoding:
+    """A system register encoding, always in architectural order (op0, op1, CRn, CRm, op2)."""
+
+    op0: int
+    op1: int
+    crn: int
+    crm: int
+    op2: int
+
+    def __post_init__(self) -> None:
+        limits = (("op0", self.op0, 3), ("op1", self.op1, 7), ("CRn", self.crn, 15),
+                  ("CRm", self.crm, 15), ("op2", self.op2, 7))
+        for name, value, top in limits:
+            if not 0 <= value <= top:
+                raise RegisterTableError(f"encoding field {name}={value} out of range 0..{top}")
+
+    @property
+    def tuple(self) -> tuple[int, int, int, int, int]:
+        return (self.op0, self.op1, self.crn, self.crm, self.op2)
+
+    def __str__(self) -> str:
+        return f"S{self.op0}_{self.op1}_C{self.crn}_C{self.crm}_{self.op2}"
+
+
+@dataclass(frozen=True, slots=True)
+class Field:
+    """A register field occupying bits ``msb:lsb`` (inclusive)."""
+
+    name: str
+    msb: int
+    lsb: int
+    writable: bool = True
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.lsb <= self.msb <= 63:
+            raise RegisterTableError(f"field {self.name} has bad bit range {self.msb}:{self.lsb}")
+
+    @property
+    def width(self) -> int:
+        return self.msb - self.lsb + 1
+
+    @property
+    def mask(self) -> int:
+        """The field's bits in register position."""
+        return ((1 << self.width) - 1) << self.lsb
+
+    def get(self, value: int) -> int:
+        """Extract this field (right-aligned) from a register value."""
+        return (value & self.mask) >> self.lsb
+
+    def set(self, value: int, field_value: int) -> int:
+        """Return ``value`` with this field replaced by ``field_value``.
+
+        Raises :class:`RegisterTableError` if ``field_value`` does not fit the field.
+        """
+        if not 0 <= field_value < (1 << self.width):
+            raise RegisterTableError(f"value {field_value:#x} does not fit field {self.name} "
+                                     f"[{self.msb}:{self.lsb}]")
+        return (value & ~self.mask & MASK64) | (field_value << self.lsb)
+
+
+def parse_fields(*specs: str) -> tuple[Field, ...]:
+    """Build fields from ``"NAME msb:lsb"`` / ``"NAME bit"`` strings; a trailing ``" RO"`` marks a
+    field that software writes do not change (e.g. ``"S 17"`` then ``"P 4 RO"``)."""
+    out = []
+    for spec in specs:
+        parts = spec.split()
+        if len(parts) not in (2, 3) or (len(parts) == 3 and parts[2] != "RO"):
+            raise RegisterTableError(f"bad field spec {spec!r}")
+        name, bits = parts[0], parts[1]
+        msb, _, lsb = bits.partition(":")
+        out.append(Field(name, int(msb), int(lsb or msb), writable=len(parts) == 2))
+    return tuple(out)
+
+
+AccessCheck = Callable[[Any, bool], Access]
+"""An access check: ``check(ctx, is_read) -> Access``. ``ctx`` is the machine's view of the
+controlling registers (see :class:`spe_emu.cpu.machine.AccessContext`). Must be pure."""
+
+
+def access_ok(ctx: Any, is_read: bool) -> Access:
+    """The trivial access check (always OK)."""
+    return Access.OK
+
+
+@dataclass(frozen=True)
+class RegisterSpec:
+    """One system register, declared once.
+
+    Attributes:
+        name: architectural name, e.g. ``"PMBSR_EL1"``.
+        encoding: (op0, op1, CRn, CRm, op2).
+        fields: named fields; bits covered by no field and not RES1 are RES0.
+        res1: mask of RES1 bits.
+        reset: reset value (RES0 bits must be zero, RES1 bits one).
+        read_only: direct writes are UNDEFINED (e.g. ID registers).
+        check: access check returning an :class:`Access` verdict.
+        on_read / on_write: names of side-effect hooks the owning device implements
+            (``device.<on_read>(spec) -> value``, ``device.<on_write>(spec, value)``); None means
+            plain storage.
+        doc: spec section the register is described in.
+    """
+
+    name: str
+    encoding: Encoding
+    fields: tuple[Field, ...]
+    res1: int = 0
+    reset: int = 0
+    read_only: bool = False
+    check: AccessCheck = access_ok
+    on_read: str | None = None
+    on_write: str | None = None
+    doc: str = ""
+    _by_name: Mapping[str, Field] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        seen = 0
+        for f in self.fields:
+            if f.mask & seen:
+                raise RegisterTableError(f"{self.name}: field {f.name} overlaps another field")
+            seen |= f.mask
+        if self.res1 & seen:
+            raise RegisterTableError(f"{self.name}: RES1 bits overlap a field")
+        names = {f.name: f for f in self.fields}
+        if len(names) != len(self.fields):
+            raise RegisterTableError(f"{self.name}: duplicate field name")
+        object.__setattr__(self, "_by_name", names)
+        if self.reset & self.res0:
+            raise RegisterTableError(f"{self.name}: reset value {self.reset:#x} sets RES0 bits")
+        if self.reset & self.res1 != self.res1:
+            raise RegisterTableError(f"{self.name}: reset value {self.reset:#x} clears RES1 bits")
+
+    @property
+    def field_mask(self) -> int:
+        out = 0
+        for f in self.fields:
+            out |= f.mask
+        return out
+
+    @property
+    def res0(self) -> int:
+        """Mask of RES0 bits: everything not in a field and not RES1."""
+        return MASK64 & ~self.field_mask & ~self.res1
+
+    @property
+    def write_mask(self) -> int:
+        """Bits a direct write (MSR) can change."""
+        out = 0
+        for f in self.fields:
+            if f.writable:
+                out |= f.mask
+        return out
+
+    def field(self, name: str) -> Field:
+        try:
+            return self._by_name[name]
+        except KeyError:
+            raise RegisterTableError(f"{self.name} has no field {name}") from None
+
+    def get(self, value: int, name: str) -> int:
+        """Field ``name`` of ``value``, right-aligned."""
+        return self.field(name).get(value)
+
+    def set(self, value: int, name: str, field_value: int) -> int:
+        """``value`` with field ``name`` replaced."""
+        return self.field(name).set(value, field_value)
+
+    def make(self, **fields: int) -> int:
+        """Build a value from field values (others zero, RES1 bits set)."""
+        value = self.res1
+        for name, v in fields.items():
+            value = self.set(value, name, v)
+        return value
+
+    def apply_write(self, old: int, written: int) -> int:
+        """Value after a direct write of ``written``: writable fields take the new bits, read-only
+        fields keep theirs, RES0 bits read as zero, RES1 bits as one."""
+        wm = self.write_mask
+        return ((old & ~wm) | (written & wm)) & ~self.res0 & MASK64 | self.res1
+
+    def describe(self, value: int) -> str:
+        """``NAME=0x... (F1=.. F2=..)`` for logs and error messages."""
+        parts = " ".join(f"{f.name}={f.get(value):#x}" for f in self.fields if f.get(value))
+        return f"{self.name}={value:#x}" + (f" ({parts})" if parts else "")
+
+
+class RegisterTable:
+    """An ordered collection of :class:`RegisterSpec`, indexed by name and by encoding."""
+
+    def __init__(self, specs: Iterable[RegisterSpec]):
+        self._by_name: dict[str, RegisterSpec] = {}
+        self._by_enc: dict[tuple[int, int, int, int, int], RegisterSpec] = {}
+        for spec in specs:
+            if spec.name in self._by_name:
+                raise RegisterTableError(f"register {spec.name} declared twice")
+            if spec.encoding.tuple in self._by_enc:
+                other = self._by_enc[spec.encoding.tuple].name
+                raise RegisterTableError(f"{spec.name} and {other} share encoding {spec.encoding}")
+            self._by_name[spec.name] = spec
+            self._by_enc[spec.encoding.tuple] = spec
+
+    def __iter__(self):
+        return iter(self._by_name.values())
+
+    def __len__(self) -> int:
+        return len(self._by_name)
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._by_name
+
+    def __getitem__(self, name: str) -> RegisterSpec:
+        return self._by_name[name]
+
+    def by_encoding(self, enc: tuple[int, int, int, int, int]) -> RegisterSpec | None:
+        """The register at ``(op0, op1, CRn, CRm, op2)``, or None."""
+        return self._by_enc.get(tuple(enc))
+
+    def reset_values(self) -> dict[str, int]:
+        return {spec.name: spec.reset for spec in self}
+
+
+def reg(name: str, enc: tuple[int, int, int, int, int], *fields: str, **kw: Any) -> RegisterSpec:
+    """Shorthand: ``reg("PMSCR_EL1", (3, 0, 9, 9, 0), "PCT 6", "TS 5", ..., reset=0)``."""
+    return RegisterSpec(name=name, encoding=Encoding(*enc), fields=parse_fields(*fields), **kw)

@@ -1,0 +1,151 @@
+"""Report: symbols from a tiny AArch64 ELF built with binutils, disassembly, mixes, errors."""
+
+import shutil
+import subprocess
+
+import pytest
+from rich.console import Console
+
+from spe_emu.errors import ImageError, SpeEmuError
+from spe_emu.spe import packets as P
+from spe_emu.spe.packets import encode
+from spe_emu.tools.report import build_report, render_report
+
+AS = shutil.which("aarch64-linux-gnu-as")
+LD = shutil.which("aarch64-linux-gnu-ld")
+needs_binutils = pytest.mark.skipif(
+    not (AS and LD), reason="aarch64-linux-gnu-as/ld (binutils-aarch64-linux-gnu) not installed")
+
+BASE = 0x4800_0000
+SOURCE = """
+    .text
+    .global _start
+_start:                         // a label without .type: found as a fallback symbol
+    mov x0, #1                  // BASE + 0x00
+    b work                      // BASE + 0x04
+    .type work, %function
+work:
+    ldr x0, [x1]                // BASE + 0x08
+    add x0, x0, #1              // BASE + 0x0c
+    str x0, [x1, #8]            // BASE + 0x10
+    ldar x2, [x1]               // BASE + 0x14
+    ret                         // BASE + 0x18
+    .size work, .-work
+tail:
+    nop                         // BASE + 0x1c
+"""
+
+
+@pytest.fixture(scope="module")
+def image(tmp_path_factory):
+    if not (AS and LD):
+        pytest.skip("aarch64-linux-gnu-as/ld not installed")
+    d = tmp_path_factory.mktemp("img")
+    (d / "t.s").write_text(SOURCE)
+    subprocess.run([AS, "-o", str(d / "t.o"), str(d / "t.s")], check=True)
+    subprocess.run([LD, f"-Ttext={BASE:#x}", "-e", "_start", "-o", str(d / "t.elf"),
+                    str(d / "t.o")], check=True)
+    return d / "t.elf"
+
+
+def rec(pc, cls, sub, el=0):
+    return b"".join(encode(p) for p in [
+        P.address_packet(P.ADDR_PC, pc, el=el, ns=1), P.op_type_packet(cls, sub),
+        P.counter_packet(P.COUNTER_TOTAL, 4), P.end_packet()])
+
+
+LD_GP = (P.OP_CLASS_LDST, P.ldst_gp(False))
+ST_GP = (P.OP_CLASS_LDST, P.ldst_gp(True))
+LDAR = (P.OP_CLASS_LDST, P.ldst_extended(False, ar=True))
+OTHER = (P.OP_CLASS_OTHER, P.OTHER_UNCOND)
+BRANCH = (P.OP_CLASS_BRANCH, P.branch_subclass(False, False))
+
+TRACE = (rec(BASE + 0x08, *LD_GP) * 4 + rec(BASE + 0x10, *ST_GP) * 2 + rec(BASE + 0x14, *LDAR)
+         + rec(BASE + 0x00, *OTHER, el=1) + rec(BASE + 0x04, *BRANCH)
+         + rec(BASE + 0x1C, *OTHER) + rec(0x5000_0000, P.OP_CLASS_OTHER, P.OTHER_COND)
+         + b"\x20\x20\x00" + encode(P.end_packet()) + rec(BASE, *OTHER)[:5])
+
+
+@needs_binutils
+def test_report_symbols_disassembly_and_mixes(image):
+    r = build_report(TRACE, image)
+    assert r.total_records == 12           # the End after the bad byte is an empty record
+    assert r.bad_packets == 1
+    pct = lambda n: 100.0 * n / 12
+    assert r.hot_functions == [("work", 7, pct(7)), ("_start", 2, pct(2)),
+                               ("[unknown]", 1, pct(1)), ("tail", 1, pct(1))]
+    assert r.hot_pcs == [
+        (BASE + 0x08, "work+0x0", "ldr x0, [x1]", 4, pct(4)),
+        (BASE + 0x10, "work+0x8", "str x0, [x1, #8]", 2, pct(2)),
+        (BASE + 0x00, "_start+0x0", "mov x0, #1", 1, pct(1)),
+        (BASE + 0x04, "_start+0x4", f"b #{BASE + 8:#x}", 1, pct(1)),
+        (BASE + 0x14, "work+0xc", "ldar x2, [x1]", 1, pct(1)),
+        (BASE + 0x1C, "tail+0x0", "nop", 1, pct(1)),
+        (0x5000_0000, "[unknown]", "", 1, pct(1)),
+    ]
+    assert r.op_mix == {"load": 5, "store": 2, "load-acquire": 1, "other": 3, "cond select": 1,
+                        "branch": 1, "no-op-type": 1}
+    assert r.el_mix == {"EL0": 10, "EL1": 1, "no-pc": 1}
+    assert r.image_path == str(image)
+
+
+@needs_binutils
+def test_render_report_tables(image):
+    console = Console(record=True, width=120, color_system=None)
+    render_report(build_report(TRACE, image), console, top=3)
+    text = console.export_text()
+    assert text.startswith(f"SPE report from {image}: 12 records, 1 bad packets\n")
+    assert "Hot functions (top 3)" in text and "Hot PCs (top 3)" in text
+    assert "[unknown]" in text                      # printed literally, not eaten as markup
+    assert "ldr x0, [x1]" in text and "work+0x0" in text
+    assert "ldar" not in text                       # 5th hottest PC: cut by top=3
+    assert "│ load-acquire │       1 │  8.33 │" in text
+    assert "│ EL0   │      10 │ 83.33 │" in text
+
+
+def test_report_without_image_and_empty_trace():
+    r = build_report(rec(BASE, *LD_GP), None)
+    assert r.hot_functions == [("[unknown]", 1, 100.0)]
+    assert r.hot_pcs == [(BASE, "[unknown]", "", 1, 100.0)]
+    empty = build_report(b"", None)
+    assert (empty.total_records, empty.hot_functions, empty.op_mix) == (0, [], {})
+
+
+def test_bad_images_raise_image_error_naming_the_file(tmp_path):
+    junk = tmp_path / "junk.elf"
+    junk.write_bytes(b"this is not an ELF file")
+    with pytest.raises(ImageError, match=f"^{junk}: not a valid ELF file"):
+        build_report(b"", junk)
+    missing = tmp_path / "missing.elf"
+    with pytest.raises(ImageError, match=f"^{missing}: cannot read image"):
+        build_report(b"", missing)
+    assert issubclass(ImageError, SpeEmuError)
+
+
+def test_non_aarch64_elf_is_refused(tmp_path):
+    # a minimal 64-bit little-endian ELF header for x86-64 (e_machine 62), no sections
+    hdr = bytearray(64)
+    hdr[0:4] = b"\x7fELF"
+    hdr[4], hdr[5], hdr[6] = 2, 1, 1                 # ELFCLASS64, ELFDATA2LSB, EV_CURRENT
+    hdr[16:18] = (2).to_bytes(2, "little")           # ET_EXEC
+    hdr[18:20] = (62).to_bytes(2, "little")          # EM_X86_64
+    hdr[20:24] = (1).to_bytes(4, "little")
+    hdr[52:54] = (64).to_bytes(2, "little")          # e_ehsize
+    hdr[54:56] = (56).to_bytes(2, "little")          # e_phentsize
+    hdr[58:60] = (64).to_bytes(2, "little")          # e_shentsize
+    path = tmp_path / "x86.elf"
+    path.write_bytes(bytes(hdr))
+    with pytest.raises(ImageError, match=f"^{path}: not an AArch64 ELF image"):
+        build_report(b"", path)
+
+
+@needs_binutils
+def test_truncated_images_raise_image_error(image, tmp_path):
+    data = image.read_bytes()
+    cut = tmp_path / "cut.elf"
+    for n in (0, 10, 63, 64, 200, len(data) // 2, len(data) - 1):
+        cut.write_bytes(data[:n])
+        try:
+            build_report(TRACE, cut)
+        except ImageError as err:
+            assert str(err).startswith(str(cut))
