@@ -135,7 +135,7 @@ class RegisterSpec:
         encoding: (op0, op1, CRn, CRm, op2).
         fields: named fields; bits covered by no field and not RES1 are RES0.
         res1: mask of RES1 bits.
-        reset: reset value (RES0 bits must be zero, RES1 bits one).
+        reset: reset value (RES0 bits must be zero, RES1 bits one); default: the RES1 bits.
         read_only: direct writes are UNDEFINED (e.g. ID registers).
         check: access check returning an :class:`Access` verdict.
         on_read / on_write: names of side-effect hooks the owning device implements
@@ -148,7 +148,7 @@ class RegisterSpec:
     encoding: Encoding
     fields: tuple[Field, ...]
     res1: int = 0
-    reset: int = 0
+    reset: int | None = None
     read_only: bool = False
     check: AccessCheck = access_ok
     on_read: str | None = None
@@ -168,6 +168,8 @@ class RegisterSpec:
         if len(names) != len(self.fields):
             raise RegisterTableError(f"{self.name}: duplicate field name")
         object.__setattr__(self, "_by_name", names)
+        if self.reset is None:
+            object.__setattr__(self, "reset", self.res1)
         if self.reset & self.res0:
             raise RegisterTableError(f"{self.name}: reset value {self.reset:#x} sets RES0 bits")
         if self.reset & self.res1 != self.res1:

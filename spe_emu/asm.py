@@ -1,0 +1,57 @@
+"""Assemble AArch64 text with keystone, accepting the SPE names keystone 0.9 does not know.
+
+``psb csync`` becomes ``hint #17`` and every system register of the SPE register table (and the
+GIC CPU interface table) becomes its generic ``s<op0>_<op1>_c<n>_c<m>_<op2>`` name, so tests and
+users can write ``msr pmscr_el1, x0``. The translation is driven by the same tables the model
+uses, so a register added to the model is known here too.
+"""
+
+from __future__ import annotations
+
+import re
+
+from keystone import KS_ARCH_ARM64, KS_MODE_LITTLE_ENDIAN, Ks, KsError
+
+from .board.gic import ICC_REGISTERS
+from .errors import SpeEmuError
+from .spe.config import SpeConfig
+from .spe.registers import spe_registers
+
+
+class AssemblyError(SpeEmuError):
+    """keystone rejected the text (the message names the line)."""
+
+
+def _names() -> dict[str, str]:
+    out = {}
+    for table in (spe_registers(SpeConfig(ernd=1)), ICC_REGISTERS):
+        for spec in table:
+            e = spec.encoding
+            out[spec.name.lower()] = f"s{e.op0}_{e.op1}_c{e.crn}_c{e.crm}_{e.op2}"
+    return out
+
+
+_NAMES = _names()
+_NAME_RE = re.compile(r"\b(" + "|".join(sorted(_NAMES, key=len, reverse=True)) + r")\b",
+                      re.IGNORECASE)
+_PSB_RE = re.compile(r"\bpsb\s+csync\b", re.IGNORECASE)
+
+
+def translate(text: str) -> str:
+    """The text with SPE mnemonics and register names replaced by keystone-known forms."""
+    text = _PSB_RE.sub("hint #17", text)
+    return _NAME_RE.sub(lambda m: _NAMES[m.group(1).lower()], text)
+
+
+def assemble(text: str, address: int = 0) -> bytes:
+    """Machine code for ``text`` placed at ``address``.
+
+    Raises:
+        AssemblyError: keystone could not assemble the text.
+    """
+    ks = Ks(KS_ARCH_ARM64, KS_MODE_LITTLE_ENDIAN)
+    try:
+        encoding, _ = ks.asm(translate(text), address)
+    except KsError as exc:
+        raise AssemblyError(f"cannot assemble: {exc}") from None
+    return bytes(encoding or b"")

@@ -1,0 +1,158 @@
+"""One profiling run: load the firmware and a guest (or a bare-metal image), configure the SPE
+driver through the firmware's config block, run, and collect the outputs.
+
+Outputs in the run's directory: ``spe.trace`` (raw SPE records, written by the guest-side
+driver through semihosting) and ``summary.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from .board.loader import Image, load_elf
+from .cpu.machine import Machine, MachineConfig, RunResult
+from .errors import ConfigError
+from .spe.config import SpeConfig
+from .spe.registers import spe_registers
+
+FIRMWARE_CONFIG_SYMBOL = "spe_fw_config"
+FIRMWARE_MAGIC = 0x5350455F46570001
+GUEST_REGION = (0x4800_0000, 0x5000_0000)
+BUFFER_BASE = 0x4400_0000
+MAX_BUFFER = 64 << 20
+TRACE_NAME = "spe.trace"
+
+
+def default_firmware() -> Path:
+    """The prebuilt firmware shipped with the package."""
+    return Path(__file__).resolve().parent / "images" / "spe_fw.elf"
+
+
+@dataclass
+class RunOptions:
+    """User-facing options of ``spe-emu run`` (units: operations, bytes, instructions)."""
+
+    interval: int = 4096
+    random: bool = False
+    seed: int = 0
+    filters: tuple[str, ...] = ()
+    min_latency: int | None = None
+    timestamps: bool = True
+    context: bool = False
+    physical: bool = False
+    el0: bool = True
+    el1: bool = True
+    buffer_size: int = 64 << 10
+    boot_el: int = 1
+    firmware: bool = True
+    firmware_path: Path | None = None
+    max_insns: int = 2_000_000_000
+    mode: str = "fast"
+    outdir: Path = Path("spe-out")
+    spe: SpeConfig = field(default_factory=SpeConfig)
+
+    def validate(self) -> None:
+        if self.interval < 256 or self.interval % 256 or self.interval >> 8 >= 1 << 24:
+            raise ConfigError(f"--interval {self.interval}: must be a multiple of 256 between "
+                              f"256 and {((1 << 24) - 1) * 256} (PMSIRR_EL1.INTERVAL is in "
+                              f"units of 256 operations)")
+        for f in self.filters:
+            if f not in ("load", "store", "branch"):
+                raise ConfigError(f"--filter {f!r}: use load, store and/or branch")
+        if self.min_latency is not None and not 0 < self.min_latency < 4096:
+            raise ConfigError(f"--min-latency {self.min_latency}: must be 1..4095 cycles")
+        if self.buffer_size < 4096 or self.buffer_size % 4096 or self.buffer_size > MAX_BUFFER:
+            raise ConfigError(f"--buffer-size {self.buffer_size}: must be a multiple of 4096 "
+                              f"up to {MAX_BUFFER}")
+        if self.boot_el not in (1, 2, 3):
+            raise ConfigError(f"--boot-el {self.boot_el}: must be 1, 2 or 3")
+        if self.firmware and self.boot_el != 1:
+            raise ConfigError("--boot-el applies to bare-metal images: use it with "
+                              "--no-firmware")
+
+    def register_values(self) -> dict[str, int]:
+        """PMSCR_EL1, PMSIRR_EL1, PMSFCR_EL1, PMSEVFR_EL1, PMSLATFR_EL1 for the driver."""
+        t = spe_registers(self.spe)
+        pmscr = t["PMSCR_EL1"].make(E0SPE=int(self.el0), E1SPE=int(self.el1),
+                                    TS=int(self.timestamps), CX=int(self.context),
+                                    PA=int(self.physical))
+        pmsirr = t["PMSIRR_EL1"].make(INTERVAL=self.interval >> 8, RND=int(self.random))
+        fcr = {}
+        if self.filters:
+            fcr.update(FT=1, LD=int("load" in self.filters), ST=int("store" in self.filters),
+                       B=int("branch" in self.filters))
+        if self.min_latency is not None:
+            fcr["FL"] = 1
+        pmsfcr = t["PMSFCR_EL1"].make(**fcr)
+        pmslatfr = t["PMSLATFR_EL1"].make(MINLAT=self.min_latency or 0)
+        return {"PMSCR_EL1": pmscr, "PMSIRR_EL1": pmsirr, "PMSFCR_EL1": pmsfcr,
+                "PMSEVFR_EL1": 0, "PMSLATFR_EL1": pmslatfr}
+
+
+@dataclass
+class Session:
+    """The result of :func:`run_image`."""
+
+    result: RunResult
+    outdir: Path
+    trace_path: Path
+    summary: dict
+
+
+def _config_block(opts: RunOptions, guest: Image) -> bytes:
+    r = opts.register_values()
+    values = [FIRMWARE_MAGIC, guest.entry, r["PMSCR_EL1"], r["PMSIRR_EL1"], r["PMSFCR_EL1"],
+              r["PMSEVFR_EL1"], r["PMSLATFR_EL1"], BUFFER_BASE, opts.buffer_size, 1]
+    return struct.pack("<10Q", *values)
+
+
+def run_image(image_path: Path, opts: RunOptions,
+              console: Callable[[bytes], None] | None = None,
+              progress: Callable[[int], None] | None = None) -> Session:
+    """Run ``image_path`` (a guest under the firmware, or a bare-metal image) and write the
+    trace and ``summary.json`` into ``opts.outdir``.
+
+    Raises:
+        ImageError: bad image; ConfigError: bad option; GuestRunaway / GuestError.
+    """
+    opts.validate()
+    outdir = Path(opts.outdir)
+    outdir.mkdir(parents=True, exist_ok=True)
+    trace_path = outdir / TRACE_NAME
+    if trace_path.exists():
+        trace_path.unlink()
+    guest = load_elf(image_path)
+    mcfg = MachineConfig(boot_el=opts.boot_el, mode=opts.mode, spe=opts.spe.with_(seed=opts.seed), outdir=outdir,
+                         max_insns=opts.max_insns, console=console)
+    machine = Machine(mcfg)
+    if opts.firmware:
+        if not GUEST_REGION[0] <= guest.entry < GUEST_REGION[1]:
+            raise ConfigError(f"{image_path}: entry {guest.entry:#x} is outside the guest "
+                              f"region {GUEST_REGION[0]:#x}-{GUEST_REGION[1]:#x}; bare-metal "
+                              f"images need --no-firmware")
+        firmware = load_elf(opts.firmware_path or default_firmware())
+        machine.load(firmware)
+        machine.load(guest)
+        block = firmware.symbol(FIRMWARE_CONFIG_SYMBOL)
+        machine.uc.mem_write(block, _config_block(opts, guest))
+        machine.reset(firmware.entry)
+    else:
+        machine.load(guest)
+        machine.reset(guest.entry)
+    result = machine.run(progress=progress)
+    summary = {
+        "image": str(image_path),
+        "firmware": opts.firmware,
+        "mode": opts.mode,
+        "options": {"interval": opts.interval, "random": opts.random, "seed": opts.seed,
+                    "filters": list(opts.filters), "min_latency": opts.min_latency,
+                    "buffer_size": opts.buffer_size, "boot_el": opts.boot_el},
+        **{k: v for k, v in asdict(result).items() if k != "console"},
+        "trace_bytes": trace_path.stat().st_size if trace_path.exists() else 0,
+    }
+    (outdir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    return Session(result, outdir, trace_path, summary)

@@ -1,0 +1,130 @@
+"""The ``spe-emu`` command line: ``run``, ``decode``, ``report``.
+
+Errors from the library (:class:`spe_emu.errors.SpeEmuError`) become a one-line message on
+stderr and exit status 2; a guest that exits non-zero makes ``run`` exit with that status.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from ..errors import SpeEmuError
+from ..session import RunOptions, run_image
+
+
+def _fail(message: str) -> None:
+    click.echo(f"spe-emu: error: {message}", err=True)
+    sys.exit(2)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def main() -> None:
+    """Run AArch64 programs with the Arm Statistical Profiling Extension and read the trace."""
+
+
+@main.command()
+@click.argument("image", type=click.Path(path_type=Path))
+@click.option("--interval", default=4096, show_default=True,
+              help="Sampling interval in operations (multiple of 256).")
+@click.option("--seed", default=0, show_default=True, help="Seed of the interval randomiser.")
+@click.option("--random/--no-random", default=False, help="PMSIRR_EL1.RND: randomise intervals.")
+@click.option("--filter", "filters", default="", help="Record only: load,store,branch.")
+@click.option("--min-latency", type=int, default=None, help="PMSLATFR_EL1.MINLAT (cycles).")
+@click.option("--timestamps/--no-timestamps", default=True, help="PMSCR_EL1.TS.")
+@click.option("--context/--no-context", default=False, help="PMSCR_EL1.CX.")
+@click.option("--pa/--no-pa", default=False, help="PMSCR_EL1.PA (physical addresses).")
+@click.option("--exclude-kernel", is_flag=True, help="Clear PMSCR_EL1.E1SPE (EL0 only).")
+@click.option("--buffer-size", default=64 << 10, show_default=True,
+              help="Profiling Buffer size in bytes (multiple of 4096).")
+@click.option("--boot-el", type=int, default=1, show_default=True,
+              help="EL a bare-metal image starts at (with --no-firmware).")
+@click.option("--no-firmware", is_flag=True, help="Boot IMAGE directly as a bare-metal program.")
+@click.option("--firmware", "firmware_path", type=click.Path(path_type=Path), default=None,
+              help="Use another firmware image.")
+@click.option("--max-insns", default=2_000_000_000, show_default=True,
+              help="Stop with an error after this many instructions.")
+@click.option("--mode", type=click.Choice(["fast", "reference"]), default="fast",
+              show_default=True, help="Run loop (reference = per-instruction oracle, slow).")
+@click.option("-o", "--out", "outdir", type=click.Path(path_type=Path), default=Path("spe-out"),
+              show_default=True, help="Output directory (trace, summary.json, guest files).")
+def run(image, interval, seed, random, filters, min_latency, timestamps, context, pa,
+        exclude_kernel, buffer_size, boot_el, no_firmware, firmware_path, max_insns, mode,
+        outdir) -> None:
+    """Run IMAGE with SPE enabled and write the trace plus a JSON summary into the output
+    directory."""
+    opts = RunOptions(interval=interval, seed=seed, random=random,
+                      filters=tuple(f for f in filters.split(",") if f),
+                      min_latency=min_latency, timestamps=timestamps, context=context,
+                      physical=pa, el1=not exclude_kernel, buffer_size=buffer_size,
+                      boot_el=boot_el, firmware=not no_firmware, firmware_path=firmware_path,
+                      max_insns=max_insns, mode=mode, outdir=outdir)
+    console = Console(stderr=True)
+
+    def echo(data: bytes) -> None:
+        sys.stdout.write(data.decode("utf-8", errors="replace"))
+        sys.stdout.flush()
+
+    try:
+        with console.status("running...") as status:
+            def progress(n: int) -> None:
+                status.update(f"running... {n / 1e6:.0f} M instructions")
+            session = run_image(image, opts, console=echo, progress=progress)
+    except SpeEmuError as exc:
+        _fail(str(exc))
+    r = session.result
+    table = Table(title=f"spe-emu run {image}", show_header=False)
+    for name, value in [("instructions retired", r.instructions),
+                        ("sample population", r.population),
+                        ("samples taken", r.samples),
+                        ("records written", r.records_written),
+                        ("records filtered out", r.filtered_out),
+                        ("buffer-full interrupts handled", r.irqs_taken),
+                        ("trace bytes", session.summary["trace_bytes"]),
+                        ("guest exit status", r.exit_status)]:
+        table.add_row(name, str(value))
+    Console().print(table)
+    click.echo(f"trace: {session.trace_path}  summary: {session.outdir / 'summary.json'}")
+    if r.exit_status:
+        sys.exit(r.exit_status if 0 < r.exit_status < 256 else 1)
+
+
+@main.command()
+@click.argument("trace", type=click.Path(path_type=Path))
+def decode(trace: Path) -> None:
+    """Print every packet of TRACE, one per line (perf report -D style)."""
+    from .decode import decode_lines, format_line
+    try:
+        data = trace.read_bytes()
+    except OSError as exc:
+        _fail(f"cannot read {trace}: {exc.strerror}")
+    click.echo(f". ... ARM SPE data: size {len(data):#x} bytes")
+    for line in decode_lines(data):
+        click.echo(format_line(line))
+
+
+@main.command()
+@click.argument("trace", type=click.Path(path_type=Path))
+@click.option("--image", type=click.Path(path_type=Path), required=True,
+              help="The ELF the trace was taken from (for symbols).")
+@click.option("--top", default=10, show_default=True)
+def report(trace: Path, image: Path, top: int) -> None:
+    """Hottest functions and PCs, and the operation mix, of TRACE."""
+    from .report import build_report, render_report
+    try:
+        data = trace.read_bytes()
+    except OSError as exc:
+        _fail(f"cannot read {trace}: {exc.strerror}")
+    try:
+        rep = build_report(data, image)
+    except SpeEmuError as exc:
+        _fail(str(exc))
+    render_report(rep, Console(), top=top)
+
+
+if __name__ == "__main__":
+    main()
