@@ -14,7 +14,8 @@
 struct fw_stats {
 	uint64_t pmbirq;		/* Profiling Buffer management events serviced */
 	uint64_t trace_bytes;		/* bytes handed over to spe.trace */
-	uint64_t unexpected_irqs;	/* IRQs that were not a PMBIRQ for an active SPE */
+	uint64_t spurious_pmbirq;	/* INTID 21 without a buffer event to service */
+	uint64_t other_irqs;		/* IRQs with another INTID */
 };
 
 extern struct fw_stats fw_stats;

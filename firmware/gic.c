@@ -89,9 +89,6 @@ static void gic_cpu_init(void)
 
 void gic_init(void)
 {
-	if (FIELD_GET(ID_AA64PFR0_EL1_GIC, read_sysreg(id_aa64pfr0_el1)) == 0)
-		fw_fatal("no GICv3 CPU interface (ID_AA64PFR0_EL1.GIC == 0)");
-
 	gic_dist_init();
 	gic_redist_init();
 	gic_cpu_init();
@@ -108,7 +105,7 @@ void gic_handle_irq(void)
 	if (intid == PMBIRQ_INTID)
 		spe_handle_pmbirq();
 	else
-		fw_stats.unexpected_irqs++;
+		fw_stats.other_irqs++;
 
 	write_sysreg_s(SYS_ICC_EOIR1_EL1, iar);
 	isb();

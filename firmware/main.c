@@ -59,7 +59,8 @@ void fw_exit(uint64_t status, int drain)
 	fw_printf("spe_fw: exit status=%lu pmbirq=%lu bytes=%lu\n", status, fw_stats.pmbirq,
 		  fw_stats.trace_bytes);
 #ifdef SPE_FW_SELFTEST
-	fw_printf("spe_fw: selftest unexpected_irqs=%lu\n", fw_stats.unexpected_irqs);
+	fw_printf("spe_fw: selftest spurious_pmbirq=%lu other_irqs=%lu\n", fw_stats.spurious_pmbirq,
+		  fw_stats.other_irqs);
 #endif
 	spe_close_trace();
 	if (console >= 0)

@@ -232,12 +232,9 @@ static int spe_service_buffer_event(void)
 
 void spe_handle_pmbirq(void)
 {
-	if (!spe.active) {
-		/* no SPE registers to look at (maybe none at all) */
-		fw_stats.unexpected_irqs++;
-		return;
-	}
-	spe_service_buffer_event();
+	/* without an active session there are no SPE registers to look at (maybe none at all) */
+	if (!spe.active || !spe_service_buffer_event())
+		fw_stats.spurious_pmbirq++;
 }
 
 void spe_stop_and_drain(int hand_over)

@@ -103,7 +103,6 @@
 #define ID_AA64PFR0_EL1_EL2_WIDTH	4
 #define ID_AA64PFR0_EL1_GIC_SHIFT	24	/* != 0: GIC CPU interface system registers */
 #define ID_AA64PFR0_EL1_GIC_WIDTH	4
-#define ID_AA64PFR0_EL1_GIC		GENMASK(27, 24)
 
 /* ---- PSTATE / exception state ----------------------------------------- */
 #define CURRENTEL_EL_SHIFT	2

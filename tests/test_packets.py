@@ -217,6 +217,27 @@ def test_any_bytes_decode_to_a_packet_that_re_encodes_identically(raw):
         assert encode(packet) == raw[:packet.length]
 
 
+def test_every_header_decodes_to_a_packet_the_validating_constructor_accepts():
+    # decode() builds packets from precomputed tables without __post_init__; rebuilding each
+    # through the validating constructor must give the same packet and the same bytes.
+    headers = [bytes([b]) for b in range(256) if b & 0xE0 != 0x20]
+    headers += [bytes([b0, b1]) for b0 in range(0x20, 0x40) for b1 in range(256)
+                if b1 & 0xE0 != 0x20]
+    kinds = set()
+    for hdr in headers:
+        # Alignment (second byte 0x00) may ask for up to 64 KiB of fill
+        raw = hdr + bytes(range(1, 9)) + bytes(1 << 16 if hdr[1:] == b"\x00" else 0)
+        p = decode(raw)
+        rebuilt = Packet(p.type, p.index, p.payload, p.size, p.extended, p.header)
+        assert rebuilt == p, hdr.hex()
+        if p.type is PacketType.ALIGNMENT:
+            assert encode(rebuilt)[:2] == hdr and p.length == P.alignment_bytes(p.index)
+        else:
+            assert encode(rebuilt) == raw[:p.length], hdr.hex()
+        kinds.add(p.type)
+    assert kinds == set(PacketType)
+
+
 # ---------------------------------------------------------------------------------------------
 # Forward compatibility (§5.1.4, D18.1.1), bad packets, truncation
 
@@ -229,6 +250,7 @@ def test_any_bytes_decode_to_a_packet_that_re_encodes_identically(raw):
     (bytes([0x7A]), 8), (bytes([0xB8]), 8),          # 64-bit payload (0xB8: not address)
     (bytes([0x58]), 2),                              # op-type pattern with SZ != 0
     (bytes([0x24, 0xB0]), 8),                        # extended with byte-0 bits [4:2] != 0
+    (bytes([0x30, 0x98]), 2),                        # ... bit 4 set, counter byte 1
     (bytes([0x20, 0x55]), 2),                        # extended, byte 1 not address/counter
     (bytes([0x30, 0x00]), 0),                        # alignment with byte-0 bit 4 set
     (bytes([0x21, 0x01]), 0),                        # extended, byte 1 in 0x00-0x1F

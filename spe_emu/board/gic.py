@@ -1,8 +1,9 @@
 """A GICv3 subset: what a bare-metal driver needs to enable and take PPI 21 (PMBIRQ).
 
-Reference: Arm *GIC Architecture Specification, GICv3 and GICv4* (IHI 0069), chapter 4
-("Physical interrupt handling and prioritization") for the state machine and the priority
-rules, chapter 12 ("Programmers' model") for the registers.
+Reference: Arm *GIC Architecture Specification, GICv3 and GICv4* (IHI 0069): chapter 4
+"Physical Interrupt Handling and Prioritization" (§4.1 interrupt lifecycle, §4.6.2 IRQ/FIQ
+assignment, §4.8 interrupt prioritization) for the behaviour, the "Programmers' model"
+chapter for the registers.
 
 Model
 -----
@@ -143,7 +144,7 @@ class MmioReg:
             raise RegisterTableError(f"{self.name}: W1S/W1C need a per-interrupt mapping")
         if self.irqs is not None and self.kind not in (Kind.RW, Kind.W1S, Kind.W1C):
             raise RegisterTableError(f"{self.name}: a per-interrupt mapping needs RW/W1S/W1C")
-        if self.irqs is not None and self.irqs.bits * (8 * self.width // self.irqs.bits) != 8 * self.width:
+        if self.irqs is not None and (8 * self.width) % self.irqs.bits:
             raise RegisterTableError(f"{self.name}: per-interrupt fields do not tile the register")
 
     @property
@@ -171,22 +172,29 @@ class MmioReg:
     def set(self, value: int, name: str, field_value: int) -> int:
         return self.field(name).set(value, field_value)
 
-    def make(self, **fields: int) -> int:
-        value = 0
-        for name, v in fields.items():
-            value = self.set(value, name, v)
-        return value
+
+def _value(fields: tuple[Field, ...], **values: int) -> int:
+    """A register value built from field values by name."""
+    by_name = {f.name: f for f in fields}
+    out = 0
+    for field_name, v in values.items():
+        out = by_name[field_name].set(out, v)
+    return out
 
 
 def _ro(name: str, offset: int, *fields: str, width: int = 4, **values: int) -> MmioReg:
     """A read-only identification register whose value is built from field values."""
     parsed = parse_fields(*fields)
-    by_name = {f.name: f for f in parsed}
-    value = 0
-    for field_name, v in values.items():
-        value = by_name[field_name].set(value, v)
-    return MmioReg(name, offset, Kind.RO, width=width, fields=parsed, reset=value,
-                   doc=f"IHI 0069 ch. 12, {name}")
+    return MmioReg(name, offset, Kind.RO, width=width, fields=parsed,
+                   reset=_value(parsed, **values), doc=f"IHI 0069 Programmers' model, {name}")
+
+
+def _rw(name: str, offset: int, *fields: str, on_write: str | None = None, doc: str = "",
+        **reset: int) -> MmioReg:
+    """A storage register; ``reset`` gives the reset value by field name."""
+    parsed = parse_fields(*fields)
+    return MmioReg(name, offset, Kind.RW, fields=parsed, reset=_value(parsed, **reset),
+                   on_write=on_write, doc=doc or f"IHI 0069 Programmers' model, {name}")
 
 
 def _irq_regs(name: str, base: int, first_intid: int, n_intids: int, kind: Kind, attr: str,
@@ -196,7 +204,7 @@ def _irq_regs(name: str, base: int, first_intid: int, n_intids: int, kind: Kind,
     per_reg = 32 // bits
     return MmioReg(name, base + (first_intid // per_reg) * 4, kind,
                    count=n_intids // per_reg, irqs=IrqArray(attr, bits, first_intid, implemented),
-                   byte_access=byte_access, doc=f"IHI 0069 ch. 12, {name}")
+                   byte_access=byte_access, doc=f"IHI 0069 Programmers' model, {name}")
 
 
 def _raz(name: str, offset: int, count: int = 1, width: int = 4, byte_access: bool = False,
@@ -209,11 +217,9 @@ _ARE_RAZ = "RAZ/WI: affinity routing is enabled, INTIDs 0..31 live in the redist
 _DS_RAZ = "RAZ/WI: GICD_CTLR.DS == 1"
 
 GICD_MAP: tuple[MmioReg, ...] = (
-    MmioReg("GICD_CTLR", 0x0000, Kind.RW,
-            fields=parse_fields("RWP 31 RO", "DS 6 RO", "ARE_NS 4 RO", "EnableGrp1NS 1",
-                                "EnableGrp0 0"),
-            reset=(1 << 6) | (1 << 4),
-            doc="IHI 0069 GICD_CTLR, DS == 1 view (bit 1 = Group 1 enable, bit 4 = ARE)"),
+    _rw("GICD_CTLR", 0x0000, "RWP 31 RO", "DS 6 RO", "ARE_NS 4 RO", "EnableGrp1NS 1",
+        "EnableGrp0 0", DS=1, ARE_NS=1,
+        doc="IHI 0069 GICD_CTLR, DS == 1 view (bit 1 = Group 1 enable, bit 4 = ARE)"),
     _ro("GICD_TYPER", 0x0004, "No1N 25", "A3V 24", "IDbits 23:19", "SecurityExtn 10",
         "CPUNumber 7:5", "ITLinesNumber 4:0",
         No1N=1, IDbits=0b01111, ITLinesNumber=NUM_INTIDS // 32 - 1),
@@ -253,17 +259,16 @@ GICD_MAP: tuple[MmioReg, ...] = (
 """Distributor frame (GICD_BASE)."""
 
 GICR_RD_MAP: tuple[MmioReg, ...] = (
-    MmioReg("GICR_CTLR", 0x0000, Kind.RW, fields=parse_fields("UWP 31 RO", "RWP 3 RO"),
-            doc="IHI 0069 GICR_CTLR: no LPIs, no DPG; writes have no effect"),
+    _rw("GICR_CTLR", 0x0000, "UWP 31 RO", "RWP 3 RO",
+        doc="IHI 0069 GICR_CTLR: no LPIs, no DPG; writes have no effect"),
     _ro("GICR_IIDR", 0x0004, "ProductID 31:24", "Variant 19:16", "Revision 15:12",
         "Implementer 11:0", Implementer=ARM_JEP106),
     _ro("GICR_TYPER", 0x0008, "Affinity_Value 63:32", "Processor_Number 23:8", "Last 4",
         width=8, Last=1),
     _raz("GICR_STATUSR", 0x0010),
-    MmioReg("GICR_WAKER", 0x0014, Kind.RW,
-            fields=parse_fields("ChildrenAsleep 2 RO", "ProcessorSleep 1"),
-            reset=(1 << 2) | (1 << 1), on_write="_waker_written",
-            doc="IHI 0069 GICR_WAKER: ChildrenAsleep follows ProcessorSleep at once"),
+    _rw("GICR_WAKER", 0x0014, "ChildrenAsleep 2 RO", "ProcessorSleep 1", ChildrenAsleep=1,
+        ProcessorSleep=1, on_write="_waker_written",
+        doc="IHI 0069 GICR_WAKER: ChildrenAsleep follows ProcessorSleep at once"),
     _raz("GICR_PROPBASER", 0x0070, width=8, doc="RAZ/WI: no LPIs"),
     _raz("GICR_PENDBASER", 0x0078, width=8, doc="RAZ/WI: no LPIs"),
     _ro("GICR_PIDR2", 0xFFE8, "ArchRev 7:4", "JEDEC 3:0", ArchRev=3, JEDEC=0xB),
@@ -355,13 +360,15 @@ def icc_el3_access(ctx: AccessContext, is_read: bool) -> Access:
 
 _CTLR_ID_FIELDS = ("ExtRange 19 RO", "RSS 18 RO", "A3V 15 RO", "SEIS 14 RO", "IDbits 13:11 RO",
                    "PRIbits 10:8 RO", "PMHE 6 RO")
-_PRIBITS_RESET = (PRI_BITS - 1) << 8  # ICC_CTLR_ELx.PRIbits = PRI_BITS - 1, checked below
+_PRIBITS_RESET = _value(parse_fields("PRIbits 10:8"), PRIbits=PRI_BITS - 1)
 _SRE_FIELDS = ("DIB 2 RO", "DFB 1 RO", "SRE 0 RO")
+_SRE_RESET = _value(parse_fields(*_SRE_FIELDS), DIB=1, DFB=1, SRE=1)
+_SRE_ELX_RESET = _value(parse_fields("Enable 3", *_SRE_FIELDS), Enable=1, DIB=1, DFB=1, SRE=1)
 _INTID = "INTID 23:0"
 
 
 def _icc(name: str, enc: tuple[int, int, int, int, int], *fields: str, **kw) -> RegisterSpec:
-    kw.setdefault("doc", f"IHI 0069 ch. 12, {name}")
+    kw.setdefault("doc", f"IHI 0069 Programmers' model, {name}")
     return reg(name, enc, *fields, **kw)
 
 
@@ -395,16 +402,16 @@ ICC_REGISTERS = RegisterTable([
          check=icc_el1_access, on_read="_icc_bpr_read", on_write="_icc_bpr_write"),
     _icc("ICC_CTLR_EL1", (3, 0, 12, 12, 4), *_CTLR_ID_FIELDS, "EOImode 1", "CBPR 0",
          reset=_PRIBITS_RESET, check=icc_el1_access),
-    _icc("ICC_SRE_EL1", (3, 0, 12, 12, 5), *_SRE_FIELDS, reset=0b111, check=icc_el1_access),
+    _icc("ICC_SRE_EL1", (3, 0, 12, 12, 5), *_SRE_FIELDS, reset=_SRE_RESET, check=icc_el1_access),
     _icc("ICC_IGRPEN0_EL1", (3, 0, 12, 12, 6), "Enable 0", check=icc_el1_access),
     _icc("ICC_IGRPEN1_EL1", (3, 0, 12, 12, 7), "Enable 0", check=icc_el1_access),
-    _icc("ICC_SRE_EL2", (3, 4, 12, 9, 5), "Enable 3", *_SRE_FIELDS, reset=0b1111,
+    _icc("ICC_SRE_EL2", (3, 4, 12, 9, 5), "Enable 3", *_SRE_FIELDS, reset=_SRE_ELX_RESET,
          check=icc_el2_access),
     _icc("ICC_CTLR_EL3", (3, 6, 12, 12, 4), *_CTLR_ID_FIELDS, "nDS 17 RO", "RM 5 RO",
          "EOImode_EL1NS 4", "EOImode_EL1S 3", "EOImode_EL3 2", "CBPR_EL1NS 1", "CBPR_EL1S 0",
          reset=_PRIBITS_RESET, check=icc_el3_access, on_read="_icc_ctlr_el3_read",
          on_write="_icc_ctlr_el3_write"),
-    _icc("ICC_SRE_EL3", (3, 6, 12, 12, 5), "Enable 3", *_SRE_FIELDS, reset=0b1111,
+    _icc("ICC_SRE_EL3", (3, 6, 12, 12, 5), "Enable 3", *_SRE_FIELDS, reset=_SRE_ELX_RESET,
          check=icc_el3_access),
     _icc("ICC_IGRPEN1_EL3", (3, 6, 12, 12, 7), "EnableGrp1S 1", "EnableGrp1NS 0",
          check=icc_el3_access, on_read="_icc_igrpen1_el3_read",
@@ -424,9 +431,6 @@ _GICD_CTLR = _MMIO_BY_NAME["GICD_CTLR"]
 _GICR_WAKER = _MMIO_BY_NAME["GICR_WAKER"]
 _GICD_IROUTER = _MMIO_BY_NAME["GICD_IROUTER<n>"]
 
-if _CTLR_EL1.get(_PRIBITS_RESET, "PRIbits") != PRI_BITS - 1:  # pragma: no cover - import check
-    raise RegisterTableError("ICC_CTLR_EL1.PRIbits reset does not match PRI_BITS")
-
 
 def _group_of(spec: RegisterSpec) -> int:
     """Group 0 CPU interface registers are the CRm == 8 ones (IAR0, EOIR0, HPPIR0, BPR0)."""
@@ -440,7 +444,7 @@ def _group_of(spec: RegisterSpec) -> int:
 
 @dataclass(slots=True)
 class _Irq:
-    """State of one interrupt (IHI 0069 ch. 4 "interrupt lifecycle")."""
+    """State of one interrupt (IHI 0069 §4.1, interrupt lifecycle)."""
 
     group: int = GROUP0
     enabled: bool = False
@@ -472,6 +476,9 @@ class GicV3:
     feature (``"gic: unimplemented: ..."``). ``on_change`` (attribute, default None) is called
     after any change that may alter :meth:`irq_line` or :meth:`fiq_line`.
     """
+
+    WRITE_ONLY = WRITE_ONLY
+    """Also reachable from an instance: the ICC registers whose reads are UNDEFINED."""
 
     def __init__(self, log: Callable[[str], None] | None = None):
         self._log = log
@@ -614,7 +621,7 @@ class GicV3:
             irq.latch = True
         self._changed()
 
-    # ---- the prioritisation (IHI 0069 ch. 4, "Interrupt prioritization") ------------------
+    # ---- prioritisation (IHI 0069 §4.8) ----------------------------------------------------
 
     def _distributor_group_enabled(self, group: int) -> bool:
         ctlr = self._mmio["GICD_CTLR"][0]

@@ -1,9 +1,10 @@
 """Arm semihosting host side for AArch64 guests (``HLT #0xF000``, operation in W0, parameter in
 X1, result in X0).
 
-Reference: Arm *Semihosting for AArch32 and AArch64* (version 3.0), chapter 5 "Semihosting
-operations" (one section per ``SYS_*`` call) and the ``:semihosting-features`` extension. In
-AArch64 every field of a parameter block is a 64-bit little-endian word.
+Reference: Arm *Semihosting for AArch32 and AArch64* (version 3.0): the "Semihosting
+operations" chapter (one section per ``SYS_*`` call) and the ``:semihosting-features``
+extension mechanism. In AArch64 every field of a parameter block is a 64-bit little-endian
+word.
 
 Behaviour that is fixed here so runs are reproducible:
 
@@ -11,10 +12,10 @@ Behaviour that is fixed here so runs are reproducible:
 * Files live inside ``outdir`` only: a name that is absolute, contains ``..`` components that
   leave ``outdir``, or resolves outside it through a symlink is refused (``-1``, errno EACCES,
   logged). Files are always opened in binary mode.
-* Time is virtual: ``clock()`` returns ticks of :data:`TICK_HZ` (the machine passes the
-  number of retired instructions, the same count CNTVCT_EL0 shows at CNTFRQ_EL0 = 100 MHz).
-  ``SYS_CLOCK`` returns centiseconds of that, ``SYS_ELAPSED`` the ticks, ``SYS_TICKFREQ``
-  :data:`TICK_HZ`, and ``SYS_TIME`` always returns 0. No host time reaches the guest.
+* Time is virtual: ``clock()`` returns centiseconds of virtual time (the machine derives them
+  from retired instructions at CNTFRQ_EL0 = 100 MHz). ``SYS_CLOCK`` returns that value,
+  ``SYS_ELAPSED`` reports it as ticks of :data:`TICK_HZ` = 100 Hz (``SYS_TICKFREQ``), and
+  ``SYS_TIME`` always returns 0. No host time reaches the guest.
 * ``SYS_HEAPINFO`` returns four zero words (the program picks its own heap and stack).
 * errno values are the host's ``errno`` numbers (EACCES, ENOENT, EBADF, EINVAL, ...), which
   are the Linux numbers on the hosts spe_emu runs on.
@@ -38,12 +39,12 @@ from ..errors import SemihostingError
 MASK64 = (1 << 64) - 1
 RETURN_ERROR = MASK64
 """-1 as the 64-bit X0 value."""
-TICK_HZ = 100_000_000
-"""Frequency of ``clock()`` ticks (CNTFRQ_EL0 of the board: one instruction = one tick)."""
+TICK_HZ = 100
+"""SYS_ELAPSED tick frequency: one tick per centisecond of ``clock()``."""
 CHUNK = 1 << 20
 """Largest block moved between guest memory and a host file in one step."""
 
-# Operation numbers (semihosting spec ch. 5)
+# Operation numbers (semihosting spec, "Semihosting operations")
 SYS_OPEN = 0x01
 SYS_CLOSE = 0x02
 SYS_WRITEC = 0x03
@@ -124,8 +125,8 @@ class Semihosting:
         read_mem: ``read_mem(vaddr, n) -> bytes``, guest-virtual; exceptions propagate.
         write_mem: ``write_mem(vaddr, data)``, guest-virtual; exceptions propagate.
         console: called with every chunk written to the console.
-        clock: virtual time in ticks of :data:`TICK_HZ` (e.g. retired instructions);
-            None means a clock stopped at 0.
+        clock: virtual time in centiseconds since the start of the run (the machine derives
+            it from retired instructions, never host time); None means a clock stopped at 0.
         cmdline: what SYS_GET_CMDLINE returns.
         log: receives one line per guest error (``"semihosting: ..."``).
 
@@ -409,12 +410,12 @@ class Semihosting:
         handle.file.flush()
         return os.fstat(handle.file.fileno()).st_size
 
-    def _ticks(self) -> int:
+    def _centiseconds(self) -> int:
         return int(self._clock()) if self._clock is not None else 0
 
     def _sys_clock(self, param: int) -> int:
-        """SYS_CLOCK -> centiseconds of virtual time."""
-        return self._ticks() * 100 // TICK_HZ
+        """SYS_CLOCK -> centiseconds of virtual time, ``clock()``."""
+        return self._centiseconds()
 
     def _sys_time(self, param: int) -> int:
         """SYS_TIME -> 0: no wall-clock time reaches the guest (deterministic runs)."""
@@ -453,8 +454,10 @@ class Semihosting:
         raise SemihostExit(status, reason)
 
     def _sys_elapsed(self, param: int) -> int:
-        """SYS_ELAPSED [block]: writes the tick count as one 64-bit word; returns 0."""
-        self._write_mem(param, (self._ticks() & MASK64).to_bytes(8, "little"))
+        """SYS_ELAPSED [block]: writes the tick count (:data:`TICK_HZ`) as one 64-bit word;
+        returns 0."""
+        ticks = self._centiseconds() * TICK_HZ // 100
+        self._write_mem(param, (ticks & MASK64).to_bytes(8, "little"))
         return 0
 
     def _sys_tickfreq(self, param: int) -> int:

@@ -52,6 +52,7 @@ INTNO_UNDEF, INTNO_SVC, INTNO_HVC, INTNO_SMC = 1, 2, 11, 13
 
 # Registers QEMU implements but whose value spe_emu presents (MRS hook returns our value).
 ID_AA64DFR0_EL1 = reg("ID_AA64DFR0_EL1", (3, 0, 0, 5, 0), "PMSVer 35:32", read_only=True)
+ID_AA64PFR0_EL1 = reg("ID_AA64PFR0_EL1", (3, 0, 0, 4, 0), "GIC 27:24", read_only=True)
 CNTVCT_EL0 = (3, 3, 14, 0, 2)
 CNTPCT_EL0 = (3, 3, 14, 0, 1)
 CNTFRQ_EL0 = (3, 3, 14, 0, 0)
@@ -130,6 +131,8 @@ class Machine:
     def __init__(self, config: MachineConfig):
         self.cfg = config
         self.uc = Uc(UC_ARCH_ARM64, UC_MODE_ARM)
+        # QEMU's "max" CPU: ARMv8.x features such as LSE atomics (the default is a Cortex-A72).
+        self.uc.ctl_set_cpu_model(A.UC_CPU_ARM64_MAX)
         self.uc.mem_map(config.ram_base, config.ram_size, UC_PROT_ALL)
         self.guest_errors: list[str] = []
         self.gic = GicV3(log=self._guest_error)
@@ -151,6 +154,7 @@ class Machine:
         self.ref_insns = 0       # reference mode instruction count
         self.replan = True
         self._stop_requested = False
+        self.hold_irq_until = 0  # the sampled instruction completes before an IRQ is taken
         self._hooks_installed = False
 
     # ------------------------------------------------------------------ set-up ------------
@@ -396,6 +400,7 @@ class Machine:
         self.spu.sample(s, ctx)
         if self.spu.pmbirq != before:
             self.replan = True
+            self.hold_irq_until = self.acct
             self._refresh_enabled()
 
     def _generates_exception(self, info, ctx: AccessContext) -> bool:
@@ -559,6 +564,9 @@ class Machine:
             value = uc.cpr_read(*enc)
             uc.reg_write(reg, ID_AA64DFR0_EL1.set(value, "PMSVer", self.cfg.spe.pmsver))
             return 1
+        if enc == ID_AA64PFR0_EL1.encoding.tuple:  # the GICv3 CPU interface is implemented
+            uc.reg_write(reg, ID_AA64PFR0_EL1.set(uc.cpr_read(*enc), "GIC", 1))
+            return 1
         return 0
 
     def _on_msr(self, uc: Uc, reg: int, cp, _data) -> int:
@@ -641,13 +649,14 @@ class Machine:
         last_progress = 0
         while self.exit is None:
             self._refresh_enabled()
-            if self._deliver_irq():
+            hold = self.hold_irq_until > c.insns
+            if not hold and self._deliver_irq():
                 self._refresh_enabled()
             self.replan = False
             event = NEVER
             if self.enabled:
                 event = self.acct + self.spu.interval.members_to_next_event() - 1
-            target = min(event, budget)
+            target = min(event, budget, self.hold_irq_until if hold else NEVER)
             c.stop_at = target
             stops = c.stops
             start = c.insns

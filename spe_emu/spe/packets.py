@@ -413,28 +413,47 @@ def decode(buf: bytes, offset: int = 0) -> Packet:
     if avail == 0:
         raise PacketIncomplete(offset, 1, 0)
     b0 = buf[offset]
-    if _is_extended_prefix(b0):
+    entry = _SHORT_HEADERS[b0]
+    if entry is None:  # extended prefix
         if avail < 2:
             raise PacketIncomplete(offset, 2, avail)
         b1 = buf[offset + 1]
-        if _is_extended_prefix(b1):
+        entry = _EXTENDED_HEADERS[b0 & ~HDR_EXTENDED_PREFIX_MASK][b1]
+        if entry is None:
             raise BadPacket(offset, bytes((b0, b1)))
-        hdr = bytes((b0, b1))
-    else:
-        hdr = bytes((b0,))
-    kind = _classify(hdr)
+    kind, index, size, extended = entry
     if kind is PacketType.ALIGNMENT:
-        code = _get(b0, EXT0_ALIGN_SIZE)
-        fill = -(offset + 2) % alignment_bytes(code)
+        fill = -(offset + 2) % alignment_bytes(index)
         if avail < 2 + fill:
             raise PacketIncomplete(offset, 2 + fill, avail)
-        return Packet(PacketType.ALIGNMENT, index=code, size=fill, extended=True, header=b0)
-    size = payload_size_for_header(hdr[-1])
-    need = len(hdr) + size
+        return _make(PacketType.ALIGNMENT, index, 0, fill, True, b0)
+    hlen = 2 if extended else 1
+    if size == 0 and not extended:
+        return _SHORT_ZERO_SIZE[b0]          # Padding, End, ...: one shared immutable object
+    need = hlen + size
     if avail < need:
         raise PacketIncomplete(offset, need, avail)
-    payload = int.from_bytes(buf[offset + len(hdr):offset + need], "little")
+    payload = int.from_bytes(buf[offset + hlen:offset + need], "little")
+    return _make(kind, index, payload, size, extended, b0)
+
+
+def _make(kind: PacketType, index: int, payload: int, size: int, extended: bool,
+          header: int) -> Packet:
+    """A Packet from fields decode() has already checked (skips __post_init__)."""
+    packet = object.__new__(Packet)
+    packet.__dict__.update(type=kind, index=index, payload=payload, size=size,
+                           extended=extended, header=header)
+    return packet
+
+
+def _header_entry(hdr: bytes) -> tuple[PacketType, int, int, bool]:
+    """(type, index, payload size, extended) for well-formed header bytes (decode tables)."""
+    kind = _classify(hdr)
+    b0 = hdr[0]
     extended = len(hdr) == 2
+    if kind is PacketType.ALIGNMENT:
+        return kind, _get(b0, EXT0_ALIGN_SIZE), 0, True
+    size = payload_size_for_header(hdr[-1])
     if kind in (PacketType.ADDRESS, PacketType.COUNTER):
         index = _get(hdr[-1], HDR_SHORT_INDEX)
         if extended:
@@ -445,7 +464,18 @@ def decode(buf: bytes, offset: int = 0) -> Packet:
         index = hdr[1]
     else:
         index = 0
-    return Packet(kind, index=index, payload=payload, size=size, extended=extended, header=b0)
+    return kind, index, size, extended
+
+
+# Decode tables, built once from _classify() and the D18.1.1 size rule: entry per first
+# header byte (None: extended prefix), and per (prefix low 5 bits, second byte) (None: bad).
+_SHORT_HEADERS = [None if _is_extended_prefix(b) else _header_entry(bytes((b,)))
+                  for b in range(256)]
+_EXTENDED_HEADERS = [[None if _is_extended_prefix(b1)
+                      else _header_entry(bytes((HDR_EXTENDED_PREFIX | lo, b1)))
+                      for b1 in range(256)] for lo in range(32)]
+_SHORT_ZERO_SIZE = {b: _make(e[0], e[1], 0, 0, False, b)
+                    for b, e in enumerate(_SHORT_HEADERS) if e is not None and e[2] == 0}
 
 
 def iter_packets(buf: bytes) -> Iterator[tuple[int, Union[Packet, TraceDecodeError]]]:

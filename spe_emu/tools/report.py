@@ -22,6 +22,7 @@ from ..spe.packets import (
 
 UNKNOWN_SYMBOL = "[unknown]"
 INSN_BYTES = 4
+SHF_EXECINSTR = 0x4
 
 
 @dataclass
@@ -71,21 +72,25 @@ class _Image:
                     raise ImageError(f"{self.path}: not an AArch64 ELF image (machine {machine})")
                 self.segments = [(seg["p_vaddr"], seg.data()[:seg["p_filesz"]])
                                  for seg in elf.iter_segments() if seg["p_type"] == "PT_LOAD"]
-                exec_ranges = [(s["sh_addr"], s["sh_addr"] + s["sh_size"])
-                               for s in elf.iter_sections()
-                               if s["sh_flags"] & 0x4 and s["sh_size"]]  # SHF_EXECINSTR
+                sections = list(elf.iter_sections())
+                exec_index = {i for i, s in enumerate(sections)
+                              if s["sh_flags"] & SHF_EXECINSTR and s["sh_size"]}
+                exec_ranges = [(sections[i]["sh_addr"],
+                                sections[i]["sh_addr"] + sections[i]["sh_size"])
+                               for i in exec_index]
                 funcs, labels = [], []
-                for sec in elf.iter_sections():
+                for sec in sections:
                     if not isinstance(sec, SymbolTableSection):
                         continue
                     for sym in sec.iter_symbols():
                         kind = sym["st_info"]["type"]
-                        if sym["st_shndx"] == "SHN_UNDEF" or not sym.name:
+                        # only symbols defined in an executable section (no ABS/UNDEF/data)
+                        if sym["st_shndx"] not in exec_index or not sym.name:
                             continue
                         if kind == "STT_FUNC":
                             funcs.append((sym["st_value"], sym["st_size"], sym.name))
                         elif kind == "STT_NOTYPE" and not sym.name.startswith("$"):
-                            labels.append((sym["st_value"], sym.name))
+                            labels.append((sym["st_value"], sym.name))  # not mapping symbols
         except OSError as err:
             raise ImageError(f"{self.path}: cannot read image: {err.strerror or err}") from err
         except ELFError as err:
@@ -120,7 +125,7 @@ class _Image:
             i -= 1
         rng = self._exec_range(pc)
         j = bisect.bisect_right(self.starts, pc) - 1
-        if rng is not None and j >= 0 and True:
+        if rng is not None and j >= 0 and self.starts[j] >= rng[0]:
             start = self.starts[j]
             return self.names[start], pc - start
         return UNKNOWN_SYMBOL, pc

@@ -1,0 +1,209 @@
+"""Loading AArch64 ELF executables (firmware and guests) with pyelftools.
+
+Reference: the System V gABI ELF-64 object file format and the Arm *ELF for the Arm 64-bit
+Architecture (AArch64)* ABI (IHI 0056). Only what the machine needs is kept: the entry point,
+the ``PT_LOAD`` segments (file bytes plus the zero-filled tail up to ``p_memsz``) and the
+symbol table (for the firmware config block and for naming PCs in reports).
+"""
+
+from __future__ import annotations
+
+import bisect
+import io
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from elftools.common.exceptions import ELFError
+from elftools.elf.elffile import ELFFile
+
+from ..errors import ImageError
+
+PF_X = 0x1
+PF_W = 0x2
+PF_R = 0x4
+ELF_MAGIC = b"\x7fELF"
+EM_AARCH64 = "EM_AARCH64"
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One ``PT_LOAD`` segment.
+
+    Attributes:
+        vaddr, paddr: ``p_vaddr`` / ``p_paddr`` (bytes).
+        data: the ``p_filesz`` bytes from the file; the rest up to ``memsz`` is zero.
+        memsz: ``p_memsz`` in bytes (>= ``len(data)``).
+        flags: ``p_flags``, a mask of :data:`PF_X`, :data:`PF_W`, :data:`PF_R`.
+    """
+
+    vaddr: int
+    paddr: int
+    data: bytes
+    memsz: int
+    flags: int
+
+    @property
+    def end(self) -> int:
+        """First virtual address after the segment."""
+        return self.vaddr + self.memsz
+
+    def contains(self, addr: int) -> bool:
+        return self.vaddr <= addr < self.end
+
+
+@dataclass
+class Image:
+    """A loaded executable.
+
+    Attributes:
+        path: the file it was read from.
+        entry: ``e_entry``.
+        segments: the ``PT_LOAD`` segments in program-header order.
+        symbols: ``name -> (st_value, st_size)`` for the defined, named symbols of ``.symtab``
+            (sections, files and the ``$x``/``$d`` mapping symbols left out). When a name is
+            defined more than once, a global or weak definition wins over a local one, and the
+            first one in the table wins otherwise.
+    """
+
+    path: Path
+    entry: int
+    segments: list[Segment]
+    symbols: dict[str, tuple[int, int]] = field(default_factory=dict)
+    _code_index: list[tuple[int, str, int]] | None = field(default=None, init=False, repr=False,
+                                                            compare=False)
+
+    def symbol(self, name: str) -> int:
+        """The value (address) of ``name``. Raises :class:`ImageError` naming the symbol and
+        the file if it is absent."""
+        try:
+            return self.symbols[name][0]
+        except KeyError:
+            raise ImageError(f"{self.path}: symbol {name!r} not found") from None
+
+    def function_at(self, addr: int) -> tuple[str, int] | None:
+        """``(name, offset)`` of the code symbol containing ``addr``, or None.
+
+        Only symbols inside executable segments count. A symbol with a size contains
+        ``[value, value + size)``; otherwise (assembly labels without ``.size``) the nearest
+        symbol at or below ``addr`` in the same segment is used, unless a sized symbol ends
+        between them. Among candidates the innermost (highest start) wins; ties go to the
+        lexicographically first name, so the answer is deterministic.
+        """
+        seg = next((s for s in self.segments if s.flags & PF_X and s.contains(addr)), None)
+        if seg is None:
+            return None
+        table = self._code_table()
+        below = bisect.bisect_right(table, (addr, "\U0010ffff"))  # entries with value <= addr
+        blocked = False  # a sized symbol ended between addr and the candidates further down
+        for value, name, size in reversed(table[:below]):
+            if not seg.contains(value):
+                break
+            if size:
+                if addr < value + size:
+                    return name, addr - value
+                blocked = True
+            elif not blocked:
+                return name, addr - value
+        return None
+
+    def _code_table(self) -> list[tuple[int, str, int]]:
+        """Symbols inside executable segments, sorted by address; one per address (the sized
+        one if any, then the first name). Built on first use."""
+        if self._code_index is None:
+            exec_segs = [s for s in self.segments if s.flags & PF_X]
+            best: dict[int, tuple[int, str, int]] = {}
+            for name, (value, size) in sorted(self.symbols.items()):
+                if not any(s.contains(value) for s in exec_segs):
+                    continue
+                if value not in best or (size and not best[value][2]):
+                    best[value] = (value, name, size)
+            self._code_index = sorted(best.values())
+        return self._code_index
+
+
+def _fail(path: Path, problem: str) -> ImageError:
+    return ImageError(f"{path}: {problem}")
+
+
+def load_elf(path: str | Path) -> Image:
+    """Read an AArch64 little-endian ELF64 executable (``ET_EXEC``).
+
+    Raises:
+        ImageError: the file is missing or unreadable, is not an ELF file (bad magic), is
+            truncated or malformed, is not ELFCLASS64 / little-endian / EM_AARCH64, is not
+            ``ET_EXEC``, has no ``PT_LOAD`` segment, or has a segment whose file bytes are
+            missing or larger than its memory size. The message names the file and the
+            problem.
+    """
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise _fail(path, "no such file") from None
+    except OSError as exc:
+        raise _fail(path, f"cannot read: {exc.strerror or exc}") from None
+    if raw[:4] != ELF_MAGIC:
+        raise _fail(path, f"not an ELF file (bad magic {raw[:4]!r})")
+    if len(raw) < 64:
+        raise _fail(path, f"truncated ELF header ({len(raw)} bytes, an ELF64 header has 64)")
+    if raw[4] != 2:
+        raise _fail(path, f"not a 64-bit ELF (EI_CLASS = {raw[4]}, need ELFCLASS64 = 2)")
+    if raw[5] != 1:
+        raise _fail(path, f"not little-endian (EI_DATA = {raw[5]}, need ELFDATA2LSB = 1)")
+    try:
+        elf = ELFFile(io.BytesIO(raw))
+        machine = elf["e_machine"]
+        if machine != EM_AARCH64:
+            raise _fail(path, f"not an AArch64 ELF (e_machine = {machine}, need {EM_AARCH64})")
+        if elf["e_type"] != "ET_EXEC":
+            raise _fail(path, f"not an executable (e_type = {elf['e_type']}, need ET_EXEC; "
+                              f"link with a fixed address, not -pie/-shared)")
+        segments = []
+        for seg in elf.iter_segments():
+            if seg["p_type"] != "PT_LOAD":
+                continue
+            filesz, memsz = seg["p_filesz"], seg["p_memsz"]
+            if filesz > memsz:
+                raise _fail(path, f"PT_LOAD at {seg['p_vaddr']:#x} has p_filesz {filesz:#x} > "
+                                  f"p_memsz {memsz:#x}")
+            if seg["p_offset"] + filesz > len(raw):
+                raise _fail(path, f"PT_LOAD at {seg['p_vaddr']:#x} extends past the end of the "
+                                  f"file (truncated?)")
+            data = raw[seg["p_offset"]:seg["p_offset"] + filesz]
+            segments.append(Segment(seg["p_vaddr"], seg["p_paddr"], data, memsz,
+                                    seg["p_flags"] & (PF_X | PF_W | PF_R)))
+        if not segments:
+            raise _fail(path, "no PT_LOAD segments")
+        symbols = _read_symbols(elf)
+        entry = elf["e_entry"]
+    except ImageError:
+        raise
+    except (ELFError, ValueError, KeyError, IndexError, EOFError) as exc:
+        raise _fail(path, f"malformed ELF: {type(exc).__name__}: {exc}") from None
+    except Exception as exc:
+        # pyelftools' bundled construct raises its own classes (FieldError, ...) on short data
+        if not type(exc).__module__.startswith("elftools"):
+            raise
+        raise _fail(path, f"malformed ELF: {type(exc).__name__}: {exc}") from None
+    return Image(path=path, entry=entry, segments=segments, symbols=symbols)
+
+
+def _read_symbols(elf: ELFFile) -> dict[str, tuple[int, int]]:
+    symtab = elf.get_section_by_name(".symtab")
+    out: dict[str, tuple[int, int]] = {}
+    is_global: dict[str, bool] = {}
+    if symtab is None or not hasattr(symtab, "iter_symbols"):
+        return out
+    for sym in symtab.iter_symbols():
+        name = sym.name
+        info = sym["st_info"]
+        if (not name or sym["st_shndx"] == "SHN_UNDEF"
+                or info["type"] in ("STT_SECTION", "STT_FILE")
+                or name.startswith("$")):
+            continue
+        glob = info["bind"] in ("STB_GLOBAL", "STB_WEAK")
+        if name in out and (is_global[name] or not glob):
+            continue
+        out[name] = (sym["st_value"], sym["st_size"])
+        is_global[name] = glob
+    return out
