@@ -48,7 +48,10 @@ from .exceptions import (EC, PSTATE, VectorKind, current_pstate, esr, set_pstate
 NEVER = (1 << 64) - 1
 PMBIRQ_INTID = 21
 SEMIHOST_IMM = 0xF000
-INTNO_UNDEF, INTNO_SVC, INTNO_HVC, INTNO_SMC = 1, 2, 11, 13
+INTNO_UNDEF, INTNO_SVC, INTNO_PREFETCH_ABORT, INTNO_DATA_ABORT = 1, 2, 3, 4
+INTNO_HVC, INTNO_SMC = 11, 13
+WNR = 1 << 6  # ISS.WnR of a Data Abort (Arm ARM D19.2)
+FSC_ALIGNMENT = 0b100001
 
 # Registers QEMU implements but whose value spe_emu presents (MRS hook returns our value).
 ID_AA64DFR0_EL1 = reg("ID_AA64DFR0_EL1", (3, 0, 0, 5, 0), "PMSVer 35:32", read_only=True)
@@ -397,7 +400,12 @@ class Machine:
         if self.spu.collect_context2(ctx):
             s.context2 = uc.cpr_read(*ENC["CONTEXTIDR_EL2"]) & 0xFFFFFFFF
         before = self.spu.pmbirq
+        n_events = len(self.spu.stats.management_events)
         self.spu.sample(s, ctx)
+        for event in self.spu.stats.management_events[n_events:]:
+            if event.kind != "buffer-full":
+                self._guest_error(f"spe: Profiling Buffer management event ({event.kind}) at "
+                                  f"PMBPTR_EL1={event.pmbptr:#x}: PMBSR_EL1={event.pmbsr:#x}")
         if self.spu.pmbirq != before:
             self.replan = True
             self.hold_irq_until = self.acct
@@ -518,6 +526,9 @@ class Machine:
             word = struct.unpack("<I", self._read_current(pc - 4, 4))[0]
             self._take_sync(ctx, 3, esr(EC.SMC64, a64.decode(word).imm16), pc, pc - 4)
             return
+        if intno in (INTNO_DATA_ABORT, INTNO_PREFETCH_ABORT):
+            self._abort(ctx, pc, intno == INTNO_PREFETCH_ABORT)
+            return
         if intno != INTNO_UNDEF:
             raise GuestError(f"unexpected exception {intno} from Unicorn at PC {pc:#x}")
         word = struct.unpack("<I", self._read_current(pc, 4))[0]
@@ -537,6 +548,37 @@ class Machine:
             uc.reg_write(A.UC_ARM64_REG_PC, pc + 4)
             return
         self._take_sync(ctx, self._undef_target(ctx), esr(EC.UNKNOWN), pc)
+
+    def _abort(self, ctx: AccessContext, pc: int, fetch: bool) -> None:
+        """Instruction or Data Abort raised by QEMU's MMU. Unicorn does not pass the syndrome,
+        so spe_emu re-derives it: the faulting address from the instruction (or the PC), the
+        fault status from its own stage 1 walk with the current EL's permissions (Arm ARM
+        D19.2: EC 0x20/0x21 Instruction Abort, 0x24/0x25 Data Abort from a lower/the same EL;
+        ISS.WnR; xFSC). An access the walk allows is reported as an Alignment fault."""
+        regime = self._regime_el(ctx.el)
+        if fetch:
+            va, write = pc, False
+        else:
+            word = struct.unpack("<I", bytes(self.uc.mem_read(
+                mmu.translate(self.uc, pc, regime), 4)))[0]
+            info = a64.decode(word)
+            va = info.data_address(pc, self._regs(info.reads))
+            write = bool(info.is_store and not info.is_load)
+            if va is None:
+                raise GuestError(f"data abort at PC {pc:#x} by an instruction with no data "
+                                 f"address ({word:#010x})")
+        try:
+            mmu.translate(self.uc, va, regime, write=write, el0=ctx.el == 0, execute=fetch)
+            fsc = FSC_ALIGNMENT
+        except TranslationFault as fault:
+            fsc = fault.fsc
+        target = self._undef_target(ctx)
+        lower = target > ctx.el
+        ec = (0x20 if lower else 0x21) if fetch else (0x24 if lower else 0x25)
+        iss = fsc | (WNR if write else 0)
+        self.uc.reg_write({1: A.UC_ARM64_REG_FAR_EL1, 2: A.UC_ARM64_REG_FAR_EL2,
+                           3: A.UC_ARM64_REG_FAR_EL3}[target], va)
+        self._take_sync(ctx, target, esr(ec, iss), pc)
 
     def _semihost(self, pc: int) -> None:
         op = self.uc.reg_read(A.UC_ARM64_REG_X0) & 0xFFFFFFFF

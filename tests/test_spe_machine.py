@@ -1,0 +1,159 @@
+"""The SPU inside the machine, driven by bare-metal code at EL1 (no firmware): exact sample
+intervals, buffer-full syndrome and pointer, no writes past the limit, PSB CSYNC, EL0 UNDEF,
+and fast path == reference mode."""
+
+import struct
+
+import pytest
+from asmrun import EXIT, run_asm
+
+from spe_emu.spe.packets import iter_records
+
+BUF = 0x4200_0000
+
+
+def program(interval=1, limit_size=0x10000, loop=20000, pmscr=0b100010, extra=""):
+    """Program SPE like the Linux driver (PMBPTR, PMBLIMITR|E, filters, PMSIRR, PMSICR=0,
+    PMSCR last), run a loop of ``loop`` iterations (5 instructions each), then stop and drain,
+    and exit with x0 = 0. Final PMBSR_EL1 / PMBPTR_EL1 are left in x20 / x21."""
+    return f"""
+    movz x0, #{BUF >> 16:#x}, lsl #16
+    msr pmbptr_el1, x0
+    movz x1, #{(BUF + limit_size) >> 16:#x}, lsl #16
+    movk x1, #{(BUF + limit_size) & 0xFFFF:#x}
+    orr x1, x1, #1
+    msr pmblimitr_el1, x1
+    msr pmsfcr_el1, xzr
+    msr pmsevfr_el1, xzr
+    msr pmslatfr_el1, xzr
+    mov x2, #{interval << 8:#x}
+    msr pmsirr_el1, x2
+    isb
+    msr pmsicr_el1, xzr
+    isb
+    mov x3, #{pmscr:#x}
+    msr pmscr_el1, x3
+    {extra}
+    movz x4, #{loop & 0xFFFF:#x}
+    movk x4, #{loop >> 16:#x}, lsl #16
+    mov x5, #0
+loop:
+    add x5, x5, #3
+    eor x6, x5, x4
+    subs x4, x4, #1
+    nop
+    b.ne loop
+    msr pmscr_el1, xzr
+    isb
+    psb csync
+    dsb nsh
+    msr pmblimitr_el1, xzr
+    isb
+    mrs x20, pmbsr_el1
+    mrs x21, pmbptr_el1
+    mov x0, #0
+""" + EXIT
+
+
+def regs(m, *names):
+    from unicorn import arm64_const as A
+    return [m.uc.reg_read(getattr(A, f"UC_ARM64_REG_{n.upper()}")) for n in names]
+
+
+def records(m):
+    ptr = regs(m, "x21")[0]
+    data = bytes(m.uc.mem_read(BUF, ptr - BUF))
+    return data, list(iter_records(data))
+
+
+def test_distance_between_samples_is_interval_256_plus_1(tmp_path):
+    # PMSCR_EL1.E1SPE | TS: every EL1 instruction is a population member; the timestamp is
+    # the instruction count at the sampled operation.
+    m = run_asm(program(interval=1), tmp_path)
+    assert m.result.exit_status == 0
+    _, recs = records(m)
+    ts = [r.timestamp for r in recs]
+    assert len(ts) > 300
+    assert {b - a for a, b in zip(ts, ts[1:])} == {257}
+    assert m.result.samples == m.result.records_written == len(recs)
+
+
+def test_interval_counts_only_enabled_el(tmp_path):
+    # E0SPE only: nothing at EL1 is sampled.
+    m = run_asm(program(interval=1, pmscr=0b100001), tmp_path)
+    assert m.result.population == 0 and m.result.samples == 0
+    assert regs(m, "x21")[0] == BUF
+
+
+def test_buffer_full_syndrome_pointer_and_limit(tmp_path):
+    # Pre-fill the page after the limit with a pattern: the SPU must never write there.
+    limit = 0x1000
+    m = run_asm(program(interval=1, limit_size=limit, loop=200000), tmp_path)
+    pmbsr, pmbptr = regs(m, "x20", "x21")
+    # PMBSR_EL1: S (bit 17) = 1, EC [31:26] = 0, DL = 0, MSS.BSC [5:0] = 0b000001 (§3.5.2).
+    assert pmbsr == (1 << 17) | 0b000001
+    data, recs = records(m)
+    # PMBPTR_EL1 points after the last complete record, within MaxSize (64) of the limit.
+    assert sum(r.length for r in recs) == pmbptr - BUF
+    assert 0 < BUF + limit - pmbptr < 64
+    assert bytes(m.uc.mem_read(BUF + limit, 0x1000)) == bytes(0x1000)
+    # Profiling stopped at the event: later samples were neither taken nor written.
+    assert m.result.records_written == len(recs)
+    assert m.result.management_events == 1
+
+
+def test_misprogrammed_empty_buffer_is_reported(tmp_path):
+    # PMBLIMITR_EL1.LIMIT == PMBPTR_EL1: no room for a record (software broke §3.4.1). The model
+    # discards the record and raises a management event with DL = 1 (docs/model.md), and says so.
+    m = run_asm(program(interval=1, limit_size=0), tmp_path)
+    pmbsr, pmbptr = regs(m, "x20", "x21")
+    assert pmbsr == (1 << 19) | (1 << 17) | 0b000001
+    assert pmbptr == BUF
+    assert m.result.records_written == 0 and m.result.samples == 1
+    assert any("no-space" in e and "PMBSR_EL1=0xa0001" in e for e in m.result.guest_errors)
+
+
+def test_psb_csync_then_pmbptr_covers_every_record(tmp_path):
+    m = run_asm(program(interval=4), tmp_path)
+    data, recs = records(m)
+    assert len(recs) == m.result.records_written > 0
+    assert sum(r.length for r in recs) == len(data)
+
+
+def test_el0_access_to_spe_register_is_undefined(tmp_path):
+    # VBAR_EL1 vector at +0x400 (lower EL, synchronous) records ESR/ELR and exits.
+    text = """
+    adr x0, vectors
+    msr vbar_el1, x0
+    adr x1, el0code
+    msr elr_el1, x1
+    msr spsr_el1, xzr
+    eret
+el0code:
+    mrs x2, pmscr_el1
+    b el0code
+    .balign 2048
+vectors:
+    .skip 0x400
+    mrs x20, esr_el1
+    mrs x21, elr_el1
+    mrs x22, spsr_el1
+    mov x0, #0
+""" + EXIT
+    m = run_asm(text, tmp_path)
+    esr, elr, spsr = regs(m, "x20", "x21", "x22")
+    assert esr == 0x2000000            # EC 0x00 (Unknown), IL = 1, ISS = 0
+    assert elr == 0x4000_0000 + 4 * 8   # el0code: 2 prologue + 6 set-up instructions
+    assert spsr & 0xF == 0              # taken from EL0t
+
+
+@pytest.mark.parametrize("interval", [1, 3])
+def test_reference_mode_gives_the_same_records(tmp_path, interval):
+    fast = run_asm(program(interval=interval, limit_size=0x2000, loop=30000), tmp_path / "f")
+    ref = run_asm(program(interval=interval, limit_size=0x2000, loop=30000), tmp_path / "r",
+                  mode="reference")
+    assert records(fast)[0] == records(ref)[0]
+    assert regs(fast, "x20", "x21") == regs(ref, "x20", "x21")
+    assert fast.spu.interval.value == ref.spu.interval.value
+    assert fast.result.population == ref.result.population
+    assert fast.result.instructions == ref.result.instructions
