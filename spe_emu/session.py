@@ -46,6 +46,7 @@ class RunOptions:
     physical: bool = False
     el0: bool = True
     el1: bool = True
+    profiling: bool = True
     buffer_size: int = 64 << 10
     boot_el: int = 1
     firmware: bool = True
@@ -106,7 +107,8 @@ class Session:
 def _config_block(opts: RunOptions, guest: Image) -> bytes:
     r = opts.register_values()
     values = [FIRMWARE_MAGIC, guest.entry, r["PMSCR_EL1"], r["PMSIRR_EL1"], r["PMSFCR_EL1"],
-              r["PMSEVFR_EL1"], r["PMSLATFR_EL1"], BUFFER_BASE, opts.buffer_size, 1]
+              r["PMSEVFR_EL1"], r["PMSLATFR_EL1"], BUFFER_BASE, opts.buffer_size,
+              int(opts.profiling)]
     return struct.pack("<10Q", *values)
 
 

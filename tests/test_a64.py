@@ -613,7 +613,10 @@ def test_random_load_store_encodings(machine, name, value, mask, align, expected
     seen: set[str] = set()
     tested = 0
     tries = 0
-    while tested < 120 and tries < 5000:
+    def missing():
+        return {e for e in expected if not any(s.startswith(e) for s in seen)}
+
+    while (tested < 150 or missing()) and tries < 20000:
         tries += 1
         word = normalize(rng, name, (rng.getrandbits(32) & ~mask) | value)
         if word is None:
@@ -642,9 +645,8 @@ def test_random_load_store_encodings(machine, name, value, mask, align, expected
                      what=f"{name} {word:#010x} ({cs_mnemonic(word)})")
         seen.add(info.mnemonic_class)
         tested += 1
-    assert tested >= 100, f"{name}: only {tested} valid encodings"
-    missing = {e for e in expected if not any(s.startswith(e) for s in seen)}
-    assert not missing, f"{name}: missing {missing}; saw {sorted(seen)}"
+    assert tested >= 150, f"{name}: only {tested} valid encodings"
+    assert not missing(), f"{name}: missing {missing()}; saw {sorted(seen)}"
 
 
 def test_post_index_reports_base_before_update(machine):

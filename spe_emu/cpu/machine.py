@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import ctypes
 import struct
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
@@ -76,7 +76,9 @@ class MachineConfig:
     Attributes:
         ram_base, ram_size: RAM (bytes); QEMU virt puts RAM at 0x4000_0000.
         boot_el: Exception level the reset state enters (1, 2 or 3).
-        mode: "fast" (native run loop) or "reference" (Python hook on every instruction).
+        mode: "fast" (native run loop), "reference" (Python hook on every instruction) or
+            "raw" (no SPE model attached: PMSVer reads 0, no instruction counting; the
+            exception model, GIC and semihosting still work; for speed baselines).
         spe: the SPU implementation choices.
         outdir: where semihosting files land (the run's output directory).
         max_insns: instruction budget; exceeding it raises :class:`GuestRunaway`.
@@ -98,8 +100,10 @@ class MachineConfig:
     def __post_init__(self) -> None:
         if self.boot_el not in (1, 2, 3):
             raise ConfigError(f"boot_el={self.boot_el!r}: must be 1, 2 or 3")
-        if self.mode not in ("fast", "reference"):
-            raise ConfigError(f"mode={self.mode!r}: must be 'fast' or 'reference'")
+        if self.mode not in ("fast", "reference", "raw"):
+            raise ConfigError(f"mode={self.mode!r}: must be 'fast', 'reference' or 'raw'")
+        if self.mode == "raw":
+            self.spe = replace(self.spe, pmsver=0)
         if self.ram_size <= 0 or self.ram_size % 0x1000 or self.ram_base % 0x1000:
             raise ConfigError("RAM base and size must be positive multiples of 4 KiB")
         if self.max_insns <= 0:
@@ -203,6 +207,8 @@ class Machine:
         self.counter = native.SpeCounter(0, 0, 0, NEVER,
                                          ctypes.cast(uclib.uc_emu_stop, ctypes.c_void_p).value,
                                          0, 0)
+        if self.cfg.mode == "raw":
+            return
         if self.cfg.mode == "fast":
             handle = ctypes.c_size_t()
             add = uclib.uc_hook_add
@@ -246,12 +252,14 @@ class Machine:
 
     def insns(self) -> int:
         """Instructions retired so far (at a stop point)."""
-        return self.counter.insns if self.cfg.mode == "fast" else self.ref_insns
+        return {"fast": self.counter.insns, "reference": self.ref_insns, "raw": 0}[self.cfg.mode]
 
     def _retired_before(self, addr: int) -> int:
         """Instructions retired before the instruction at ``addr`` (called from hooks)."""
         if self.cfg.mode == "reference":
             return self.ref_insns - 1
+        if self.cfg.mode == "raw":
+            return 0
         c = self.counter
         return c.insns - c.block_insns + (addr - c.block_start) // 4
 
@@ -676,6 +684,8 @@ class Machine:
         """
         if self.cfg.mode == "reference":
             return self._run_reference(progress)
+        if self.cfg.mode == "raw":
+            return self._run_raw()
         return self._run_fast(progress)
 
     def _start(self, pc: int, until: int = 0) -> None:
@@ -738,6 +748,12 @@ class Machine:
                 if not self._deliverable_irq_pending():
                     raise GuestError(f"WFI at PC {self.pc:#x} with no interrupt that can wake "
                                      f"the PE")
+        return self._result()
+
+    def _run_raw(self) -> RunResult:
+        while self.exit is None:
+            self._deliver_irq()
+            self._start(self.pc)
         return self._result()
 
     def _run_reference(self, progress) -> RunResult:

@@ -39,6 +39,8 @@ def main() -> None:
 @click.option("--context/--no-context", default=False, help="PMSCR_EL1.CX.")
 @click.option("--pa/--no-pa", default=False, help="PMSCR_EL1.PA (physical addresses).")
 @click.option("--exclude-kernel", is_flag=True, help="Clear PMSCR_EL1.E1SPE (EL0 only).")
+@click.option("--no-profiling", is_flag=True,
+              help="Tell the firmware not to enable SPE (the SPU is still present).")
 @click.option("--buffer-size", default=64 << 10, show_default=True,
               help="Profiling Buffer size in bytes (multiple of 4096).")
 @click.option("--boot-el", type=int, default=1, show_default=True,
@@ -48,19 +50,21 @@ def main() -> None:
               help="Use another firmware image.")
 @click.option("--max-insns", default=2_000_000_000, show_default=True,
               help="Stop with an error after this many instructions.")
-@click.option("--mode", type=click.Choice(["fast", "reference"]), default="fast",
-              show_default=True, help="Run loop (reference = per-instruction oracle, slow).")
+@click.option("--mode", type=click.Choice(["fast", "reference", "raw"]), default="fast",
+              show_default=True,
+              help="Run loop: reference = per-instruction oracle (slow); raw = no SPE model.")
 @click.option("-o", "--out", "outdir", type=click.Path(path_type=Path), default=Path("spe-out"),
               show_default=True, help="Output directory (trace, summary.json, guest files).")
 def run(image, interval, seed, random, filters, min_latency, timestamps, context, pa,
-        exclude_kernel, buffer_size, boot_el, no_firmware, firmware_path, max_insns, mode,
+        exclude_kernel, no_profiling, buffer_size, boot_el, no_firmware, firmware_path, max_insns, mode,
         outdir) -> None:
     """Run IMAGE with SPE enabled and write the trace plus a JSON summary into the output
     directory."""
     opts = RunOptions(interval=interval, seed=seed, random=random,
                       filters=tuple(f for f in filters.split(",") if f),
                       min_latency=min_latency, timestamps=timestamps, context=context,
-                      physical=pa, el1=not exclude_kernel, buffer_size=buffer_size,
+                      physical=pa, el1=not exclude_kernel, profiling=not no_profiling,
+                      buffer_size=buffer_size,
                       boot_el=boot_el, firmware=not no_firmware, firmware_path=firmware_path,
                       max_insns=max_insns, mode=mode, outdir=outdir)
     console = Console(stderr=True)
