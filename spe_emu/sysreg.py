@@ -73,19 +73,17 @@ class Field:
     msb: int
     lsb: int
     writable: bool = True
+    mask: int = field(init=False, repr=False, compare=False)
+    """The field's bits in register position (derived)."""
 
     def __post_init__(self) -> None:
         if not 0 <= self.lsb <= self.msb <= 63:
             raise RegisterTableError(f"field {self.name} has bad bit range {self.msb}:{self.lsb}")
+        object.__setattr__(self, "mask", ((1 << (self.msb - self.lsb + 1)) - 1) << self.lsb)
 
     @property
     def width(self) -> int:
         return self.msb - self.lsb + 1
-
-    @property
-    def mask(self) -> int:
-        """The field's bits in register position."""
-        return ((1 << self.width) - 1) << self.lsb
 
     def get(self, value: int) -> int:
         """Extract this field (right-aligned) from a register value."""
@@ -96,7 +94,7 @@ class Field:
 
         Raises :class:`RegisterTableError` if ``field_value`` does not fit the field.
         """
-        if not 0 <= field_value < (1 << self.width):
+        if field_value < 0 or field_value > self.mask >> self.lsb:
             raise RegisterTableError(f"value {field_value:#x} does not fit field {self.name} "
                                      f"[{self.msb}:{self.lsb}]")
         return (value & ~self.mask & MASK64) | (field_value << self.lsb)
@@ -204,7 +202,8 @@ class RegisterSpec:
 
     def get(self, value: int, name: str) -> int:
         """Field ``name`` of ``value``, right-aligned."""
-        return self.field(name).get(value)
+        f = self._by_name.get(name) or self.field(name)
+        return (value & f.mask) >> f.lsb
 
     def set(self, value: int, name: str, field_value: int) -> int:
         """``value`` with field ``name`` replaced."""

@@ -343,9 +343,9 @@ def test_buffer_chunks_decode_on_their_own(sort_full):
 @pytest.fixture(scope="module")
 def filtered(tmp_path_factory) -> dict[str, Run]:
     return {
-        "load": _run(tmp_path_factory, "asm_loop", interval=256, filters=("load",)),
-        "store": _run(tmp_path_factory, "asm_loop", interval=256, filters=("store",)),
-        "branch": _run(tmp_path_factory, "asm_loop", interval=256, filters=("branch",)),
+        "load": _run(tmp_path_factory, "asm_loop", interval=1024, filters=("load",)),
+        "store": _run(tmp_path_factory, "asm_loop", interval=1024, filters=("store",)),
+        "branch": _run(tmp_path_factory, "asm_loop", interval=1024, filters=("branch",)),
         "latency": _run(tmp_path_factory, "pointer_chase", interval=1024, min_latency=100),
     }
 

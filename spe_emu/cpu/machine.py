@@ -65,6 +65,11 @@ ENC = {"SCR_EL3": (3, 6, 1, 1, 0), "HCR_EL2": (3, 4, 1, 1, 0), "MDCR_EL2": (3, 4
        "CONTEXTIDR_EL2": (3, 4, 13, 0, 1), "CPTR_EL2": (3, 4, 1, 1, 2),
        "CPTR_EL3": (3, 6, 1, 1, 2)}
 WATCHED_WRITES = {ENC[n] for n in ("SCR_EL3", "HCR_EL2", "MDCR_EL2", "MDCR_EL3")}
+# Writes that change stage 1 translation (SCTLR, TTBR0/1, TCR of EL1/EL2/EL3): flush the
+# host-side translation cache.
+TRANSLATION_WRITES = {(3, op1, 1, 0, 0) for op1 in (0, 4, 6)} | {
+    (3, op1, 2, 0, op2) for op1 in (0, 4, 6) for op2 in (0, 1, 2)}
+CRN_TLBI = 8
 ERET_WORD = 0xD69F03E0
 DAIF_IMM_MASK, DAIF_IMM_VALUE = 0xFFFFF0DF, 0xD50340DF  # MSR DAIFSet/DAIFClr, #imm
 
@@ -162,6 +167,9 @@ class Machine:
         self.replan = True
         self._stop_requested = False
         self.hold_irq_until = 0  # the sampled instruction completes before an IRQ is taken
+        self._ctx: AccessContext | None = None
+        self._xlate: dict[tuple[int, int, bool], int] = {}  # (regime, VA page, write) -> PA page
+        self._collect: tuple | None = None
         self._hooks_installed = False
 
     # ------------------------------------------------------------------ set-up ------------
@@ -204,6 +212,7 @@ class Machine:
         uc.hook_add(UC_HOOK_INTR, self._on_intr)
         uc.hook_add(UC_HOOK_INSN, self._on_mrs, None, 1, 0, A.UC_ARM64_INS_MRS)
         uc.hook_add(UC_HOOK_INSN, self._on_msr, None, 1, 0, A.UC_ARM64_INS_MSR)
+        uc.hook_add(UC_HOOK_INSN, self._on_sys, None, 1, 0, A.UC_ARM64_INS_SYS)
         self.counter = native.SpeCounter(0, 0, 0, NEVER,
                                          ctypes.cast(uclib.uc_emu_stop, ctypes.c_void_p).value,
                                          0, 0)
@@ -239,6 +248,17 @@ class Machine:
 
     # ------------------------------------------------------------------ state views --------
     def context(self) -> AccessContext:
+        """The control state for access/enable checks. The fast path caches it between the
+        points where it can change (exception entry and return, MSR to SCR_EL3/HCR_EL2/
+        MDCR_EL2/MDCR_EL3); the reference mode reads it live every time."""
+        if self._ctx is not None:
+            return self._ctx
+        ctx = self._live_context()
+        if self.cfg.mode == "fast":
+            self._ctx = ctx
+        return ctx
+
+    def _live_context(self) -> AccessContext:
         uc = self.uc
         return AccessContext(el=PSTATE.get(current_pstate(uc), "EL"),
                              scr_el3=uc.cpr_read(*ENC["SCR_EL3"]),
@@ -269,13 +289,23 @@ class Machine:
     def _regime_el(self, el: int) -> int:
         return max(el, 1)
 
+    def _translate(self, va: int, regime: int, write: bool = False) -> int:
+        """Stage 1 translation for host-side accesses, cached per 4 KiB page (flushed on
+        SCTLR/TTBR/TCR writes and TLBI)."""
+        key = (regime, va >> 12, write)
+        page = self._xlate.get(key)
+        if page is None:
+            page = mmu.translate(self.uc, va & ~0xFFF, regime, write=write) & ~0xFFF
+            self._xlate[key] = page
+        return page | (va & 0xFFF)
+
     def _read_current(self, va: int, n: int) -> bytes:
         """Guest memory by VA in the current regime (semihosting, instruction fetch)."""
         el = PSTATE.get(current_pstate(self.uc), "EL")
         out = bytearray()
         while n > 0:
             try:
-                pa = mmu.translate(self.uc, va, self._regime_el(el))
+                pa = self._translate(va, self._regime_el(el))
             except TranslationFault as fault:
                 raise GuestError(f"host read of unmapped guest VA {fault.va:#x}") from None
             chunk = min(n, 0x1000 - (va & 0xFFF))
@@ -285,12 +315,16 @@ class Machine:
         return bytes(out)
 
     def _write_current(self, va: int, data: bytes) -> None:
-        el = PSTATE.get(current_pstate(self.uc), "EL")
-        self._write_regime(va, data, self._regime_el(el))
+        regime = self._regime_el(PSTATE.get(current_pstate(self.uc), "EL"))
+        done = 0
+        while done < len(data):
+            chunk = min(len(data) - done, 0x1000 - ((va + done) & 0xFFF))
+            self._write_regime(va + done, data[done:done + chunk], regime)
+            done += chunk
 
     def _write_regime(self, va: int, data: bytes, regime: int) -> None:
-        pa = mmu.translate(self.uc, va, regime, write=True)
-        self.uc.mem_write(pa, data)
+        """Write ``data`` (within one page) at ``va`` through ``regime``, privileged."""
+        self.uc.mem_write(self._translate(va, regime, write=True), data)
 
     def _spu_write(self, va: int, data: bytes) -> None:
         """Profiling Buffer writes: privileged, owning regime (§3.4)."""
@@ -324,6 +358,7 @@ class Machine:
         if target < ctx.el or (target == ctx.el and PSTATE.get(pstate, "I")):
             return False
         take_exception(self.uc, target, VectorKind.IRQ, preferred_return=self.pc)
+        self._ctx = None
         self.irqs_taken += 1
         return True
 
@@ -349,10 +384,12 @@ class Machine:
     def _refresh_enabled(self) -> None:
         """Re-evaluate StatisticalProfilingEnabled(); on a disabled->enabled transition reload
         PMSICR_EL1 if it is zero (§3.1.1)."""
-        now = self.spu.profiling_enabled(self.context())
+        ctx = self.context()
+        now = self.spu.profiling_enabled(ctx)
         if now and not self.enabled:
             self.spu.interval.initialize(self.spu.regs["PMSIRR_EL1"])
         self.enabled = now
+        self._collect = None
 
     def _member_selected(self, index: int) -> None:
         """The population member at instruction ``index`` fires its interval step; sample it if
@@ -400,12 +437,12 @@ class Machine:
                         s.data_pa = mmu.translate(uc, s.data_va, self._regime_el(ctx.el))
                     except TranslationFault:
                         s.data_pa = None
-        ts = self.spu.collect_timestamp(ctx)
+        ts, cx1, cx2 = self._collection(ctx)
         if ts is not None:
             s.timestamp = self.acct - 1  # virtual time of the sampled instruction
-        if self.spu.collect_context1(ctx):
+        if cx1:
             s.context = uc.cpr_read(*ENC["CONTEXTIDR_EL1"]) & 0xFFFFFFFF
-        if self.spu.collect_context2(ctx):
+        if cx2:
             s.context2 = uc.cpr_read(*ENC["CONTEXTIDR_EL2"]) & 0xFFFFFFFF
         before = self.spu.pmbirq
         n_events = len(self.spu.stats.management_events)
@@ -418,6 +455,14 @@ class Machine:
             self.replan = True
             self.hold_irq_until = self.acct
             self._refresh_enabled()
+
+    def _collection(self, ctx: AccessContext) -> tuple:
+        """(CollectTimeStamp(), CollectContextIDR1(), CollectContextIDR2()), cached until the
+        next re-evaluation of the enable state (in the reference mode: computed every time)."""
+        if self._collect is None or self.cfg.mode != "fast":
+            self._collect = (self.spu.collect_timestamp(ctx), self.spu.collect_context1(ctx),
+                             self.spu.collect_context2(ctx))
+        return self._collect
 
     def _generates_exception(self, info, ctx: AccessContext) -> bool:
         """Whether the sampled instruction will take a synchronous exception (decided from the
@@ -509,6 +554,7 @@ class Machine:
         self._account(self._retired_before(preferred if insn is None else insn) + 1)
         take_exception(self.uc, target, VectorKind.SYNC, preferred_return=preferred,
                        syndrome=syndrome)
+        self._ctx = None
         self.exceptions_taken += 1
         self._request_stop()
 
@@ -619,8 +665,19 @@ class Machine:
             return 1
         return 0
 
+    def _on_sys(self, uc: Uc, reg: int, cp, _data) -> int:
+        """SYS instructions (op0 == 1): a TLBI invalidates the host translation cache."""
+        if cp.crn == CRN_TLBI:
+            self._xlate.clear()
+        return 0
+
     def _on_msr(self, uc: Uc, reg: int, cp, _data) -> int:
         enc = (cp.op0, cp.op1, cp.crn, cp.crm, cp.op2)
+        if enc in TRANSLATION_WRITES:
+            self._xlate.clear()
+            return 0
+        if enc in WATCHED_WRITES:
+            self._ctx = None
         if enc in WATCHED_WRITES or enc == (3, 3, 4, 2, 1):  # DAIF register form
             # Takes effect after this instruction; re-plan at the next block boundary.
             self.replan = True
@@ -634,6 +691,7 @@ class Machine:
         """ERET / MSR DAIFSet|DAIFClr: state changes after this instruction; stop at the next
         block boundary (an ERET ends its block, so that is exactly after it)."""
         self.replan = True
+        self._ctx = None
         self.counter.stop_at = min(self.counter.stop_at, self.counter.insns)
 
     def _on_every_insn(self, uc: Uc, address: int, size: int, _data) -> None:
@@ -699,11 +757,17 @@ class Machine:
         c = self.counter
         budget = self.cfg.max_insns
         last_progress = 0
+        irq_check = True  # the IRQ line or its masking may have changed since the last check
         while self.exit is None:
-            self._refresh_enabled()
-            hold = self.hold_irq_until > c.insns
-            if not hold and self._deliver_irq():
+            if self.replan:
+                irq_check = True
+                self._ctx = None
                 self._refresh_enabled()
+            hold = self.hold_irq_until > c.insns
+            if irq_check and not hold:
+                irq_check = False
+                if self.gic.irq_line() and self._deliver_irq():
+                    self._refresh_enabled()
             self.replan = False
             event = NEVER
             if self.enabled:

@@ -18,6 +18,7 @@ Byte order (§5.1.3): header bytes first, payload little-endian.
 from __future__ import annotations
 
 import enum
+import struct
 from dataclasses import dataclass, field
 from typing import Iterator, Optional, Union
 
@@ -917,3 +918,73 @@ def iter_records(buf: bytes) -> Iterator[Record]:
             record.length = offset + item.length - start
             yield record
             current = None
+
+
+# --------------------------------------------------------------------------------------------
+# Fast encoders for the record builder (one call per packet per sample, no Packet objects).
+# Each returns exactly ``encode(<constructor>(...))`` for valid arguments (property-tested in
+# tests/test_packets_fast.py); the header bytes come from the canonical encoder above.
+
+_U16 = struct.Struct("<H")
+_U32 = struct.Struct("<I")
+_U64 = struct.Struct("<Q")
+_ADDR_HEADERS = {i: header_bytes(address_packet(i, 0)) for i in
+                 (ADDR_PC, ADDR_BRANCH_TARGET, ADDR_DATA_VA, ADDR_DATA_PA)}
+_COUNTER_HEADERS = {i: header_bytes(counter_packet(i, 0)) for i in
+                    (COUNTER_TOTAL, COUNTER_ISSUE, COUNTER_XLAT)}
+_EVENT_HEADERS = {n: header_bytes(Packet(PacketType.EVENTS, size=n)) for n in (1, 2, 4, 8)}
+_CONTEXT_HEADERS = {i: header_bytes(context_packet(i, 0)) for i in (CONTEXT_EL1, CONTEXT_EL2)}
+_TIMESTAMP_HEADER = header_bytes(timestamp_packet(0))
+_ADDR_MASK = _mask(ADDR_FIELD)
+END_BYTES = encode(end_packet())
+
+
+def instruction_address_bytes(index: int, addr: int, el: int, ns: int) -> bytes:
+    """``encode(address_packet(index, addr, el=el, ns=ns))`` for ADDR_PC/ADDR_BRANCH_TARGET."""
+    return _ADDR_HEADERS[index] + _U64.pack((addr & _ADDR_MASK) | _put(ADDR_EL, el)
+                                            | _put(ADDR_NS, ns))
+
+
+def data_va_bytes(addr: int) -> bytes:
+    """``encode(address_packet(ADDR_DATA_VA, addr))`` (top byte kept as the tag)."""
+    return _ADDR_HEADERS[ADDR_DATA_VA] + _U64.pack(addr)
+
+
+def data_pa_bytes(addr: int, ns: int) -> bytes:
+    """``encode(address_packet(ADDR_DATA_PA, addr, ns=ns))``."""
+    return _ADDR_HEADERS[ADDR_DATA_PA] + _U64.pack((addr & _ADDR_MASK) | _put(ADDR_NS, ns))
+
+
+def counter_bytes(index: int, value: int) -> bytes:
+    """``encode(counter_packet(index, value))`` (12-bit saturating)."""
+    return _COUNTER_HEADERS[index] + _U16.pack(min(value, 0xFFF))
+
+
+def events_bytes(bits: int) -> bytes:
+    """``encode(events_packet(bits))``."""
+    if bits < 0x100:
+        return _EVENT_HEADERS[1] + bytes((bits,))
+    if bits < 0x10000:
+        return _EVENT_HEADERS[2] + _U16.pack(bits)
+    if bits < 1 << 32:
+        return _EVENT_HEADERS[4] + _U32.pack(bits)
+    return _EVENT_HEADERS[8] + _U64.pack(bits)
+
+
+def op_type_bytes(cls: int, subclass: int) -> bytes:
+    """``encode(op_type_packet(cls, subclass))`` (arguments not re-validated)."""
+    return bytes((_OP_TYPE_HEADERS[cls], subclass))
+
+
+def context_bytes(index: int, value: int) -> bytes:
+    """``encode(context_packet(index, value))``."""
+    return _CONTEXT_HEADERS[index] + _U32.pack(value)
+
+
+def timestamp_bytes(ts: int) -> bytes:
+    """``encode(timestamp_packet(ts))``."""
+    return _TIMESTAMP_HEADER + _U64.pack(ts)
+
+
+_OP_TYPE_HEADERS = {c: header_bytes(op_type_packet(c, 0))[0]
+                    for c in (OP_CLASS_OTHER, OP_CLASS_LDST, OP_CLASS_BRANCH)}

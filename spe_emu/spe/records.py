@@ -129,50 +129,48 @@ class RecordBuilder:
         issue = 1
         execute = 1
         xlat = None
-        pkts: list[P.Packet] = []
+        out: list[bytes] = []
         if s.context is not None:
-            pkts.append(P.context_packet(P.CONTEXT_EL1, s.context))
+            out.append(P.context_bytes(P.CONTEXT_EL1, s.context))
         if s.context2 is not None:
-            pkts.append(P.context_packet(P.CONTEXT_EL2, s.context2))
-        pkts.append(P.address_packet(P.ADDR_PC, s.pc, el=s.el, ns=s.ns))
+            out.append(P.context_bytes(P.CONTEXT_EL2, s.context2))
+        out.append(P.instruction_address_bytes(P.ADDR_PC, s.pc, s.el, s.ns))
         if s.exception:
             events |= 1 << P.EV_EXCEPTION_GEN
             if cfg.exception_record_detail:
-                pkts.append(P.op_type_packet(info.op_class, info.op_subclass))
+                out.append(P.op_type_bytes(info.op_class, info.op_subclass))
         else:
-            pkts.append(P.op_type_packet(info.op_class, info.op_subclass))
+            out.append(P.op_type_bytes(info.op_class, info.op_subclass))
             if s.cond_passed is False:
                 events |= 1 << P.EV_NOT_TAKEN
             if info.op_class == P.OP_CLASS_BRANCH:
-                execute += self._branch(s, pkts)
+                execute += self._branch(s, out)
                 if self._mispredicted:
                     events |= 1 << P.EV_MISPRED
             elif info.op_class == P.OP_CLASS_LDST and s.data_va is not None:
-                pkts.append(P.address_packet(P.ADDR_DATA_VA, s.data_va, tag=s.data_va >> 56))
+                out.append(P.data_va_bytes(s.data_va))
                 if s.data_pa is not None:
-                    pkts.append(P.address_packet(P.ADDR_DATA_PA, s.data_pa, ns=s.ns))
+                    out.append(P.data_pa_bytes(s.data_pa, s.ns))
                 ev, execute, xlat = self._memory(s, info)
                 events |= ev
         total = issue + execute + (xlat - 1 if xlat else 0)
-        pkts.append(P.events_packet(events))
-        pkts.append(P.counter_packet(P.COUNTER_TOTAL, total))
-        pkts.append(P.counter_packet(P.COUNTER_ISSUE, issue))
+        out.append(P.events_bytes(events))
+        out.append(P.counter_bytes(P.COUNTER_TOTAL, total))
+        out.append(P.counter_bytes(P.COUNTER_ISSUE, issue))
         if xlat is not None:
-            pkts.append(P.counter_packet(P.COUNTER_XLAT, xlat))
-        pkts.append(P.timestamp_packet(s.timestamp) if s.timestamp is not None
-                    else P.end_packet())
-        data = b"".join(P.encode(p) for p in pkts)
-        return Built(data, events, min(total, 0xFFF), self.optypes(info))
+            out.append(P.counter_bytes(P.COUNTER_XLAT, xlat))
+        out.append(P.timestamp_bytes(s.timestamp) if s.timestamp is not None else P.END_BYTES)
+        return Built(b"".join(out), events, min(total, 0xFFF), self.optypes(info))
 
     _mispredicted = False
 
-    def _branch(self, s: Sample, pkts: list) -> int:
+    def _branch(self, s: Sample, out: list) -> int:
         info = s.info
         taken = s.branch_taken
         target = s.branch_target
         if target is not None and (taken or self.config.not_taken_target):
-            pkts.append(P.address_packet(P.ADDR_BRANCH_TARGET, target, el=s.target_el,
-                                         ns=s.target_ns))
+            out.append(P.instruction_address_bytes(P.ADDR_BRANCH_TARGET, target, s.target_el,
+                                                   s.target_ns))
         if info.is_indirect:
             if info.mnemonic_class.startswith("ret") or info.is_eret:
                 mispredicted = False
