@@ -123,10 +123,13 @@ def run_image(image_path: Path, opts: RunOptions,
     """
     opts.validate()
     outdir = Path(opts.outdir)
-    outdir.mkdir(parents=True, exist_ok=True)
     trace_path = outdir / TRACE_NAME
-    if trace_path.exists():
-        trace_path.unlink()
+    try:
+        outdir.mkdir(parents=True, exist_ok=True)
+        if trace_path.exists():
+            trace_path.unlink()
+    except OSError as exc:
+        raise ConfigError(f"output directory {outdir}: {exc.strerror or exc}") from None
     guest = load_elf(image_path)
     mcfg = MachineConfig(boot_el=opts.boot_el, mode=opts.mode, spe=opts.spe.with_(seed=opts.seed), outdir=outdir,
                          max_insns=opts.max_insns, console=console)

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from spe_emu.board.loader import PF_X, load_elf
-from spe_emu.session import RunOptions, default_firmware, run_image
 from spe_emu.board.semihosting import Semihosting
+from spe_emu.session import RunOptions, default_firmware, run_image
 from spe_emu.spe import packets as P
 from spe_emu.spe.packets import iter_records
 from spe_emu.tools.decode import summarize
@@ -303,6 +303,17 @@ def test_timestamp_distance_is_interval_plus_one(all_runs, default_runs, which, 
         assert count >= 0.9 * len(diffs)
         if run.result.management_events == 0:
             assert count == len(diffs)
+
+
+def test_without_timestamps_records_end_with_end(tmp_path_factory):
+    run = _run(tmp_path_factory, "sort", timestamps=False)
+    assert run.result.exit_status == 0
+    assert run.summary["bad_packets"] == 0 and run.summary["truncated_bytes"] == 0
+    assert len(run.records) == run.result.records_written > 0
+    for rec in run.records:
+        assert rec.timestamp is None
+        assert rec.packets[-1].type is P.PacketType.END
+        assert not any(p.type is P.PacketType.TIMESTAMP for p in rec.packets)
 
 
 # ---------------------------------------------------------------------------- 5. buffer ----

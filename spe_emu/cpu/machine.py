@@ -46,6 +46,7 @@ from .exceptions import (EC, PSTATE, VectorKind, current_pstate, esr, set_pstate
                          sysreg_trap_iss, take_exception)
 
 NEVER = (1 << 64) - 1
+PSTATE_EL = PSTATE.field("EL")
 PMBIRQ_INTID = 21
 SEMIHOST_IMM = 0xF000
 INTNO_UNDEF, INTNO_SVC, INTNO_PREFETCH_ABORT, INTNO_DATA_ABORT = 1, 2, 3, 4
@@ -170,6 +171,8 @@ class Machine:
         self._ctx: AccessContext | None = None
         self._xlate: dict[tuple[int, int, bool], int] = {}  # (regime, VA page, write) -> PA page
         self._collect: tuple | None = None
+        self._irq_line_value: bool | None = None
+        self._ref_enabled: dict[int, bool] | None = None  # reference mode: EL -> enabled
         self._hooks_installed = False
 
     # ------------------------------------------------------------------ set-up ------------
@@ -337,9 +340,17 @@ class Machine:
     # ------------------------------------------------------------------ interrupts ---------
     def _pmbirq(self, level: bool) -> None:
         self.gic.set_level(PMBIRQ_INTID, level)
+        self._irq_line_value = None
 
     def _irq_maybe_changed(self) -> None:
         self.replan = True
+        self._irq_line_value = None
+
+    def _irq_line(self) -> bool:
+        """The GIC's IRQ output, recomputed only after GIC state may have changed."""
+        if self._irq_line_value is None:
+            self._irq_line_value = self.gic.irq_line()
+        return self._irq_line_value
 
     def _irq_target(self, ctx: AccessContext) -> int:
         if SCR_EL3.get(ctx.scr_el3, "IRQ"):
@@ -350,7 +361,7 @@ class Machine:
 
     def _deliver_irq(self) -> bool:
         """Take a pending IRQ if the GIC asserts it and PSTATE/routing allow (Arm ARM D1.3)."""
-        if not self.gic.irq_line():
+        if not self._irq_line():
             return False
         ctx = self.context()
         target = self._irq_target(ctx)
@@ -369,6 +380,7 @@ class Machine:
     def _mmio_write(self, uc: Uc, offset: int, size: int, value: int, base: int) -> None:
         self.gic.mmio_write(base + offset, size, value)
         self.replan = True
+        self._irq_line_value = None
 
     # ------------------------------------------------------------------ population ---------
     def _account(self, upto: int) -> None:
@@ -453,6 +465,7 @@ class Machine:
                                   f"PMBPTR_EL1={event.pmbptr:#x}: PMBSR_EL1={event.pmbsr:#x}")
         if self.spu.pmbirq != before:
             self.replan = True
+            self._ref_enabled = None
             self.hold_irq_until = self.acct
             self._refresh_enabled()
 
@@ -530,6 +543,7 @@ class Machine:
                 value = self.spu.read(spec.name, ctx)
             else:
                 value = self.gic.sysreg_read(spec.name)
+                self._irq_line_value = None
             if rt_reg is not None:
                 uc.reg_write(rt_reg, value)
         else:
@@ -539,6 +553,7 @@ class Machine:
                 self.spu.write(spec.name, value, ctx)
             else:
                 self.gic.sysreg_write(spec.name, value)
+            self._irq_line_value = None
             self._request_stop()
         uc.reg_write(A.UC_ARM64_REG_PC, pc + 4)
 
@@ -560,6 +575,7 @@ class Machine:
 
     def _request_stop(self) -> None:
         self.replan = True
+        self._ref_enabled = None
         self.uc.emu_stop()
 
     # ------------------------------------------------------------------ hooks --------------
@@ -678,6 +694,7 @@ class Machine:
             return 0
         if enc in WATCHED_WRITES:
             self._ctx = None
+            self._ref_enabled = None
         if enc in WATCHED_WRITES or enc == (3, 3, 4, 2, 1):  # DAIF register form
             # Takes effect after this instruction; re-plan at the next block boundary.
             self.replan = True
@@ -695,8 +712,10 @@ class Machine:
         self.counter.stop_at = min(self.counter.stop_at, self.counter.insns)
 
     def _on_every_insn(self, uc: Uc, address: int, size: int, _data) -> None:
-        """Reference mode: one population step per instruction, in Python."""
-        if self._stop_requested or (self.replan and self.gic.irq_line()):
+        """Reference mode: one population step per instruction, in Python. The Exception level
+        is read from PSTATE at every instruction; whether profiling is enabled at each EL is
+        re-derived whenever a hook reported a change of control state."""
+        if self._stop_requested or (self.replan and self._irq_line()):
             self._stop_requested = False
             if self._deliverable_irq_pending():
                 uc.emu_stop()
@@ -706,8 +725,12 @@ class Machine:
         if self.ref_insns > self.cfg.max_insns:
             uc.emu_stop()
             return
-        ctx = self.context()
-        now = self.spu.profiling_enabled(ctx)
+        table = self._ref_enabled
+        if table is None:
+            ctx = self._live_context()
+            table = self._ref_enabled = {
+                el: self.spu.profiling_enabled(replace(ctx, el=el)) for el in range(4)}
+        now = table[PSTATE_EL.get(uc.reg_read(A.UC_ARM64_REG_PSTATE))]
         if now and not self.enabled:
             self.spu.interval.initialize(self.spu.regs["PMSIRR_EL1"])
         self.enabled = now
@@ -715,7 +738,6 @@ class Machine:
         if now:
             if self.spu.interval.members_to_next_event() == 1:
                 self._member_selected(index)
-                self.ref_insns = index + 1
             else:
                 self.spu.interval.advance(1)
                 self.spu.stats.population += 1
@@ -724,7 +746,7 @@ class Machine:
             self.acct = index + 1
 
     def _deliverable_irq_pending(self) -> bool:
-        if not self.gic.irq_line():
+        if not self._irq_line():
             return False
         ctx = self.context()
         target = self._irq_target(ctx)
@@ -766,7 +788,7 @@ class Machine:
             hold = self.hold_irq_until > c.insns
             if irq_check and not hold:
                 irq_check = False
-                if self.gic.irq_line() and self._deliver_irq():
+                if self._irq_line() and self._deliver_irq():
                     self._refresh_enabled()
             self.replan = False
             event = NEVER
@@ -822,6 +844,7 @@ class Machine:
 
     def _run_reference(self, progress) -> RunResult:
         while self.exit is None:
+            self._ref_enabled = None
             self._deliver_irq()
             self.replan = False
             before = self.ref_insns

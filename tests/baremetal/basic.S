@@ -27,6 +27,7 @@ main:
     ERET_TO 2, 0x3c5, el1_main
 
 el1_main:
+    msr     nzcv, xzr               // the boot-EL dispatch above left flags behind
     TAG     0x101
     .global a_svc_el1
 a_svc_el1:

@@ -1,0 +1,536 @@
+#!/usr/bin/env python3
+"""Benchmark spe_emu against raw Unicorn, in one process and one run.
+
+For every guest (guests/*.elf, or the ones named with --guest) it measures
+
+* ``raw``: Unicorn with no SPE model attached (``RunOptions(mode="raw")``; PMSVer reads 0 and
+  the firmware runs the guest without profiling),
+* ``spe``: the product's run loop with SPE enabled at each interval (1024, 4096, 65536),
+* ``spe-disabled``: the product's run loop with profiling disabled (``profiling=False``),
+* ``reference``: the per-instruction Python oracle (interval 4096, run once: it is slow),
+
+and prints a table of MIPS, ratio to raw, per-sample cost and peak RSS, then one PASS/FAIL line
+per target. Each run is one ``run_image`` call timed with ``time.perf_counter()`` (machine set-up,
+image loading and the trace file included, the same for every mode). Before the counted runs
+every guest/mode pair gets one warm-up run that is not counted; the counted runs of a guest are
+interleaved across modes (repeat 1 of every mode, then repeat 2, ...) and the median is
+reported.
+
+Definitions:
+    MIPS            instructions / median seconds. Raw mode does not count instructions, so
+                    the count of the same guest's spe-disabled run is used (same firmware and
+                    guest path, apart from one firmware console line).
+    ratio_to_raw    MIPS / raw MIPS of the same guest.
+    per_sample_us   (median t_spe - median t_spe_disabled) / samples * 1e6 (spe rows only).
+    peak_rss_mb     the process's peak RSS during that mode's runs (max over its runs), in MiB:
+                    the high-water mark is reset (/proc/self/clear_refs, "5") after a
+                    gc.collect() before every run and VmHWM read after it. Where that is not
+                    available, ru_maxrss (the process-lifetime maximum) is reported instead and
+                    the output says so.
+
+Memory check: one guest (--memory-guest, default the selected guest with the most
+instructions) is also run with a 4 KiB buffer at interval 256 (many records, many PMBIRQs)
+and with the default buffer at interval 65536 (few records); the target is that the first run's
+RSS growth over its starting RSS exceeds the second's by at most --rss-tolerance-mb. A control
+run (the first configuration with --min-latency 4095, so the same samples are taken but every
+record is filtered out) tells growth that follows records from growth that follows samples.
+
+Targets (SPE enabled at interval 4096): at least 0.6x raw MIPS and at least 25x reference MIPS
+on every guest, per-sample cost at most 15 us; profiling disabled at least 0.9x raw; peak RSS
+does not grow with records written.
+
+Usage:
+    python scripts/bench.py                              # every guest, 3 repeats
+    python scripts/bench.py --guest sort --guest interp --repeats 5 --json bench.json
+    python scripts/bench.py --no-reference --check       # exit 1 if a target fails
+
+Exit status: 0 (the benchmark is a report) unless --check is given and a target failed (1);
+2 on a usage error or a run that fails (bad image, guest error, non-zero guest exit status).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import re
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if (ROOT / "spe_emu" / "__init__.py").exists() and str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))  # benchmark the checkout this script belongs to
+
+from rich.console import Console  # noqa: E402
+from rich.table import Table  # noqa: E402
+
+from spe_emu.errors import GuestRunaway, SpeEmuError  # noqa: E402
+from spe_emu.session import RunOptions, run_image  # noqa: E402
+
+GUESTS_DIR = ROOT / "guests"
+DEFAULT_INTERVALS = (1024, 4096, 65536)
+TARGET_INTERVAL = 4096
+REFERENCE_INTERVAL = 4096
+MIN_RATIO_SPE = 0.6
+MIN_SPEEDUP_OVER_REFERENCE = 25.0
+MAX_PER_SAMPLE_US = 15.0
+MIN_RATIO_DISABLED = 0.9
+MEMORY_MANY = dict(buffer_size=4096, interval=256)
+MEMORY_FEW = dict(interval=65536)
+MEMORY_CONTROL = dict(buffer_size=4096, interval=256, min_latency=4095)
+JSON_KEYS = ("guest", "mode", "interval", "mips", "ratio_to_raw", "per_sample_us",
+             "peak_rss_mb")
+
+
+class BenchError(Exception):
+    """A run failed or an argument is wrong: one line, exit status 2."""
+
+
+# ------------------------------------------------------------------------ peak RSS --------
+
+class RssMeter:
+    """Per-run peak RSS (MiB): reset VmHWM through /proc/self/clear_refs, read it back."""
+
+    def __init__(self) -> None:
+        self.per_run = self._probe()
+        self.note = ("peak RSS: VmHWM per run (high-water mark reset through "
+                     "/proc/self/clear_refs before each run)" if self.per_run else
+                     "peak RSS: /proc/self/clear_refs or VmHWM unavailable, so the values are "
+                     "ru_maxrss, the process-lifetime maximum (NOT per run; they only grow)")
+
+    @staticmethod
+    def _vm(name: str) -> float | None:
+        try:
+            text = Path("/proc/self/status").read_text()
+        except OSError:
+            return None
+        m = re.search(rf"^{name}:\s+(\d+)\s+kB", text, re.M)
+        return int(m.group(1)) / 1024 if m else None
+
+    def _probe(self) -> bool:
+        if self._vm("VmHWM") is None:
+            return False
+        try:
+            with open("/proc/self/clear_refs", "w") as f:
+                f.write("5")
+        except OSError:
+            return False
+        return True
+
+    def reset(self) -> float:
+        """Collect garbage (a finished Machine holds reference cycles), reset the high-water
+        mark; returns the RSS the run starts from."""
+        gc.collect()
+        if self.per_run:
+            with open("/proc/self/clear_refs", "w") as f:
+                f.write("5")
+            return self._vm("VmRSS") or 0.0
+        return self.peak()
+
+    def peak(self) -> float:
+        if self.per_run:
+            value = self._vm("VmHWM")
+            if value is not None:
+                return value
+        import resource
+        maxrss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        return maxrss / (1 << 20) if sys.platform == "darwin" else maxrss / 1024
+
+
+# ------------------------------------------------------------------------ runs ------------
+
+@dataclass
+class Mode:
+    key: str                    # row identity, e.g. "spe@4096"
+    mode: str                   # raw | spe | spe-disabled | reference
+    interval: int | None        # None where no sampling interval applies
+    options: dict
+
+    def run_options(self, outdir: Path, **extra) -> RunOptions:
+        return RunOptions(outdir=outdir, **self.options, **extra)
+
+
+@dataclass
+class Measurement:
+    seconds: list[float] = field(default_factory=list)
+    rss: list[float] = field(default_factory=list)
+    instructions: int = 0
+    samples: int = 0
+    records: int = 0
+    partial: bool = False       # reference measured over a prefix (--reference-insns)
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.seconds)
+
+
+def modes_for(intervals: list[int], reference: bool) -> list[Mode]:
+    out = [Mode("raw", "raw", None, dict(mode="raw"))]
+    out += [Mode(f"spe@{n}", "spe", n, dict(mode="fast", interval=n)) for n in intervals]
+    out.append(Mode("spe-disabled", "spe-disabled", None, dict(mode="fast", profiling=False)))
+    if reference:
+        out.append(Mode("reference", "reference", REFERENCE_INTERVAL,
+                        dict(mode="reference", interval=REFERENCE_INTERVAL)))
+    return out
+
+
+class Runner:
+    def __init__(self, workdir: Path, rss: RssMeter, log: Console | None):
+        self.workdir = workdir
+        self.rss = rss
+        self.log = log
+
+    def say(self, text: str) -> None:
+        if self.log is not None:
+            self.log.print(text, highlight=False)
+
+    def once(self, image: Path, opts: RunOptions, label: str, *,
+             allow_runaway: bool = False) -> tuple[float, float, float, object]:
+        """One timed run_image: (seconds, RSS at start, peak RSS, RunResult or None)."""
+        start_rss = self.rss.reset()
+        t0 = time.perf_counter()
+        try:
+            session = run_image(image, opts, console=None)
+        except GuestRunaway:
+            if not allow_runaway:
+                raise BenchError(f"{label}: guest did not exit within {opts.max_insns} "
+                                 f"instructions") from None
+            seconds = time.perf_counter() - t0
+            return seconds, start_rss, self.rss.peak(), None
+        except SpeEmuError as exc:
+            raise BenchError(f"{label}: {exc}") from None
+        seconds = time.perf_counter() - t0
+        peak = self.rss.peak()
+        result = session.result
+        if result.exit_status != 0:
+            raise BenchError(f"{label}: guest exit status {result.exit_status} "
+                             f"(console: {result.console[-200:]!r})")
+        del session
+        return seconds, start_rss, peak, result
+
+    def measure(self, guest: str, image: Path, modes: list[Mode], repeats: int,
+                reference_insns: int | None) -> dict[str, Measurement]:
+        out = {m.key: Measurement() for m in modes}
+        timed = [m for m in modes if m.mode != "reference"]
+        outdir = self.workdir / guest
+        for m in timed:  # warm-up, not counted
+            seconds, *_ = self.once(image, m.run_options(outdir / m.key), f"{guest} {m.key}")
+            self.say(f"[dim]{guest:>14} {m.key:<13} warm-up  {seconds:8.3f} s[/dim]")
+        for r in range(repeats):
+            for m in timed:
+                seconds, _, peak, result = self.once(image, m.run_options(outdir / m.key),
+                                                     f"{guest} {m.key}")
+                meas = out[m.key]
+                meas.seconds.append(seconds)
+                meas.rss.append(peak)
+                meas.instructions = result.instructions
+                meas.samples = result.samples
+                meas.records = result.records_written
+                self.say(f"[dim]{guest:>14} {m.key:<13} {r + 1}/{repeats:<6} "
+                         f"{seconds:8.3f} s[/dim]")
+        for m in modes:
+            if m.mode != "reference":
+                continue
+            extra = {"max_insns": reference_insns} if reference_insns else {}
+            seconds, _, peak, result = self.once(image, m.run_options(outdir / m.key, **extra),
+                                                 f"{guest} {m.key}",
+                                                 allow_runaway=bool(reference_insns))
+            meas = out[m.key]
+            meas.seconds.append(seconds)
+            meas.rss.append(peak)
+            if result is None:  # stopped at the --reference-insns budget
+                meas.instructions = reference_insns
+                meas.partial = True
+            else:
+                meas.instructions = result.instructions
+                meas.samples = result.samples
+                meas.records = result.records_written
+            self.say(f"[dim]{guest:>14} {m.key:<13} once     {seconds:8.3f} s"
+                     f"{' (prefix)' if meas.partial else ''}[/dim]")
+        return out
+
+
+# ------------------------------------------------------------------------ report ----------
+
+def rows_for(guest: str, modes: list[Mode], meas: dict[str, Measurement]) -> list[dict]:
+    disabled = meas["spe-disabled"]
+    raw = meas["raw"]
+    raw_insns = disabled.instructions  # raw mode counts nothing; same path as spe-disabled
+    raw_mips = raw_insns / raw.median / 1e6
+    rows = []
+    for m in modes:
+        x = meas[m.key]
+        insns = raw_insns if m.mode == "raw" else x.instructions
+        mips = insns / x.median / 1e6
+        per_sample = None
+        if m.mode == "spe" and x.samples:
+            per_sample = (x.median - disabled.median) / x.samples * 1e6
+        rows.append({
+            "guest": guest, "mode": m.mode, "interval": m.interval,
+            "mips": round(mips, 4),
+            "ratio_to_raw": round(mips / raw_mips, 4),
+            "per_sample_us": None if per_sample is None else round(per_sample, 3),
+            "peak_rss_mb": round(max(x.rss), 1),
+            # not in the JSON:
+            "_seconds": x.median, "_instructions": insns, "_samples": x.samples,
+            "_records": x.records, "_runs": len(x.seconds), "_partial": x.partial,
+        })
+    return rows
+
+
+@dataclass
+class Target:
+    name: str
+    status: str  # PASS | FAIL | SKIP
+    detail: str
+
+
+def check_targets(rows: list[dict], guests: list[str], memory: dict | None,
+                  tolerance: float, reference_run: bool, per_run_rss: bool) -> list[Target]:
+    by = {(r["guest"], r["mode"], r["interval"]): r for r in rows}
+
+    def per_guest(mode: str, interval, value, ok, fmt) -> tuple[str, str]:
+        parts, status = [], "PASS"
+        for g in guests:
+            row = by.get((g, mode, interval))
+            v = value(g, row) if row is not None else None
+            if v is None:
+                return "SKIP", f"not measured for {g}"
+            parts.append(f"{g} {fmt(v)}")
+            if not ok(v):
+                status = "FAIL"
+        return status, ", ".join(parts)
+
+    targets = []
+    spe = ("spe", TARGET_INTERVAL)
+    s, d = per_guest(*spe, lambda g, r: r["ratio_to_raw"], lambda v: v >= MIN_RATIO_SPE,
+                     lambda v: f"{v:.2f}x")
+    targets.append(Target(f"SPE enabled, interval {TARGET_INTERVAL}: >= {MIN_RATIO_SPE}x raw "
+                          f"MIPS on every guest", s, d))
+
+    def over_ref(g, r):
+        ref = by.get((g, "reference", REFERENCE_INTERVAL))
+        return None if ref is None else r["mips"] / ref["mips"]
+    if reference_run:
+        s, d = per_guest(*spe, over_ref, lambda v: v >= MIN_SPEEDUP_OVER_REFERENCE,
+                         lambda v: f"{v:.0f}x")
+    else:
+        s, d = "SKIP", "--no-reference"
+    targets.append(Target(f"SPE enabled, interval {TARGET_INTERVAL}: >= "
+                          f"{MIN_SPEEDUP_OVER_REFERENCE:g}x reference MIPS", s, d))
+    s, d = per_guest(*spe, lambda g, r: r["per_sample_us"], lambda v: v <= MAX_PER_SAMPLE_US,
+                     lambda v: f"{v:.1f} us")
+    targets.append(Target(f"SPE enabled, interval {TARGET_INTERVAL}: per-sample cost <= "
+                          f"{MAX_PER_SAMPLE_US:g} us", s, d))
+    s, d = per_guest("spe-disabled", None, lambda g, r: r["ratio_to_raw"],
+                     lambda v: v >= MIN_RATIO_DISABLED, lambda v: f"{v:.2f}x")
+    targets.append(Target(f"profiling disabled: >= {MIN_RATIO_DISABLED}x raw MIPS", s, d))
+
+    name = "memory: peak RSS does not grow with records written"
+    if memory is None:
+        targets.append(Target(name, "SKIP", "--no-memory-check"))
+    else:
+        many, few = memory["many"], memory["few"]
+        extra = many["growth_mb"] - few["growth_mb"]
+        detail = (f"{memory['guest']}: {many['records']} records -> +{many['growth_mb']:.1f} MiB,"
+                  f" {few['records']} records -> +{few['growth_mb']:.1f} MiB "
+                  f"(difference {extra:+.1f} MiB, tolerance {tolerance:g} MiB)")
+        if not per_run_rss:
+            targets.append(Target(name, "SKIP", detail + "; per-run peak RSS unavailable"))
+        else:
+            if extra > tolerance:
+                control = memory["control"]
+                if abs(many["growth_mb"] - control["growth_mb"]) <= tolerance:
+                    detail += (f"; the no-records control ({control['samples']} samples, "
+                               f"{control['records']} records) grows as much, so records "
+                               f"stream out and the growth follows samples "
+                               f"({per_sample_kib(memory):.2f} KiB per sample)")
+                else:
+                    detail += (f"; the no-records control grows "
+                               f"+{control['growth_mb']:.1f} MiB, so the growth follows "
+                               f"records")
+            targets.append(Target(name, "PASS" if extra <= tolerance else "FAIL", detail))
+    return targets
+
+
+def per_sample_kib(memory: dict) -> float:
+    """RSS growth per sample (KiB) between the few-records run and the no-records control."""
+    few, control = memory["few"], memory["control"]
+    return 1024 * (control["growth_mb"] - few["growth_mb"]) / max(1, control["samples"] -
+                                                                   few["samples"])
+
+
+def num(value: float) -> str:
+    """Three decimals, or three significant digits for small values (reference mode)."""
+    return f"{value:.3f}" if value >= 0.1 else f"{value:.3g}"
+
+
+def fmt(value, spec: str, none: str = "-") -> str:
+    return none if value is None else format(value, spec)
+
+
+def print_report(console: Console, rows: list[dict], memory: dict | None,
+                 targets: list[Target], rss: RssMeter, repeats: int) -> None:
+    table = Table(title=f"spe_emu benchmark (median of {repeats}; reference run once)",
+                  title_justify="left")
+    for name, justify in (("guest", "left"), ("mode", "left"), ("interval", "right"),
+                          ("instructions", "right"), ("median s", "right"), ("MIPS", "right"),
+                          ("ratio to raw", "right"), ("samples", "right"),
+                          ("per-sample us", "right"), ("peak RSS MB", "right")):
+        table.add_column(name, justify=justify)
+    last = None
+    for r in rows:
+        if last is not None and r["guest"] != last:
+            table.add_section()
+        last = r["guest"]
+        table.add_row(r["guest"], r["mode"] + (" (prefix)" if r["_partial"] else ""),
+                      fmt(r["interval"], "d"), f"{r['_instructions']:,}",
+                      f"{r['_seconds']:.3f}", num(r["mips"]), num(r["ratio_to_raw"]),
+                      "-" if r["mode"] in ("raw", "spe-disabled") else f"{r['_samples']:,}",
+                      fmt(r["per_sample_us"], ".1f"), f"{r['peak_rss_mb']:.1f}")
+    console.print(table)
+    if memory is not None:
+        mt = Table(title=f"memory check ({memory['guest']}, mode fast, one run each)",
+                   title_justify="left")
+        for name in ("run", "samples", "records", "PMBIRQs", "trace bytes", "start RSS MB",
+                     "peak RSS MB", "growth MB"):
+            mt.add_column(name, justify="left" if name == "run" else "right")
+        for key, label in (("many", "buffer 4096, interval 256 (many records)"),
+                           ("few", "default buffer, interval 65536 (few records)"),
+                           ("control", "buffer 4096, interval 256, min-latency 4095 "
+                                       "(same samples, no records)")):
+            m = memory[key]
+            mt.add_row(label, f"{m['samples']:,}", f"{m['records']:,}", f"{m['irqs']:,}",
+                       f"{m['trace_bytes']:,}", f"{m['start_mb']:.1f}", f"{m['peak_mb']:.1f}",
+                       f"{m['growth_mb']:+.1f}")
+        console.print(mt)
+        many, control = memory["many"], memory["control"]
+        console.print(f"  records vs no records at the same sample count: "
+                      f"{many['growth_mb'] - control['growth_mb']:+.1f} MiB "
+                      f"({many['records']:,} vs {control['records']:,} records, "
+                      f"{many['samples']:,} vs {control['samples']:,} samples); RSS growth per "
+                      f"sample {per_sample_kib(memory):.2f} KiB", highlight=False)
+    console.print(f"  {rss.note}", highlight=False)
+    console.print("  raw MIPS use the spe-disabled run's instruction count (raw mode does not "
+                  "count instructions)", highlight=False)
+    console.print()
+    colour = {"PASS": "green", "FAIL": "bold red", "SKIP": "yellow"}
+    for t in targets:
+        console.print(f"[{colour[t.status]}]{t.status}[/] {t.name}: {t.detail}", highlight=False)
+
+
+# ------------------------------------------------------------------------ main ------------
+
+def memory_check(runner: Runner, guest: str, image: Path) -> dict:
+    out = {"guest": guest}
+    base = Mode("memory", "spe", None, dict(mode="fast"))
+    for key, opts in (("few", MEMORY_FEW), ("many", MEMORY_MANY), ("control", MEMORY_CONTROL)):
+        outdir = runner.workdir / guest / f"memory-{key}"
+        seconds, start, peak, result = runner.once(image, base.run_options(outdir, **opts),
+                                                   f"{guest} memory {key}")
+        trace = outdir / "spe.trace"
+        out[key] = {"seconds": seconds, "start_mb": start, "peak_mb": peak,
+                    "growth_mb": peak - start, "samples": result.samples,
+                    "records": result.records_written, "irqs": result.irqs_taken,
+                    "trace_bytes": trace.stat().st_size if trace.exists() else 0}
+        runner.say(f"[dim]{guest:>14} memory {key:<7}       {seconds:8.3f} s[/dim]")
+    return out
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--guest", action="append", metavar="NAME",
+                   help="guest to run (guests/NAME.elf); repeatable; default: every guest")
+    p.add_argument("--interval", action="append", type=int, metavar="N",
+                   help=f"SPE interval for the spe rows; repeatable; default: "
+                        f"{' '.join(map(str, DEFAULT_INTERVALS))}")
+    p.add_argument("--repeats", type=int, default=3, metavar="N",
+                   help="counted runs per guest and mode, median reported (default 3)")
+    p.add_argument("--no-reference", action="store_true",
+                   help="skip the per-instruction reference mode (the slowest part)")
+    p.add_argument("--reference-insns", type=int, metavar="N",
+                   help="time the reference mode over its first N instructions only "
+                        "(default: the whole run)")
+    p.add_argument("--memory-guest", metavar="NAME",
+                   help="guest for the memory check (default: the selected guest with the "
+                        "most instructions)")
+    p.add_argument("--no-memory-check", action="store_true", help="skip the memory check")
+    p.add_argument("--rss-tolerance-mb", type=float, default=4.0, metavar="MB",
+                   help="allowed extra RSS growth of the many-records run (default 4)")
+    p.add_argument("--json", type=Path, metavar="FILE", help="write the rows as JSON")
+    p.add_argument("--check", action="store_true", help="exit 1 if a target fails")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr")
+    args = p.parse_args(argv)
+    if args.repeats < 1:
+        p.error("--repeats must be at least 1")
+    if args.reference_insns is not None and args.reference_insns < 1:
+        p.error("--reference-insns must be positive")
+    return args
+
+
+def resolve_guests(names: list[str] | None) -> dict[str, Path]:
+    available = {p.stem: p for p in sorted(GUESTS_DIR.glob("*.elf"))}
+    if not names:
+        if not available:
+            raise BenchError(f"no guests in {GUESTS_DIR}")
+        return available
+    out = {}
+    for name in names:
+        stem = Path(name).stem if name.endswith(".elf") else name
+        if stem not in available:
+            raise BenchError(f"--guest {name}: no guests/{stem}.elf (available: "
+                             f"{', '.join(available)})")
+        out[stem] = available[stem]
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    width = None if sys.stdout.isatty() else 160
+    console = Console(width=width)
+    log = None if args.quiet else Console(stderr=True)
+    try:
+        guests = resolve_guests(args.guest)
+        intervals = list(dict.fromkeys(args.interval or DEFAULT_INTERVALS))
+        for n in intervals:
+            RunOptions(interval=n).validate()
+        if args.memory_guest is not None and args.memory_guest not in guests:
+            resolve_guests([args.memory_guest])  # raises if it does not exist at all
+        modes = modes_for(intervals, reference=not args.no_reference)
+        rss = RssMeter()
+        rows: list[dict] = []
+        memory = None
+        with tempfile.TemporaryDirectory(prefix="spe-bench-") as tmp:
+            runner = Runner(Path(tmp), rss, log)
+            for guest, image in guests.items():
+                meas = runner.measure(guest, image, modes, args.repeats, args.reference_insns)
+                rows += rows_for(guest, modes, meas)
+            if not args.no_memory_check:
+                name = args.memory_guest or max(
+                    (r for r in rows if r["mode"] == "spe-disabled"),
+                    key=lambda r: r["_instructions"])["guest"]
+                image = guests.get(name) or resolve_guests([name])[name]
+                memory = memory_check(runner, name, image)
+    except BenchError as exc:
+        print(f"bench: {exc}", file=sys.stderr)
+        return 2
+    except SpeEmuError as exc:
+        print(f"bench: {exc}", file=sys.stderr)
+        return 2
+    targets = check_targets(rows, list(guests), memory, args.rss_tolerance_mb,
+                            reference_run=not args.no_reference, per_run_rss=rss.per_run)
+    print_report(console, rows, memory, targets, rss, args.repeats)
+    if args.json is not None:
+        data = [{k: r[k] for k in JSON_KEYS} for r in rows]
+        args.json.write_text(json.dumps(data, indent=2) + "\n")
+    if args.check and any(t.status == "FAIL" for t in targets):
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

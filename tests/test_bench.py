@@ -1,0 +1,60 @@
+"""scripts/bench.py, functionally: it runs, writes the JSON it promises and exits 0.
+
+Not a timed test: speeds depend on the machine (and whoever else is using it), so nothing here
+asserts MIPS, ratios or per-sample costs beyond their shape; the benchmark itself reports the
+targets.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCH = ROOT / "scripts" / "bench.py"
+KEYS = {"guest", "mode", "interval", "mips", "ratio_to_raw", "per_sample_us", "peak_rss_mb"}
+EXPECTED_ROWS = {("raw", None), ("spe", 1024), ("spe", 4096), ("spe", 65536),
+                 ("spe-disabled", None)}
+
+
+def run_bench(*args: str, cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(BENCH), *args], cwd=cwd, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def test_bench_one_guest_json(tmp_path):
+    out = tmp_path / "out.json"
+    proc = run_bench("--guest", "asm_loop", "--repeats", "1", "--no-reference", "--json",
+                     str(out), "-q", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    rows = json.loads(out.read_text())
+    assert isinstance(rows, list)
+    assert all(isinstance(r, dict) and set(r) == KEYS for r in rows)
+    assert len(rows) == len(EXPECTED_ROWS)
+    assert {(r["mode"], r["interval"]) for r in rows} == EXPECTED_ROWS
+    for r in rows:
+        assert r["guest"] == "asm_loop"
+        assert isinstance(r["mips"], float) and r["mips"] > 0
+        assert isinstance(r["ratio_to_raw"], float) and r["ratio_to_raw"] > 0
+        assert isinstance(r["peak_rss_mb"], float) and r["peak_rss_mb"] > 0
+        if r["mode"] == "spe":
+            assert isinstance(r["per_sample_us"], float)
+        else:
+            assert r["per_sample_us"] is None
+        if r["mode"] == "raw":
+            assert r["ratio_to_raw"] == 1.0
+    # the report: the table and one verdict line per target (whatever the verdicts are)
+    verdicts = [line for line in proc.stdout.splitlines()
+                if line.startswith(("PASS ", "FAIL ", "SKIP "))]
+    assert len(verdicts) == 5, proc.stdout
+    assert any(line.startswith("SKIP") and "reference" in line for line in verdicts)
+    assert "asm_loop" in proc.stdout and "spe-disabled" in proc.stdout
+
+
+def test_bench_unknown_guest(tmp_path):
+    proc = run_bench("--guest", "no_such_guest", "--no-reference", cwd=tmp_path, timeout=120)
+    assert proc.returncode == 2
+    assert "no_such_guest" in proc.stderr
+    assert proc.stdout == ""
