@@ -202,6 +202,10 @@ class Machine:
         uc.cpr_write(*ENC["MDCR_EL2"], 0b11 << 12)
         uc.reg_write(A.UC_ARM64_REG_CPACR_EL1, 0b11 << 20)
         el = self.cfg.boot_el
+        if el < 2:
+            # No EL2 software will program PMSCR_EL2: reset it as a permissive hypervisor
+            # would (PA = PCT = 1), so PMSCR_EL1.{PA, PCT} alone decide (§3.3, docs/model.md).
+            self.spu.regs["PMSCR_EL2"] = self.spu.table["PMSCR_EL2"].make(PA=1, PCT=1)
         pstate = PSTATE.make(EL=el, SP=1, D=1, A=1, I=1, F=1)
         set_pstate(uc, pstate)
         uc.reg_write(A.UC_ARM64_REG_PC, entry)
