@@ -306,6 +306,12 @@ class Machine:
             self._xlate[key] = page
         return page | (va & 0xFFF)
 
+    def _fetch(self, pc: int, el: int) -> int:
+        """The instruction word at ``pc`` in the regime of ``el`` (memory is re-read every time,
+        so code written by the guest is seen)."""
+        pa = self._translate(pc, self._regime_el(el))
+        return struct.unpack("<I", bytes(self.uc.mem_read(pa, 4)))[0]
+
     def _read_current(self, va: int, n: int) -> bytes:
         """Guest memory by VA in the current regime (semihosting, instruction fetch)."""
         el = PSTATE.get(current_pstate(self.uc), "EL")
@@ -426,8 +432,7 @@ class Machine:
         uc = self.uc
         ctx = self.context()
         pc = self.pc
-        word = struct.unpack("<I", self._read_current(pc, 4))[0]
-        info = a64.decode(word)
+        info = a64.decode(self._fetch(pc, ctx.el))
         regs = self._regs(info.reads)
         s = Sample(pc=pc, el=ctx.el, ns=0 if ctx.is_secure else 1, info=info)
         s.exception = self._generates_exception(info, ctx)
@@ -448,12 +453,12 @@ class Machine:
                 s.target_ns = s.ns
             if info.op_class == 1 and (info.is_load or info.is_store):
                 s.data_va = info.data_address(pc, regs)
-                if s.data_va is not None and self.spu.collect_physical_address(ctx):
+                if s.data_va is not None and self._collection(ctx)[3]:
                     try:
                         s.data_pa = mmu.translate(uc, s.data_va, self._regime_el(ctx.el))
                     except TranslationFault:
                         s.data_pa = None
-        ts, cx1, cx2 = self._collection(ctx)
+        ts, cx1, cx2, _ = self._collection(ctx)
         if ts is not None:
             s.timestamp = self.acct - 1  # virtual time of the sampled instruction
         if cx1:
@@ -474,11 +479,13 @@ class Machine:
             self._refresh_enabled()
 
     def _collection(self, ctx: AccessContext) -> tuple:
-        """(CollectTimeStamp(), CollectContextIDR1(), CollectContextIDR2()), cached until the
-        next re-evaluation of the enable state (in the reference mode: computed every time)."""
+        """(CollectTimeStamp(), CollectContextIDR1(), CollectContextIDR2(),
+        CollectPhysicalAddress()), cached until the next re-evaluation of the enable state (in
+        the reference mode: computed every time)."""
         if self._collect is None or self.cfg.mode != "fast":
             self._collect = (self.spu.collect_timestamp(ctx), self.spu.collect_context1(ctx),
-                             self.spu.collect_context2(ctx))
+                             self.spu.collect_context2(ctx),
+                             self.spu.collect_physical_address(ctx))
         return self._collect
 
     def _generates_exception(self, info, ctx: AccessContext) -> bool:

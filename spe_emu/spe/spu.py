@@ -55,6 +55,8 @@ class Spu:
         self.buffer = ProfilingBuffer(self.regs, self.table, config, write_va)
         self.on_irq = on_irq
         self.stats = SpuStats()
+        self._filters: tuple | None = None   # (PMSFCR fields, PMSEVFR, MINLAT), until a write
+        self._owner_for: tuple[AccessContext | None, tuple[bool, int]] = (None, (False, 1))
 
     # -- register access (after the access check passed) -------------------------------------
     def read(self, name: str, ctx: AccessContext) -> int:
@@ -64,6 +66,7 @@ class Spu:
         return self.regs[name]
 
     def write(self, name: str, value: int, ctx: AccessContext) -> None:
+        self._filters = None
         spec = self.table[name]
         new = spec.apply_write(self.regs[name], value)
         if spec.on_write:
@@ -105,7 +108,15 @@ class Spu:
 
     # -- §3.4.6, §3.2.3 ----------------------------------------------------------------------
     def owner(self, ctx: AccessContext) -> tuple[bool, int]:
-        """``ProfilingBufferOwner()`` -> (secure, owning Exception level)."""
+        """``ProfilingBufferOwner()`` -> (secure, owning Exception level); memoised for the
+        last context object (contexts are immutable)."""
+        if self._owner_for[0] is ctx:
+            return self._owner_for[1]
+        result = self._owner(ctx)
+        self._owner_for = (ctx, result)
+        return result
+
+    def _owner(self, ctx: AccessContext) -> tuple[bool, int]:
         if ctx.have_el3:
             secure = MDCR_EL3.get(ctx.mdcr_el3, "NSPB") >> 1 == 0
         else:
@@ -189,12 +200,15 @@ class Spu:
         it to the Profiling Buffer. Returns True if a record was written."""
         self.stats.samples += 1
         built = self.builder.build(s)
-        fcr = self.table["PMSFCR_EL1"]
-        value = self.regs["PMSFCR_EL1"]
-        fields = {name: fcr.get(value, name) for name in ("FE", "FT", "FL", "B", "LD", "ST")}
-        minlat = self.table["PMSLATFR_EL1"].get(self.regs["PMSLATFR_EL1"], "MINLAT")
+        if self._filters is None:
+            fcr = self.table["PMSFCR_EL1"]
+            value = self.regs["PMSFCR_EL1"]
+            fields = {name: fcr.get(value, name) for name in ("FE", "FT", "FL", "B", "LD", "ST")}
+            minlat = self.table["PMSLATFR_EL1"].get(self.regs["PMSLATFR_EL1"], "MINLAT")
+            self._filters = (fields, self.regs["PMSEVFR_EL1"], minlat)
+        fields, pmsevfr, minlat = self._filters
         if not collect_record(built.events, built.total_latency, built.optypes, fields,
-                              self.regs["PMSEVFR_EL1"], minlat, self.config):
+                              pmsevfr, minlat, self.config):
             self.stats.filtered_out += 1
             return False
         before = len(self.buffer.events)
