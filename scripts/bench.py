@@ -308,7 +308,7 @@ def check_targets(rows: list[dict], guests: list[str], memory: dict | None,
     targets = []
     spe = ("spe", TARGET_INTERVAL)
     s, d = per_guest(*spe, lambda g, r: r["ratio_to_raw"], lambda v: v >= MIN_RATIO_SPE,
-                     lambda v: f"{v:.2f}x")
+                     lambda v: f"{v:.3f}x")
     targets.append(Target(f"SPE enabled, interval {TARGET_INTERVAL}: >= {MIN_RATIO_SPE}x raw "
                           f"MIPS on every guest", s, d))
 
@@ -327,7 +327,7 @@ def check_targets(rows: list[dict], guests: list[str], memory: dict | None,
     targets.append(Target(f"SPE enabled, interval {TARGET_INTERVAL}: per-sample cost <= "
                           f"{MAX_PER_SAMPLE_US:g} us", s, d))
     s, d = per_guest("spe-disabled", None, lambda g, r: r["ratio_to_raw"],
-                     lambda v: v >= MIN_RATIO_DISABLED, lambda v: f"{v:.2f}x")
+                     lambda v: v >= MIN_RATIO_DISABLED, lambda v: f"{v:.3f}x")
     targets.append(Target(f"profiling disabled: >= {MIN_RATIO_DISABLED}x raw MIPS", s, d))
 
     name = "memory: peak RSS does not grow with records written"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import struct
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -102,6 +103,9 @@ class Session:
     outdir: Path
     trace_path: Path
     summary: dict
+    run_seconds: float = 0.0
+    """Host time spent in the emulation itself (excludes loading and set-up); for benchmarks
+    only -- it never reaches the guest nor summary.json."""
 
 
 def _config_block(opts: RunOptions, guest: Image) -> bytes:
@@ -148,7 +152,9 @@ def run_image(image_path: Path, opts: RunOptions,
     else:
         machine.load(guest)
         machine.reset(guest.entry)
+    started = time.perf_counter()
     result = machine.run(progress=progress)
+    run_seconds = time.perf_counter() - started
     summary = {
         "image": str(image_path),
         "firmware": opts.firmware,
@@ -160,4 +166,4 @@ def run_image(image_path: Path, opts: RunOptions,
         "trace_bytes": trace_path.stat().st_size if trace_path.exists() else 0,
     }
     (outdir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    return Session(result, outdir, trace_path, summary)
+    return Session(result, outdir, trace_path, summary, run_seconds)

@@ -91,6 +91,8 @@ class MachineConfig:
         allow_el0_semihosting: treat HLT #0xF000 at EL0 as a semihosting call (QEMU's default
             is to UNDEF it, which this model follows unless set).
         console: receives guest console bytes as they are written.
+        tcg_buffer_mb: size of Unicorn's translated-code buffer in MiB (QEMU flushes all
+            translations when it is full); bounds the emulator's memory.
     """
 
     ram_base: int = 0x4000_0000
@@ -102,6 +104,7 @@ class MachineConfig:
     max_insns: int = 2_000_000_000
     allow_el0_semihosting: bool = False
     console: Callable[[bytes], None] | None = None
+    tcg_buffer_mb: int = 32
 
     def __post_init__(self) -> None:
         if self.boot_el not in (1, 2, 3):
@@ -112,6 +115,8 @@ class MachineConfig:
             self.spe = replace(self.spe, pmsver=0)
         if self.ram_size <= 0 or self.ram_size % 0x1000 or self.ram_base % 0x1000:
             raise ConfigError("RAM base and size must be positive multiples of 4 KiB")
+        if not 4 <= self.tcg_buffer_mb <= 1024:
+            raise ConfigError(f"tcg_buffer_mb={self.tcg_buffer_mb!r}: must be 4..1024")
         if self.max_insns <= 0:
             raise ConfigError(f"max_insns={self.max_insns!r}: must be positive")
 
@@ -146,6 +151,9 @@ class Machine:
         self.uc = Uc(UC_ARCH_ARM64, UC_MODE_ARM)
         # QEMU's "max" CPU: ARMv8.x features such as LSE atomics (the default is a Cortex-A72).
         self.uc.ctl_set_cpu_model(A.UC_CPU_ARM64_MAX)
+        # Bound the translated-code cache: blocks split for samples are retranslated, and the
+        # default 1 GiB buffer would grow with the number of samples until QEMU flushes it.
+        self.uc.ctl_set_tcg_buffer_size(config.tcg_buffer_mb << 20)
         self.uc.mem_map(config.ram_base, config.ram_size, UC_PROT_ALL)
         self.guest_errors: list[str] = []
         self.gic = GicV3(log=self._guest_error)

@@ -6,7 +6,6 @@
 //   0x106-0x107  SVC, UDF at EL1 with SPSel = 0 (vector +0x000)
 //   0x108        SVC at EL1 with SCTLR_EL1.SPAN = 0: PSTATE.PAN = 1 on entry
 //   0x109        SVC at EL1 with PSTATE.UAO = 1: SPSR.UAO = 1, PSTATE.UAO = 0 on entry
-//   0x10a        SVC at EL1 with PSTATE.DIT = 1: SPSR.DIT = 1, PSTATE.DIT unchanged
 //   0x201-0x206  EL0: SVC, UDF, BRK, MRS SCTLR_EL1, HVC, SMC (the last two UNDEFINED)
 //   0x207        SVC at EL0 with NZCV = Z,V
 //   0x208-0x209  EL0 MRS DAIF and MSR DAIFSet with SCTLR_EL1.UMA = 0 (EC 0x18)
@@ -80,14 +79,6 @@ a_svc_pan:
 a_svc_uao:
     svc     #0x89
     msr     uao, #0
-
-    mov     x0, #(1 << 24)
-    msr     s3_3_c4_c2_5, x0        // DIT = 1
-    TAG     0x10a
-    .global a_svc_dit
-a_svc_dit:
-    svc     #0x8a
-    msr     s3_3_c4_c2_5, xzr
 
     ERET_TO 1, 0x0, el0_main
 

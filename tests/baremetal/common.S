@@ -8,7 +8,8 @@
 // Vector tables for EL1, EL2 and EL3: each of the 16 entries saves x0/x1, puts its offset
 // in x0 and branches to handler_elN, which appends a record to `results`:
 //   [0] tag (x28 of the interrupted code)   [1] vector offset
-//   [2] PSTATE on entry: CurrentEL | SPSel | DAIF | PAN | UAO | DIT (SPSR bit layout)
+//   [2] PSTATE on entry: CurrentEL | SPSel | DAIF | PAN | UAO (SPSR bit layout;
+//       DIT is not read: spe_emu's CPU (Unicorn's "max") does not implement FEAT_DIT)
 //   [3] ESR_ELx  [4] ELR_ELx  [5] SPSR_ELx  [6] FAR_ELx (Instruction/Data Aborts, else 0)
 //   [7] SP on entry
 // then returns: SVC/HVC, and SMC taken to EL3, return to ELR (the next instruction);
@@ -151,8 +152,6 @@ handler_el\el:
     mrs     x8, s3_0_c4_c2_3        // PAN
     orr     x7, x7, x8
     mrs     x8, s3_0_c4_c2_4        // UAO
-    orr     x7, x7, x8
-    mrs     x8, s3_3_c4_c2_5        // DIT
     orr     x7, x7, x8
     add     x8, sp, #FRAME          // SP on entry
     adrp    x9, nrec
