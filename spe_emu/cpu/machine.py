@@ -50,7 +50,7 @@ PSTATE_EL = PSTATE.field("EL")
 PMBIRQ_INTID = 21
 SEMIHOST_IMM = 0xF000
 INTNO_UNDEF, INTNO_SVC, INTNO_PREFETCH_ABORT, INTNO_DATA_ABORT = 1, 2, 3, 4
-INTNO_HVC, INTNO_SMC = 11, 13
+INTNO_BKPT, INTNO_HVC, INTNO_SMC = 7, 11, 13
 WNR = 1 << 6  # ISS.WnR of a Data Abort (Arm ARM D19.2)
 FSC_ALIGNMENT = 0b100001
 
@@ -614,6 +614,11 @@ class Machine:
         if intno == INTNO_SMC:
             word = struct.unpack("<I", self._read_current(pc - 4, 4))[0]
             self._take_sync(ctx, 3, esr(EC.SMC64, a64.decode(word).imm16), pc, pc - 4)
+            return
+        if intno == INTNO_BKPT:  # BRK: preferred return is the BRK itself
+            word = self._fetch(pc, ctx.el)
+            self._take_sync(ctx, self._undef_target(ctx), esr(EC.BRK64, a64.decode(word).imm16),
+                            pc)
             return
         if intno in (INTNO_DATA_ABORT, INTNO_PREFETCH_ABORT):
             self._abort(ctx, pc, intno == INTNO_PREFETCH_ABORT)

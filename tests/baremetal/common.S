@@ -15,8 +15,9 @@
 // then returns: SVC/HVC, and SMC taken to EL3, return to ELR (the next instruction);
 // Instruction Aborts return to the interrupted code's x30 (the test reaches the faulting
 // address with BLR); anything else returns to ELR + 4.
-// `finish` prints "BEGIN", one line per record (8 hex words) and "END" with SYS_WRITE0 and
-// exits with SYS_EXIT_EXTENDED (ADP_Stopped_ApplicationExit, status 0).
+// Output (SYS_WRITE0): "BEGIN" at boot, each record as one line of 8 hex words as soon as it
+// is made (so a run that dies half-way still shows every case before it), and "END" from
+// `finish`, which then exits with SYS_EXIT_EXTENDED (ADP_Stopped_ApplicationExit, status 0).
 
     .include "macros.inc"
 
@@ -50,6 +51,8 @@ init_el3:
     SETREG  sp_el1, stack_el1_top
     bl      init_common2
     bl      init_common1
+    adr     x1, s_begin
+    bl      semi_write0
     SETREG  elr_el3, main
     SETREG  spsr_el3, 0x3cd
     eret
@@ -60,6 +63,8 @@ init_el2:
     SETREG  sp_el1, stack_el1_top
     bl      init_common2
     bl      init_common1
+    adr     x1, s_begin
+    bl      semi_write0
     SETREG  elr_el2, main
     SETREG  spsr_el2, 0x3c9
     eret
@@ -68,6 +73,8 @@ init_el1:
     ldr     x1, =stack_el1_top
     mov     sp, x1
     bl      init_common1
+    adr     x1, s_begin
+    bl      semi_write0
     SETREG  elr_el1, main
     SETREG  spsr_el1, 0x3c5
     eret
@@ -168,6 +175,7 @@ handler_el\el:
     stp     x5, x8, [x11, #48]
     add     x10, x10, #1
     str     x10, [x9]
+    bl      print_record
 4:
     .if \el == 1
     cmp     x4, #0x15               // nested: SVC #0x1234 -> HVC #0x5678 from the handler
@@ -232,9 +240,13 @@ restore_el\el:
     HANDLER 2
     HANDLER 3
 
-// put_value(x0 = tag, x1 = value): append [tag, 0xFFFF, value, 0, 0, 0, 0, 0].
+// put_value(x0 = tag, x1 = value): append and print [tag, 0xFFFF, value, 0, 0, 0, 0, 0].
+// EL1 or higher only (semihosting). Clobbers x0, x1, x9-x11, x30.
     .global put_value
 put_value:
+    stp     x12, x13, [sp, #-48]!
+    stp     x14, x15, [sp, #16]
+    stp     x16, x30, [sp, #32]
     adrp    x9, nrec
     add     x9, x9, :lo12:nrec
     ldr     x10, [x9]
@@ -243,68 +255,65 @@ put_value:
     adrp    x11, results
     add     x11, x11, :lo12:results
     add     x11, x11, x10, lsl #6
-    stp     x0, xzr, [x11]
-    movz    x0, #0xFFFF
-    str     x0, [x11, #8]
+    movz    x12, #0xFFFF
+    stp     x0, x12, [x11]
     stp     x1, xzr, [x11, #16]
     stp     xzr, xzr, [x11, #32]
     stp     xzr, xzr, [x11, #48]
     add     x10, x10, #1
     str     x10, [x9]
-1:  ret
+    bl      print_record
+1:  ldp     x14, x15, [sp, #16]
+    ldp     x16, x30, [sp, #32]
+    ldp     x12, x13, [sp], #48
+    ret
 
 // ---------------------------------------------------------------- output and exit ---------
-semi_write0:                        // x1 = NUL-terminated string
+semi_write0:                        // x1 = NUL-terminated string; clobbers x0
     mov     x0, #0x04
     hlt     #0xf000
     ret
 
-finish:                             // at the handler's EL; never returns
-    adr     x1, s_begin
-    bl      semi_write0
-    adrp    x19, results
-    add     x19, x19, :lo12:results
-    adrp    x20, nrec
-    add     x20, x20, :lo12:nrec
-    ldr     x20, [x20]
-    mov     x21, #0
-1:  cmp     x21, x20
-    b.ge    3f
+// print_record(x11 = record): one line of 8 hex words. Clobbers x0, x1, x12-x16.
+print_record:
+    mov     x13, x30
     adrp    x1, linebuf
     add     x1, x1, :lo12:linebuf
-    mov     x22, #0
-2:  ldr     x0, [x19], #8
+    mov     x12, #0
+1:  ldr     x0, [x11, x12, lsl #3]
     bl      put_hex
-    add     x22, x22, #1
-    cmp     x22, #8
-    mov     w3, #' '
-    mov     w4, #'\n'
-    csel    w3, w3, w4, lt
-    strb    w3, [x1], #1
-    b.lt    2b
+    add     x12, x12, #1
+    cmp     x12, #8
+    mov     w14, #' '
+    mov     w15, #'\n'
+    csel    w14, w14, w15, lt
+    strb    w14, [x1], #1
+    b.lt    1b
     strb    wzr, [x1]
     adrp    x1, linebuf
     add     x1, x1, :lo12:linebuf
     bl      semi_write0
-    add     x21, x21, #1
-    b       1b
-3:  adr     x1, s_end
+    mov     x30, x13
+    ret
+
+finish:                             // at the handler's EL; never returns
+    adr     x1, s_end
     bl      semi_write0
     mov     x0, #0x20
     adr     x1, exit_block
     hlt     #0xf000
     b       .
 
-put_hex:                            // x0 = value, x1 = destination (advanced by 16)
-    mov     x2, #60
-1:  lsr     x3, x0, x2
-    and     x3, x3, #0xf
-    add     x4, x3, #'0'
-    add     x3, x3, #('a' - 10)
-    cmp     x4, #'9'
-    csel    x3, x4, x3, le
-    strb    w3, [x1], #1
-    subs    x2, x2, #4
+put_hex:                            // x0 = value, x1 = destination (advanced by 16);
+    mov     x14, #60                // clobbers x14-x16
+1:  lsr     x15, x0, x14
+    and     x15, x15, #0xf
+    add     x16, x15, #'0'
+    add     x15, x15, #('a' - 10)
+    cmp     x16, #'9'
+    csel    x15, x16, x15, le
+    strb    w15, [x1], #1
+    subs    x14, x14, #4
     b.ge    1b
     ret
 
