@@ -53,7 +53,11 @@ class VectorKind(enum.IntEnum):
     SERROR = 0x180
 
 
+SCTLR_SPAN = reg("SCTLR_ELx", (3, 0, 1, 0, 0), "SPAN 23").field("SPAN")
+HCR_E2H_TGE = reg("HCR_EL2", (3, 4, 1, 1, 0), "E2H 34", "TGE 27")
 # CP encodings (op0, op1, CRn, CRm, op2) of the registers exception entry touches.
+SCTLR_ENC = {1: (3, 0, 1, 0, 0), 2: (3, 4, 1, 0, 0), 3: (3, 6, 1, 0, 0)}
+HCR_EL2_ENC = (3, 4, 1, 1, 0)
 SPSR_ENC = {1: (3, 0, 4, 0, 0), 2: (3, 4, 4, 0, 0), 3: (3, 6, 4, 0, 0)}
 ELR_REG = {1: A.UC_ARM64_REG_ELR_EL1, 2: A.UC_ARM64_REG_ELR_EL2, 3: A.UC_ARM64_REG_ELR_EL3}
 ESR_REG = {1: A.UC_ARM64_REG_ESR_EL1, 2: A.UC_ARM64_REG_ESR_EL2, 3: A.UC_ARM64_REG_ESR_EL3}
@@ -142,8 +146,17 @@ def take_exception(uc: Uc, target_el: int, kind: VectorKind, *, preferred_return
         uc.reg_write(ESR_REG[target_el], syndrome)
     new = old
     for name, value in (("EL", target_el), ("SP", 1), ("D", 1), ("A", 1), ("I", 1), ("F", 1),
-                        ("SS", 0), ("IL", 0), ("BTYPE", 0)):
+                        ("SS", 0), ("IL", 0), ("BTYPE", 0), ("UAO", 0)):
         new = PSTATE.set(new, name, value)
+    # FEAT_PAN: entry to EL1 (or to EL2 in a host, E2H == TGE == 1) sets PSTATE.PAN when
+    # SCTLR_ELx.SPAN == 0.
+    if target_el == 2:
+        hcr = uc.cpr_read(*HCR_EL2_ENC)
+        in_host = HCR_E2H_TGE.get(hcr, "E2H") == 1 and HCR_E2H_TGE.get(hcr, "TGE") == 1
+    else:
+        in_host = False
+    if (target_el == 1 or in_host) and not SCTLR_SPAN.get(uc.cpr_read(*SCTLR_ENC[target_el])):
+        new = PSTATE.set(new, "PAN", 1)
     set_pstate(uc, new, sync_reg=SPSR_ENC[target_el])
     uc.reg_write(A.UC_ARM64_REG_PC, vbar + offset)
     return ExceptionEntry(kind, from_el, target_el, syndrome, preferred_return, old, vbar + offset)

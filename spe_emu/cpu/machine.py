@@ -42,17 +42,23 @@ from ..spe.spu import Spu
 from ..sysreg import Access, RegisterSpec, reg
 from . import a64, mmu
 from .context import HCR_EL2, SCR_EL3, AccessContext
-from .exceptions import (EC, PSTATE, VectorKind, current_pstate, esr, set_pstate,
+from .exceptions import (EC, ESR, PSTATE, VectorKind, current_pstate, esr, set_pstate,
                          sysreg_trap_iss, take_exception)
+from .qemu_state import ExceptionReader
 
 NEVER = (1 << 64) - 1
 PSTATE_EL = PSTATE.field("EL")
 PMBIRQ_INTID = 21
 SEMIHOST_IMM = 0xF000
 INTNO_UNDEF, INTNO_SVC, INTNO_PREFETCH_ABORT, INTNO_DATA_ABORT = 1, 2, 3, 4
-INTNO_BKPT, INTNO_HVC, INTNO_SMC = 7, 11, 13
-WNR = 1 << 6  # ISS.WnR of a Data Abort (Arm ARM D19.2)
-FSC_ALIGNMENT = 0b100001
+INTNO_BKPT, INTNO_HVC, INTNO_HYP_TRAP, INTNO_SMC = 7, 11, 12, 13
+# QEMU exception numbers that are synchronous exceptions spe_emu takes as QEMU routed them.
+QEMU_SYNC_EXCEPTIONS = {INTNO_UNDEF, INTNO_SVC, INTNO_PREFETCH_ABORT, INTNO_DATA_ABORT,
+                        INTNO_BKPT, INTNO_HVC, INTNO_HYP_TRAP, INTNO_SMC}
+# ESR_ELx.EC values for which FAR_ELx holds the faulting address (Arm ARM D19.2): Instruction
+# Abort (lower/same EL), PC alignment, Data Abort (lower/same EL), Watchpoint (lower/same EL).
+FAR_ECS = {0x20, 0x21, 0x22, 0x24, 0x25, 0x34, 0x35}
+FAR_REG = {1: A.UC_ARM64_REG_FAR_EL1, 2: A.UC_ARM64_REG_FAR_EL2, 3: A.UC_ARM64_REG_FAR_EL3}
 
 # Registers QEMU implements but whose value spe_emu presents (MRS hook returns our value).
 ID_AA64DFR0_EL1 = reg("ID_AA64DFR0_EL1", (3, 0, 0, 5, 0), "PMSVer 35:32", read_only=True)
@@ -61,6 +67,12 @@ CNTVCT_EL0 = (3, 3, 14, 0, 2)
 CNTPCT_EL0 = (3, 3, 14, 0, 1)
 CNTFRQ_EL0 = (3, 3, 14, 0, 0)
 CNTFRQ_HZ = 100_000_000
+# Minimum EL that can access a system register, by its op1 (Arm ARM C5.3 "op1 encodes the
+# lowest Exception level that can access the register"; op1 == 3 is EL0-accessible).
+OP1_MIN_EL = {0: 1, 1: 1, 2: 1, 3: 0, 4: 2, 5: 2, 6: 3, 7: 1}
+CNTKCTL_EL1 = reg("CNTKCTL_EL1", (3, 0, 14, 1, 0), "EL0VCTEN 1", "EL0PCTEN 0")
+CNTHCTL_EL2 = reg("CNTHCTL_EL2", (3, 4, 14, 1, 0), "EL1PCTEN 0")
+HCR_TID3 = reg("HCR_EL2", (3, 4, 1, 1, 0), "TID3 18").field("TID3")
 ENC = {"SCR_EL3": (3, 6, 1, 1, 0), "HCR_EL2": (3, 4, 1, 1, 0), "MDCR_EL2": (3, 4, 1, 1, 1),
        "MDCR_EL3": (3, 6, 1, 3, 1), "CONTEXTIDR_EL1": (3, 0, 13, 0, 1),
        "CONTEXTIDR_EL2": (3, 4, 13, 0, 1), "CPTR_EL2": (3, 4, 1, 1, 2),
@@ -163,6 +175,7 @@ class Machine:
         self.uc.mmio_map(GICR_BASE, GICR_SIZE, self._mmio_read, GICR_BASE, self._mmio_write,
                          GICR_BASE)
         self.spu = Spu(config.spe, self._spu_write, self._pmbirq)
+        self.qemu_exception = ExceptionReader(self.uc)
         self.semihost = Semihosting(Path(config.outdir), self._read_current, self._write_current,
                                     console=config.console, clock=self._centiseconds)
         self.exit: SemihostExit | None = None
@@ -497,20 +510,22 @@ class Machine:
         return self._collect
 
     def _generates_exception(self, info, ctx: AccessContext) -> bool:
-        """Whether the sampled instruction will take a synchronous exception (decided from the
-        same rules the exception model applies)."""
-        if info.exception in ("svc", "brk"):
+        """Whether the sampled instruction will take a synchronous exception, decided before
+        it executes: SVC/HVC/SMC/BRK always do (HVC/SMC UNDEF where not permitted); HLT does
+        unless it is a permitted semihosting call; an access to a PMS*/PMB*/ICC_* register
+        follows its access check; an access to another system register does when the current
+        EL is below the minimum EL its op1 encodes (Arm ARM C5.3; finer traps QEMU applies are
+        not predicted -- docs/model.md)."""
+        if info.exception in ("svc", "hvc", "smc", "brk"):
             return True
-        if info.exception == "hvc":
-            return ctx.el >= 1
-        if info.exception == "smc":
-            return ctx.el >= 1
         if info.exception == "hlt":
             return not (info.imm16 == SEMIHOST_IMM and (ctx.el > 0 or
                                                         self.cfg.allow_el0_semihosting))
         if info.sysreg is not None:
             verdict = self._sysreg_verdict(info.sysreg, info.is_read, ctx)
-            return verdict not in (Access.OK, None)
+            if verdict is None:
+                return ctx.el < OP1_MIN_EL[info.sysreg[1]]
+            return verdict is not Access.OK
         return False
 
     # ------------------------------------------------------------------ system registers ---
@@ -543,9 +558,6 @@ class Machine:
         ctx = self.context()
         enc = info.sysreg
         verdict = self._sysreg_verdict(enc, info.is_read, ctx)
-        if verdict is None:
-            self._take_sync(ctx, 1 if ctx.el < 1 else ctx.el, esr(EC.UNKNOWN), pc)
-            return
         if verdict is Access.UNDEFINED:
             self._take_sync(ctx, self._undef_target(ctx), esr(EC.UNKNOWN), pc)
             return
@@ -599,80 +611,46 @@ class Machine:
 
     # ------------------------------------------------------------------ hooks --------------
     def _on_intr(self, uc: Uc, intno: int, _data) -> None:
+        """Every exception QEMU raises arrives here (Unicorn never enters the vector itself).
+
+        UNDEFINED encodings that are spe_emu's to execute -- PMS*/PMB* and ICC_* register
+        accesses, semihosting HLT #0xF000 -- are emulated. Everything else is taken exactly as
+        QEMU decided: its syndrome, fault address and target EL (with all its trap controls)
+        are read back from the CPU state (:mod:`spe_emu.cpu.qemu_state`)."""
         pc = self.pc
         ctx = self.context()
-        if intno == INTNO_SVC:
-            word = struct.unpack("<I", self._read_current(pc - 4, 4))[0]
-            imm = a64.decode(word).imm16
-            target = 2 if ctx.el == 0 and ctx.el2_enabled and ctx.tge else max(ctx.el, 1)
-            self._take_sync(ctx, target, esr(EC.SVC64, imm), pc, pc - 4)
-            return
-        if intno == INTNO_HVC:
-            word = struct.unpack("<I", self._read_current(pc - 4, 4))[0]
-            self._take_sync(ctx, max(ctx.el, 2), esr(EC.HVC64, a64.decode(word).imm16), pc, pc - 4)
-            return
-        if intno == INTNO_SMC:
-            word = struct.unpack("<I", self._read_current(pc - 4, 4))[0]
-            self._take_sync(ctx, 3, esr(EC.SMC64, a64.decode(word).imm16), pc, pc - 4)
-            return
-        if intno == INTNO_BKPT:  # BRK: preferred return is the BRK itself
-            word = self._fetch(pc, ctx.el)
-            self._take_sync(ctx, self._undef_target(ctx), esr(EC.BRK64, a64.decode(word).imm16),
-                            pc)
-            return
-        if intno in (INTNO_DATA_ABORT, INTNO_PREFETCH_ABORT):
-            self._abort(ctx, pc, intno == INTNO_PREFETCH_ABORT)
-            return
-        if intno != INTNO_UNDEF:
+        if intno == INTNO_UNDEF:
+            info = a64.decode(self._fetch(pc, ctx.el))
+            if info.exception == "hlt" and info.imm16 == SEMIHOST_IMM and (
+                    ctx.el > 0 or self.cfg.allow_el0_semihosting):
+                self._semihost(pc)
+                return
+            if info.sysreg is not None and self._lookup(info.sysreg) is not None:
+                self._emulate_sysreg(info, pc)
+                return
+        elif intno not in QEMU_SYNC_EXCEPTIONS:
             raise GuestError(f"unexpected exception {intno} from Unicorn at PC {pc:#x}")
-        word = struct.unpack("<I", self._read_current(pc, 4))[0]
-        info = a64.decode(word)
-        if info.exception == "hlt" and info.imm16 == SEMIHOST_IMM and (
-                ctx.el > 0 or self.cfg.allow_el0_semihosting):
-            self._semihost(pc)
-            return
-        if info.sysreg is not None:
-            self._emulate_sysreg(info, pc)
-            return
-        if info.exception == "brk":
-            self._take_sync(ctx, max(ctx.el, 1), esr(EC.BRK64, info.imm16), pc)
-            return
-        if info.hint == 17:  # PSB CSYNC on a CPU model where QEMU does not know it
-            self.spu.stats.psb_csync += 1
-            uc.reg_write(A.UC_ARM64_REG_PC, pc + 4)
-            return
-        self._take_sync(ctx, self._undef_target(ctx), esr(EC.UNKNOWN), pc)
+        exc = self.qemu_exception.read()
+        syndrome = exc.syndrome or self._rebuild_syndrome(pc, ctx)
+        # An exception is never taken to a lower EL (QEMU routes HVC at EL3 to EL2).
+        target = max(exc.target_el, ctx.el, 1)
+        # SVC/HVC/SMC leave the PC after the instruction; the others at the instruction.
+        insn = pc - 4 if intno in (INTNO_SVC, INTNO_HVC, INTNO_SMC) else pc
+        if ESR.get(syndrome, "EC") in FAR_ECS:
+            uc.reg_write(FAR_REG[target], exc.vaddress)
+        self._take_sync(ctx, target, syndrome, pc, insn)
 
-    def _abort(self, ctx: AccessContext, pc: int, fetch: bool) -> None:
-        """Instruction or Data Abort raised by QEMU's MMU. Unicorn does not pass the syndrome,
-        so spe_emu re-derives it: the faulting address from the instruction (or the PC), the
-        fault status from its own stage 1 walk with the current EL's permissions (Arm ARM
-        D19.2: EC 0x20/0x21 Instruction Abort, 0x24/0x25 Data Abort from a lower/the same EL;
-        ISS.WnR; xFSC). An access the walk allows is reported as an Alignment fault."""
-        regime = self._regime_el(ctx.el)
-        if fetch:
-            va, write = pc, False
-        else:
-            word = struct.unpack("<I", bytes(self.uc.mem_read(
-                mmu.translate(self.uc, pc, regime), 4)))[0]
-            info = a64.decode(word)
-            va = info.data_address(pc, self._regs(info.reads))
-            write = bool(info.is_store and not info.is_load)
-            if va is None:
-                raise GuestError(f"data abort at PC {pc:#x} by an instruction with no data "
-                                 f"address ({word:#010x})")
-        try:
-            mmu.translate(self.uc, va, regime, write=write, el0=ctx.el == 0, execute=fetch)
-            fsc = FSC_ALIGNMENT
-        except TranslationFault as fault:
-            fsc = fault.fsc
-        target = self._undef_target(ctx)
-        lower = target > ctx.el
-        ec = (0x20 if lower else 0x21) if fetch else (0x24 if lower else 0x25)
-        iss = fsc | (WNR if write else 0)
-        self.uc.reg_write({1: A.UC_ARM64_REG_FAR_EL1, 2: A.UC_ARM64_REG_FAR_EL2,
-                           3: A.UC_ARM64_REG_FAR_EL3}[target], va)
-        self._take_sync(ctx, target, esr(ec, iss), pc)
+    def _rebuild_syndrome(self, pc: int, ctx: AccessContext) -> int:
+        """QEMU 5's helpers that raise with a return address (``raise_exception_ra``) have the
+        syndrome overwritten by ``restore_state_to_opc``; an all-zero ESR is never what the
+        architecture reports for AArch64, so rebuild it. The one such trap reachable here is
+        MSR DAIFSet/DAIFClr at EL0 with SCTLR_EL1.UMA == 0: EC 0x18 with Op0 0, Op1, CRn 4,
+        CRm = imm, Op2, Rt 0b11111 (Arm ARM D19.2). Anything else is reported as EC 0x00."""
+        info = a64.decode(self._fetch(pc, ctx.el))
+        if info.pstate is not None:
+            op1, op2, crm = info.pstate
+            return esr(EC.SYSREG, sysreg_trap_iss(0, op1, 4, crm, op2, 31, False))
+        return esr(EC.UNKNOWN)
 
     def _semihost(self, pc: int) -> None:
         op = self.uc.reg_read(A.UC_ARM64_REG_X0) & 0xFFFFFFFF
@@ -689,21 +667,43 @@ class Machine:
         self.uc.reg_write(A.UC_ARM64_REG_PC, pc + 4)
 
     def _on_mrs(self, uc: Uc, reg: int, cp, _data) -> int:
+        """Supply spe_emu's values for the generic counters (virtual time) and the ID fields it
+        changes -- only when the access is permitted; otherwise QEMU executes the MRS and
+        raises the trap or UNDEF itself (returning 0)."""
         enc = (cp.op0, cp.op1, cp.crn, cp.crm, cp.op2)
-        if enc in (CNTVCT_EL0, CNTPCT_EL0):
-            uc.reg_write(reg, self._retired_before(self.pc))
+        if enc in (CNTVCT_EL0, CNTPCT_EL0, CNTFRQ_EL0):
+            if not self._counter_access_allowed(enc):
+                return 0
+            uc.reg_write(reg, CNTFRQ_HZ if enc == CNTFRQ_EL0
+                         else self._retired_before(self.pc))
             return 1
-        if enc == CNTFRQ_EL0:
-            uc.reg_write(reg, CNTFRQ_HZ)
-            return 1
-        if enc == ID_AA64DFR0_EL1.encoding.tuple:
+        if enc in (ID_AA64DFR0_EL1.encoding.tuple, ID_AA64PFR0_EL1.encoding.tuple):
+            ctx = self.context()
+            if ctx.el == 0 or (ctx.el == 1 and ctx.el2_enabled
+                               and HCR_TID3.get(ctx.hcr_el2)):
+                return 0
             value = uc.cpr_read(*enc)
-            uc.reg_write(reg, ID_AA64DFR0_EL1.set(value, "PMSVer", self.cfg.spe.pmsver))
-            return 1
-        if enc == ID_AA64PFR0_EL1.encoding.tuple:  # the GICv3 CPU interface is implemented
-            uc.reg_write(reg, ID_AA64PFR0_EL1.set(uc.cpr_read(*enc), "GIC", 1))
+            if enc == ID_AA64DFR0_EL1.encoding.tuple:
+                value = ID_AA64DFR0_EL1.set(value, "PMSVer", self.cfg.spe.pmsver)
+            else:  # the GICv3 CPU interface is implemented
+                value = ID_AA64PFR0_EL1.set(value, "GIC", 1)
+            uc.reg_write(reg, value)
             return 1
         return 0
+
+    def _counter_access_allowed(self, enc) -> bool:
+        """EL0 needs CNTKCTL_EL1.EL0VCTEN/EL0PCTEN (either for CNTFRQ_EL0); EL1 reads of
+        CNTPCT_EL0 need CNTHCTL_EL2.EL1PCTEN when EL2 is enabled (Arm ARM D11.2; the HCR_EL2.E2H
+        forms are not modelled)."""
+        ctx = self.context()
+        if ctx.el == 0:
+            k = self.uc.cpr_read(*CNTKCTL_EL1.encoding.tuple)
+            v, p = CNTKCTL_EL1.get(k, "EL0VCTEN"), CNTKCTL_EL1.get(k, "EL0PCTEN")
+            return bool({CNTVCT_EL0: v, CNTPCT_EL0: p, CNTFRQ_EL0: v or p}[enc])
+        if ctx.el == 1 and enc == CNTPCT_EL0 and ctx.el2_enabled:
+            return bool(CNTHCTL_EL2.get(self.uc.cpr_read(*CNTHCTL_EL2.encoding.tuple),
+                                        "EL1PCTEN"))
+        return True
 
     def _on_sys(self, uc: Uc, reg: int, cp, _data) -> int:
         """SYS instructions (op0 == 1): a TLBI invalidates the host translation cache."""

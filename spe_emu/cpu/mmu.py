@@ -34,17 +34,13 @@ FSC_PERMISSION = 0b001100
 BADDR_MASK = ((1 << 48) - 1) & ~0xFFF
 
 
-def translate(uc: Uc, va: int, regime_el: int, *, write: bool = False, el0: bool = False,
-              execute: bool = False) -> int:
-    """Physical address of ``va`` in the stage 1 regime of ``regime_el`` (1 = EL1&0, 2, 3).
-
-    The access is checked like a data access at EL1 (or EL0 when ``el0``), a write when
-    ``write``, an instruction fetch when ``execute``: AP[2:1] (Arm ARM D8.4 "Data access
-    permissions for stage 1"), UXN/PXN, and the implicit PXN of EL0-writable memory in the
-    EL1&0 regime. PSTATE.PAN and hierarchical (table) attributes are not modelled.
+def translate(uc: Uc, va: int, regime_el: int, *, write: bool = False) -> int:
+    """Physical address of ``va`` in the stage 1 regime of ``regime_el`` (1 = EL1&0, 2, 3),
+    checked like a privileged data access (AP[2] for a write; Arm ARM D8.4). PSTATE.PAN and
+    hierarchical (table) attributes are not modelled.
 
     Raises:
-        TranslationFault: no valid mapping, unsupported granule, or a permission violation
+        TranslationFault: no valid mapping, unsupported granule, or a write to a read-only page
             (FSC = translation or permission fault with the level of the failing descriptor).
     """
     regime = max(regime_el, 1)
@@ -83,17 +79,7 @@ def translate(uc: Uc, va: int, regime_el: int, *, write: bool = False, el0: bool
             table = desc & BADDR_MASK
             level += 1
             continue
-        ap = DESC.get(desc, "AP")
-        el0_access, read_only = ap & 0b01, ap & 0b10
-        if el0 and not el0_access and not execute:
+        if write and DESC.get(desc, "AP") & 0b10:  # AP[2]: read-only
             raise TranslationFault(va, FSC_PERMISSION | level)
-        if write and read_only:
-            raise TranslationFault(va, FSC_PERMISSION | level)
-        if execute:
-            if el0 and DESC.get(desc, "UXN"):
-                raise TranslationFault(va, FSC_PERMISSION | level)
-            pxn = DESC.get(desc, "PXN") or (regime == 1 and el0_access and not read_only)
-            if not el0 and pxn:
-                raise TranslationFault(va, FSC_PERMISSION | level)
         block_mask = (1 << shift) - 1
         return (desc & BADDR_MASK & ~block_mask) | (va & block_mask)

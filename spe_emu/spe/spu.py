@@ -87,7 +87,7 @@ class Spu:
         """PMBIDR_EL1.P reads 1 when the buffer is owned by a higher EL or the other Security
         state (§4.3.1)."""
         secure, owner_el = self.owner(ctx)
-        prohibited = ctx.el > owner_el or secure != ctx.is_secure
+        prohibited = owner_el > ctx.el or secure != ctx.is_secure
         spec = self.table[name]
         return spec.set(self.regs[name], "P", int(prohibited))
 

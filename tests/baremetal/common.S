@@ -6,7 +6,8 @@
 // zero) and branches to the program's `main` at the boot EL.
 //
 // Vector tables for EL1, EL2 and EL3: each of the 16 entries saves x0/x1, puts its offset
-// in x0 and branches to handler_elN, which appends a record to `results`:
+// in x0 and branches to handler_elN, which appends a record to `results` (at most MAX_RECS,
+// so a runaway exception loop stays quiet):
 //   [0] tag (x28 of the interrupted code)   [1] vector offset
 //   [2] PSTATE on entry: CurrentEL | SPSel | DAIF | PAN | UAO (SPSR bit layout;
 //       DIT is not read: spe_emu's CPU (Unicorn's "max") does not implement FEAT_DIT)
@@ -109,7 +110,10 @@ init_common1:                       // EL1/EL0 state, from EL1, EL2 or EL3
     .balign 0x800
     .global vectors_el\el
 vectors_el\el:
-    .irp off, 0x000, 0x080, 0x100, 0x180, 0x200, 0x280, 0x300, 0x380, 0x400, 0x480, 0x500, 0x580, 0x600, 0x680, 0x700, 0x780
+    .irp off, 0x000, 0x080, 0x100, 0x180, 0x200, 0x280, 0x300, 0x380
+    VENTRY  \el, \off
+    .endr
+    .irp off, 0x400, 0x480, 0x500, 0x580, 0x600, 0x680, 0x700, 0x780
     VENTRY  \el, \off
     .endr
     .endm
@@ -241,7 +245,8 @@ restore_el\el:
     HANDLER 3
 
 // put_value(x0 = tag, x1 = value): append and print [tag, 0xFFFF, value, 0, 0, 0, 0, 0].
-// EL1 or higher only (semihosting). Clobbers x0, x1, x9-x11, x30.
+// EL1 or higher only (semihosting). Clobbers x0, x1, x9-x11, x30; leaves NZCV = 0 so that
+// the SPSR of a later exception does not depend on the flags of this code.
     .global put_value
 put_value:
     stp     x12, x13, [sp, #-48]!
@@ -266,6 +271,7 @@ put_value:
 1:  ldp     x14, x15, [sp, #16]
     ldp     x16, x30, [sp, #32]
     ldp     x12, x13, [sp], #48
+    msr     nzcv, xzr
     ret
 
 // ---------------------------------------------------------------- output and exit ---------

@@ -1,7 +1,7 @@
 // Routing between EL0, EL1, EL2 and EL3 (boots at EL3; on QEMU: secure=on,virtualization=on).
 // Cases (tags; expected values in tests/test_exception_routing.py):
-//   0x301-0x305  EL3: SVC, SMC, UDF; 0x305 SVC with SPSel = 0 (HVC at EL3 is in spe_access.S:
-//                QEMU 7.2 wrongly takes it to EL2)
+//   0x301, 0x303-0x305  EL3: SVC, SMC, UDF; 0x305 SVC with SPSel = 0 (HVC at EL3 is case
+//                0xe01 of spe_access.S, which QEMU does not run: QEMU 7.2 takes it to EL2)
 //   0x401-0x405  EL2 (entered with NZCV = Z,C and DAIF = D,I): SVC, HVC, SMC (to EL3), UDF,
 //                MRS SCR_EL3 (UNDEFINED at EL2)
 //   0x501-0x503  EL1: HVC (to EL2), SMC (to EL3), MRS HCR_EL2 (UNDEFINED)
