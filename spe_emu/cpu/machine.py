@@ -189,6 +189,7 @@ class Machine:
         self.replan = True
         self._stop_requested = False
         self.hold_irq_until = 0  # the sampled instruction completes before an IRQ is taken
+        self._budget_spent = False
         self._ctx: AccessContext | None = None
         self._xlate: dict[tuple[int, int, bool], int] = {}  # (regime, VA page, write) -> PA page
         self._collect: tuple | None = None
@@ -744,11 +745,12 @@ class Machine:
             if self._deliverable_irq_pending():
                 uc.emu_stop()
                 return
-        self.ref_insns += 1
-        index = self.ref_insns - 1
-        if self.ref_insns > self.cfg.max_insns:
+        if self.ref_insns >= self.cfg.max_insns:
+            self._budget_spent = True
             uc.emu_stop()
             return
+        self.ref_insns += 1
+        index = self.ref_insns - 1
         table = self._ref_enabled
         if table is None:
             ctx = self._live_context()
@@ -844,6 +846,7 @@ class Machine:
                     continue
             executed_to = c.insns
             if executed_to >= budget:
+                self._account(budget)  # members before the budget; the next one never runs
                 raise GuestRunaway(f"guest did not exit within {budget} instructions "
                                    f"(PC {self.pc:#x})")
             if event != NEVER and executed_to == event and c.stop_at == target:
@@ -873,7 +876,7 @@ class Machine:
             self.replan = False
             before = self.ref_insns
             self._start(self.pc)
-            if self.ref_insns > self.cfg.max_insns:
+            if self._budget_spent:
                 raise GuestRunaway(f"guest did not exit within {self.cfg.max_insns} "
                                    f"instructions (PC {self.pc:#x})")
             if self.exit is None and self.ref_insns == before and not self.replan:
