@@ -44,6 +44,7 @@ from . import a64, mmu
 from .context import HCR_EL2, SCR_EL3, AccessContext
 from .exceptions import (EC, ESR, PSTATE, VectorKind, current_pstate, esr, set_pstate,
                          sysreg_trap_iss, take_exception)
+from .fastuc import FastAccess
 from .qemu_state import ExceptionReader
 
 NEVER = (1 << 64) - 1
@@ -176,6 +177,7 @@ class Machine:
                          GICR_BASE)
         self.spu = Spu(config.spe, self._spu_write, self._pmbirq)
         self.qemu_exception = ExceptionReader(self.uc)
+        self.fast = FastAccess(self.uc)
         self.semihost = Semihosting(Path(config.outdir), self._read_current, self._write_current,
                                     console=config.console, clock=self._centiseconds)
         self.exit: SemihostExit | None = None
@@ -297,7 +299,7 @@ class Machine:
 
     @property
     def pc(self) -> int:
-        return self.uc.reg_read(A.UC_ARM64_REG_PC)
+        return self.fast.reg(A.UC_ARM64_REG_PC)
 
     def insns(self) -> int:
         """Instructions retired so far (at a stop point)."""
@@ -331,8 +333,7 @@ class Machine:
     def _fetch(self, pc: int, el: int) -> int:
         """The instruction word at ``pc`` in the regime of ``el`` (memory is re-read every time,
         so code written by the guest is seen)."""
-        pa = self._translate(pc, self._regime_el(el))
-        return struct.unpack("<I", bytes(self.uc.mem_read(pa, 4)))[0]
+        return self.fast.word(self._translate(pc, self._regime_el(el)))
 
     def _read_current(self, va: int, n: int) -> bytes:
         """Guest memory by VA in the current regime (semihosting, instruction fetch)."""
@@ -446,9 +447,7 @@ class Machine:
 
     # ------------------------------------------------------------------ sampling -----------
     def _regs(self, ids: tuple[int, ...]) -> dict[int, int]:
-        if not ids:
-            return {}
-        return dict(zip(ids, self.uc.reg_read_batch(list(ids))))
+        return self.fast.regs(ids) if ids else {}
 
     def _sample(self) -> None:
         uc = self.uc

@@ -62,22 +62,28 @@ class IntervalCounter:
         self.ernd = ernd
         self.rng = rng
         self.zero_interval = zero_interval
-        self.value = 0  # PMSICR_EL1
+        # The counters are kept as plain integers (the hot path steps them); the register
+        # value is composed/decomposed through the PMSICR_EL1 fields at the register boundary.
+        self.count = 0   # PMSICR_EL1.COUNT
+        self.ecount = 0  # PMSICR_EL1.ECOUNT (ERnd == 1 only)
 
-    # -- fields -----------------------------------------------------------------------------
+    # -- the register -----------------------------------------------------------------------
     @property
-    def count(self) -> int:
-        return self.pmsicr.get(self.value, "COUNT")
+    def value(self) -> int:
+        """PMSICR_EL1 as software reads it."""
+        value = self.pmsicr.set(0, "COUNT", self.count)
+        if self.ernd:
+            value = self.pmsicr.set(value, "ECOUNT", self.ecount)
+        return value
 
-    @property
-    def ecount(self) -> int:
-        return self.pmsicr.get(self.value, "ECOUNT") if self.ernd else 0
+    @value.setter
+    def value(self, value: int) -> None:
+        self.count = self.pmsicr.get(value, "COUNT")
+        self.ecount = self.pmsicr.get(value, "ECOUNT") if self.ernd else 0
 
     def _set(self, count: int, ecount: int) -> None:
-        value = self.pmsicr.set(0, "COUNT", count)
-        if self.ernd:
-            value = self.pmsicr.set(value, "ECOUNT", ecount)
-        self.value = value
+        self.count = count
+        self.ecount = ecount if self.ernd else 0
 
     def _interval(self, pmsirr: int) -> int:
         return self.pmsirr.get(pmsirr, "INTERVAL") or self.zero_interval
@@ -88,7 +94,7 @@ class IntervalCounter:
     # -- §3.1.1 -----------------------------------------------------------------------------
     def initialize(self, pmsirr: int) -> None:
         """Profiling goes from disabled to enabled: reload if PMSICR_EL1 is zero (§3.1.1)."""
-        if self.value:
+        if self.count or self.ecount:
             return
         low = self.rng.byte() if self._rnd(pmsirr) and not self.ernd else 0
         self._set(self._interval(pmsirr) << 8 | low, 0)
@@ -103,10 +109,10 @@ class IntervalCounter:
 
     def advance(self, n: int) -> None:
         """Apply ``n`` plain decrements (n must be < members_to_next_event())."""
-        if n <= 0:
-            return
-        c, a = self.count, self.ecount
-        self._set(c - n, a - n if a else 0)
+        if n > 0:
+            self.count -= n
+            if self.ecount:
+                self.ecount -= n
 
     def fire(self, pmsirr: int) -> bool:
         """Apply the step of the member at :meth:`members_to_next_event`; True if selected."""

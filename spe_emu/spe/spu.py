@@ -55,6 +55,7 @@ class Spu:
         self.buffer = ProfilingBuffer(self.regs, self.table, config, write_va)
         self.on_irq = on_irq
         self.stats = SpuStats()
+        self._pmbsr_s = self.table["PMBSR_EL1"].field("S")
         self._filters: tuple | None = None   # (PMSFCR fields, PMSEVFR, MINLAT), until a write
         self._owner_for: tuple[AccessContext | None, tuple[bool, int]] = (None, (False, 1))
 
@@ -100,7 +101,7 @@ class Spu:
     @property
     def pmbirq(self) -> bool:
         """PMBIRQ level: PMBSR_EL1.S (§3.5)."""
-        return bool(self.table["PMBSR_EL1"].get(self.regs["PMBSR_EL1"], "S"))
+        return bool(self._pmbsr_s.get(self.regs["PMBSR_EL1"]))
 
     def update_irq(self) -> None:
         if self.on_irq:

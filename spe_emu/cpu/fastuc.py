@@ -1,0 +1,59 @@
+"""Thin, allocation-free accessors to libunicorn for the run loop's hot path.
+
+The Python binding's ``reg_read``/``reg_read_batch``/``mem_read`` spend several microseconds
+per call converting arguments; at every sample the run loop needs the PC, the instruction word
+and a few registers. :class:`FastAccess` calls the same libunicorn entry points (the binding's
+own ctypes prototypes) with buffers allocated once per register set. Errors are raised as the
+binding's :class:`unicorn.UcError`.
+"""
+
+from __future__ import annotations
+
+import ctypes
+
+from unicorn import Uc, UcError
+from unicorn.unicorn_py3.unicorn import uclib
+
+
+class FastAccess:
+    """Direct register and memory reads for one engine."""
+
+    def __init__(self, uc: Uc):
+        self._uch = uc._uch
+        self._one = ctypes.c_uint64()
+        self._one_ref = ctypes.byref(self._one)
+        self._word = ctypes.create_string_buffer(4)
+        self._batches: dict[tuple[int, ...], tuple] = {}
+
+    def reg(self, reg_id: int) -> int:
+        """One register (X0-X30, SP, PC, NZCV, PSTATE ...). 32-bit registers fill only the
+        low half, so the buffer is cleared first."""
+        self._one.value = 0
+        err = uclib.uc_reg_read(self._uch, reg_id, self._one_ref)
+        if err:
+            raise UcError(err)
+        return self._one.value
+
+    def regs(self, reg_ids: tuple[int, ...]) -> dict[int, int]:
+        """Several registers in one libunicorn call: ``{reg_id: value}``. Each register set gets
+        its own zero-initialised buffers, so a 32-bit register's slot never holds stale upper
+        bits."""
+        batch = self._batches.get(reg_ids)
+        if batch is None:
+            n = len(reg_ids)
+            values = (ctypes.c_uint64 * n)()
+            ptrs = (ctypes.c_void_p * n)(*(ctypes.addressof(values) + 8 * i for i in range(n)))
+            ids = (ctypes.c_int32 * n)(*reg_ids)
+            batch = self._batches[reg_ids] = (ids, ptrs, values, n)
+        ids, ptrs, values, n = batch
+        err = uclib.uc_reg_read_batch(self._uch, ids, ptrs, n)
+        if err:
+            raise UcError(err)
+        return dict(zip(reg_ids, values))
+
+    def word(self, pa: int) -> int:
+        """The little-endian 32-bit word at physical address ``pa``."""
+        err = uclib.uc_mem_read(self._uch, pa, self._word, 4)
+        if err:
+            raise UcError(err)
+        return int.from_bytes(self._word.raw, "little")
