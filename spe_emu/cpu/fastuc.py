@@ -57,3 +57,9 @@ class FastAccess:
         if err:
             raise UcError(err)
         return int.from_bytes(self._word.raw, "little")
+
+    def write(self, pa: int, data: bytes) -> None:
+        """Write ``data`` at physical address ``pa``."""
+        err = uclib.uc_mem_write(self._uch, pa, data, len(data))
+        if err:
+            raise UcError(err)

@@ -360,7 +360,7 @@ class Machine:
 
     def _write_regime(self, va: int, data: bytes, regime: int) -> None:
         """Write ``data`` (within one page) at ``va`` through ``regime``, privileged."""
-        self.uc.mem_write(self._translate(va, regime, write=True), data)
+        self.fast.write(self._translate(va, regime, write=True), data)
 
     def _spu_write(self, va: int, data: bytes) -> None:
         """Profiling Buffer writes: privileged, owning regime (§3.4)."""
@@ -455,6 +455,7 @@ class Machine:
         pc = self.pc
         info = a64.decode(self._fetch(pc, ctx.el))
         regs = self._regs(info.reads)
+        ts, cx1, cx2, collect_pa = self._collection(ctx)
         s = Sample(pc=pc, el=ctx.el, ns=0 if ctx.is_secure else 1, info=info)
         s.exception = self._generates_exception(info, ctx)
         if not s.exception:
@@ -474,26 +475,25 @@ class Machine:
                 s.target_ns = s.ns
             if info.op_class == 1 and (info.is_load or info.is_store):
                 s.data_va = info.data_address(pc, regs)
-                if s.data_va is not None and self._collection(ctx)[3]:
+                if s.data_va is not None and collect_pa:
                     try:
                         s.data_pa = mmu.translate(uc, s.data_va, self._regime_el(ctx.el))
                     except TranslationFault:
                         s.data_pa = None
-        ts, cx1, cx2, _ = self._collection(ctx)
         if ts is not None:
             s.timestamp = self.acct - 1  # virtual time of the sampled instruction
         if cx1:
             s.context = uc.cpr_read(*ENC["CONTEXTIDR_EL1"]) & 0xFFFFFFFF
         if cx2:
             s.context2 = uc.cpr_read(*ENC["CONTEXTIDR_EL2"]) & 0xFFFFFFFF
-        before = self.spu.pmbirq
-        n_events = len(self.spu.stats.management_events)
-        self.spu.sample(s, ctx)
-        for event in self.spu.stats.management_events[n_events:]:
-            if event.kind != "buffer-full":
-                self._guest_error(f"spe: Profiling Buffer management event ({event.kind}) at "
-                                  f"PMBPTR_EL1={event.pmbptr:#x}: PMBSR_EL1={event.pmbsr:#x}")
-        if self.spu.pmbirq != before:
+        events = self.spu.sample(s, ctx)
+        if events:
+            for event in events:
+                if event.kind != "buffer-full":
+                    self._guest_error(f"spe: Profiling Buffer management event ({event.kind}) "
+                                      f"at PMBPTR_EL1={event.pmbptr:#x}: "
+                                      f"PMBSR_EL1={event.pmbsr:#x}")
+            # PMBSR_EL1.S is now 1: PMBIRQ asserted, profiling disabled (§3.5).
             self.replan = True
             self._ref_enabled = None
             self.hold_irq_until = self.acct
@@ -829,11 +829,13 @@ class Machine:
                 break
             if c.stops != stops and c.insns < target and c.stop_at == target:
                 # Stopped in front of the block that holds instruction #target: run exactly
-                # up to it (translation is redone for that block with the exit baked in).
+                # up to it. The cached block starting at pc runs past the target, so it is
+                # invalidated ([pc, end) overlaps it; a cached block starting at the target
+                # itself survives) and retranslated with the exit baked in.
                 k = target - c.insns
                 pc = self.pc
                 end = pc + 4 * k
-                self.uc.ctl_remove_cache(pc, end + 4)
+                self.uc.ctl_remove_cache(pc, end)
                 c.stop_at = NEVER
                 self._start(pc, end)
                 c.stop_at = target

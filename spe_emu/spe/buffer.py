@@ -56,11 +56,12 @@ class ProfilingBuffer:
         self.records_written = 0
         self.bytes_written = 0
         self.events: list[ManagementEvent] = []
+        self._limit_field = table["PMBLIMITR_EL1"].field("LIMIT")
 
     @property
     def limit(self) -> int:
         """Address of the first byte past the buffer (PMBLIMITR_EL1.LIMIT:Zeros(12))."""
-        return self.t["PMBLIMITR_EL1"].get(self.regs["PMBLIMITR_EL1"], "LIMIT") << 12
+        return self._limit_field.get(self.regs["PMBLIMITR_EL1"]) << 12
 
     def _event(self, kind: str, *, ec: int, mss: int, dl: int | None = None) -> None:
         spec = self.t["PMBSR_EL1"]
@@ -73,8 +74,9 @@ class ProfilingBuffer:
         self.regs["PMBSR_EL1"] = value
         self.events.append(ManagementEvent(kind, value, self.regs["PMBPTR_EL1"]))
 
-    def write_record(self, record: bytes) -> None:
-        """Write one complete record at PMBPTR_EL1 (§3.5.2, §3.5.3).
+    def write_record(self, record: bytes) -> list[ManagementEvent] | None:
+        """Write one complete record at PMBPTR_EL1 (§3.5.2, §3.5.3); returns the management
+        events it raised (the record was written when the last one is "buffer-full"), or None.
 
         The caller has checked ``ProfilingBufferEnabled()``. Records are padded with Padding
         packets to 2**PMBIDR_EL1.Align. After the write, if fewer than 2**PMSIDR_EL1.MaxSize
@@ -92,7 +94,7 @@ class ProfilingBuffer:
         limit = self.limit
         if ptr + len(record) > limit:
             self._event("no-space", ec=EC_OTHER, mss=PMBSR_MSS_OTHER[0].set(0, BSC_FILLED), dl=1)
-            return
+            return self.events[-1:]
         written = 0
         try:
             # Write page by page so a fault leaves PMBPTR_EL1 at the faulting address.
@@ -105,10 +107,12 @@ class ProfilingBuffer:
             self.regs["PMBPTR_EL1"] = fault.va
             self._event("fault", ec=EC_STAGE1_ABORT,
                         mss=PMBSR_MSS_ABORT[0].set(0, fault.fsc), dl=1 if written else None)
-            return
+            return self.events[-1:]
         ptr += len(record)
         self.regs["PMBPTR_EL1"] = ptr
         self.records_written += 1
         self.bytes_written += len(record)
         if limit - ptr < self.config.max_record_bytes:
             self._event("buffer-full", ec=EC_OTHER, mss=PMBSR_MSS_OTHER[0].set(0, BSC_FILLED))
+            return self.events[-1:]
+        return None

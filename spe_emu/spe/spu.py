@@ -196,9 +196,12 @@ class Spu:
         return bool(p1.get(v1, "PA"))
 
     # -- sampling ----------------------------------------------------------------------------
-    def sample(self, s: Sample, ctx: AccessContext) -> bool:
+    def sample(self, s: Sample, ctx: AccessContext) -> list | None:
         """Build the record of a selected operation, filter it with ``CollectRecord()`` and write
-        it to the Profiling Buffer. Returns True if a record was written."""
+        it to the Profiling Buffer.
+
+        Returns the Profiling Buffer management events the write raised (PMBSR_EL1.S is then 1
+        and PMBIRQ asserted), or None."""
         self.stats.samples += 1
         built = self.builder.build(s)
         if self._filters is None:
@@ -206,20 +209,21 @@ class Spu:
             value = self.regs["PMSFCR_EL1"]
             fields = {name: fcr.get(value, name) for name in ("FE", "FT", "FL", "B", "LD", "ST")}
             minlat = self.table["PMSLATFR_EL1"].get(self.regs["PMSLATFR_EL1"], "MINLAT")
-            self._filters = (fields, self.regs["PMSEVFR_EL1"], minlat)
-        fields, pmsevfr, minlat = self._filters
-        if not collect_record(built.events, built.total_latency, built.optypes, fields,
-                              pmsevfr, minlat, self.config):
+            active = bool(fields["FE"] or fields["FT"] or fields["FL"])
+            self._filters = (active, fields, self.regs["PMSEVFR_EL1"], minlat)
+        active, fields, pmsevfr, minlat = self._filters
+        if active and not collect_record(built.events, built.total_latency, built.optypes,
+                                         fields, pmsevfr, minlat, self.config):
             self.stats.filtered_out += 1
-            return False
-        before = len(self.buffer.events)
-        written_before = self.buffer.records_written
-        self.buffer.write_record(built.data)
-        wrote = self.buffer.records_written > written_before
-        if wrote:
+            return None
+        events = self.buffer.write_record(built.data)
+        if events is None:
             self.stats.records_written += 1
             self.stats.bytes_written += len(built.data)
-        if len(self.buffer.events) > before:
-            self.stats.management_events.extend(self.buffer.events[before:])
-            self.update_irq()
-        return wrote
+            return None
+        if events[-1].kind == "buffer-full":
+            self.stats.records_written += 1
+            self.stats.bytes_written += len(built.data)
+        self.stats.management_events.extend(events)
+        self.update_irq()
+        return events
