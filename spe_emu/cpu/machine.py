@@ -117,7 +117,7 @@ class MachineConfig:
     max_insns: int = 2_000_000_000
     allow_el0_semihosting: bool = False
     console: Callable[[bytes], None] | None = None
-    tcg_buffer_mb: int = 32
+    tcg_buffer_mb: int = 4
 
     def __post_init__(self) -> None:
         if self.boot_el not in (1, 2, 3):
