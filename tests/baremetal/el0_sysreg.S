@@ -11,14 +11,7 @@
     .text
     .global main
 main:
-    mrs     x0, CurrentEL
-    lsr     x0, x0, #2
-    cmp     x0, #3
-    b.ne    1f
-    ERET_TO 3, 0x3c5, el1_main
-1:  cmp     x0, #2
-    b.ne    el1_main
-    ERET_TO 2, 0x3c5, el1_main
+    BOOT_TO_EL1 el1_main
 el1_main:
     mrs     x0, id_aa64mmfr2_el1
     PUT     0xc00, x0
