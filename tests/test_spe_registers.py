@@ -29,9 +29,12 @@ def test_encodings(name, enc):
 
 def test_reset_values():
     # PMBLIMITR_EL1.E resets to 0 (Table 8); the model resets the rest to 0 too.
-    for name in ("PMSCR_EL1", "PMSICR_EL1", "PMSIRR_EL1", "PMSFCR_EL1", "PMSEVFR_EL1",
+    for name in ("PMSCR_EL1", "PMSICR_EL1", "PMSIRR_EL1", "PMSFCR_EL1",
                  "PMSLATFR_EL1", "PMBLIMITR_EL1", "PMBPTR_EL1", "PMBSR_EL1"):
         assert T[name].reset == 0, name
+    # PMSEVFR_EL1.E[1] is RES1 when speculative operations are never sampled (§4.3.8).
+    assert T["PMSEVFR_EL1"].reset == 0b10
+    assert T["PMSEVFR_EL1"].apply_write(0b10, 0) == 0b10
     # PMSIDR_EL1: CountSize=0b0010 [19:16], MaxSize=6 [15:12], Interval=0 [11:8],
     # ArchInst [3], FL [2], FT [1], FE [0].
     assert T["PMSIDR_EL1"].reset == (0b0010 << 16) | (6 << 12) | 0b1111
@@ -46,6 +49,7 @@ def test_reset_values():
     ("PMBLIMITR_EL1", 0xFF8),                              # bits [11:3]
     ("PMBSR_EL1", M64 & ~0xFFFFFFFF | 0b111111 << 20),     # bits [63:32,25:20]
     ("PMSICR_EL1", M64 & ~0xFFFFFFFF),                     # ERnd == 0: bits [63:32]
+    ("PMSEVFR_EL1", M64 & ~(1 << 7 | 1 << 5 | 1 << 3 | 1 << 1)),  # model events; E[1] RES1
 ])
 def test_res0_masks(name, res0):
     assert T[name].res0 == res0

@@ -326,7 +326,10 @@ class Machine:
         key = (regime, va >> 12, write)
         page = self._xlate.get(key)
         if page is None:
-            page = mmu.translate(self.uc, va & ~0xFFF, regime, write=write) & ~0xFFF
+            try:
+                page = mmu.translate(self.uc, va & ~0xFFF, regime, write=write) & ~0xFFF
+            except TranslationFault as fault:
+                raise TranslationFault(va, fault.fsc) from None  # the address that faulted
             self._xlate[key] = page
         return page | (va & 0xFFF)
 
@@ -414,6 +417,8 @@ class Machine:
         self.gic.mmio_write(base + offset, size, value)
         self.replan = True
         self._irq_line_value = None
+        if self.cfg.mode == "fast":  # recognise a newly deliverable IRQ at the next block
+            self.counter.stop_at = min(self.counter.stop_at, self.counter.insns)
 
     # ------------------------------------------------------------------ population ---------
     def _account(self, upto: int) -> None:
@@ -597,7 +602,20 @@ class Machine:
                    insn: int | None = None) -> None:
         """Synchronous exception caused by the instruction at ``insn`` (default: ``preferred``,
         the faulting instruction itself); the population is accounted up to and including it."""
-        self._account(self._retired_before(preferred if insn is None else insn) + 1)
+        insn = preferred if insn is None else insn
+        if self.cfg.mode == "fast":
+            c = self.counter
+            if c.block_start <= insn < c.block_start + 4 * c.block_insns:
+                # The native hook counted the whole block on entry; an exception in the
+                # middle of the block ends it after the faulting instruction.
+                retired = self._retired_before(insn) + 1
+                c.block_insns -= c.insns - retired
+                c.insns = retired
+            else:  # e.g. an Instruction Abort: the instruction was never fetched
+                retired = c.insns
+        else:
+            retired = self._retired_before(insn) + 1
+        self._account(retired)
         take_exception(self.uc, target, VectorKind.SYNC, preferred_return=preferred,
                        syndrome=syndrome)
         self._ctx = None
@@ -850,7 +868,10 @@ class Machine:
                 self._account(budget)  # members before the budget; the next one never runs
                 raise GuestRunaway(f"guest did not exit within {budget} instructions "
                                    f"(PC {self.pc:#x})")
-            if event != NEVER and executed_to == event and c.stop_at == target:
+            if (event != NEVER and executed_to == event and c.stop_at == target
+                    and not self.replan):
+                # (A hook that changed state stopped the run here: re-plan first, the event
+                # is recomputed with the new enable state.)
                 self._member_selected(event)
             else:
                 self._account(executed_to)

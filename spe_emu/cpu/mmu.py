@@ -15,6 +15,7 @@ import struct
 
 from unicorn import Uc
 
+from ..errors import GuestError
 from ..spe.buffer import TranslationFault
 from ..sysreg import reg
 
@@ -25,6 +26,8 @@ TCR_EL23 = reg("TCR_EL2", (3, 4, 2, 0, 2), "TG0 15:14", "T0SZ 5:0")
 DESC = reg("DESC", (3, 0, 0, 0, 0), "UXN 54", "PXN 53", "OA 47:12", "AF 10", "AP 7:6",
            "TYPE 1", "VALID 0")
 
+HCR_VM = reg("HCR_EL2", (3, 4, 1, 1, 0), "VM 0").field("VM")
+HCR_EL2_ENC = (3, 4, 1, 1, 0)
 SCTLR_ENC = {1: (3, 0, 1, 0, 0), 2: (3, 4, 1, 0, 0), 3: (3, 6, 1, 0, 0)}
 TCR_ENC = {1: (3, 0, 2, 0, 2), 2: (3, 4, 2, 0, 2), 3: (3, 6, 2, 0, 2)}
 TTBR0_ENC = {1: (3, 0, 2, 0, 0), 2: (3, 4, 2, 0, 0), 3: (3, 6, 2, 0, 0)}
@@ -44,6 +47,9 @@ def translate(uc: Uc, va: int, regime_el: int, *, write: bool = False) -> int:
             (FSC = translation or permission fault with the level of the failing descriptor).
     """
     regime = max(regime_el, 1)
+    if regime == 1 and HCR_VM.get(uc.cpr_read(*HCR_EL2_ENC)):
+        raise GuestError("stage 2 translation (HCR_EL2.VM == 1) is not modelled for the "
+                         "emulator's own accesses (Profiling Buffer, semihosting)")
     if not SCTLR.get(uc.cpr_read(*SCTLR_ENC[regime]), "M"):
         return va
     tcr = uc.cpr_read(*TCR_ENC[regime])

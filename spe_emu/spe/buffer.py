@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from ..errors import GuestError
 from ..sysreg import RegisterTable
 from .config import SpeConfig
 from .registers import BSC_FILLED, EC_OTHER, EC_STAGE1_ABORT, PMBSR_MSS_ABORT, PMBSR_MSS_OTHER
@@ -18,8 +19,9 @@ from .registers import BSC_FILLED, EC_OTHER, EC_STAGE1_ABORT, PMBSR_MSS_ABORT, P
 FSC_TRANSLATION_L3 = 0b000111
 
 
-class TranslationFault(Exception):
-    """Raised by a translate callback: the VA has no valid stage 1 mapping for a write."""
+class TranslationFault(GuestError):
+    """Raised by a translate callback: the VA has no valid stage 1 mapping for the access (a
+    GuestError, so a fault the host itself cannot get past ends the run with one line)."""
 
     def __init__(self, va: int, fsc: int = FSC_TRANSLATION_L3):
         super().__init__(f"translation fault at {va:#x}")

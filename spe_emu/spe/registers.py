@@ -7,7 +7,7 @@ configuration, as data. Access checks are the pure pseudocode functions of §3.2
 
 from __future__ import annotations
 
-from ..cpu.context import MDCR_EL2, MDCR_EL3, AccessContext
+from ..cpu.context import HCR_EL2, MDCR_EL2, MDCR_EL3, AccessContext
 from ..sysreg import Access, RegisterTable, parse_fields, reg
 from .config import SpeConfig
 
@@ -58,6 +58,28 @@ def check_pmscr_el2_access(ctx: AccessContext, is_read: bool) -> Access:
     return Access.OK
 
 
+def check_pmscr_el12_access(ctx: AccessContext, is_read: bool) -> Access:
+    """PMSCR_EL12 (§4.3.6): UNDEFINED at EL1 and EL0, when HCR_EL2.E2H == 0, and in Secure
+    state; trapped to EL3 from EL2 unless MDCR_EL3.NSPB == 0b11."""
+    if ctx.el < 2 or not HCR_EL2.get(ctx.hcr_el2, "E2H") or (ctx.have_el3 and ctx.ns == 0):
+        return Access.UNDEFINED
+    if ctx.el == 2 and ctx.have_el3 and MDCR_EL3.get(ctx.mdcr_el3, "NSPB") != 0b11:
+        return Access.TRAP_EL3
+    return Access.OK
+
+
+# Registers reached under another name: PMSCR_EL12 is PMSCR_EL1 (§4.3.6).
+ALIASES = {"PMSCR_EL12": "PMSCR_EL1"}
+
+
+def redirect(name: str, ctx: AccessContext) -> str:
+    """The register an access named ``name`` reaches: with HCR_EL2.E2H == 1, PMSCR_EL1 at EL2
+    is PMSCR_EL2 (§4.3.5); PMSCR_EL12 is PMSCR_EL1 (§4.3.6)."""
+    if name == "PMSCR_EL1" and ctx.el == 2 and HCR_EL2.get(ctx.hcr_el2, "E2H"):
+        return "PMSCR_EL2"
+    return ALIASES.get(name, name)
+
+
 # Sub-layouts of PMBSR_EL1.MSS (§4.3.4): "other buffer management event" and data aborts.
 PMBSR_MSS_OTHER = parse_fields("BSC 5:0")
 PMBSR_MSS_ABORT = parse_fields("FSC 5:0")
@@ -70,8 +92,11 @@ EC_STAGE2_ABORT = 0b100101
 # The PMSEVFR_EL1 bits CollectRecord() compares (§3.2.3): events<63:48,31:24,15:12,7,5,3,1>.
 PMSEVFR_FILTERABLE = ((0xFFFF << 48) | (0xFF << 24) | (0xF << 12) | (1 << 7) | (1 << 5)
                       | (1 << 3) | (1 << 1))
-# Of those, the events this model implements (docs/model.md): E[1], E[3], E[5], E[7].
-MODEL_FILTER_EVENTS = ("E7 7", "E5 5", "E3 3", "E1 1")
+# Of those, the events this model implements (docs/model.md): E[3], E[5], E[7] are filter
+# fields; E[1] (architecturally retired) is RES1 because the model never samples speculative
+# operations (§4.3.8).
+MODEL_FILTER_EVENTS = ("E7 7", "E5 5", "E3 3")
+PMSEVFR_RES1 = 1 << 1
 
 
 def spe_registers(config: SpeConfig) -> RegisterTable:
@@ -102,7 +127,7 @@ def spe_registers(config: SpeConfig) -> RegisterTable:
             check=check_statistical_profiling_access, doc="§4.3.12"),
         reg("PMSFCR_EL1", (3, 0, 9, 9, 4), "ST 18", "LD 17", "B 16", "FL 2", "FT 1", "FE 0",
             check=check_statistical_profiling_access, doc="§4.3.9"),
-        reg("PMSEVFR_EL1", (3, 0, 9, 9, 5), *MODEL_FILTER_EVENTS,
+        reg("PMSEVFR_EL1", (3, 0, 9, 9, 5), *MODEL_FILTER_EVENTS, res1=PMSEVFR_RES1,
             check=check_statistical_profiling_access, doc="§4.3.8"),
         reg("PMSLATFR_EL1", (3, 0, 9, 9, 6), "MINLAT 11:0",
             check=check_statistical_profiling_access, doc="§4.3.13"),
@@ -118,4 +143,6 @@ def spe_registers(config: SpeConfig) -> RegisterTable:
             reset=pmbidr_reset, check=check_pmbidr_access, on_read="read_pmbidr", doc="§4.3.1"),
         reg("PMSCR_EL2", (3, 4, 9, 9, 0), "PCT 6", "TS 5", "PA 4", "CX 3", "E2SPE 1", "E0HSPE 0",
             check=check_pmscr_el2_access, on_write="write_control", doc="§4.3.7"),
+        reg("PMSCR_EL12", (3, 5, 9, 9, 0), "PCT 6", "TS 5", "PA 4", "CX 3", "E1SPE 1",
+            "E0SPE 0", check=check_pmscr_el12_access, doc="§4.3.6 (PMSCR_EL1 from EL2)"),
     ])

@@ -17,7 +17,7 @@ from .config import SpeConfig
 from .filters import collect_record
 from .interval import IntervalCounter, Xorshift64
 from .records import RecordBuilder, Sample
-from .registers import spe_registers
+from .registers import ALIASES, redirect, spe_registers
 
 
 @dataclass
@@ -47,7 +47,8 @@ class Spu:
                  on_irq: Callable[[bool], None] | None = None):
         self.config = config
         self.table = spe_registers(config)
-        self.regs = self.table.reset_values()
+        self.regs = {name: value for name, value in self.table.reset_values().items()
+                     if name not in ALIASES}
         self.interval = IntervalCounter(self.table["PMSICR_EL1"], self.table["PMSIRR_EL1"],
                                         config.ernd, Xorshift64(config.seed),
                                         config.zero_interval)
@@ -61,13 +62,17 @@ class Spu:
 
     # -- register access (after the access check passed) -------------------------------------
     def read(self, name: str, ctx: AccessContext) -> int:
+        """Direct read of register ``name`` (after its access check), with VHE redirection."""
+        name = redirect(name, ctx)
         spec = self.table[name]
         if spec.on_read:
             return getattr(self, spec.on_read)(name, ctx)
         return self.regs[name]
 
     def write(self, name: str, value: int, ctx: AccessContext) -> None:
+        """Direct write of register ``name`` (after its access check), with VHE redirection."""
         self._filters = None
+        name = redirect(name, ctx)
         spec = self.table[name]
         new = spec.apply_write(self.regs[name], value)
         if spec.on_write:
@@ -88,7 +93,7 @@ class Spu:
         """PMBIDR_EL1.P reads 1 when the buffer is owned by a higher EL or the other Security
         state (§4.3.1)."""
         secure, owner_el = self.owner(ctx)
-        prohibited = owner_el > ctx.el or secure != ctx.is_secure
+        prohibited = ctx.el != 3 and (owner_el > ctx.el or secure != ctx.is_secure)
         spec = self.table[name]
         return spec.set(self.regs[name], "P", int(prohibited))
 
@@ -202,6 +207,8 @@ class Spu:
 
         Returns the Profiling Buffer management events the write raised (PMBSR_EL1.S is then 1
         and PMBIRQ asserted), or None."""
+        if not self.buffer_enabled(ctx):  # callers sample only while profiling is enabled
+            raise AssertionError("SPU asked to sample while the Profiling Buffer is disabled")
         self.stats.samples += 1
         built = self.builder.build(s)
         if self._filters is None:
