@@ -492,7 +492,6 @@ def exclusive_prelude(word: int) -> int | None:
         return None
     if word & (1 << 21) and not word & (1 << 31):         # CASP
         return None
-    rn = (word >> 5) & 31
     pre = (word & 0xFFA003E0) | (1 << 22) | (31 << 16) | 16   # L=1, Rs=31, o0=0, Rt=x16
     return pre | ((17 if word & (1 << 21) else 31) << 10)    # Rt2 = x17 for pairs
 

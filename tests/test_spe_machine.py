@@ -2,7 +2,6 @@
 intervals, buffer-full syndrome and pointer, no writes past the limit, PSB CSYNC, EL0 UNDEF,
 and fast path == reference mode."""
 
-import struct
 
 import pytest
 from asmrun import EXIT, run_asm

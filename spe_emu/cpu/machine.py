@@ -552,8 +552,6 @@ class Machine:
             return Access.UNDEFINED
         if not is_read and spec.read_only:
             return Access.UNDEFINED
-        if is_read and spec.name in getattr(self.gic, "WRITE_ONLY", ()):
-            return Access.UNDEFINED
         return spec.check(ctx, is_read)
 
     def _emulate_sysreg(self, info, pc: int) -> None:
