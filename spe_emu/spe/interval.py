@@ -19,9 +19,12 @@ selected, and a random value of zero selects the reloading member itself.
 
 from __future__ import annotations
 
-from ..sysreg import RegisterSpec
+from ..sysreg import Field, RegisterSpec
 
 MASK64 = (1 << 64) - 1
+# The two parts of PMSICR_EL1.COUNT that §3.1 reloads separately (within the 32-bit COUNT).
+COUNT_INTERVAL = Field("COUNT[31:8]", 31, 8)   # loaded from PMSIRR_EL1.INTERVAL
+COUNT_LOW = Field("COUNT[7:0]", 7, 0)          # 0, or a random byte when PMSIRR_EL1.RND
 
 
 class Xorshift64:
@@ -88,6 +91,10 @@ class IntervalCounter:
     def _interval(self, pmsirr: int) -> int:
         return self.pmsirr.get(pmsirr, "INTERVAL") or self.zero_interval
 
+    def _reload(self, pmsirr: int, low: int) -> int:
+        """COUNT[31:8] = PMSIRR_EL1.INTERVAL, COUNT[7:0] = ``low`` (§3.1.1, §3.1.2)."""
+        return COUNT_INTERVAL.set(COUNT_LOW.set(0, low), self._interval(pmsirr))
+
     def _rnd(self, pmsirr: int) -> bool:
         return bool(self.pmsirr.get(pmsirr, "RND"))
 
@@ -97,7 +104,7 @@ class IntervalCounter:
         if self.count or self.ecount:
             return
         low = self.rng.byte() if self._rnd(pmsirr) and not self.ernd else 0
-        self._set(self._interval(pmsirr) << 8 | low, 0)
+        self._set(self._reload(pmsirr, low), 0)
 
     # -- §3.1.2 -----------------------------------------------------------------------------
     def members_to_next_event(self) -> int:
@@ -126,12 +133,12 @@ class IntervalCounter:
         if c == 0:
             rnd = self._rnd(pmsirr)
             if self.ernd and rnd:
-                c = self._interval(pmsirr) << 8
+                c = self._reload(pmsirr, 0)
                 a = self.rng.byte()
                 if a == 0:
                     selected = True
             else:
-                c = self._interval(pmsirr) << 8 | (self.rng.byte() if rnd else 0)
+                c = self._reload(pmsirr, self.rng.byte() if rnd else 0)
                 selected = True
         else:
             c -= 1
