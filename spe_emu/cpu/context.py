@@ -11,15 +11,27 @@ from dataclasses import dataclass
 
 from ..sysreg import reg
 
-# EL2/EL3 control registers spe_emu reads (QEMU owns their storage); declared here so their
-# fields are accessed by name. Only the fields spe_emu uses are listed; the rest read as RES0
-# in these declarations, which is harmless because the table is used for reading only.
+# The control registers QEMU owns and spe_emu reads or programs, each declared once (only the
+# fields spe_emu uses; the other bits are left as they are by every access spe_emu makes).
 SCR_EL3 = reg("SCR_EL3", (3, 6, 1, 1, 0), "RW 10", "HCE 8", "SMD 7", "EA 3", "FIQ 2", "IRQ 1",
               "NS 0", doc="Arm ARM D19.2")
-HCR_EL2 = reg("HCR_EL2", (3, 4, 1, 1, 0), "E2H 34", "RW 31", "TGE 27", "AMO 5", "IMO 4", "FMO 3",
-              doc="Arm ARM D19.2")
+HCR_EL2 = reg("HCR_EL2", (3, 4, 1, 1, 0), "E2H 34", "RW 31", "TGE 27", "TID3 18", "AMO 5",
+              "IMO 4", "FMO 3", "VM 0", doc="Arm ARM D19.2")
 MDCR_EL2 = reg("MDCR_EL2", (3, 4, 1, 1, 1), "E2PB 13:12", "TPMS 14", doc="SPE supplement 3.4.2")
 MDCR_EL3 = reg("MDCR_EL3", (3, 6, 1, 3, 1), "NSPB 13:12", doc="SPE supplement 3.4.2")
+CPACR_EL1 = reg("CPACR_EL1", (3, 0, 1, 0, 2), "FPEN 21:20", doc="Arm ARM D19.2")
+CONTEXTIDR_EL1 = reg("CONTEXTIDR_EL1", (3, 0, 13, 0, 1), "PROCID 31:0", doc="Arm ARM D19.2")
+CONTEXTIDR_EL2 = reg("CONTEXTIDR_EL2", (3, 4, 13, 0, 1), "PROCID 31:0", doc="Arm ARM D19.2")
+CNTKCTL_EL1 = reg("CNTKCTL_EL1", (3, 0, 14, 1, 0), "EL0VCTEN 1", "EL0PCTEN 0",
+                  doc="Arm ARM D19.11")
+CNTHCTL_EL2 = reg("CNTHCTL_EL2", (3, 4, 14, 1, 0), "EL1PCTEN 0", doc="Arm ARM D19.11")
+# Registers banked by Exception level: one layout, the encoding per EL.
+SCTLR_ELX = reg("SCTLR_ELx", (3, 0, 1, 0, 0), "SPAN 23", "M 0", doc="Arm ARM D19.2")
+SCTLR_ENC = {1: (3, 0, 1, 0, 0), 2: (3, 4, 1, 0, 0), 3: (3, 6, 1, 0, 0)}
+SPSR_ENC = {1: (3, 0, 4, 0, 0), 2: (3, 4, 4, 0, 0), 3: (3, 6, 4, 0, 0)}
+TCR_ENC = {1: (3, 0, 2, 0, 2), 2: (3, 4, 2, 0, 2), 3: (3, 6, 2, 0, 2)}
+TTBR0_ENC = {1: (3, 0, 2, 0, 0), 2: (3, 4, 2, 0, 0), 3: (3, 6, 2, 0, 0)}
+TTBR1_EL1 = (3, 0, 2, 0, 1)
 
 
 @dataclass(frozen=True, slots=True)

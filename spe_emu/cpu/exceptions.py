@@ -21,6 +21,7 @@ from unicorn import Uc
 from unicorn import arm64_const as A
 
 from ..sysreg import reg
+from .context import HCR_EL2, SCTLR_ELX, SCTLR_ENC, SPSR_ENC
 
 ESR = reg("ESR_ELx", (3, 0, 5, 2, 0), "EC 31:26", "IL 25", "ISS 24:0", doc="Arm ARM D19.2")
 ISS_SYSREG = reg("ISS_SYSREG", (3, 0, 5, 2, 0), "Op0 21:20", "Op2 19:17", "Op1 16:14",
@@ -53,13 +54,9 @@ class VectorKind(enum.IntEnum):
     SERROR = 0x180
 
 
-SCTLR_SPAN = reg("SCTLR_ELx", (3, 0, 1, 0, 0), "SPAN 23").field("SPAN")
-HCR_E2H_TGE = reg("HCR_EL2", (3, 4, 1, 1, 0), "E2H 34", "TGE 27")
-# CP encodings (op0, op1, CRn, CRm, op2) of the registers exception entry touches.
-SCTLR_ENC = {1: (3, 0, 1, 0, 0), 2: (3, 4, 1, 0, 0), 3: (3, 6, 1, 0, 0)}
-HCR_EL2_ENC = (3, 4, 1, 1, 0)
-SPSR_ENC = {1: (3, 0, 4, 0, 0), 2: (3, 4, 4, 0, 0), 3: (3, 6, 4, 0, 0)}
+# Unicorn register ids of the banked registers exception entry touches.
 ELR_REG = {1: A.UC_ARM64_REG_ELR_EL1, 2: A.UC_ARM64_REG_ELR_EL2, 3: A.UC_ARM64_REG_ELR_EL3}
+FAR_REG = {1: A.UC_ARM64_REG_FAR_EL1, 2: A.UC_ARM64_REG_FAR_EL2, 3: A.UC_ARM64_REG_FAR_EL3}
 ESR_REG = {1: A.UC_ARM64_REG_ESR_EL1, 2: A.UC_ARM64_REG_ESR_EL2, 3: A.UC_ARM64_REG_ESR_EL3}
 VBAR_REG = {1: A.UC_ARM64_REG_VBAR_EL1, 2: A.UC_ARM64_REG_VBAR_EL2, 3: A.UC_ARM64_REG_VBAR_EL3}
 SP_BANK = {0: A.UC_ARM64_REG_SP_EL0, 1: A.UC_ARM64_REG_SP_EL1, 2: A.UC_ARM64_REG_SP_EL2,
@@ -151,11 +148,12 @@ def take_exception(uc: Uc, target_el: int, kind: VectorKind, *, preferred_return
     # FEAT_PAN: entry to EL1 (or to EL2 in a host, E2H == TGE == 1) sets PSTATE.PAN when
     # SCTLR_ELx.SPAN == 0.
     if target_el == 2:
-        hcr = uc.cpr_read(*HCR_EL2_ENC)
-        in_host = HCR_E2H_TGE.get(hcr, "E2H") == 1 and HCR_E2H_TGE.get(hcr, "TGE") == 1
+        hcr = uc.cpr_read(*HCR_EL2.encoding.tuple)
+        in_host = HCR_EL2.get(hcr, "E2H") == 1 and HCR_EL2.get(hcr, "TGE") == 1
     else:
         in_host = False
-    if (target_el == 1 or in_host) and not SCTLR_SPAN.get(uc.cpr_read(*SCTLR_ENC[target_el])):
+    if (target_el == 1 or in_host) and not SCTLR_ELX.get(uc.cpr_read(*SCTLR_ENC[target_el]),
+                                                         "SPAN"):
         new = PSTATE.set(new, "PAN", 1)
     set_pstate(uc, new, sync_reg=SPSR_ENC[target_el])
     uc.reg_write(A.UC_ARM64_REG_PC, vbar + offset)

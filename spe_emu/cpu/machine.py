@@ -41,9 +41,10 @@ from ..spe.records import Sample
 from ..spe.spu import Spu
 from ..sysreg import Access, RegisterSpec, reg
 from . import a64, mmu
-from .context import HCR_EL2, SCR_EL3, AccessContext
-from .exceptions import (EC, ESR, PSTATE, VectorKind, current_pstate, esr, set_pstate,
-                         sysreg_trap_iss, take_exception)
+from .context import (CNTHCTL_EL2, CNTKCTL_EL1, CONTEXTIDR_EL1, CONTEXTIDR_EL2, CPACR_EL1,
+                      HCR_EL2, MDCR_EL2, MDCR_EL3, SCR_EL3, AccessContext)
+from .exceptions import (EC, ELR_REG, ESR, FAR_REG, PSTATE, SPSR_ENC, VectorKind,
+                         current_pstate, esr, set_pstate, sysreg_trap_iss, take_exception)
 from .fastuc import FastAccess
 from .qemu_state import ExceptionReader
 
@@ -59,7 +60,6 @@ QEMU_SYNC_EXCEPTIONS = {INTNO_UNDEF, INTNO_SVC, INTNO_PREFETCH_ABORT, INTNO_DATA
 # ESR_ELx.EC values for which FAR_ELx holds the faulting address (Arm ARM D19.2): Instruction
 # Abort (lower/same EL), PC alignment, Data Abort (lower/same EL), Watchpoint (lower/same EL).
 FAR_ECS = {0x20, 0x21, 0x22, 0x24, 0x25, 0x34, 0x35}
-FAR_REG = {1: A.UC_ARM64_REG_FAR_EL1, 2: A.UC_ARM64_REG_FAR_EL2, 3: A.UC_ARM64_REG_FAR_EL3}
 
 # Registers QEMU implements but whose value spe_emu presents (MRS hook returns our value).
 ID_AA64DFR0_EL1 = reg("ID_AA64DFR0_EL1", (3, 0, 0, 5, 0), "PMSVer 35:32", read_only=True)
@@ -71,14 +71,9 @@ CNTFRQ_HZ = 100_000_000
 # Minimum EL that can access a system register, by its op1 (Arm ARM C5.3 "op1 encodes the
 # lowest Exception level that can access the register"; op1 == 3 is EL0-accessible).
 OP1_MIN_EL = {0: 1, 1: 1, 2: 1, 3: 0, 4: 2, 5: 2, 6: 3, 7: 1}
-CNTKCTL_EL1 = reg("CNTKCTL_EL1", (3, 0, 14, 1, 0), "EL0VCTEN 1", "EL0PCTEN 0")
-CNTHCTL_EL2 = reg("CNTHCTL_EL2", (3, 4, 14, 1, 0), "EL1PCTEN 0")
-HCR_TID3 = reg("HCR_EL2", (3, 4, 1, 1, 0), "TID3 18").field("TID3")
-ENC = {"SCR_EL3": (3, 6, 1, 1, 0), "HCR_EL2": (3, 4, 1, 1, 0), "MDCR_EL2": (3, 4, 1, 1, 1),
-       "MDCR_EL3": (3, 6, 1, 3, 1), "CONTEXTIDR_EL1": (3, 0, 13, 0, 1),
-       "CONTEXTIDR_EL2": (3, 4, 13, 0, 1), "CPTR_EL2": (3, 4, 1, 1, 2),
-       "CPTR_EL3": (3, 6, 1, 1, 2)}
-WATCHED_WRITES = {ENC[n] for n in ("SCR_EL3", "HCR_EL2", "MDCR_EL2", "MDCR_EL3")}
+# Writes that change the enable/owner/routing context (MSR hook: re-plan after them).
+WATCHED_WRITES = {r.encoding.tuple for r in (SCR_EL3, HCR_EL2, MDCR_EL2, MDCR_EL3)}
+DAIF_ENC = (3, 3, 4, 2, 1)  # MSR DAIF, Xt
 # Writes that change stage 1 translation (SCTLR, TTBR0/1, TCR of EL1/EL2/EL3): flush the
 # host-side translation cache.
 TRANSLATION_WRITES = {(3, op1, 1, 0, 0) for op1 in (0, 4, 6)} | {
@@ -219,12 +214,12 @@ class Machine:
         HCE} = 1, HCR_EL2.RW = 1, MDCR_EL3.NSPB = 0b11 and MDCR_EL2.E2PB = 0b11 (the
         Profiling Buffer is owned by Non-secure EL1), CPACR_EL1.FPEN = 0b11 (SIMD&FP usable)."""
         uc = self.uc
-        scr = SCR_EL3.make(RW=1, NS=1, HCE=1)
-        uc.cpr_write(*ENC["SCR_EL3"], scr)
-        uc.cpr_write(*ENC["HCR_EL2"], HCR_EL2.make(RW=1))
-        uc.cpr_write(*ENC["MDCR_EL3"], 0b11 << 12)
-        uc.cpr_write(*ENC["MDCR_EL2"], 0b11 << 12)
-        uc.reg_write(A.UC_ARM64_REG_CPACR_EL1, 0b11 << 20)
+        for spec, value in ((SCR_EL3, SCR_EL3.make(RW=1, NS=1, HCE=1)),
+                            (HCR_EL2, HCR_EL2.make(RW=1)),
+                            (MDCR_EL3, MDCR_EL3.make(NSPB=0b11)),
+                            (MDCR_EL2, MDCR_EL2.make(E2PB=0b11)),
+                            (CPACR_EL1, CPACR_EL1.make(FPEN=0b11))):
+            uc.cpr_write(*spec.encoding.tuple, value)
         el = self.cfg.boot_el
         if el < 2:
             # No EL2 software will program PMSCR_EL2: reset it as a permissive hypervisor
@@ -292,10 +287,10 @@ class Machine:
     def _live_context(self) -> AccessContext:
         uc = self.uc
         return AccessContext(el=PSTATE.get(current_pstate(uc), "EL"),
-                             scr_el3=uc.cpr_read(*ENC["SCR_EL3"]),
-                             hcr_el2=uc.cpr_read(*ENC["HCR_EL2"]),
-                             mdcr_el2=uc.cpr_read(*ENC["MDCR_EL2"]),
-                             mdcr_el3=uc.cpr_read(*ENC["MDCR_EL3"]))
+                             scr_el3=uc.cpr_read(*SCR_EL3.encoding.tuple),
+                             hcr_el2=uc.cpr_read(*HCR_EL2.encoding.tuple),
+                             mdcr_el2=uc.cpr_read(*MDCR_EL2.encoding.tuple),
+                             mdcr_el3=uc.cpr_read(*MDCR_EL3.encoding.tuple))
 
     @property
     def pc(self) -> int:
@@ -466,14 +461,10 @@ class Machine:
         if not s.exception:
             s.cond_passed = info.condition_passed(regs)
             if info.is_branch:
-                if info.is_eret:
-                    spsr = uc.cpr_read(*{1: (3, 0, 4, 0, 0), 2: (3, 4, 4, 0, 0),
-                                         3: (3, 6, 4, 0, 0)}[max(ctx.el, 1)])
+                if info.is_eret:  # (ERET at EL0 is UNDEFINED: _generates_exception)
                     s.branch_taken = True
-                    s.branch_target = uc.reg_read({1: A.UC_ARM64_REG_ELR_EL1,
-                                                   2: A.UC_ARM64_REG_ELR_EL2,
-                                                   3: A.UC_ARM64_REG_ELR_EL3}[max(ctx.el, 1)])
-                    s.target_el = PSTATE.get(spsr, "EL")
+                    s.branch_target = uc.reg_read(ELR_REG[ctx.el])
+                    s.target_el = PSTATE.get(uc.cpr_read(*SPSR_ENC[ctx.el]), "EL")
                 else:
                     s.branch_taken, s.branch_target = info.branch(pc, regs)
                     s.target_el = ctx.el
@@ -488,9 +479,11 @@ class Machine:
         if ts is not None:
             s.timestamp = self.acct - 1  # virtual time of the sampled instruction
         if cx1:
-            s.context = uc.cpr_read(*ENC["CONTEXTIDR_EL1"]) & 0xFFFFFFFF
+            s.context = CONTEXTIDR_EL1.get(uc.cpr_read(*CONTEXTIDR_EL1.encoding.tuple),
+                                           "PROCID")
         if cx2:
-            s.context2 = uc.cpr_read(*ENC["CONTEXTIDR_EL2"]) & 0xFFFFFFFF
+            s.context2 = CONTEXTIDR_EL2.get(uc.cpr_read(*CONTEXTIDR_EL2.encoding.tuple),
+                                            "PROCID")
         events = self.spu.sample(s, ctx)
         if events:
             for event in events:
@@ -516,13 +509,16 @@ class Machine:
 
     def _generates_exception(self, info, ctx: AccessContext) -> bool:
         """Whether the sampled instruction will take a synchronous exception, decided before
-        it executes: SVC/HVC/SMC/BRK always do (HVC/SMC UNDEF where not permitted); HLT does
+        it executes: SVC/HVC/SMC/BRK always do (HVC/SMC UNDEF where not permitted); ERET does at
+        EL0; HLT does
         unless it is a permitted semihosting call; an access to a PMS*/PMB*/ICC_* register
         follows its access check; an access to another system register does when the current
         EL is below the minimum EL its op1 encodes (Arm ARM C5.3; finer traps QEMU applies are
         not predicted -- docs/model.md)."""
         if info.exception in ("svc", "hvc", "smc", "brk"):
             return True
+        if info.is_eret:  # ERET is UNDEFINED at EL0 (Arm ARM C6.2 ERET)
+            return ctx.el == 0
         if info.exception == "hlt":
             return not (info.imm16 == SEMIHOST_IMM and (ctx.el > 0 or
                                                         self.cfg.allow_el0_semihosting))
@@ -696,7 +692,7 @@ class Machine:
         if enc in (ID_AA64DFR0_EL1.encoding.tuple, ID_AA64PFR0_EL1.encoding.tuple):
             ctx = self.context()
             if ctx.el == 0 or (ctx.el == 1 and ctx.el2_enabled
-                               and HCR_TID3.get(ctx.hcr_el2)):
+                               and HCR_EL2.get(ctx.hcr_el2, "TID3")):
                 return 0
             value = uc.cpr_read(*enc)
             if enc == ID_AA64DFR0_EL1.encoding.tuple:
@@ -735,7 +731,7 @@ class Machine:
         if enc in WATCHED_WRITES:
             self._ctx = None
             self._ref_enabled = None
-        if enc in WATCHED_WRITES or enc == (3, 3, 4, 2, 1):  # DAIF register form
+        if enc in WATCHED_WRITES or enc == DAIF_ENC:
             # Takes effect after this instruction; re-plan at the next block boundary.
             self.replan = True
             if self.cfg.mode == "fast":

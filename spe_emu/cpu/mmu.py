@@ -18,20 +18,14 @@ from unicorn import Uc
 from ..errors import GuestError
 from ..spe.buffer import TranslationFault
 from ..sysreg import reg
+from .context import HCR_EL2, SCTLR_ELX, SCTLR_ENC, TCR_ENC, TTBR0_ENC, TTBR1_EL1
 
-SCTLR = reg("SCTLR_ELx", (3, 0, 1, 0, 0), "M 0")
 TCR_EL1 = reg("TCR_EL1", (3, 0, 2, 0, 2), "TG1 31:30", "T1SZ 21:16", "EPD1 23", "TG0 15:14",
               "EPD0 7", "T0SZ 5:0")
 TCR_EL23 = reg("TCR_EL2", (3, 4, 2, 0, 2), "TG0 15:14", "T0SZ 5:0")
 DESC = reg("DESC", (3, 0, 0, 0, 0), "UXN 54", "PXN 53", "OA 47:12", "AF 10", "AP 7:6",
            "TYPE 1", "VALID 0")
 
-HCR_VM = reg("HCR_EL2", (3, 4, 1, 1, 0), "VM 0").field("VM")
-HCR_EL2_ENC = (3, 4, 1, 1, 0)
-SCTLR_ENC = {1: (3, 0, 1, 0, 0), 2: (3, 4, 1, 0, 0), 3: (3, 6, 1, 0, 0)}
-TCR_ENC = {1: (3, 0, 2, 0, 2), 2: (3, 4, 2, 0, 2), 3: (3, 6, 2, 0, 2)}
-TTBR0_ENC = {1: (3, 0, 2, 0, 0), 2: (3, 4, 2, 0, 0), 3: (3, 6, 2, 0, 0)}
-TTBR1_EL1 = (3, 0, 2, 0, 1)
 FSC_TRANSLATION = 0b000100
 FSC_PERMISSION = 0b001100
 BADDR_MASK = ((1 << 48) - 1) & ~0xFFF
@@ -47,10 +41,10 @@ def translate(uc: Uc, va: int, regime_el: int, *, write: bool = False) -> int:
             (FSC = translation or permission fault with the level of the failing descriptor).
     """
     regime = max(regime_el, 1)
-    if regime == 1 and HCR_VM.get(uc.cpr_read(*HCR_EL2_ENC)):
+    if regime == 1 and HCR_EL2.get(uc.cpr_read(*HCR_EL2.encoding.tuple), "VM"):
         raise GuestError("stage 2 translation (HCR_EL2.VM == 1) is not modelled for the "
                          "emulator's own accesses (Profiling Buffer, semihosting)")
-    if not SCTLR.get(uc.cpr_read(*SCTLR_ENC[regime]), "M"):
+    if not SCTLR_ELX.get(uc.cpr_read(*SCTLR_ENC[regime]), "M"):
         return va
     tcr = uc.cpr_read(*TCR_ENC[regime])
     top = (va >> 55) & 1
