@@ -390,14 +390,23 @@ class Machine:
             return 2
         return 1
 
-    def _deliver_irq(self) -> bool:
-        """Take a pending IRQ if the GIC asserts it and PSTATE/routing allow (Arm ARM D1.3)."""
+    def _deliverable_irq_target(self) -> int | None:
+        """The EL a pending IRQ would be taken to now, or None: the GIC asserts it, it is not
+        routed below the current EL, and PSTATE.I masks it only when taken to the current EL
+        (Arm ARM D1.3)."""
         if not self._irq_line():
-            return False
+            return None
         ctx = self.context()
         target = self._irq_target(ctx)
-        pstate = current_pstate(self.uc)
-        if target < ctx.el or (target == ctx.el and PSTATE.get(pstate, "I")):
+        if target < ctx.el or (target == ctx.el and
+                               PSTATE.get(current_pstate(self.uc), "I")):
+            return None
+        return target
+
+    def _deliver_irq(self) -> bool:
+        """Take a pending, deliverable IRQ; True if one was taken."""
+        target = self._deliverable_irq_target()
+        if target is None:
             return False
         take_exception(self.uc, target, VectorKind.IRQ, preferred_return=self.pc)
         self._ctx = None
@@ -523,10 +532,10 @@ class Machine:
             return not (info.imm16 == SEMIHOST_IMM and (ctx.el > 0 or
                                                         self.cfg.allow_el0_semihosting))
         if info.sysreg is not None:
-            verdict = self._sysreg_verdict(info.sysreg, info.is_read, ctx)
-            if verdict is None:
+            found = self._lookup(info.sysreg)
+            if found is None:
                 return ctx.el < OP1_MIN_EL[info.sysreg[1]]
-            return verdict is not Access.OK
+            return self._sysreg_verdict(found, info.is_read, ctx) is not Access.OK
         return False
 
     # ------------------------------------------------------------------ system registers ---
@@ -539,10 +548,9 @@ class Machine:
             return ("gic", spec)
         return None
 
-    def _sysreg_verdict(self, enc, is_read: bool, ctx: AccessContext) -> Access | None:
-        found = self._lookup(enc)
-        if found is None:
-            return None  # QEMU's own register (or unknown): QEMU decides
+    def _sysreg_verdict(self, found: tuple[str, RegisterSpec], is_read: bool,
+                        ctx: AccessContext) -> Access:
+        """The access check of one of spe_emu's registers (``found`` from :meth:`_lookup`)."""
         owner, spec = found
         if owner == "spe" and self.cfg.spe.pmsver == 0:
             return Access.UNDEFINED
@@ -550,23 +558,22 @@ class Machine:
             return Access.UNDEFINED
         return spec.check(ctx, is_read)
 
-    def _emulate_sysreg(self, info, pc: int) -> None:
-        """Execute a trapped MRS/MSR of an SPE or GIC register, or take the exception its
-        access check asks for. Called from the INTR hook (the instruction UNDEFs in QEMU)."""
+    def _emulate_sysreg(self, info, found: tuple[str, RegisterSpec], pc: int) -> None:
+        """Execute a trapped MRS/MSR of an SPE or GIC register (``found`` from
+        :meth:`_lookup`), or take the exception its access check asks for. Called from the
+        INTR hook (the instruction UNDEFs in QEMU)."""
         uc = self.uc
         ctx = self.context()
-        enc = info.sysreg
-        verdict = self._sysreg_verdict(enc, info.is_read, ctx)
+        verdict = self._sysreg_verdict(found, info.is_read, ctx)
         if verdict is Access.UNDEFINED:
             self._take_sync(ctx, self._undef_target(ctx), esr(EC.UNKNOWN), pc)
             return
         if verdict is not Access.OK:
-            iss = sysreg_trap_iss(*enc, info.rt, info.is_read)
+            iss = sysreg_trap_iss(*info.sysreg, info.rt, info.is_read)
             self._take_sync(ctx, verdict.target_el, esr(EC.SYSREG, iss), pc)
             return
-        owner, spec = self._lookup(enc)
-        rt_reg = A.UC_ARM64_REG_X0 + info.rt if info.rt < 29 else (
-            A.UC_ARM64_REG_X29, A.UC_ARM64_REG_X30, None)[info.rt - 29]
+        owner, spec = found
+        rt_reg = a64.X_REGS[info.rt] if info.rt < 31 else None  # Rt == 31 is XZR
         if info.is_read:
             if owner == "spe":
                 self._account(self._retired_before(pc) + 1)
@@ -637,8 +644,9 @@ class Machine:
                     ctx.el > 0 or self.cfg.allow_el0_semihosting):
                 self._semihost(pc)
                 return
-            if info.sysreg is not None and self._lookup(info.sysreg) is not None:
-                self._emulate_sysreg(info, pc)
+            found = self._lookup(info.sysreg) if info.sysreg is not None else None
+            if found is not None:
+                self._emulate_sysreg(info, found, pc)
                 return
         elif intno not in QEMU_SYNC_EXCEPTIONS:
             raise GuestError(f"unexpected exception {intno} from Unicorn at PC {pc:#x}")
@@ -753,7 +761,7 @@ class Machine:
         re-derived whenever a hook reported a change of control state."""
         if self._stop_requested or (self.replan and self._irq_line()):
             self._stop_requested = False
-            if self._deliverable_irq_pending():
+            if self._deliverable_irq_target() is not None:
                 uc.emu_stop()
                 return
         if self.ref_insns >= self.cfg.max_insns:
@@ -772,23 +780,10 @@ class Machine:
             self.spu.interval.initialize(self.spu.regs["PMSIRR_EL1"])
         self.enabled = now
         self.acct = index
-        if now:
-            if self.spu.interval.members_to_next_event() == 1:
-                self._member_selected(index)
-            else:
-                self.spu.interval.advance(1)
-                self.spu.stats.population += 1
-                self.acct = index + 1
+        if now and self.spu.interval.members_to_next_event() == 1:
+            self._member_selected(index)
         else:
-            self.acct = index + 1
-
-    def _deliverable_irq_pending(self) -> bool:
-        if not self._irq_line():
-            return False
-        ctx = self.context()
-        target = self._irq_target(ctx)
-        return target > ctx.el or (target == ctx.el and
-                                   not PSTATE.get(current_pstate(self.uc), "I"))
+            self._account(index + 1)
 
     # ------------------------------------------------------------------ run loop -----------
     def run(self, progress: Callable[[int], None] | None = None) -> RunResult:
@@ -825,7 +820,7 @@ class Machine:
             hold = self.hold_irq_until > c.insns
             if irq_check and not hold:
                 irq_check = False
-                if self._irq_line() and self._deliver_irq():
+                if self._deliver_irq():
                     self._refresh_enabled()
             self.replan = False
             event = NEVER
@@ -874,7 +869,7 @@ class Machine:
                 progress(executed_to)
             if c.insns == start and c.stops == stops and not self.replan:
                 # emu_start returned without progress or a stop request: WFI
-                if not self._deliverable_irq_pending():
+                if not self._deliverable_irq_target() is not None:
                     raise GuestError(f"WFI at PC {self.pc:#x} with no interrupt that can wake "
                                      f"the PE")
         return self._result()
@@ -896,7 +891,7 @@ class Machine:
                 raise GuestRunaway(f"guest did not exit within {self.cfg.max_insns} "
                                    f"instructions (PC {self.pc:#x})")
             if self.exit is None and self.ref_insns == before and not self.replan:
-                if not self._deliverable_irq_pending():
+                if not self._deliverable_irq_target() is not None:
                     raise GuestError(f"WFI at PC {self.pc:#x} with no interrupt that can wake "
                                      f"the PE")
         return self._result()
