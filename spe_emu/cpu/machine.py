@@ -493,13 +493,11 @@ class Machine:
         if cx2:
             s.context2 = CONTEXTIDR_EL2.get(uc.cpr_read(*CONTEXTIDR_EL2.encoding.tuple),
                                             "PROCID")
-        events = self.spu.sample(s, ctx)
-        if events:
-            for event in events:
-                if event.kind != "buffer-full":
-                    self._guest_error(f"spe: Profiling Buffer management event ({event.kind}) "
-                                      f"at PMBPTR_EL1={event.pmbptr:#x}: "
-                                      f"PMBSR_EL1={event.pmbsr:#x}")
+        event = self.spu.sample(s, ctx)
+        if event is not None:
+            if event.kind != "buffer-full":
+                self._guest_error(f"spe: Profiling Buffer management event ({event.kind}) at "
+                                  f"PMBPTR_EL1={event.pmbptr:#x}: PMBSR_EL1={event.pmbsr:#x}")
             # PMBSR_EL1.S is now 1: PMBIRQ asserted, profiling disabled (§3.5).
             self.replan = True
             self._ref_enabled = None

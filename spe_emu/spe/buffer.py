@@ -55,9 +55,6 @@ class ProfilingBuffer:
         self.t = table
         self.config = config
         self.write_va = write_va
-        self.records_written = 0
-        self.bytes_written = 0
-        self.events: list[ManagementEvent] = []
         self._limit_field = table["PMBLIMITR_EL1"].field("LIMIT")
 
     @property
@@ -65,7 +62,10 @@ class ProfilingBuffer:
         """Address of the first byte past the buffer (PMBLIMITR_EL1.LIMIT:Zeros(12))."""
         return self._limit_field.get(self.regs["PMBLIMITR_EL1"]) << 12
 
-    def _event(self, kind: str, *, ec: int, mss: int, dl: int | None = None) -> None:
+    def _event(self, kind: str, *, ec: int, mss: int, dl: int | None = None
+               ) -> ManagementEvent:
+        """Raise a Profiling Buffer management event (§3.5): PMBSR_EL1.{S, EC, MSS} and,
+        when given, DL; the other fields are unchanged."""
         spec = self.t["PMBSR_EL1"]
         value = self.regs["PMBSR_EL1"]
         value = spec.set(value, "S", 1)
@@ -74,11 +74,13 @@ class ProfilingBuffer:
         if dl is not None:
             value = spec.set(value, "DL", dl)
         self.regs["PMBSR_EL1"] = value
-        self.events.append(ManagementEvent(kind, value, self.regs["PMBPTR_EL1"]))
+        return ManagementEvent(kind, value, self.regs["PMBPTR_EL1"])
 
-    def write_record(self, record: bytes) -> list[ManagementEvent] | None:
-        """Write one complete record at PMBPTR_EL1 (§3.5.2, §3.5.3); returns the management
-        events it raised (the record was written when the last one is "buffer-full"), or None.
+    def write_record(self, record: bytes) -> tuple[int, ManagementEvent | None]:
+        """Write one complete record at PMBPTR_EL1 (§3.5.2, §3.5.3).
+
+        Returns (bytes placed in the buffer including alignment padding -- 0 when the record
+        was not written --, the management event the write raised or None).
 
         The caller has checked ``ProfilingBufferEnabled()``. Records are padded with Padding
         packets to 2**PMBIDR_EL1.Align. After the write, if fewer than 2**PMSIDR_EL1.MaxSize
@@ -95,8 +97,8 @@ class ProfilingBuffer:
         ptr = self.regs["PMBPTR_EL1"]
         limit = self.limit
         if ptr + len(record) > limit:
-            self._event("no-space", ec=EC_OTHER, mss=PMBSR_MSS_OTHER[0].set(0, BSC_FILLED), dl=1)
-            return self.events[-1:]
+            return 0, self._event("no-space", ec=EC_OTHER,
+                                  mss=PMBSR_MSS_OTHER[0].set(0, BSC_FILLED), dl=1)
         written = 0
         try:
             # Write page by page so a fault leaves PMBPTR_EL1 at the faulting address.
@@ -107,14 +109,12 @@ class ProfilingBuffer:
                 written += chunk
         except TranslationFault as fault:
             self.regs["PMBPTR_EL1"] = fault.va
-            self._event("fault", ec=EC_STAGE1_ABORT,
-                        mss=PMBSR_MSS_ABORT[0].set(0, fault.fsc), dl=1 if written else None)
-            return self.events[-1:]
+            return 0, self._event("fault", ec=EC_STAGE1_ABORT,
+                                  mss=PMBSR_MSS_ABORT[0].set(0, fault.fsc),
+                                  dl=1 if written else None)
         ptr += len(record)
         self.regs["PMBPTR_EL1"] = ptr
-        self.records_written += 1
-        self.bytes_written += len(record)
         if limit - ptr < self.config.max_record_bytes:
-            self._event("buffer-full", ec=EC_OTHER, mss=PMBSR_MSS_OTHER[0].set(0, BSC_FILLED))
-            return self.events[-1:]
-        return None
+            return len(record), self._event("buffer-full", ec=EC_OTHER,
+                                            mss=PMBSR_MSS_OTHER[0].set(0, BSC_FILLED))
+        return len(record), None

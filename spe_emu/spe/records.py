@@ -31,6 +31,7 @@ from .filters import OpType
 
 LINE = 64
 PAGE = 4096
+MISPREDICT_PENALTY = 10  # cycles added to TOT (docs/model.md)
 
 
 class _Lru:
@@ -144,9 +145,9 @@ class RecordBuilder:
             if s.cond_passed is False:
                 events |= 1 << P.EV_NOT_TAKEN
             if info.op_class == P.OP_CLASS_BRANCH:
-                execute += self._branch(s, out)
-                if self._mispredicted:
+                if self._branch(s, out):
                     events |= 1 << P.EV_MISPRED
+                    execute += MISPREDICT_PENALTY
             elif info.op_class == P.OP_CLASS_LDST and s.data_va is not None:
                 out.append(P.data_va_bytes(s.data_va))
                 if s.data_pa is not None:
@@ -162,9 +163,8 @@ class RecordBuilder:
         out.append(P.timestamp_bytes(s.timestamp) if s.timestamp is not None else P.END_BYTES)
         return Built(b"".join(out), events, min(total, 0xFFF), self.optypes(info))
 
-    _mispredicted = False
-
-    def _branch(self, s: Sample, out: list) -> int:
+    def _branch(self, s: Sample, out: list) -> bool:
+        """Append the branch target packet; return whether the model mispredicted it."""
         info = s.info
         taken = s.branch_taken
         target = s.branch_target
@@ -182,8 +182,7 @@ class RecordBuilder:
             mispredicted = taken != backward
         else:
             mispredicted = False
-        self._mispredicted = mispredicted
-        return 10 if mispredicted else 0
+        return mispredicted
 
     def _memory(self, s: Sample, info) -> tuple[int, int, int]:
         va = s.data_va

@@ -135,7 +135,7 @@ def spe_registers(config: SpeConfig) -> RegisterTable:
         reg("PMBLIMITR_EL1", (3, 0, 9, 10, 0), "LIMIT 63:12", "FM 2:1", "E 0",
             check=check_profiling_buffer_access, on_write="write_control", doc="§4.3.2"),
         reg("PMBPTR_EL1", (3, 0, 9, 10, 1), "PTR 63:0",
-            check=check_profiling_buffer_access, on_read="read_pmbptr", doc="§4.3.3"),
+            check=check_profiling_buffer_access, doc="§4.3.3"),
         reg("PMBSR_EL1", (3, 0, 9, 10, 3), "EC 31:26", "DL 19", "EA 18", "S 17", "COLL 16",
             "MSS 15:0", check=check_profiling_buffer_access, on_write="write_control",
             doc="§4.3.4"),

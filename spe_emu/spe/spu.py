@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from ..cpu.context import HCR_EL2, MDCR_EL2, MDCR_EL3, AccessContext
-from .buffer import ProfilingBuffer
+from .buffer import ManagementEvent, ProfilingBuffer
 from .config import SpeConfig
 from .filters import collect_record
 from .interval import IntervalCounter, Xorshift64
@@ -30,7 +30,6 @@ class SpuStats:
     records_written: int = 0     # records written to the Profiling Buffer
     bytes_written: int = 0
     management_events: list = field(default_factory=list)
-    psb_csync: int = 0
 
 
 class Spu:
@@ -85,9 +84,6 @@ class Spu:
 
     def write_pmsicr(self, name: str, value: int, ctx: AccessContext) -> None:
         self.interval.value = value
-
-    def read_pmbptr(self, name: str, ctx: AccessContext) -> int:
-        return self.regs[name]
 
     def read_pmbidr(self, name: str, ctx: AccessContext) -> int:
         """PMBIDR_EL1.P reads 1 when the buffer is owned by a higher EL or the other Security
@@ -201,11 +197,11 @@ class Spu:
         return bool(p1.get(v1, "PA"))
 
     # -- sampling ----------------------------------------------------------------------------
-    def sample(self, s: Sample, ctx: AccessContext) -> list | None:
+    def sample(self, s: Sample, ctx: AccessContext) -> ManagementEvent | None:
         """Build the record of a selected operation, filter it with ``CollectRecord()`` and write
         it to the Profiling Buffer.
 
-        Returns the Profiling Buffer management events the write raised (PMBSR_EL1.S is then 1
+        Returns the Profiling Buffer management event the write raised (PMBSR_EL1.S is then 1
         and PMBIRQ asserted), or None."""
         if not self.buffer_enabled(ctx):  # callers sample only while profiling is enabled
             raise AssertionError("SPU asked to sample while the Profiling Buffer is disabled")
@@ -223,14 +219,11 @@ class Spu:
                                          fields, pmsevfr, minlat, self.config):
             self.stats.filtered_out += 1
             return None
-        events = self.buffer.write_record(built.data)
-        if events is None:
+        written, event = self.buffer.write_record(built.data)
+        if written:
             self.stats.records_written += 1
-            self.stats.bytes_written += len(built.data)
-            return None
-        if events[-1].kind == "buffer-full":
-            self.stats.records_written += 1
-            self.stats.bytes_written += len(built.data)
-        self.stats.management_events.extend(events)
-        self.update_irq()
-        return events
+            self.stats.bytes_written += written
+        if event is not None:
+            self.stats.management_events.append(event)
+            self.update_irq()
+        return event
