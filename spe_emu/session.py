@@ -116,6 +116,37 @@ def _config_block(opts: RunOptions, guest: Image) -> bytes:
     return struct.pack("<10Q", *values)
 
 
+def prepare_machine(image_path: Path, opts: RunOptions,
+                    console: Callable[[bytes], None] | None = None) -> Machine:
+    """A machine with ``image_path`` loaded and reset, ready to run: under the firmware (its
+    config block filled in from ``opts``), or booted directly at ``opts.boot_el``.
+
+    Raises:
+        ImageError: bad image; ConfigError: bad option or an image outside the guest region.
+    """
+    opts.validate()
+    guest = load_elf(image_path)
+    mcfg = MachineConfig(boot_el=opts.boot_el, mode=opts.mode,
+                         spe=opts.spe.with_(seed=opts.seed), outdir=Path(opts.outdir),
+                         max_insns=opts.max_insns, console=console)
+    machine = Machine(mcfg)
+    if opts.firmware:
+        if not GUEST_REGION[0] <= guest.entry < GUEST_REGION[1]:
+            raise ConfigError(f"{image_path}: entry {guest.entry:#x} is outside the guest "
+                              f"region {GUEST_REGION[0]:#x}-{GUEST_REGION[1]:#x}; bare-metal "
+                              f"images need --no-firmware")
+        firmware = load_elf(opts.firmware_path or default_firmware())
+        machine.load(firmware)
+        machine.load(guest)
+        machine.uc.mem_write(firmware.symbol(FIRMWARE_CONFIG_SYMBOL),
+                             _config_block(opts, guest))
+        machine.reset(firmware.entry)
+    else:
+        machine.load(guest)
+        machine.reset(guest.entry)
+    return machine
+
+
 def run_image(image_path: Path, opts: RunOptions,
               console: Callable[[bytes], None] | None = None,
               progress: Callable[[int], None] | None = None) -> Session:
@@ -134,24 +165,7 @@ def run_image(image_path: Path, opts: RunOptions,
             trace_path.unlink()
     except OSError as exc:
         raise ConfigError(f"output directory {outdir}: {exc.strerror or exc}") from None
-    guest = load_elf(image_path)
-    mcfg = MachineConfig(boot_el=opts.boot_el, mode=opts.mode, spe=opts.spe.with_(seed=opts.seed), outdir=outdir,
-                         max_insns=opts.max_insns, console=console)
-    machine = Machine(mcfg)
-    if opts.firmware:
-        if not GUEST_REGION[0] <= guest.entry < GUEST_REGION[1]:
-            raise ConfigError(f"{image_path}: entry {guest.entry:#x} is outside the guest "
-                              f"region {GUEST_REGION[0]:#x}-{GUEST_REGION[1]:#x}; bare-metal "
-                              f"images need --no-firmware")
-        firmware = load_elf(opts.firmware_path or default_firmware())
-        machine.load(firmware)
-        machine.load(guest)
-        block = firmware.symbol(FIRMWARE_CONFIG_SYMBOL)
-        machine.uc.mem_write(block, _config_block(opts, guest))
-        machine.reset(firmware.entry)
-    else:
-        machine.load(guest)
-        machine.reset(guest.entry)
+    machine = prepare_machine(image_path, opts, console)
     started = time.perf_counter()
     result = machine.run(progress=progress)
     run_seconds = time.perf_counter() - started

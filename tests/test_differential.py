@@ -11,11 +11,8 @@ from pathlib import Path
 import pytest
 from unicorn import arm64_const as A
 
-from spe_emu.board.loader import load_elf
-from spe_emu.cpu.machine import Machine, MachineConfig
 from spe_emu.errors import GuestRunaway
-from spe_emu.session import (BUFFER_BASE, FIRMWARE_CONFIG_SYMBOL, RunOptions, _config_block,
-                             default_firmware)
+from spe_emu.session import BUFFER_BASE, RunOptions, prepare_machine
 from spe_emu.spe.config import SpeConfig
 
 GUESTS = sorted(p.stem for p in Path(__file__).resolve().parents[1].glob("guests/*.elf"))
@@ -34,15 +31,9 @@ CONFIGS = {
 
 def run(guest: str, mode: str, config: str, seed: int, outdir: Path) -> dict:
     spec = CONFIGS[config]
-    opts = RunOptions(seed=seed, **spec["opts"])
-    spe = SpeConfig(seed=seed, **spec["spe"])
-    m = Machine(MachineConfig(mode=mode, spe=spe, outdir=outdir, max_insns=BUDGET))
-    image = load_elf(Path(__file__).resolve().parents[1] / "guests" / f"{guest}.elf")
-    firmware = load_elf(default_firmware())
-    m.load(firmware)
-    m.load(image)
-    m.uc.mem_write(firmware.symbol(FIRMWARE_CONFIG_SYMBOL), _config_block(opts, image))
-    m.reset(firmware.entry)
+    opts = RunOptions(seed=seed, mode=mode, outdir=outdir, max_insns=BUDGET,
+                      spe=SpeConfig(**spec["spe"]), **spec["opts"])
+    m = prepare_machine(Path(__file__).resolve().parents[1] / "guests" / f"{guest}.elf", opts)
     with pytest.raises(GuestRunaway):
         m.run()
     regs = m.uc.reg_read_batch([A.UC_ARM64_REG_X0 + i for i in range(29)]

@@ -56,8 +56,8 @@ def main() -> None:
 @click.option("-o", "--out", "outdir", type=click.Path(path_type=Path), default=Path("spe-out"),
               show_default=True, help="Output directory (trace, summary.json, guest files).")
 def run(image, interval, seed, random, filters, min_latency, timestamps, context, pa,
-        exclude_kernel, no_profiling, buffer_size, boot_el, no_firmware, firmware_path, max_insns, mode,
-        outdir) -> None:
+        exclude_kernel, no_profiling, buffer_size, boot_el, no_firmware, firmware_path,
+        max_insns, mode, outdir) -> None:
     """Run IMAGE with SPE enabled and write the trace plus a JSON summary into the output
     directory."""
     opts = RunOptions(interval=interval, seed=seed, random=random,
