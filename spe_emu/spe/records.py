@@ -161,6 +161,7 @@ class RecordBuilder:
         if xlat is not None:
             out.append(P.counter_bytes(P.COUNTER_XLAT, xlat))
         out.append(P.timestamp_bytes(s.timestamp) if s.timestamp is not None else P.END_BYTES)
+        # CollectRecord() sees the latency the TOT counter reports: 12-bit saturating (§5.3.4).
         return Built(b"".join(out), events, min(total, 0xFFF), self.optypes(info))
 
     def _branch(self, s: Sample, out: list) -> bool:

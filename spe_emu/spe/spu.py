@@ -119,7 +119,7 @@ class Spu:
         return result
 
     def _owner(self, ctx: AccessContext) -> tuple[bool, int]:
-        if ctx.have_el3:
+        if ctx.have_el3:  # secure = (MDCR_EL3.NSPB<1> == '0'), §3.4.6 pseudocode
             secure = MDCR_EL3.get(ctx.mdcr_el3, "NSPB") >> 1 == 0
         else:
             secure = ctx.is_secure
