@@ -764,3 +764,110 @@ def decode(word: int) -> InsnInfo:
     if op0 & 0b1110 == 0b1000:
         return InsnInfo(w, "dp_imm")
     return _unknown(w)
+
+
+# ------------------------------------------------------------------ registers written -----
+
+def _x(n: int) -> tuple[int, ...]:
+    """X<n> as a written destination (n == 31 is XZR: nothing is written)."""
+    return (X_REGS[n],) if n < 31 else ()
+
+
+def _x_or_sp(n: int) -> tuple[int, ...]:
+    """A destination where 31 may mean SP (add/sub immediate/extended, logical immediate,
+    base-register writeback): n == 31 -> SP."""
+    return (X_REGS[n],) if n < 31 else (UC_ARM64_REG_SP,)
+
+
+# HINT numbers (CRm:op2) that write no general-purpose register nor the flags: NOP, YIELD,
+# WFE, WFI, SEV, SEVL, DGH, ESB, PSB CSYNC, TSB CSYNC, GCSB, CSDB, CLRBHB, BTI variants.
+_QUIET_HINTS = frozenset(range(0, 7)) | frozenset(range(16, 23)) | frozenset(range(32, 40, 2))
+# Pointer-authentication hints (XPACLRI, PAC*/AUT*1716, PAC*/AUT*Z/SP): X17 and/or X30.
+_PAC_HINTS = frozenset(range(7, 16)) | frozenset(range(24, 32))
+
+
+def _written_ldst(w: int) -> tuple[int, ...] | None:
+    rt, rn, rt2, rs = w & 31, (w >> 5) & 31, (w >> 10) & 31, (w >> 16) & 31
+    op2 = (w >> 23) & 3
+    kind = (w >> 28) & 3
+    wb = _x_or_sp(rn)
+    if kind == 0b00:
+        if w & (1 << 26):  # Advanced SIMD structures: V registers; post-index writes Rn
+            return wb if w >> 31 == 0 and op2 & 1 else () if w >> 31 == 0 else None
+        if op2 & 0b10:     # memory tagging and unallocated
+            return None
+        # exclusives, load-acquire/store-release, compare-and-swap (pairs): Rs, Rt, Rt2
+        out = [*_x(rt), *_x(rt2), *_x(rs)]
+        for n in (rt, rs):
+            if n < 30:
+                out.append(X_REGS[n + 1])
+        return tuple(out)
+    if kind == 0b01:
+        if op2 & 0b10 == 0:                                    # load register (literal)
+            return _x(rt)
+        if (w >> 21) & 1 == 0 and (w >> 10) & 3 == 0:         # RCpc unscaled (LDAPUR ...)
+            return _x(rt)
+        return None                                            # FEAT_MOPS and others
+    if kind == 0b10:                                           # pairs
+        return (*_x(rt), *_x(rt2), *(wb if op2 & 1 else ()))
+    # kind 0b11: single register, every addressing mode
+    op4 = (w >> 10) & 3
+    writeback = op2 & 0b10 == 0 and op4 & 1
+    return (*_x(rt), *(wb if writeback else ()))
+
+
+def _written_branch_sys(w: int) -> tuple[int, ...] | None:
+    if w & 0xFFFFF01F == 0xD503201F:                           # HINT
+        imm = (w >> 5) & 0x7F
+        if imm in _QUIET_HINTS:
+            return ()
+        if imm in _PAC_HINTS:
+            return (X_REGS[17], X_REGS[30])
+        return None
+    if w & 0xFFFFF01F == 0xD503301F:                           # CLREX, DSB, DMB, ISB, SB
+        return ()
+    if w & 0xFFF00000 == 0xD5300000:                           # MRS
+        return _x(w & 31)
+    return None  # MSR, SYS/SYSL, branches, exception generation: not modelled
+
+
+@lru_cache(maxsize=1 << 16)
+def written_registers(word: int) -> frozenset[int] | None:
+    """Unicorn register ids (X0-X30, SP, NZCV) that ``word`` may write, as a superset; None
+    when the instruction is not modelled (branches, exception generation, MSR, SYS/SYSL, SVE,
+    SME, unallocated encodings).
+
+    Used to decide whether the operands of a sampled instruction can be read at the start of
+    its translated block (docs/model.md, "Samples inside a block"): a register outside this set
+    keeps its value across the instruction. The set may contain registers the instruction does
+    not write (never the reverse): extra registers only make the run loop take the exact path.
+    SIMD&FP registers are not reported (no sampled operand reads them). Dispatch follows the
+    A64 encoding index (Arm ARM C4.1) on word[28:25].
+    """
+    w = word & 0xFFFFFFFF
+    op0 = (w >> 25) & 0xF
+    rd = w & 31
+    if op0 & 0b1110 == 0b1010:
+        regs = _written_branch_sys(w)
+    elif op0 & 0b0101 == 0b0100:
+        regs = _written_ldst(w)
+    elif op0 & 0b0111 == 0b0101:                               # data processing (register)
+        if (w >> 24) & 0x1F == 0b01010:                       # logical (shifted register)
+            flags = (w >> 29) & 3 == 3                         # ANDS, BICS
+        else:                                                 # ADDS/SUBS/ADCS/CCMP/SETF/..
+            flags = bool((w >> 29) & 1)
+        regs = (*_x_or_sp(rd), *((UC_ARM64_REG_NZCV,) if flags else ()))
+    elif op0 & 0b0111 == 0b0111:                               # SIMD&FP: FMOV/UMOV to Xd,
+        regs = (*_x(rd), UC_ARM64_REG_NZCV)                   # FCMP/FCCMP, FJCVTZS
+    elif op0 & 0b1110 == 0b1000:                               # data processing (immediate)
+        op1 = (w >> 23) & 7
+        if op1 in (0b010, 0b011):
+            flags = bool((w >> 29) & 1)                        # ADDS/SUBS immediate
+        elif op1 == 0b100:
+            flags = (w >> 29) & 3 == 3                         # ANDS immediate
+        else:
+            flags = False
+        regs = (*_x_or_sp(rd), *((UC_ARM64_REG_NZCV,) if flags else ()))
+    else:
+        regs = None
+    return None if regs is None else frozenset(regs)

@@ -58,6 +58,14 @@ class FastAccess:
             raise UcError(err)
         return int.from_bytes(self._word.raw, "little")
 
+    def read(self, pa: int, n: int) -> bytes:
+        """``n`` bytes at physical address ``pa``."""
+        buf = ctypes.create_string_buffer(n)
+        err = uclib.uc_mem_read(self._uch, pa, buf, n)
+        if err:
+            raise UcError(err)
+        return buf.raw
+
     def write(self, pa: int, data: bytes) -> None:
         """Write ``data`` at physical address ``pa``."""
         err = uclib.uc_mem_write(self._uch, pa, data, len(data))

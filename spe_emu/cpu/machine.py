@@ -81,6 +81,12 @@ TRANSLATION_WRITES = {(3, op1, 1, 0, 0) for op1 in (0, 4, 6)} | {
 CRN_TLBI = 8
 ERET_WORD = 0xD69F03E0
 DAIF_IMM_MASK, DAIF_IMM_VALUE = 0xFFFFF0DF, 0xD50340DF  # MSR DAIFSet/DAIFClr, #imm
+# Upper bound on the bytes of one record before alignment padding (the largest record, with
+# both Context packets, PC, operation type, data VA and PA, events, three counters and a
+# timestamp, is 60 bytes; tests/test_prediction.py checks the bound).
+RECORD_BYTES_BOUND = 128
+PREDICTION_CACHE_ENTRIES = 1 << 16  # code sequences whose predictability is remembered
+PREDICT_NO, PREDICT_YES, PREDICT_BY_NEXT_PC = 0, 1, 2  # Machine._predictable_code() verdicts
 
 
 @dataclass
@@ -193,6 +199,12 @@ class Machine:
         self._irq_line_value: bool | None = None
         self._ref_enabled: dict[int, bool] | None = None  # reference mode: EL -> enabled
         self._hooks_installed = False
+        self._pending: tuple | None = None  # (instruction number, (Sample, context))
+        self._predictable: dict[bytes, int] = {}
+        # How samples inside a block were reached (fast mode; for tests and benchmarks):
+        # "predicted" from the block's start, of which "dropped" (an earlier instruction took
+        # an exception), or "split" (the block was retranslated to stop at the instruction).
+        self.sample_paths = {"predicted": 0, "dropped": 0, "split": 0}
 
     # ------------------------------------------------------------------ set-up ------------
     def load(self, image: Image) -> None:
@@ -308,6 +320,14 @@ class Machine:
             return 0
         c = self.counter
         return c.insns - c.block_insns + (addr - c.block_start) // 4
+
+    def _insn_index(self, addr: int) -> int:
+        """Instruction number of the instruction at ``addr`` when it belongs to the block the
+        native hook entered last (fast mode), else the count so far."""
+        c = self.counter
+        if c.block_start <= addr < c.block_start + 4 * c.block_insns:
+            return c.insns - c.block_insns + (addr - c.block_start) // 4
+        return c.insns
 
     def _centiseconds(self) -> int:
         return self.insns() * 100 // CNTFRQ_HZ
@@ -445,24 +465,30 @@ class Machine:
         self.enabled = now
         self._collect = None
 
-    def _member_selected(self, index: int) -> None:
+    def _member_selected(self, index: int, observed: tuple | None = None) -> None:
         """The population member at instruction ``index`` fires its interval step; sample it if
-        selected. The machine is stopped in front of that instruction."""
+        selected. Either the machine is stopped in front of that instruction, or ``observed``
+        is the (Sample, context) a prediction built for it (:meth:`_predict`)."""
         self._account(index)
         self.spu.stats.population += 1
         self.acct = index + 1
         if self.spu.interval.fire(self.spu.regs["PMSIRR_EL1"]):
-            self._sample()
+            if observed is None:
+                ctx = self.context()
+                pc = self.pc
+                observed = (self._observe(pc, a64.decode(self._fetch(pc, ctx.el)), ctx, index),
+                            ctx)
+            self._sample(*observed)
 
     # ------------------------------------------------------------------ sampling -----------
     def _regs(self, ids: tuple[int, ...]) -> dict[int, int]:
         return self.fast.regs(ids) if ids else {}
 
-    def _sample(self) -> None:
+    def _observe(self, pc: int, info, ctx: AccessContext, index: int) -> Sample:
+        """What the record of the operation at ``pc`` (instruction number ``index``) needs,
+        read from the current register state: data address, branch outcome, condition result,
+        context IDs, timestamp (virtual time = ``index``)."""
         uc = self.uc
-        ctx = self.context()
-        pc = self.pc
-        info = a64.decode(self._fetch(pc, ctx.el))
         regs = self._regs(info.reads)
         ts, cx1, cx2, collect_pa = self._collection(ctx)
         s = Sample(pc=pc, el=ctx.el, ns=0 if ctx.is_secure else 1, info=info)
@@ -486,13 +512,16 @@ class Machine:
                     except TranslationFault:
                         s.data_pa = None
         if ts is not None:
-            s.timestamp = self.acct - 1  # virtual time of the sampled instruction
+            s.timestamp = index  # virtual time of the sampled instruction
         if cx1:
             s.context = CONTEXTIDR_EL1.get(uc.cpr_read(*CONTEXTIDR_EL1.encoding.tuple),
                                            "PROCID")
         if cx2:
             s.context2 = CONTEXTIDR_EL2.get(uc.cpr_read(*CONTEXTIDR_EL2.encoding.tuple),
                                             "PROCID")
+        return s
+
+    def _sample(self, s: Sample, ctx: AccessContext) -> None:
         event = self.spu.sample(s, ctx)
         if event is not None:
             if event.kind != "buffer-full":
@@ -503,6 +532,114 @@ class Machine:
             self._ref_enabled = None
             self.hold_irq_until = self.acct
             self._refresh_enabled()
+
+    # ------------------------------------------------------------------ predicted samples --
+    def _predict(self, block: int, k: int, n: int, index: int) -> bool:
+        """Sample instruction ``k`` of the ``n``-instruction translated block at ``block``
+        (instruction number ``index``) from the state at the block's start, if that state is
+        the one it will see.
+
+        Holds when none of instructions 0..k-1 can write a register the sampled instruction
+        reads (:func:`a64.written_registers`; those instructions cannot change the Exception
+        level, the context registers or the SPE state either: every instruction that can ends
+        its block in QEMU or is not modelled) and the record cannot raise a Profiling Buffer
+        management event (so PMBIRQ timing is not at stake). A branch (always the last
+        instruction of its block) whose operands an earlier instruction may write is
+        predicted too: its outcome is read from the PC the block leaves to (a conditional
+        branch to the next instruction is ambiguous and is not). The sample is then
+        *pending*: it is committed when the run gets past instruction ``index``
+        (:meth:`_settle`), and dropped if an earlier instruction of the block takes an
+        exception. Returns False when the exact path (stop at the instruction) is needed.
+        """
+        ctx = self.context()
+        regime = self._regime_el(ctx.el)
+        nbytes = 4 * (k + 1)
+        if (block & 0xFFF) + nbytes > 0x1000 or not self._buffer_has_headroom(ctx):
+            return False
+        try:
+            pa = self._translate(block, regime)
+        except TranslationFault:
+            return False
+        code = self.fast.read(pa, nbytes)
+        how = self._predictable.get(code)
+        if how is None:
+            how = self._predictable_code(code)
+            if len(self._predictable) >= PREDICTION_CACHE_ENTRIES:
+                self._predictable.clear()
+            self._predictable[code] = how
+        if how == PREDICT_NO or (how == PREDICT_BY_NEXT_PC and k != n - 1):
+            return False
+        # The block runs to its end before the next stop: the event after this one must not
+        # fall inside it.
+        if index + self.spu.interval.members_between_events(
+                self.spu.regs["PMSIRR_EL1"]) < index - k + n:
+            return False
+        pc = block + 4 * k
+        info = a64.decode(int.from_bytes(code[-4:], "little"))
+        s = self._observe(pc, info, ctx, index)
+        by_next_pc = how == PREDICT_BY_NEXT_PC
+        if by_next_pc and info.is_conditional and s.branch_target == (pc + 4) & a64.M64:
+            return False
+        self._pending = (index, (s, ctx), by_next_pc)
+        self.sample_paths["predicted"] += 1
+        return True
+
+    @staticmethod
+    def _predictable_code(code: bytes) -> int:
+        """PREDICT_YES when the last instruction of ``code`` reads only registers that the
+        ones before it cannot write; PREDICT_BY_NEXT_PC when it is a branch (not an exception
+        return) and every instruction before it is modelled; else PREDICT_NO."""
+        words = struct.unpack(f"<{len(code) // 4}I", code)
+        info = a64.decode(words[-1])
+        reads = set(info.reads)
+        how = PREDICT_YES
+        for word in words[:-1]:
+            written = a64.written_registers(word)
+            if written is None:
+                return PREDICT_NO
+            if not written.isdisjoint(reads):
+                how = PREDICT_NO
+        if how == PREDICT_NO and info.is_branch and not info.is_eret:
+            return PREDICT_BY_NEXT_PC
+        return how
+
+    def _buffer_has_headroom(self, ctx: AccessContext) -> bool:
+        """Whether any record written now leaves PMBPTR_EL1 at least 2**MaxSize bytes below
+        the limit (no buffer-full event) and the buffer page(s) it lands in translate (no
+        fault): then a sample cannot raise a Profiling Buffer management event."""
+        ptr = self.spu.regs["PMBPTR_EL1"]
+        room = self.spu.buffer.limit - ptr
+        span = RECORD_BYTES_BOUND + self.cfg.spe.align_bytes
+        if room < span + self.cfg.spe.max_record_bytes:
+            return False
+        _, owner_el = self.spu.owner(ctx)
+        try:
+            self._translate(ptr, owner_el, write=True)
+            self._translate(ptr + span - 1, owner_el, write=True)
+        except TranslationFault:
+            return False
+        return True
+
+    def _settle(self, insn_index: int, next_pc: int | None = None) -> None:
+        """A stop or hook at instruction number ``insn_index``: commit the pending sample if
+        the run got to the sampled instruction, else drop it (an earlier instruction took an
+        exception; the member is still ahead and will be planned again). ``next_pc`` is the
+        PC the run continues at (where a branch predicted by its next PC went)."""
+        index, observed, by_next_pc = self._pending
+        self._pending = None
+        if insn_index < index:
+            self.sample_paths["dropped"] += 1
+            return
+        if by_next_pc:
+            if next_pc is None:
+                raise AssertionError("a branch sample predicted by its next PC settled "
+                                     "where the next PC is not known")
+            s = observed[0]
+            if s.info.is_conditional:
+                s.branch_taken = s.cond_passed = next_pc == s.branch_target
+            else:
+                s.branch_taken, s.branch_target = True, next_pc
+        self._member_selected(index, observed)
 
     def _collection(self, ctx: AccessContext) -> tuple:
         """(CollectTimeStamp(), CollectContextIDR1(), CollectContextIDR2(),
@@ -635,6 +772,10 @@ class Machine:
         QEMU decided: its syndrome, fault address and target EL (with all its trap controls)
         are read back from the CPU state (:mod:`spe_emu.cpu.qemu_state`)."""
         pc = self.pc
+        if self._pending is not None:
+            # SVC/HVC/SMC leave the PC after the instruction; the others at the instruction.
+            self._settle(self._insn_index(
+                pc - 4 if intno in (INTNO_SVC, INTNO_HVC, INTNO_SMC) else pc), pc)
         ctx = self.context()
         if intno == INTNO_UNDEF:
             info = a64.decode(self._fetch(pc, ctx.el))
@@ -725,11 +866,15 @@ class Machine:
 
     def _on_sys(self, uc: Uc, reg: int, cp, _data) -> int:
         """SYS instructions (op0 == 1): a TLBI invalidates the host translation cache."""
+        if self._pending is not None:  # (a SYS is never before a predicted sample)
+            self._settle(NEVER)
         if cp.crn == CRN_TLBI:
             self._xlate.clear()
         return 0
 
     def _on_msr(self, uc: Uc, reg: int, cp, _data) -> int:
+        if self._pending is not None:  # (an MSR is never before a predicted sample)
+            self._settle(NEVER)
         enc = (cp.op0, cp.op1, cp.crn, cp.crm, cp.op2)
         if enc in TRANSLATION_WRITES:
             self._xlate.clear()
@@ -749,6 +894,8 @@ class Machine:
     def _on_control_insn(self, uc: Uc, address: int, size: int, _data) -> None:
         """ERET / MSR DAIFSet|DAIFClr: state changes after this instruction; stop at the next
         block boundary (an ERET ends its block, so that is exactly after it)."""
+        if self._pending is not None:
+            self._settle(self._insn_index(address), address)
         self.replan = True
         self._ctx = None
         self.counter.stop_at = min(self.counter.stop_at, self.counter.insns)
@@ -825,6 +972,8 @@ class Machine:
             if self.enabled:
                 event = self.acct + self.spu.interval.members_to_next_event() - 1
             target = min(event, budget, self.hold_irq_until if hold else NEVER)
+            if target < c.insns:  # (never: every stop point is planned ahead of the run)
+                raise AssertionError(f"run loop passed its stop point {target} ({c.insns})")
             c.stop_at = target
             stops = c.stops
             start = c.insns
@@ -832,7 +981,23 @@ class Machine:
             self._start(pc)
             if self.exit is not None:
                 break
-            if c.stops != stops and c.insns < target and c.stop_at == target:
+            if (c.stops != stops and c.insns < target and c.stop_at == target
+                    and target == event and not self.replan
+                    and c.insns + c.stop_block_insns <= min(budget, self.hold_irq_until
+                                                            if hold else NEVER)
+                    and self._predict(self.pc, target - c.insns, c.stop_block_insns, target)):
+                # Stopped in front of the block that holds the sampled instruction, whose
+                # operands are those of the block's start: run the block and stop in front of
+                # the next one; the sample is committed on the way (a hook at or after the
+                # instruction) or here.
+                c.stop_at = c.insns + c.stop_block_insns
+                self._start(self.pc)
+                if self._pending is not None:
+                    self._settle(c.insns, self.pc)
+                c.stop_at = target
+                if self.exit is not None:
+                    break
+            elif c.stops != stops and c.insns < target and c.stop_at == target:
                 # Stopped in front of the block that holds instruction #target: run exactly
                 # up to it. The cached block starting at pc runs past the target, so it is
                 # invalidated ([pc, end) overlaps it; a cached block starting at the target
@@ -840,6 +1005,7 @@ class Machine:
                 k = target - c.insns
                 pc = self.pc
                 end = pc + 4 * k
+                self.sample_paths["split"] += 1
                 self.uc.ctl_remove_cache(pc, end)
                 c.stop_at = NEVER
                 self._start(pc, end)

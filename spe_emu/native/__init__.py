@@ -32,7 +32,7 @@ class SpeCounter(ctypes.Structure):
     _fields_ = [("insns", ctypes.c_uint64), ("block_start", ctypes.c_uint64),
                 ("block_insns", ctypes.c_uint64), ("stop_at", ctypes.c_uint64),
                 ("emu_stop", ctypes.c_void_p), ("stops", ctypes.c_uint64),
-                ("stop_block", ctypes.c_uint64)]
+                ("stop_block", ctypes.c_uint64), ("stop_block_insns", ctypes.c_uint64)]
 
 
 def _built_extension() -> Path | None:
@@ -72,9 +72,24 @@ def library() -> ctypes.CDLL:
     """The loaded native library (built extension, else compiled into the cache)."""
     global _LIB
     if _LIB is None:
-        path = _built_extension() or _compile_into_cache()
-        _LIB = ctypes.CDLL(str(path))
+        built = _built_extension()
+        lib = ctypes.CDLL(str(built)) if built else None
+        if lib is None or not _layout_matches(lib):
+            # No build, or a stale one (e.g. an in-place build older than counter.c).
+            lib = ctypes.CDLL(str(_compile_into_cache()))
+            if not _layout_matches(lib):
+                raise NativeBuildError(f"{_SOURCE.name}: struct spe_counter does not match "
+                                       f"SpeCounter")
+        _LIB = lib
     return _LIB
+
+
+def _layout_matches(lib: ctypes.CDLL) -> bool:
+    try:
+        size = ctypes.c_uint64.in_dll(lib, "spe_counter_size").value
+    except ValueError:
+        return False
+    return size == ctypes.sizeof(SpeCounter)
 
 
 def block_hook_address() -> int:

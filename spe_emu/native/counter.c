@@ -22,7 +22,11 @@ struct spe_counter {
     spe_stop_fn emu_stop;  /* uc_emu_stop from libunicorn */
     uint64_t stops;        /* number of stops requested by this hook */
     uint64_t stop_block;   /* address of the block we stopped in front of */
+    uint64_t stop_block_insns; /* its length in instructions */
 };
+
+/* Lets the loader reject a stale build whose struct layout differs from the Python mirror. */
+const uint64_t spe_counter_size = sizeof(struct spe_counter);
 
 void spe_block_hook(void *uc, uint64_t address, uint32_t size, struct spe_counter *c)
 {
@@ -32,6 +36,7 @@ void spe_block_hook(void *uc, uint64_t address, uint32_t size, struct spe_counte
     if (c->insns + n > c->stop_at) {
         c->stops++;
         c->stop_block = address;
+        c->stop_block_insns = n;
         c->emu_stop(uc);
         return;
     }

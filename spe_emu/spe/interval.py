@@ -145,6 +145,16 @@ class IntervalCounter:
         self._set(c, a)
         return selected
 
+    def members_between_events(self, pmsirr: int) -> int:
+        """Members from the next event to the one after it, as :meth:`fire` would leave the
+        counter; the state (counters and random generator) is unchanged."""
+        saved = (self.count, self.ecount, self.rng.state)
+        try:
+            self.fire(pmsirr)
+            return self.members_to_next_event()
+        finally:
+            self.count, self.ecount, self.rng.state = saved
+
     def step(self, pmsirr: int) -> bool:
         """One population member (reference mode): True if it is selected."""
         if self.members_to_next_event() == 1:
