@@ -32,6 +32,7 @@ from .filters import OpType
 LINE = 64
 PAGE = 4096
 MISPREDICT_PENALTY = 10  # cycles added to TOT (docs/model.md)
+PACKET_CACHE_ENTRIES = 1 << 16
 
 
 class _Lru:
@@ -108,6 +109,19 @@ class RecordBuilder:
         self.llc = _Lru(config.llc_lines)
         self.tlb = _Lru(config.tlb_entries)
         self.last_target: dict[int, int] = {}
+        # Encoded packets that recur from sample to sample (PC packets, operation types,
+        # counters, events), memoised: the fast path builds thousands of records per second.
+        self._packet_cache: dict[tuple, bytes] = {}
+        self._optypes: dict[tuple, frozenset] = {}  # what optypes() depends on -> result
+
+    def _packet(self, key: tuple, encode, *args) -> bytes:
+        cache = self._packet_cache
+        data = cache.get(key)
+        if data is None:
+            if len(cache) >= PACKET_CACHE_ENTRIES:
+                cache.clear()
+            data = cache[key] = encode(*args)
+        return data
 
     def optypes(self, info) -> frozenset:
         """The ``OpType`` values an operation counts as for the FT filter (§3.2.2)."""
@@ -126,6 +140,7 @@ class RecordBuilder:
         """The packets of the record for ``s`` (§2.3, §5.3), encoded."""
         info = s.info
         cfg = self.config
+        packet = self._packet
         events = 1 << P.EV_RETIRED
         issue = 1
         execute = 1
@@ -135,13 +150,16 @@ class RecordBuilder:
             out.append(P.context_bytes(P.CONTEXT_EL1, s.context))
         if s.context2 is not None:
             out.append(P.context_bytes(P.CONTEXT_EL2, s.context2))
-        out.append(P.instruction_address_bytes(P.ADDR_PC, s.pc, s.el, s.ns))
+        out.append(packet(("pc", s.pc, s.el, s.ns), P.instruction_address_bytes, P.ADDR_PC,
+                          s.pc, s.el, s.ns))
+        optype = packet(("op", info.op_class, info.op_subclass), P.op_type_bytes, info.op_class,
+                        info.op_subclass)
         if s.exception:
             events |= 1 << P.EV_EXCEPTION_GEN
             if cfg.exception_record_detail:
-                out.append(P.op_type_bytes(info.op_class, info.op_subclass))
+                out.append(optype)
         else:
-            out.append(P.op_type_bytes(info.op_class, info.op_subclass))
+            out.append(optype)
             if s.cond_passed is False:
                 events |= 1 << P.EV_NOT_TAKEN
             if info.op_class == P.OP_CLASS_BRANCH:
@@ -155,14 +173,18 @@ class RecordBuilder:
                 ev, execute, xlat = self._memory(s, info)
                 events |= ev
         total = issue + execute + (xlat - 1 if xlat else 0)
-        out.append(P.events_bytes(events))
-        out.append(P.counter_bytes(P.COUNTER_TOTAL, total))
-        out.append(P.counter_bytes(P.COUNTER_ISSUE, issue))
+        out.append(packet(("ev", events), P.events_bytes, events))
+        out.append(packet(("tot", total), P.counter_bytes, P.COUNTER_TOTAL, total))
+        out.append(packet(("iss", issue), P.counter_bytes, P.COUNTER_ISSUE, issue))
         if xlat is not None:
-            out.append(P.counter_bytes(P.COUNTER_XLAT, xlat))
+            out.append(packet(("xl", xlat), P.counter_bytes, P.COUNTER_XLAT, xlat))
         out.append(P.timestamp_bytes(s.timestamp) if s.timestamp is not None else P.END_BYTES)
+        kind = (info.op_class, info.is_load, info.is_store, info.is_atomic)
+        optypes = self._optypes.get(kind)
+        if optypes is None:
+            optypes = self._optypes[kind] = self.optypes(info)
         # CollectRecord() sees the latency the TOT counter reports: 12-bit saturating (§5.3.4).
-        return Built(b"".join(out), events, min(total, 0xFFF), self.optypes(info))
+        return Built(b"".join(out), events, min(total, 0xFFF), optypes)
 
     def _branch(self, s: Sample, out: list) -> bool:
         """Append the branch target packet; return whether the model mispredicted it."""
