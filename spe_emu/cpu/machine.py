@@ -195,11 +195,14 @@ class Machine:
         self._budget_spent = False
         self._ctx: AccessContext | None = None
         self._xlate: dict[tuple[int, int, bool], int] = {}  # (regime, VA page, write) -> PA page
+        self._headroom_pages: set[tuple[int, int]] = set()  # (PMBPTR page, owner) that translate
         self._collect: tuple | None = None
         self._irq_line_value: bool | None = None
         self._ref_enabled: dict[int, bool] | None = None  # reference mode: EL -> enabled
         self._hooks_installed = False
-        self._pending: tuple | None = None  # (instruction number, (Sample, context))
+        # A predicted sample: (instruction number, (Sample, context) or None when the member
+        # was not selected, resolved by the next PC, undo state or None: see _predict()).
+        self._pending: tuple | None = None
         self._predictable: dict[bytes, int] = {}
         # How samples inside a block were reached (fast mode; for tests and benchmarks):
         # "predicted" from the block's start, of which "dropped" (an earlier instruction took
@@ -348,6 +351,11 @@ class Machine:
             self._xlate[key] = page
         return page | (va & 0xFFF)
 
+    def _flush_translations(self) -> None:
+        """Forget host-side translations (SCTLR/TTBR/TCR write, TLBI)."""
+        self._xlate.clear()
+        self._headroom_pages.clear()
+
     def _fetch(self, pc: int, el: int) -> int:
         """The instruction word at ``pc`` in the regime of ``el`` (memory is re-read every time,
         so code written by the guest is seen)."""
@@ -469,16 +477,21 @@ class Machine:
         """The population member at instruction ``index`` fires its interval step; sample it if
         selected. Either the machine is stopped in front of that instruction, or ``observed``
         is the (Sample, context) a prediction built for it (:meth:`_predict`)."""
-        self._account(index)
-        self.spu.stats.population += 1
-        self.acct = index + 1
-        if self.spu.interval.fire(self.spu.regs["PMSIRR_EL1"]):
+        if self._fire_member(index):
             if observed is None:
                 ctx = self.context()
                 pc = self.pc
                 observed = (self._observe(pc, a64.decode(self._fetch(pc, ctx.el)), ctx, index),
                             ctx)
             self._sample(*observed)
+
+    def _fire_member(self, index: int) -> bool:
+        """Account the population up to member ``index`` and apply its interval step; True if
+        it is selected for sampling."""
+        self._account(index)
+        self.spu.stats.population += 1
+        self.acct = index + 1
+        return self.spu.interval.fire(self.spu.regs["PMSIRR_EL1"])
 
     # ------------------------------------------------------------------ sampling -----------
     def _regs(self, ids: tuple[int, ...]) -> dict[int, int]:
@@ -580,8 +593,18 @@ class Machine:
         by_next_pc = how == PREDICT_BY_NEXT_PC
         if by_next_pc and info.is_conditional and s.branch_target == (pc + 4) & a64.M64:
             return False
-        self._pending = (index, (s, ctx), by_next_pc)
         self.sample_paths["predicted"] += 1
+        if by_next_pc:  # the interval step and the record wait for the next PC
+            self._pending = (index, (s, ctx), True, None)
+            return True
+        # The interval step happens now (the run loop plans the next event from it); the record
+        # is written when the run passes the instruction. Dropping the prediction restores the
+        # interval counter, the population and the accounting point.
+        interval = self.spu.interval
+        undo = (interval.count, interval.ecount, interval.rng.state,
+                self.spu.stats.population, self.acct)
+        selected = self._fire_member(index)
+        self._pending = (index, (s, ctx) if selected else None, False, undo)
         return True
 
     @staticmethod
@@ -613,11 +636,19 @@ class Machine:
         if room < span + self.cfg.spe.max_record_bytes:
             return False
         _, owner_el = self.spu.owner(ctx)
-        try:
-            self._translate(ptr, owner_el, write=True)
-            self._translate(ptr + span - 1, owner_el, write=True)
-        except TranslationFault:
-            return False
+        key = (ptr >> 12, owner_el)
+        if span > 0x1000 or key not in self._headroom_pages:
+            try:
+                self._translate(ptr, owner_el, write=True)
+                self._translate(ptr + span - 1, owner_el, write=True)
+            except TranslationFault:
+                return False
+            if span <= 0x1000:  # [p, p + span) lies in this page and the next for any p in it
+                try:
+                    self._translate((ptr | 0xFFF) + 1, owner_el, write=True)
+                    self._headroom_pages.add(key)
+                except TranslationFault:
+                    pass
         return True
 
     def _settle(self, insn_index: int, next_pc: int | None = None) -> None:
@@ -625,10 +656,14 @@ class Machine:
         the run got to the sampled instruction, else drop it (an earlier instruction took an
         exception; the member is still ahead and will be planned again). ``next_pc`` is the
         PC the run continues at (where a branch predicted by its next PC went)."""
-        index, observed, by_next_pc = self._pending
+        index, observed, by_next_pc, undo = self._pending
         self._pending = None
         if insn_index < index:
             self.sample_paths["dropped"] += 1
+            if undo is not None:
+                interval = self.spu.interval
+                (interval.count, interval.ecount, interval.rng.state,
+                 self.spu.stats.population, self.acct) = undo
             return
         if by_next_pc:
             if next_pc is None:
@@ -639,7 +674,10 @@ class Machine:
                 s.branch_taken = s.cond_passed = next_pc == s.branch_target
             else:
                 s.branch_taken, s.branch_target = True, next_pc
-        self._member_selected(index, observed)
+        if undo is None:
+            self._member_selected(index, observed)
+        elif observed is not None:
+            self._sample(*observed)
 
     def _collection(self, ctx: AccessContext) -> tuple:
         """(CollectTimeStamp(), CollectContextIDR1(), CollectContextIDR2(),
@@ -869,7 +907,7 @@ class Machine:
         if self._pending is not None:  # (a SYS is never before a predicted sample)
             self._settle(NEVER)
         if cp.crn == CRN_TLBI:
-            self._xlate.clear()
+            self._flush_translations()
         return 0
 
     def _on_msr(self, uc: Uc, reg: int, cp, _data) -> int:
@@ -877,7 +915,7 @@ class Machine:
             self._settle(NEVER)
         enc = (cp.op0, cp.op1, cp.crn, cp.crm, cp.op2)
         if enc in TRANSLATION_WRITES:
-            self._xlate.clear()
+            self._flush_translations()
             return 0
         if enc in WATCHED_WRITES:
             self._ctx = None
@@ -979,6 +1017,8 @@ class Machine:
             start = c.insns
             pc = self.pc
             self._start(pc)
+            if self._pending is not None:
+                self._settle(c.insns, self.pc)
             if self.exit is not None:
                 break
             if (c.stops != stops and c.insns < target and c.stop_at == target
@@ -987,16 +1027,17 @@ class Machine:
                                                             if hold else NEVER)
                     and self._predict(self.pc, target - c.insns, c.stop_block_insns, target)):
                 # Stopped in front of the block that holds the sampled instruction, whose
-                # operands are those of the block's start: run the block and stop in front of
-                # the next one; the sample is committed on the way (a hook at or after the
-                # instruction) or here.
-                c.stop_at = c.insns + c.stop_block_insns
-                self._start(self.pc)
-                if self._pending is not None:
-                    self._settle(c.insns, self.pc)
-                c.stop_at = target
-                if self.exit is not None:
-                    break
+                # operands are those of the block's start. The member has fired: the record
+                # is written after the next run (or by a hook on the way). A branch resolved
+                # by its next PC runs the block now and stops in front of the next one.
+                if self._pending is not None and self._pending[2]:
+                    c.stop_at = c.insns + c.stop_block_insns
+                    self._start(self.pc)
+                    if self._pending is not None:
+                        self._settle(c.insns, self.pc)
+                    c.stop_at = target
+                    if self.exit is not None:
+                        break
             elif c.stops != stops and c.insns < target and c.stop_at == target:
                 # Stopped in front of the block that holds instruction #target: run exactly
                 # up to it. The cached block starting at pc runs past the target, so it is

@@ -161,6 +161,9 @@ class IntervalCounter:
     def members_between_events(self, pmsirr: int) -> int:
         """Members from the next event to the one after it, as :meth:`fire` would leave the
         counter; the state (counters and random generator) is unchanged."""
+        if not self.ecount and not self._rnd(pmsirr):
+            # COUNT reaches zero at the event and reloads to INTERVAL:Zeros(8) (§3.1.2).
+            return self._reload(pmsirr, 0) + 1
         saved = (self.count, self.ecount, self.rng.state)
         try:
             self.fire(pmsirr)
