@@ -86,7 +86,7 @@ DAIF_IMM_MASK, DAIF_IMM_VALUE = 0xFFFFF0DF, 0xD50340DF  # MSR DAIFSet/DAIFClr, #
 # timestamp, is 60 bytes; tests/test_prediction.py checks the bound).
 RECORD_BYTES_BOUND = 128
 PREDICTION_CACHE_ENTRIES = 1 << 16  # code sequences whose predictability is remembered
-PREDICT_NO, PREDICT_YES, PREDICT_BY_NEXT_PC = 0, 1, 2  # Machine._predictable_code() verdicts
+PREDICT_NO, PREDICT_START, PREDICT_NEXT_PC, PREDICT_END = 0, 1, 2, 3  # Machine._predict()
 
 
 @dataclass
@@ -200,10 +200,10 @@ class Machine:
         self._irq_line_value: bool | None = None
         self._ref_enabled: dict[int, bool] | None = None  # reference mode: EL -> enabled
         self._hooks_installed = False
-        # A predicted sample: (instruction number, (Sample, context) or None when the member
-        # was not selected, resolved by the next PC, undo state or None: see _predict()).
+        # A predicted sample: (instruction number, what was observed, PREDICT_* mode, undo
+        # state or None): see _predict() and _settle().
         self._pending: tuple | None = None
-        self._predictable: dict[bytes, int] = {}
+        self._predictable: dict[tuple[bytes, int], int] = {}  # (block code, k) -> mode
         # How samples inside a block were reached (fast mode; for tests and benchmarks):
         # "predicted" from the block's start, of which "dropped" (an earlier instruction took
         # an exception), or "split" (the block was retranslated to stop at the instruction).
@@ -549,82 +549,97 @@ class Machine:
     # ------------------------------------------------------------------ predicted samples --
     def _predict(self, block: int, k: int, n: int, index: int) -> bool:
         """Sample instruction ``k`` of the ``n``-instruction translated block at ``block``
-        (instruction number ``index``) from the state at the block's start, if that state is
-        the one it will see.
+        (instruction number ``index``) without stopping at it, when the state the run loop can
+        see is provably the one the instruction sees (docs/model.md, "Samples inside a
+        block"). Three ways (:meth:`_prediction_mode`):
 
-        Holds when none of instructions 0..k-1 can write a register the sampled instruction
-        reads (:func:`a64.written_registers`; those instructions cannot change the Exception
-        level, the context registers or the SPE state either: every instruction that can ends
-        its block in QEMU or is not modelled) and the record cannot raise a Profiling Buffer
-        management event (so PMBIRQ timing is not at stake). A branch (always the last
-        instruction of its block) whose operands an earlier instruction may write is
-        predicted too: its outcome is read from the PC the block leaves to (a conditional
-        branch to the next instruction is ambiguous and is not). The sample is then
-        *pending*: it is committed when the run gets past instruction ``index``
-        (:meth:`_settle`), and dropped if an earlier instruction of the block takes an
-        exception. Returns False when the exact path (stop at the instruction) is needed.
+        * PREDICT_START: no instruction before it in the block can write a register it reads
+          (:func:`a64.written_registers`): observed now, at the block's start;
+        * PREDICT_END: no instruction from it to the end of the block can write one: observed
+          when the run has left the block (or at an exception on the way);
+        * PREDICT_NEXT_PC: a branch (always the last instruction of its block): its outcome is
+          the PC the block leaves to (a conditional branch to the next instruction is
+          ambiguous and is not predicted).
+
+        Every instruction of the block must be modelled (or be its final branch or exception-
+        generating instruction): those cannot change the Exception level, the context registers
+        or SPE state (the ones that can end their block in QEMU or are not modelled). The record
+        must not be able to raise a Profiling Buffer management event (PMBIRQ timing is then
+        not at stake), and the next interval event must not fall inside the block. The sample
+        is then *pending* (:meth:`_settle`): committed when the run gets past instruction
+        ``index``, dropped if an earlier instruction takes an exception. Returns False when the
+        exact path (stop at the instruction) is needed.
         """
         ctx = self.context()
-        regime = self._regime_el(ctx.el)
-        nbytes = 4 * (k + 1)
+        nbytes = 4 * n
         if (block & 0xFFF) + nbytes > 0x1000 or not self._buffer_has_headroom(ctx):
             return False
         try:
-            pa = self._translate(block, regime)
+            pa = self._translate(block, self._regime_el(ctx.el))
         except TranslationFault:
             return False
-        code = self.fast.read(pa, nbytes)
-        how = self._predictable.get(code)
-        if how is None:
-            how = self._predictable_code(code)
+        key = (self.fast.read(pa, nbytes), k)
+        mode = self._predictable.get(key)
+        if mode is None:
+            mode = self._prediction_mode(key[0], k)
             if len(self._predictable) >= PREDICTION_CACHE_ENTRIES:
                 self._predictable.clear()
-            self._predictable[code] = how
-        if how == PREDICT_NO or (how == PREDICT_BY_NEXT_PC and k != n - 1):
+            self._predictable[key] = mode
+        if mode == PREDICT_NO:
             return False
-        # The block runs to its end before the next stop: the event after this one must not
-        # fall inside it.
         if index + self.spu.interval.members_between_events(
                 self.spu.regs["PMSIRR_EL1"]) < index - k + n:
-            return False
+            return False  # the event after this one falls inside the block
         pc = block + 4 * k
-        info = a64.decode(int.from_bytes(code[-4:], "little"))
-        s = self._observe(pc, info, ctx, index)
-        by_next_pc = how == PREDICT_BY_NEXT_PC
-        if by_next_pc and info.is_conditional and s.branch_target == (pc + 4) & a64.M64:
-            return False
-        self.sample_paths["predicted"] += 1
-        if by_next_pc:  # the interval step and the record wait for the next PC
-            self._pending = (index, (s, ctx), True, None)
+        info = a64.decode(int.from_bytes(key[0][4 * k:4 * k + 4], "little"))
+        if mode == PREDICT_END:  # observed at the settling point
+            self._pending = (index, (pc, info, ctx), mode, None)
+            self.sample_paths["predicted"] += 1
             return True
-        # The interval step happens now (the run loop plans the next event from it); the record
-        # is written when the run passes the instruction. Dropping the prediction restores the
-        # interval counter, the population and the accounting point.
+        s = self._observe(pc, info, ctx, index)
+        if mode == PREDICT_NEXT_PC:
+            if info.is_conditional and s.branch_target == (pc + 4) & a64.M64:
+                return False
+            self._pending = (index, (s, ctx), mode, None)
+            self.sample_paths["predicted"] += 1
+            return True
+        # PREDICT_START: the interval step happens now (the run loop plans the next event from
+        # it); the record is written when the run passes the instruction. Dropping the
+        # prediction restores the interval counter, the population and the accounting point.
         interval = self.spu.interval
         undo = (interval.count, interval.ecount, interval.rng.state,
                 self.spu.stats.population, self.acct)
         selected = self._fire_member(index)
-        self._pending = (index, (s, ctx) if selected else None, False, undo)
+        self._pending = (index, (s, ctx) if selected else None, mode, undo)
+        self.sample_paths["predicted"] += 1
         return True
 
     @staticmethod
-    def _predictable_code(code: bytes) -> int:
-        """PREDICT_YES when the last instruction of ``code`` reads only registers that the
-        ones before it cannot write; PREDICT_BY_NEXT_PC when it is a branch (not an exception
-        return) and every instruction before it is modelled; else PREDICT_NO."""
+    def _prediction_mode(code: bytes, k: int) -> int:
+        """How instruction ``k`` of the block ``code`` can be predicted (see :meth:`_predict`):
+        PREDICT_START, PREDICT_NEXT_PC, PREDICT_END or PREDICT_NO."""
         words = struct.unpack(f"<{len(code) // 4}I", code)
-        info = a64.decode(words[-1])
+        info = a64.decode(words[k])
         reads = set(info.reads)
-        how = PREDICT_YES
-        for word in words[:-1]:
+        writes = []
+        for i, word in enumerate(words):
             written = a64.written_registers(word)
+            if written is None and i == len(words) - 1:
+                last = a64.decode(word)
+                if last.exception is not None:
+                    written = frozenset()              # taken before anything it changes
+                elif last.is_branch and not last.is_eret:
+                    written = frozenset((a64.X_REGS[30],))   # BL/BLR link register
             if written is None:
                 return PREDICT_NO
-            if not written.isdisjoint(reads):
-                how = PREDICT_NO
-        if how == PREDICT_NO and info.is_branch and not info.is_eret:
-            return PREDICT_BY_NEXT_PC
-        return how
+            writes.append(written)
+        if all(w.isdisjoint(reads) for w in writes[:k]):
+            return PREDICT_START
+        if info.is_branch and not info.is_eret and k == len(words) - 1:
+            return PREDICT_NEXT_PC
+        if all(w.isdisjoint(reads) for w in writes[k:]):
+            return PREDICT_END
+        return PREDICT_NO
 
     def _buffer_has_headroom(self, ctx: AccessContext) -> bool:
         """Whether any record written now leaves PMBPTR_EL1 at least 2**MaxSize bytes below
@@ -656,7 +671,7 @@ class Machine:
         the run got to the sampled instruction, else drop it (an earlier instruction took an
         exception; the member is still ahead and will be planned again). ``next_pc`` is the
         PC the run continues at (where a branch predicted by its next PC went)."""
-        index, observed, by_next_pc, undo = self._pending
+        index, observed, mode, undo = self._pending
         self._pending = None
         if insn_index < index:
             self.sample_paths["dropped"] += 1
@@ -665,7 +680,10 @@ class Machine:
                 (interval.count, interval.ecount, interval.rng.state,
                  self.spu.stats.population, self.acct) = undo
             return
-        if by_next_pc:
+        if mode == PREDICT_END:
+            pc, info, ctx = observed
+            observed = (self._observe(pc, info, ctx, index), ctx)
+        elif mode == PREDICT_NEXT_PC:
             if next_pc is None:
                 raise AssertionError("a branch sample predicted by its next PC settled "
                                      "where the next PC is not known")
@@ -1026,11 +1044,11 @@ class Machine:
                     and c.insns + c.stop_block_insns <= min(budget, self.hold_irq_until
                                                             if hold else NEVER)
                     and self._predict(self.pc, target - c.insns, c.stop_block_insns, target)):
-                # Stopped in front of the block that holds the sampled instruction, whose
-                # operands are those of the block's start. The member has fired: the record
-                # is written after the next run (or by a hook on the way). A branch resolved
-                # by its next PC runs the block now and stops in front of the next one.
-                if self._pending is not None and self._pending[2]:
+                # Stopped in front of the block that holds the sampled instruction, which is
+                # predicted. From the block's start: the member has fired, the record is
+                # written after the next run (or by a hook on the way). From the block's end
+                # or its next PC: the block runs now and stops in front of the next one.
+                if self._pending is not None and self._pending[2] != PREDICT_START:
                     c.stop_at = c.insns + c.stop_block_insns
                     self._start(self.pc)
                     if self._pending is not None:
