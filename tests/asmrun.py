@@ -27,6 +27,65 @@ EXIT = """
 """
 
 
+def spe_prologue(pmscr: int, buf: int, *, limit: int = 0x100000, ptr: int | None = None,
+                 pmsirr: int = 0x100) -> str:
+    """Assembly that points VBAR_EL1 at ``vectors``, programs the Profiling Buffer at ``ptr``
+    (default ``buf``) with its limit ``buf + limit`` (enabled), PMSIRR_EL1 (default: INTERVAL
+    1, i.e. 256 members), PMSICR_EL1 = 0 and PMSCR_EL1 = ``pmscr``, then ISB."""
+    ptr = buf if ptr is None else ptr
+    return f"""
+    adr x0, vectors
+    msr vbar_el1, x0
+    movz x0, #{ptr >> 16:#x}, lsl #16
+    movk x0, #{ptr & 0xFFFF:#x}
+    msr pmbptr_el1, x0
+    movz x1, #{(buf + limit) >> 16:#x}, lsl #16
+    orr x1, x1, #1
+    msr pmblimitr_el1, x1
+    movz x2, #{pmsirr >> 16:#x}, lsl #16
+    movk x2, #{pmsirr & 0xFFFF:#x}
+    msr pmsirr_el1, x2
+    msr pmsicr_el1, xzr
+    mov x3, #{pmscr:#x}
+    msr pmscr_el1, x3
+    isb
+"""
+
+
+# Stop profiling, drain (PSB CSYNC; DSB) and leave PMBPTR_EL1, PMSICR_EL1 and PMBSR_EL1 in
+# x21, x22 and x23, then exit with status 0.
+SPE_DRAIN = """
+    msr pmscr_el1, xzr
+    isb
+    psb csync
+    dsb nsh
+    mrs x21, pmbptr_el1
+    mrs x22, pmsicr_el1
+    mrs x23, pmbsr_el1
+    mov x0, #0
+""" + EXIT
+
+
+# Ends EL0 code with SVC #0 and supplies VBAR_EL1's table: an SVC from EL0 goes on at ``done``
+# (at EL1); any other synchronous exception from EL0 skips the instruction that took it.
+EL0_SKIP_HANDLER = """
+    svc #0
+    nop                        // (keystone 0.9.2 rejects this text without it)
+    .balign 2048
+vectors:
+    .skip 0x400
+    mrs x20, esr_el1
+    lsr x20, x20, #26
+    cmp x20, #0x15
+    b.eq done
+    mrs x24, elr_el1
+    add x24, x24, #4
+    msr elr_el1, x24
+    eret
+done:
+"""
+
+
 def run_asm(text: str, tmp_path: Path, *, boot_el: int = 1, mode: str = "fast",
             spe: SpeConfig | None = None, stack: int = 0x4100_0000) -> Machine:
     """Assemble ``text`` (which sets nothing up itself but may use SP) and run it."""

@@ -16,13 +16,12 @@ from __future__ import annotations
 import random
 
 import pytest
-from asmrun import EXIT, run_asm
+from asmrun import EL0_SKIP_HANDLER, SPE_DRAIN, run_asm, spe_prologue
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_a64 import LDST_GROUPS, Machine, ks_word, make_rng, normalize, random_pointer
 from unicorn import arm64_const as A
 
-from spe_emu.cpu import a64
 from spe_emu.cpu.a64 import X_REGS, decode, written_registers
 from spe_emu.cpu.machine import RECORD_BYTES_BOUND
 from spe_emu.spe import packets as P
@@ -202,35 +201,10 @@ MODES = ("fast", "reference")
 
 
 def _prologue(pmscr: int, interval: int = 1, rnd: bool = False) -> str:
-    pmsirr = (interval << 8) | int(rnd)
-    return f"""
-    adr x0, vectors
-    msr vbar_el1, x0
-    movz x0, #{BUF >> 16:#x}, lsl #16
-    msr pmbptr_el1, x0
-    movz x1, #{(BUF + 0x100000) >> 16:#x}, lsl #16
-    orr x1, x1, #1
-    msr pmblimitr_el1, x1
-    movz x2, #{pmsirr >> 16:#x}, lsl #16
-    movk x2, #{pmsirr & 0xFFFF:#x}
-    msr pmsirr_el1, x2
-    msr pmsicr_el1, xzr
-    mov x3, #{pmscr:#x}
-    msr pmscr_el1, x3
-    isb
-"""
+    return spe_prologue(pmscr, BUF, pmsirr=(interval << 8) | int(rnd))
 
 
-DRAIN = """
-    msr pmscr_el1, xzr
-    isb
-    psb csync
-    dsb nsh
-    mrs x21, pmbptr_el1
-    mrs x22, pmsicr_el1
-    mrs x23, pmbsr_el1
-    mov x0, #0
-""" + EXIT
+DRAIN = SPE_DRAIN
 
 
 def _run_both(text: str, tmp_path, spe: SpeConfig | None = None):
@@ -329,21 +303,7 @@ el0code:
 """ + "    nop\n" * 24 + """
     subs x4, x4, #1
     b.ne el0code
-    svc #0
-    nop
-    .balign 2048
-vectors:
-    .skip 0x400
-    mrs x20, esr_el1
-    lsr x20, x20, #26
-    cmp x20, #0x15
-    b.eq done
-    mrs x24, elr_el1
-    add x24, x24, #4
-    msr elr_el1, x24
-    eret
-done:
-""" + DRAIN
+""" + EL0_SKIP_HANDLER + DRAIN
     m, records = _run_both(text, tmp_path, SpeConfig(seed=4))
     assert m.sample_paths["dropped"] > 0
     assert {r.el for r in records} >= {0}

@@ -4,7 +4,7 @@ a write fault's PMBPTR_EL1, and PMBIDR_EL1 / PMSEVFR_EL1 register details (§3.5
 §4.3.8)."""
 
 import pytest
-from asmrun import EXIT, run_asm
+from asmrun import EL0_SKIP_HANDLER, EXIT, SPE_DRAIN, run_asm, spe_prologue
 from unicorn import arm64_const as A
 
 from spe_emu.spe.packets import iter_records
@@ -18,34 +18,10 @@ def x(m, *ns):
 
 
 def start(pmscr: int, limit: int = 0x100000, ptr: int = BUF) -> str:
-    return f"""
-    adr x0, vectors
-    msr vbar_el1, x0
-    movz x0, #{ptr >> 16:#x}, lsl #16
-    movk x0, #{ptr & 0xFFFF:#x}
-    msr pmbptr_el1, x0
-    movz x1, #{(BUF + limit) >> 16:#x}, lsl #16
-    orr x1, x1, #1
-    msr pmblimitr_el1, x1
-    mov x2, #0x100
-    msr pmsirr_el1, x2
-    msr pmsicr_el1, xzr
-    mov x3, #{pmscr:#x}
-    msr pmscr_el1, x3
-    isb
-"""
+    return spe_prologue(pmscr, BUF, limit=limit, ptr=ptr)
 
 
-DRAIN = """
-    msr pmscr_el1, xzr
-    isb
-    psb csync
-    dsb nsh
-    mrs x21, pmbptr_el1
-    mrs x22, pmsicr_el1
-    mrs x23, pmbsr_el1
-    mov x0, #0
-""" + EXIT
+DRAIN = SPE_DRAIN
 
 
 def records(m):
@@ -69,20 +45,7 @@ el0code:
     nop
     subs x4, x4, #1
     b.ne el0code
-    svc #0
-    nop                        // (keystone 0.9.2 rejects this text without it)
-    .balign 2048
-vectors:
-    .skip 0x400
-    mrs x20, esr_el1
-    lsr x20, x20, #26
-    cmp x20, #0x15
-    b.eq done
-    mrs x24, elr_el1
-    add x24, x24, #4
-    msr elr_el1, x24
-    eret
-done:
+""" + EL0_SKIP_HANDLER + """
     mrs x25, cntvct_el0
 """ + DRAIN
     got = {}
