@@ -13,6 +13,7 @@ loop's "predicted" path, docs/model.md "Samples inside a block").
 
 from __future__ import annotations
 
+import ctypes
 import random
 
 import pytest
@@ -23,7 +24,8 @@ from test_a64 import LDST_GROUPS, Machine, ks_word, make_rng, normalize, random_
 from unicorn import arm64_const as A
 
 from spe_emu.cpu.a64 import X_REGS, decode, written_registers
-from spe_emu.cpu.machine import RECORD_BYTES_BOUND
+from spe_emu import native
+from spe_emu.cpu.machine import CAPTURE_REGS, RECORD_BYTES_BOUND
 from spe_emu.spe import packets as P
 from spe_emu.spe.config import SpeConfig
 from spe_emu.spe.interval import IntervalCounter, Xorshift64
@@ -306,6 +308,7 @@ el0code:
 """ + EL0_SKIP_HANDLER + DRAIN
     m, records = _run_both(text, tmp_path, SpeConfig(seed=4))
     assert m.sample_paths["dropped"] > 0
+    assert m.sample_paths["captured"] > 0
     assert {r.el for r in records} >= {0}
 
 
@@ -323,7 +326,7 @@ loop:
     b.ne loop
 """ + DRAIN + "    .balign 2048\nvectors:\n"
     m, _ = _run_both(text, tmp_path, SpeConfig(seed=2))
-    assert m.sample_paths["predicted"] > 20
+    assert m.sample_paths["captured"] > 20
 
 
 def test_two_events_in_one_block(tmp_path):
@@ -339,3 +342,126 @@ loop:
 """ + DRAIN + "    .balign 2048\nvectors:\n"
     m, _ = _run_both(text, tmp_path, SpeConfig(ernd=1, seed=11))
     assert m.sample_paths["predicted"] > 20
+
+
+def test_captured_samples_keep_the_fixed_interval(tmp_path):
+    # INTERVAL 1 without RND: an event every 257 members, captured by the native hook in long
+    # NOP blocks (PMSCR_EL1 TS on: every record carries its instruction number).
+    text = _prologue(0b111010) + """
+    mov x20, #400
+    .balign 4096
+loop:
+""" + "    nop\n" * 500 + """
+    subs x20, x20, #1
+    b.ne loop
+""" + DRAIN + "    .balign 2048\nvectors:\n"
+    m, records = _run_both(text, tmp_path, SpeConfig(seed=12))
+    assert m.sample_paths["captured"] > 100
+    stamps = [r.timestamp for r in records]
+    assert all(b - a == 257 for a, b in zip(stamps, stamps[1:]))
+
+
+# ------------------------------------------------------------------ the native hook -------
+READ_BATCH = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int32),
+                              ctypes.POINTER(ctypes.c_void_p), ctypes.c_int)
+STOP = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p)
+
+
+class FakeUnicorn:
+    """The two libunicorn functions the hook calls: register values are 0x1000 + id."""
+
+    def __init__(self):
+        self.stops = 0
+        self.read_batch = READ_BATCH(self._read)
+        self.stop = STOP(self._stop)
+
+    def _read(self, uc, ids, vals, count):
+        for i in range(count):
+            ctypes.c_uint64.from_address(vals[i]).value = 0x1000 + ids[i]
+        return 0
+
+    def _stop(self, uc):
+        self.stops += 1
+        return 0
+
+
+def _counter(fake: FakeUnicorn, *, insns=1000, event=1005, gap=257, budget=4,
+             limit=10**9) -> native.SpeCounter:
+    c = native.SpeCounter()
+    c.insns, c.stop_at, c.event_at, c.gap = insns, event, event, gap
+    c.cap_budget, c.limit = budget, limit
+    c.emu_stop = ctypes.cast(fake.stop, ctypes.c_void_p).value
+    c.reg_read_batch = ctypes.cast(fake.read_batch, ctypes.c_void_p).value
+    for i, rid in enumerate(CAPTURE_REGS):
+        c.reg_ids[i] = rid
+    return c
+
+
+def _hook(c: native.SpeCounter, address: int, n: int) -> None:
+    native.library().spe_block_hook(None, ctypes.c_uint64(address), ctypes.c_uint32(4 * n),
+                                    ctypes.byref(c))
+
+
+def test_native_hook_captures_with_a_verdict():
+    fake = FakeUnicorn()
+    c = _counter(fake)
+    assert native.verdict_add(c, 0x8000, 10, 5)
+    _hook(c, 0x8000, 10)                     # instructions 1000..1009 hold event 1005
+    assert fake.stops == 0 and c.cap_count == 1 and c.insns == 1010
+    cap = c.caps[0]
+    assert (cap.index, cap.pc) == (1005, 0x8000 + 4 * 5)
+    assert [cap.regs[i] for i in range(len(CAPTURE_REGS))] == [0x1000 + r for r in CAPTURE_REGS]
+    assert c.event_at == c.stop_at == 1005 + 257 and c.cap_budget == 3
+
+
+@pytest.mark.parametrize("case", ["no verdict", "no budget", "limit", "forced stop",
+                                  "next event in the block", "no fixed gap"])
+def test_native_hook_stops_instead_of_capturing(case):
+    fake = FakeUnicorn()
+    c = _counter(fake, budget=0 if case == "no budget" else 4,
+                 limit=1008 if case == "limit" else 10**9,
+                 gap=3 if case == "next event in the block" else
+                 0 if case == "no fixed gap" else 257)
+    if case != "no verdict":
+        native.verdict_add(c, 0x8000, 10, 5)
+    if case == "forced stop":
+        c.stop_at = 1000
+    _hook(c, 0x8000, 10)
+    assert fake.stops == 1 and c.cap_count == 0 and c.insns == 1000
+    assert (c.stop_block, c.stop_block_insns) == (0x8000, 10)
+
+
+def test_native_hook_captures_a_block_start_without_verdict():
+    fake = FakeUnicorn()
+    c = _counter(fake, event=1000)
+    _hook(c, 0x9000, 4)
+    assert fake.stops == 0 and c.cap_count == 1 and c.caps[0].pc == 0x9000
+
+
+def test_native_hook_forgets_cleared_verdicts():
+    fake = FakeUnicorn()
+    c = _counter(fake)
+    native.verdict_add(c, 0x8000, 10, 5)
+    native.verdicts_clear(c)                 # (an IC instruction: code may have changed)
+    _hook(c, 0x8000, 10)
+    assert fake.stops == 1 and c.cap_count == 0
+
+
+def test_instruction_cache_invalidation_clears_verdicts(tmp_path):
+    # Verdicts are kept per block address; IC IALLU (how software publishes new code) drops
+    # them all.
+    body = """
+    mov x20, #600
+loop:
+    add x1, x1, #8
+    ldr x2, [sp, #-16]
+    ldr x3, [x1]
+    subs x20, x20, #1
+    b.ne loop
+"""
+    for tail, cleared in (("", False), ("    ic iallu\n    dsb ish\n    isb\n", True)):
+        text = _prologue(0b111010) + "    mov x1, sp\n" + body + tail + DRAIN + \
+            "    .balign 2048\nvectors:\n"
+        m = run_asm(text, tmp_path / str(cleared), spe=SpeConfig(seed=5))
+        used = sum(1 for v in m.counter.verdicts if v.pc)
+        assert (used == 0) == cleared, used

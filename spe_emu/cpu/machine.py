@@ -2,8 +2,10 @@
 
 Run loop ("fast" mode, the default): Unicorn runs natively. A native block hook
 (:mod:`spe_emu.native`) counts retired instructions per translated block and stops emulation in
-front of the block that holds the next instruction of interest; an exact ``until`` run then
-reaches the instruction itself. Python only runs at *stop points*: the next sample-interval
+front of the block that holds the next instruction of interest. A sample inside a block is
+taken from the state at the block's start or end when that is provably the instruction's own
+(the hook captures the common case itself, without stopping; see docs/model.md "Samples inside
+a block"); otherwise an exact ``until`` run reaches the instruction itself. Python only runs at *stop points*: the next sample-interval
 event, exceptions (Unicorn's INTR hook), trapped system-register accesses, exception returns
 and DAIF writes (bounded code hooks on the few addresses that hold them), and WFI.
 
@@ -87,6 +89,12 @@ DAIF_IMM_MASK, DAIF_IMM_VALUE = 0xFFFFF0DF, 0xD50340DF  # MSR DAIFSet/DAIFClr, #
 RECORD_BYTES_BOUND = 128
 PREDICTION_CACHE_ENTRIES = 1 << 16  # code sequences whose predictability is remembered
 PREDICT_NO, PREDICT_START, PREDICT_NEXT_PC, PREDICT_END = 0, 1, 2, 3  # Machine._predict()
+# Registers the native hook captures for a sample (the order of counter.c's regs[]).
+CAPTURE_REGS = a64.X_REGS + (A.UC_ARM64_REG_SP, A.UC_ARM64_REG_NZCV)
+CAPTURE_SLOT = {rid: i for i, rid in enumerate(CAPTURE_REGS)}
+# SYS with CRn == 7 and CRm == 1 or 5 is an instruction cache invalidation (IC IALLUIS,
+# IC IALLU, IC IVAU): code may have changed.
+CRN_CACHE, CRM_IC = 7, (1, 5)
 
 
 @dataclass
@@ -204,10 +212,11 @@ class Machine:
         # state or None): see _predict() and _settle().
         self._pending: tuple | None = None
         self._predictable: dict[tuple[bytes, int], int] = {}  # (block code, k) -> mode
-        # How samples inside a block were reached (fast mode; for tests and benchmarks):
-        # "predicted" from the block's start, of which "dropped" (an earlier instruction took
-        # an exception), or "split" (the block was retranslated to stop at the instruction).
-        self.sample_paths = {"predicted": 0, "dropped": 0, "split": 0}
+        # How samples were reached (fast mode; for tests and benchmarks): "captured" by the
+        # native hook at their block's start, "predicted" by Python (_predict), "dropped" (of
+        # those two: an earlier instruction took an exception), "split" (the block was
+        # retranslated to stop at the instruction). The others: at a block's first instruction.
+        self.sample_paths = {"predicted": 0, "captured": 0, "dropped": 0, "split": 0}
 
     # ------------------------------------------------------------------ set-up ------------
     def load(self, image: Image) -> None:
@@ -257,6 +266,10 @@ class Machine:
         self.counter = native.SpeCounter(0, 0, 0, NEVER,
                                          ctypes.cast(uclib.uc_emu_stop, ctypes.c_void_p).value,
                                          0, 0)
+        self.counter.event_at = NEVER
+        self.counter.reg_read_batch = ctypes.cast(uclib.uc_reg_read_batch, ctypes.c_void_p).value
+        for i, rid in enumerate(CAPTURE_REGS):
+            self.counter.reg_ids[i] = rid
         if self.cfg.mode == "raw":
             return
         if self.cfg.mode == "fast":
@@ -497,12 +510,15 @@ class Machine:
     def _regs(self, ids: tuple[int, ...]) -> dict[int, int]:
         return self.fast.regs(ids) if ids else {}
 
-    def _observe(self, pc: int, info, ctx: AccessContext, index: int) -> Sample:
+    def _observe(self, pc: int, info, ctx: AccessContext, index: int,
+                 regs: dict[int, int] | None = None) -> Sample:
         """What the record of the operation at ``pc`` (instruction number ``index``) needs,
-        read from the current register state: data address, branch outcome, condition result,
-        context IDs, timestamp (virtual time = ``index``)."""
+        read from the current register state (or ``regs``, which holds ``info.reads``): data
+        address, branch outcome, condition result, context IDs, timestamp (virtual time =
+        ``index``)."""
         uc = self.uc
-        regs = self._regs(info.reads)
+        if regs is None:
+            regs = self._regs(info.reads)
         ts, cx1, cx2, collect_pa = self._collection(ctx)
         s = Sample(pc=pc, el=ctx.el, ns=0 if ctx.is_secure else 1, info=info)
         s.exception = self._generates_exception(info, ctx)
@@ -603,9 +619,11 @@ class Machine:
             self._pending = (index, (s, ctx), mode, None)
             self.sample_paths["predicted"] += 1
             return True
-        # PREDICT_START: the interval step happens now (the run loop plans the next event from
-        # it); the record is written when the run passes the instruction. Dropping the
-        # prediction restores the interval counter, the population and the accounting point.
+        # PREDICT_START: from now on the native hook may capture this one itself.
+        native.verdict_add(self.counter, block, n, k)
+        # The interval step happens now (the run loop plans the next event from it); the
+        # record is written when the run passes the instruction. Dropping the prediction
+        # restores the interval counter, the population and the accounting point.
         interval = self.spu.interval
         undo = (interval.count, interval.ecount, interval.rng.state,
                 self.spu.stats.population, self.acct)
@@ -696,6 +714,47 @@ class Machine:
             self._member_selected(index, observed)
         elif observed is not None:
             self._sample(*observed)
+
+    def _drain(self, insn_index: int) -> None:
+        """Replay the samples the native hook captured (in order) at a stop or hook at
+        instruction number ``insn_index``: each fires its interval step and, if selected, is
+        recorded from the registers captured at its block's start. A capture beyond
+        ``insn_index`` is dropped (an earlier instruction of its block took an exception), and
+        so are the ones after it; the run loop plans from the interval counter again."""
+        c = self.counter
+        count = c.cap_count
+        c.cap_count = 0
+        interval = self.spu.interval
+        for i in range(count):
+            cap = c.caps[i]
+            index = cap.index
+            if index > insn_index:
+                self.sample_paths["dropped"] += count - i
+                break
+            if self.acct + interval.members_to_next_event() - 1 != index:
+                raise AssertionError(f"captured sample at {index} is not the planned event")
+            self.sample_paths["captured"] += 1
+            if self._fire_member(index):
+                ctx = self.context()
+                pc = cap.pc
+                info = a64.decode(self._fetch(pc, ctx.el))
+                regs = cap.regs
+                observed = {rid: regs[CAPTURE_SLOT[rid]] for rid in info.reads}
+                self._sample(self._observe(pc, info, ctx, index, observed), ctx)
+
+    def _capture_budget(self) -> int:
+        """How many records can be written from PMBPTR_EL1 on with no Profiling Buffer
+        management event: each fits below the limit with 2**MaxSize bytes to spare, in pages
+        that translate (the current one and the next)."""
+        ctx = self.context()
+        ptr = self.spu.regs["PMBPTR_EL1"]
+        span = RECORD_BYTES_BOUND + self.cfg.spe.align_bytes
+        if not self._buffer_has_headroom(ctx) or (ptr >> 12, self.spu.owner(ctx)[1]) \
+                not in self._headroom_pages:
+            return 0
+        end = min(self.spu.buffer.limit - self.cfg.spe.max_record_bytes,
+                  (ptr | 0xFFF) + 1 + 0x1000)
+        return max(0, (end - ptr) // span)
 
     def _collection(self, ctx: AccessContext) -> tuple:
         """(CollectTimeStamp(), CollectContextIDR1(), CollectContextIDR2(),
@@ -832,6 +891,9 @@ class Machine:
             # SVC/HVC/SMC leave the PC after the instruction; the others at the instruction.
             self._settle(self._insn_index(
                 pc - 4 if intno in (INTNO_SVC, INTNO_HVC, INTNO_SMC) else pc), pc)
+        if self.counter.cap_count:
+            self._drain(self._insn_index(
+                pc - 4 if intno in (INTNO_SVC, INTNO_HVC, INTNO_SMC) else pc))
         ctx = self.context()
         if intno == INTNO_UNDEF:
             info = a64.decode(self._fetch(pc, ctx.el))
@@ -924,6 +986,10 @@ class Machine:
         """SYS instructions (op0 == 1): a TLBI invalidates the host translation cache."""
         if self._pending is not None:  # (a SYS is never before a predicted sample)
             self._settle(NEVER)
+        if self.counter.cap_count:
+            self._drain(NEVER)
+        if cp.crn == CRN_CACHE and cp.crm in CRM_IC:
+            native.verdicts_clear(self.counter)
         if cp.crn == CRN_TLBI:
             self._flush_translations()
         return 0
@@ -931,6 +997,8 @@ class Machine:
     def _on_msr(self, uc: Uc, reg: int, cp, _data) -> int:
         if self._pending is not None:  # (an MSR is never before a predicted sample)
             self._settle(NEVER)
+        if self.counter.cap_count:
+            self._drain(NEVER)
         enc = (cp.op0, cp.op1, cp.crn, cp.crm, cp.op2)
         if enc in TRANSLATION_WRITES:
             self._flush_translations()
@@ -952,6 +1020,8 @@ class Machine:
         block boundary (an ERET ends its block, so that is exactly after it)."""
         if self._pending is not None:
             self._settle(self._insn_index(address), address)
+        if self.counter.cap_count:
+            self._drain(self._insn_index(address))
         self.replan = True
         self._ctx = None
         self.counter.stop_at = min(self.counter.stop_at, self.counter.insns)
@@ -1031,12 +1101,29 @@ class Machine:
             if target < c.insns:  # (never: every stop point is planned ahead of the run)
                 raise AssertionError(f"run loop passed its stop point {target} ({c.insns})")
             c.stop_at = target
+            c.gap = 0
+            limit = min(budget, self.hold_irq_until if hold else NEVER)
+            if event != NEVER and target == event:
+                # Let the native hook capture the samples it can (counter.c).
+                gap = self.spu.interval.fixed_gap(self.spu.regs["PMSIRR_EL1"])
+                if gap is not None:
+                    c.event_at, c.limit = event, limit
+                    c.cap_budget = self._capture_budget()
+                    c.gap = gap
             stops = c.stops
             start = c.insns
             pc = self.pc
             self._start(pc)
             if self._pending is not None:
                 self._settle(c.insns, self.pc)
+            if c.cap_count:
+                self._drain(c.insns)
+            if c.gap and c.event_at != event:  # samples were captured: plan from what is left
+                c.gap = 0
+                event = NEVER
+                if self.enabled:
+                    event = self.acct + self.spu.interval.members_to_next_event() - 1
+                target = min(event, limit)
             if self.exit is not None:
                 break
             if (c.stops != stops and c.insns < target and c.stop_at == target
@@ -1049,6 +1136,7 @@ class Machine:
                 # written after the next run (or by a hook on the way). From the block's end
                 # or its next PC: the block runs now and stops in front of the next one.
                 if self._pending is not None and self._pending[2] != PREDICT_START:
+                    c.gap = 0
                     c.stop_at = c.insns + c.stop_block_insns
                     self._start(self.pc)
                     if self._pending is not None:

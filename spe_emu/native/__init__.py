@@ -26,13 +26,34 @@ class NativeBuildError(SpeEmuError):
     """The native counter could not be found or compiled."""
 
 
+CAP_MAX = 64          # SPE_CAP_MAX
+CAP_REGS = 33         # SPE_CAP_REGS: X0-X30, SP, NZCV
+VERDICTS = 4096       # SPE_VERDICTS
+
+
+class SpeCapture(ctypes.Structure):
+    """Mirror of ``struct spe_capture``: a sample observed at the start of its block."""
+
+    _fields_ = [("index", ctypes.c_uint64), ("pc", ctypes.c_uint64),
+                ("regs", ctypes.c_uint64 * CAP_REGS)]
+
+
+class SpeVerdict(ctypes.Structure):
+    _fields_ = [("pc", ctypes.c_uint64), ("n", ctypes.c_uint32), ("k", ctypes.c_uint32)]
+
+
 class SpeCounter(ctypes.Structure):
     """Mirror of ``struct spe_counter`` in counter.c (all counts in instructions)."""
 
     _fields_ = [("insns", ctypes.c_uint64), ("block_start", ctypes.c_uint64),
                 ("block_insns", ctypes.c_uint64), ("stop_at", ctypes.c_uint64),
                 ("emu_stop", ctypes.c_void_p), ("stops", ctypes.c_uint64),
-                ("stop_block", ctypes.c_uint64), ("stop_block_insns", ctypes.c_uint64)]
+                ("stop_block", ctypes.c_uint64), ("stop_block_insns", ctypes.c_uint64),
+                ("event_at", ctypes.c_uint64), ("gap", ctypes.c_uint64),
+                ("limit", ctypes.c_uint64), ("cap_budget", ctypes.c_uint64),
+                ("cap_count", ctypes.c_uint64), ("reg_read_batch", ctypes.c_void_p),
+                ("reg_ids", ctypes.c_int32 * (CAP_REGS + 1)),
+                ("caps", SpeCapture * CAP_MAX), ("verdicts", SpeVerdict * VERDICTS)]
 
 
 def _built_extension() -> Path | None:
@@ -90,6 +111,18 @@ def _layout_matches(lib: ctypes.CDLL) -> bool:
     except ValueError:
         return False
     return size == ctypes.sizeof(SpeCounter)
+
+
+def verdict_add(counter: SpeCounter, pc: int, n: int, k: int) -> bool:
+    """Let the hook capture instruction ``k`` of the ``n``-instruction block at ``pc``;
+    False when the table has no room for it (it is then simply not captured)."""
+    return bool(library().spe_verdict_add(ctypes.byref(counter), ctypes.c_uint64(pc),
+                                          ctypes.c_uint32(n), ctypes.c_uint32(k)))
+
+
+def verdicts_clear(counter: SpeCounter) -> None:
+    """Forget every verdict (code may have changed)."""
+    library().spe_verdicts_clear(ctypes.byref(counter))
 
 
 def block_hook_address() -> int:

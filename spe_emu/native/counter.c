@@ -7,12 +7,40 @@
  * so far). The Python side reads and writes the struct through ctypes; there is no Python
  * callback on the hot path.
  *
+ * Captured samples: when the stop is for the planned sample-interval event (`stop_at ==
+ * event_at`) and the run loop has said the sample can be observed from the registers at the
+ * start of the block (instruction 0 of the block, or a (block, length, k) triple in the
+ * verdict table: docs/model.md "Samples inside a block"), the hook copies X0-X30, SP and NZCV
+ * into the capture ring instead of stopping, moves `event_at` on by the fixed `gap` and goes
+ * on. Python replays the captures, in order, at its next stop or hook (Machine._drain). The
+ * hook never captures where that could change what the guest sees: only with a fixed gap
+ * (PMSIRR_EL1.RND == 0), while `cap_budget` (records that fit without a Profiling Buffer
+ * management event) lasts, when the next event is not in the same block and the block ends
+ * before `limit`.
+ *
  * The file is also a (trivial) CPython extension module so setuptools can build it; the
  * module itself exports nothing.
  */
 #include <stdint.h>
 
+#define SPE_CAP_MAX 64      /* captures held before the hook stops for Python */
+#define SPE_CAP_REGS 33     /* X0-X30, SP, NZCV (the order of Python's CAPTURE_REGS) */
+#define SPE_VERDICTS 4096   /* verdict table slots (power of two) */
+#define SPE_PROBES 8
+
 typedef int (*spe_stop_fn)(void *uc);
+typedef int (*spe_read_batch_fn)(void *uc, const int *regs, void **vals, int count);
+
+struct spe_capture {
+    uint64_t index;                 /* instruction number of the sampled instruction */
+    uint64_t pc;                    /* its address */
+    uint64_t regs[SPE_CAP_REGS];    /* register values at the start of its block */
+};
+
+struct spe_verdict {
+    uint64_t pc;                    /* block address (0: empty slot) */
+    uint32_t n, k;                  /* block length, sampled instruction in it */
+};
 
 struct spe_counter {
     uint64_t insns;        /* instructions of every block entered so far */
@@ -23,17 +51,94 @@ struct spe_counter {
     uint64_t stops;        /* number of stops requested by this hook */
     uint64_t stop_block;   /* address of the block we stopped in front of */
     uint64_t stop_block_insns; /* its length in instructions */
+    /* captured samples */
+    uint64_t event_at;     /* the planned interval event */
+    uint64_t gap;          /* members from one event to the next; 0: no captures */
+    uint64_t limit;        /* no capture in a block that ends past this instruction number */
+    uint64_t cap_budget;   /* captures allowed before the Profiling Buffer needs a check */
+    uint64_t cap_count;    /* captures in caps[] */
+    spe_read_batch_fn reg_read_batch;  /* uc_reg_read_batch from libunicorn */
+    int32_t reg_ids[SPE_CAP_REGS + 1]; /* Unicorn ids of the captured registers (+ padding) */
+    struct spe_capture caps[SPE_CAP_MAX];
+    struct spe_verdict verdicts[SPE_VERDICTS];
 };
 
 /* Lets the loader reject a stale build whose struct layout differs from the Python mirror. */
 const uint64_t spe_counter_size = sizeof(struct spe_counter);
+
+static uint32_t verdict_slot(uint64_t pc, uint32_t n, uint32_t k)
+{
+    uint64_t h = (pc >> 2) * 0x9E3779B97F4A7C15ull ^ ((uint64_t)n << 16 | k) * 0xC2B2AE3D27D4EB4Full;
+    return (uint32_t)(h >> 40) & (SPE_VERDICTS - 1);
+}
+
+static int verdict_has(const struct spe_counter *c, uint64_t pc, uint32_t n, uint32_t k)
+{
+    uint32_t slot = verdict_slot(pc, n, k);
+    for (int i = 0; i < SPE_PROBES; i++) {
+        const struct spe_verdict *v = &c->verdicts[(slot + i) & (SPE_VERDICTS - 1)];
+        if (v->pc == 0)
+            return 0;
+        if (v->pc == pc && v->n == n && v->k == k)
+            return 1;
+    }
+    return 0;
+}
+
+/* Records that instruction k of the n-instruction block at pc can be captured; 0 if full. */
+int spe_verdict_add(struct spe_counter *c, uint64_t pc, uint32_t n, uint32_t k)
+{
+    uint32_t slot = verdict_slot(pc, n, k);
+    for (int i = 0; i < SPE_PROBES; i++) {
+        struct spe_verdict *v = &c->verdicts[(slot + i) & (SPE_VERDICTS - 1)];
+        if (v->pc == 0 || (v->pc == pc && v->n == n && v->k == k)) {
+            v->pc = pc;
+            v->n = n;
+            v->k = k;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+void spe_verdicts_clear(struct spe_counter *c)
+{
+    for (int i = 0; i < SPE_VERDICTS; i++)
+        c->verdicts[i].pc = 0;
+}
+
+static int try_capture(void *uc, uint64_t address, uint64_t n, struct spe_counter *c)
+{
+    uint64_t k = c->event_at - c->insns;
+    if (c->stop_at != c->event_at || c->gap == 0 || c->cap_budget == 0
+            || c->cap_count >= SPE_CAP_MAX || c->insns + n > c->limit
+            || c->event_at + c->gap < c->insns + n)
+        return 0;
+    if (k != 0 && !verdict_has(c, address, (uint32_t)n, (uint32_t)k))
+        return 0;
+    struct spe_capture *cap = &c->caps[c->cap_count];
+    void *ptrs[SPE_CAP_REGS];
+    for (int i = 0; i < SPE_CAP_REGS; i++) {
+        cap->regs[i] = 0;   /* NZCV fills only 32 bits */
+        ptrs[i] = &cap->regs[i];
+    }
+    if (c->reg_read_batch(uc, c->reg_ids, ptrs, SPE_CAP_REGS) != 0)
+        return 0;
+    cap->index = c->event_at;
+    cap->pc = address + 4 * k;
+    c->cap_count++;
+    c->cap_budget--;
+    c->event_at += c->gap;
+    c->stop_at = c->event_at < c->limit ? c->event_at : c->limit;
+    return 1;
+}
 
 void spe_block_hook(void *uc, uint64_t address, uint32_t size, struct spe_counter *c)
 {
     uint64_t n = size >> 2;
     if (n == 0)
         return;
-    if (c->insns + n > c->stop_at) {
+    if (c->insns + n > c->stop_at && !try_capture(uc, address, n, c)) {
         c->stops++;
         c->stop_block = address;
         c->stop_block_insns = n;

@@ -158,12 +158,20 @@ class IntervalCounter:
         self._set(c, a)
         return selected
 
+    def fixed_gap(self, pmsirr: int) -> int | None:
+        """Members from one event to the next when that is the same for every event from now
+        on (ECOUNT inactive and PMSIRR_EL1.RND == 0: COUNT reaches zero at each event and
+        reloads to INTERVAL:Zeros(8), §3.1.2), else None."""
+        if self.ecount or self._rnd(pmsirr):
+            return None
+        return self._reload(pmsirr, 0) + 1
+
     def members_between_events(self, pmsirr: int) -> int:
         """Members from the next event to the one after it, as :meth:`fire` would leave the
         counter; the state (counters and random generator) is unchanged."""
-        if not self.ecount and not self._rnd(pmsirr):
-            # COUNT reaches zero at the event and reloads to INTERVAL:Zeros(8) (§3.1.2).
-            return self._reload(pmsirr, 0) + 1
+        gap = self.fixed_gap(pmsirr)
+        if gap is not None:
+            return gap
         saved = (self.count, self.ecount, self.rng.state)
         try:
             self.fire(pmsirr)
