@@ -365,9 +365,12 @@ class Machine:
         return page | (va & 0xFFF)
 
     def _flush_translations(self) -> None:
-        """Forget host-side translations (SCTLR/TTBR/TCR write, TLBI)."""
+        """Forget host-side translations (SCTLR/TTBR/TCR write, TLBI), and the native hook's
+        verdicts, which are kept by virtual address."""
         self._xlate.clear()
         self._headroom_pages.clear()
+        if self.cfg.mode == "fast":
+            native.verdicts_clear(self.counter)
 
     def _fetch(self, pc: int, el: int) -> int:
         """The instruction word at ``pc`` in the regime of ``el`` (memory is re-read every time,
