@@ -253,15 +253,17 @@ loop:
 {body}
 """ + DRAIN + "    .balign 2048\nvectors:\n"
     m, records = _run_both(text, tmp_path, SpeConfig(seed=3))
-    assert m.sample_paths["predicted"] > 10
+    assert m.sample_paths["predicted"] + m.sample_paths["captured"] > 15
     assert m.sample_paths["split"] > 0     # operands written both before and after
     assert any(r.data_va is not None for r in records)
 
 
-def test_branch_resolved_by_next_pc_matches_reference(tmp_path):
+@pytest.mark.parametrize("rnd", [True, False], ids=["python", "native"])
+def test_branch_resolved_by_next_pc_matches_reference(tmp_path, rnd):
     # Conditional branches whose flags/register are set in the same block (CMP; B.cond,
-    # CBZ after a load, TBZ, BR to a computed address), some taken and some not. RND on.
-    text = _prologue(0b111010, interval=1, rnd=True) + """
+    # CBZ after a load, TBZ, BR to a computed address), some taken and some not. With RND
+    # the interval has no fixed gap and Python predicts; without, the native hook captures.
+    text = _prologue(0b111010, interval=1, rnd=rnd) + """
     mov x20, #3000
     adr x15, target
 loop:
@@ -285,7 +287,7 @@ target:
     b.ne loop
 """ + DRAIN + "    .balign 2048\nvectors:\n"
     m, records = _run_both(text, tmp_path, SpeConfig(seed=9))
-    assert m.sample_paths["predicted"] > 20
+    assert m.sample_paths["captured" if not rnd else "predicted"] > 20
     kinds = {(r.op_class, bool(r.events >> P.EV_NOT_TAKEN & 1)) for r in records}
     assert (P.OP_CLASS_BRANCH, True) in kinds and (P.OP_CLASS_BRANCH, False) in kinds
 
@@ -405,7 +407,7 @@ def _hook(c: native.SpeCounter, address: int, n: int) -> None:
 def test_native_hook_captures_with_a_verdict():
     fake = FakeUnicorn()
     c = _counter(fake)
-    assert native.verdict_add(c, 0x8000, 10, 5)
+    assert native.verdict_add(c, 0x8000, 10, 5, 1)
     _hook(c, 0x8000, 10)                     # instructions 1000..1009 hold event 1005
     assert fake.stops == 0 and c.cap_count == 1 and c.insns == 1010
     cap = c.caps[0]
@@ -423,12 +425,29 @@ def test_native_hook_stops_instead_of_capturing(case):
                  gap=3 if case == "next event in the block" else
                  0 if case == "no fixed gap" else 257)
     if case != "no verdict":
-        native.verdict_add(c, 0x8000, 10, 5)
+        native.verdict_add(c, 0x8000, 10, 5, 1)
     if case == "forced stop":
         c.stop_at = 1000
     _hook(c, 0x8000, 10)
     assert fake.stops == 1 and c.cap_count == 0 and c.insns == 1000
     assert (c.stop_block, c.stop_block_insns) == (0x8000, 10)
+
+
+@pytest.mark.parametrize("mode", [2, 3])
+def test_native_hook_completes_a_capture_at_the_next_block(mode):
+    # Modes 2 (branch outcome from the next PC) and 3 (registers at the block's end): the
+    # capture is completed when the next block is entered.
+    fake = FakeUnicorn()
+    c = _counter(fake)
+    native.verdict_add(c, 0x8000, 10, 9 if mode == 2 else 5, mode)
+    c.event_at = c.stop_at = 1009 if mode == 2 else 1005
+    _hook(c, 0x8000, 10)
+    assert c.cap_count == 1 and c.completing == 1 and c.caps[0].next_pc == 0
+    c.caps[0].regs[0] = 0                    # (so a second read shows)
+    _hook(c, 0x9000, 3)
+    assert c.completing == 0 and c.caps[0].next_pc == 0x9000 and c.insns == 1013
+    assert c.caps[0].regs[0] == (0x1000 + CAPTURE_REGS[0] if mode == 3 else 0)
+    assert fake.stops == 0
 
 
 def test_native_hook_captures_a_block_start_without_verdict():
@@ -441,7 +460,7 @@ def test_native_hook_captures_a_block_start_without_verdict():
 def test_native_hook_forgets_cleared_verdicts():
     fake = FakeUnicorn()
     c = _counter(fake)
-    native.verdict_add(c, 0x8000, 10, 5)
+    native.verdict_add(c, 0x8000, 10, 5, 1)
     native.verdicts_clear(c)                 # (an IC instruction: code may have changed)
     _hook(c, 0x8000, 10)
     assert fake.stops == 1 and c.cap_count == 0

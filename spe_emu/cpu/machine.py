@@ -612,6 +612,7 @@ class Machine:
         pc = block + 4 * k
         info = a64.decode(int.from_bytes(key[0][4 * k:4 * k + 4], "little"))
         if mode == PREDICT_END:  # observed at the settling point
+            native.verdict_add(self.counter, block, n, k, mode)  # (the hook may capture it)
             self._pending = (index, (pc, info, ctx), mode, None)
             self.sample_paths["predicted"] += 1
             return True
@@ -619,11 +620,12 @@ class Machine:
         if mode == PREDICT_NEXT_PC:
             if info.is_conditional and s.branch_target == (pc + 4) & a64.M64:
                 return False
+            native.verdict_add(self.counter, block, n, k, mode)
             self._pending = (index, (s, ctx), mode, None)
             self.sample_paths["predicted"] += 1
             return True
         # PREDICT_START: from now on the native hook may capture this one itself.
-        native.verdict_add(self.counter, block, n, k)
+        native.verdict_add(self.counter, block, n, k, mode)
         # The interval step happens now (the run loop plans the next event from it); the
         # record is written when the run passes the instruction. Dropping the prediction
         # restores the interval counter, the population and the accounting point.
@@ -708,25 +710,23 @@ class Machine:
             if next_pc is None:
                 raise AssertionError("a branch sample predicted by its next PC settled "
                                      "where the next PC is not known")
-            s = observed[0]
-            if s.info.is_conditional:
-                s.branch_taken = s.cond_passed = next_pc == s.branch_target
-            else:
-                s.branch_taken, s.branch_target = True, next_pc
+            self._resolve_branch(observed[0], next_pc)
         if undo is None:
             self._member_selected(index, observed)
         elif observed is not None:
             self._sample(*observed)
 
-    def _drain(self, insn_index: int) -> None:
+    def _drain(self, insn_index: int, next_pc: int | None = None) -> None:
         """Replay the samples the native hook captured (in order) at a stop or hook at
-        instruction number ``insn_index``: each fires its interval step and, if selected, is
-        recorded from the registers captured at its block's start. A capture beyond
-        ``insn_index`` is dropped (an earlier instruction of its block took an exception), and
-        so are the ones after it; the run loop plans from the interval counter again."""
+        instruction number ``insn_index``, where the run goes on at ``next_pc`` (default: the
+        PC): each fires its interval step and, if selected, is recorded from the registers the
+        hook captured (a capture still waiting for the end of its block is completed from the
+        live state, as :meth:`_settle` does). A capture beyond ``insn_index`` is dropped (an
+        earlier instruction of its block took an exception), and so are the ones after it; the
+        run loop plans from the interval counter again."""
         c = self.counter
         count = c.cap_count
-        c.cap_count = 0
+        c.cap_count = c.completing = 0
         interval = self.spu.interval
         for i in range(count):
             cap = c.caps[i]
@@ -737,13 +737,30 @@ class Machine:
             if self.acct + interval.members_to_next_event() - 1 != index:
                 raise AssertionError(f"captured sample at {index} is not the planned event")
             self.sample_paths["captured"] += 1
-            if self._fire_member(index):
-                ctx = self.context()
-                pc = cap.pc
-                info = a64.decode(self._fetch(pc, ctx.el))
+            if not self._fire_member(index):
+                continue
+            ctx = self.context()
+            pc = cap.pc
+            info = a64.decode(self._fetch(pc, ctx.el))
+            mode = cap.mode
+            if mode == PREDICT_END and not cap.next_pc:
+                observed = None                                   # live registers
+            else:
                 regs = cap.regs
                 observed = {rid: regs[CAPTURE_SLOT[rid]] for rid in info.reads}
-                self._sample(self._observe(pc, info, ctx, index, observed), ctx)
+            s = self._observe(pc, info, ctx, index, observed)
+            if mode == PREDICT_NEXT_PC:
+                self._resolve_branch(s, cap.next_pc or (self.pc if next_pc is None
+                                                        else next_pc))
+            self._sample(s, ctx)
+
+    @staticmethod
+    def _resolve_branch(s: Sample, next_pc: int) -> None:
+        """Outcome of the sampled branch ``s`` from the PC its block left to."""
+        if s.info.is_conditional:
+            s.branch_taken = s.cond_passed = next_pc == s.branch_target
+        else:
+            s.branch_taken, s.branch_target = True, next_pc
 
     def _capture_budget(self) -> int:
         """How many records can be written from PMBPTR_EL1 on with no Profiling Buffer
@@ -896,7 +913,7 @@ class Machine:
                 pc - 4 if intno in (INTNO_SVC, INTNO_HVC, INTNO_SMC) else pc), pc)
         if self.counter.cap_count:
             self._drain(self._insn_index(
-                pc - 4 if intno in (INTNO_SVC, INTNO_HVC, INTNO_SMC) else pc))
+                pc - 4 if intno in (INTNO_SVC, INTNO_HVC, INTNO_SMC) else pc), pc)
         ctx = self.context()
         if intno == INTNO_UNDEF:
             info = a64.decode(self._fetch(pc, ctx.el))
@@ -1024,7 +1041,7 @@ class Machine:
         if self._pending is not None:
             self._settle(self._insn_index(address), address)
         if self.counter.cap_count:
-            self._drain(self._insn_index(address))
+            self._drain(self._insn_index(address), address)
         self.replan = True
         self._ctx = None
         self.counter.stop_at = min(self.counter.stop_at, self.counter.insns)

@@ -35,11 +35,13 @@ class SpeCapture(ctypes.Structure):
     """Mirror of ``struct spe_capture``: a sample observed at the start of its block."""
 
     _fields_ = [("index", ctypes.c_uint64), ("pc", ctypes.c_uint64),
+                ("mode", ctypes.c_uint64), ("next_pc", ctypes.c_uint64),
                 ("regs", ctypes.c_uint64 * CAP_REGS)]
 
 
 class SpeVerdict(ctypes.Structure):
-    _fields_ = [("pc", ctypes.c_uint64), ("n", ctypes.c_uint32), ("k", ctypes.c_uint32)]
+    _fields_ = [("pc", ctypes.c_uint64), ("n", ctypes.c_uint32), ("k", ctypes.c_uint16),
+                ("mode", ctypes.c_uint16)]
 
 
 class SpeCounter(ctypes.Structure):
@@ -51,7 +53,8 @@ class SpeCounter(ctypes.Structure):
                 ("stop_block", ctypes.c_uint64), ("stop_block_insns", ctypes.c_uint64),
                 ("event_at", ctypes.c_uint64), ("gap", ctypes.c_uint64),
                 ("limit", ctypes.c_uint64), ("cap_budget", ctypes.c_uint64),
-                ("cap_count", ctypes.c_uint64), ("reg_read_batch", ctypes.c_void_p),
+                ("cap_count", ctypes.c_uint64), ("completing", ctypes.c_uint64),
+                ("reg_read_batch", ctypes.c_void_p),
                 ("reg_ids", ctypes.c_int32 * (CAP_REGS + 1)),
                 ("caps", SpeCapture * CAP_MAX), ("verdicts", SpeVerdict * VERDICTS)]
 
@@ -113,11 +116,14 @@ def _layout_matches(lib: ctypes.CDLL) -> bool:
     return size == ctypes.sizeof(SpeCounter)
 
 
-def verdict_add(counter: SpeCounter, pc: int, n: int, k: int) -> bool:
-    """Let the hook capture instruction ``k`` of the ``n``-instruction block at ``pc``;
-    False when the table has no room for it (it is then simply not captured)."""
+def verdict_add(counter: SpeCounter, pc: int, n: int, k: int, mode: int) -> bool:
+    """Let the hook capture instruction ``k`` of the ``n``-instruction block at ``pc``, observed
+    as ``mode`` says (1: at the block's start, 2: branch outcome from the next block entered,
+    3: at the block's end); False when the table has no room for it (it is then simply not
+    captured)."""
     return bool(library().spe_verdict_add(ctypes.byref(counter), ctypes.c_uint64(pc),
-                                          ctypes.c_uint32(n), ctypes.c_uint32(k)))
+                                          ctypes.c_uint32(n), ctypes.c_uint32(k),
+                                          ctypes.c_uint32(mode)))
 
 
 def verdicts_clear(counter: SpeCounter) -> None:

@@ -8,11 +8,11 @@
  * callback on the hot path.
  *
  * Captured samples: when the stop is for the planned sample-interval event (`stop_at ==
- * event_at`) and the run loop has said the sample can be observed from the registers at the
- * start of the block (instruction 0 of the block, or a (block, length, k) triple in the
- * verdict table: docs/model.md "Samples inside a block"), the hook copies X0-X30, SP and NZCV
- * into the capture ring instead of stopping, moves `event_at` on by the fixed `gap` and goes
- * on. Python replays the captures, in order, at its next stop or hook (Machine._drain). The
+ * event_at`) and the run loop has said how the sample can be observed (instruction 0 of the
+ * block, or a (block, length, k) triple in the verdict table: docs/model.md "Samples inside a
+ * block"), the hook copies X0-X30, SP and NZCV into the capture ring instead of stopping --
+ * at the block's start, or at the next block entered for a sample observed at its block's end
+ * or by the PC its branch went to -- moves `event_at` on by the fixed `gap` and goes on. Python replays the captures, in order, at its next stop or hook (Machine._drain). The
  * hook never captures where that could change what the guest sees: only with a fixed gap
  * (PMSIRR_EL1.RND == 0), while `cap_budget` (records that fit without a Profiling Buffer
  * management event) lasts, when the next event is not in the same block and the block ends
@@ -31,15 +31,26 @@
 typedef int (*spe_stop_fn)(void *uc);
 typedef int (*spe_read_batch_fn)(void *uc, const int *regs, void **vals, int count);
 
+/* How a sample is observed (Machine.PREDICT_*): registers at the start of its block, or at
+ * the start of the next block entered (its end), which also gives the PC a final branch went
+ * to. */
+#define SPE_AT_START 1
+#define SPE_NEXT_PC 2
+#define SPE_AT_END 3
+
 struct spe_capture {
     uint64_t index;                 /* instruction number of the sampled instruction */
     uint64_t pc;                    /* its address */
-    uint64_t regs[SPE_CAP_REGS];    /* register values at the start of its block */
+    uint64_t mode;                  /* SPE_AT_START, SPE_NEXT_PC or SPE_AT_END */
+    uint64_t next_pc;               /* first block entered after it (0: not yet) */
+    uint64_t regs[SPE_CAP_REGS];    /* register values (at the start or end of its block) */
 };
 
 struct spe_verdict {
     uint64_t pc;                    /* block address (0: empty slot) */
-    uint32_t n, k;                  /* block length, sampled instruction in it */
+    uint32_t n;                     /* block length */
+    uint16_t k;                     /* sampled instruction in it */
+    uint16_t mode;                  /* SPE_AT_START, SPE_NEXT_PC or SPE_AT_END */
 };
 
 struct spe_counter {
@@ -57,6 +68,7 @@ struct spe_counter {
     uint64_t limit;        /* no capture in a block that ends past this instruction number */
     uint64_t cap_budget;   /* captures allowed before the Profiling Buffer needs a check */
     uint64_t cap_count;    /* captures in caps[] */
+    uint64_t completing;   /* 1 + the capture waiting for the next block entry, or 0 */
     spe_read_batch_fn reg_read_batch;  /* uc_reg_read_batch from libunicorn */
     int32_t reg_ids[SPE_CAP_REGS + 1]; /* Unicorn ids of the captured registers (+ padding) */
     struct spe_capture caps[SPE_CAP_MAX];
@@ -72,7 +84,8 @@ static uint32_t verdict_slot(uint64_t pc, uint32_t n, uint32_t k)
     return (uint32_t)(h >> 40) & (SPE_VERDICTS - 1);
 }
 
-static int verdict_has(const struct spe_counter *c, uint64_t pc, uint32_t n, uint32_t k)
+/* The mode of the verdict for instruction k of the n-instruction block at pc, or 0. */
+static int verdict_mode(const struct spe_counter *c, uint64_t pc, uint32_t n, uint32_t k)
 {
     uint32_t slot = verdict_slot(pc, n, k);
     for (int i = 0; i < SPE_PROBES; i++) {
@@ -80,21 +93,24 @@ static int verdict_has(const struct spe_counter *c, uint64_t pc, uint32_t n, uin
         if (v->pc == 0)
             return 0;
         if (v->pc == pc && v->n == n && v->k == k)
-            return 1;
+            return v->mode;
     }
     return 0;
 }
 
-/* Records that instruction k of the n-instruction block at pc can be captured; 0 if full. */
-int spe_verdict_add(struct spe_counter *c, uint64_t pc, uint32_t n, uint32_t k)
+/* Records how instruction k of the n-instruction block at pc can be captured; 0 if full. */
+int spe_verdict_add(struct spe_counter *c, uint64_t pc, uint32_t n, uint32_t k, uint32_t mode)
 {
     uint32_t slot = verdict_slot(pc, n, k);
+    if (k > 0xFFFF)
+        return 0;
     for (int i = 0; i < SPE_PROBES; i++) {
         struct spe_verdict *v = &c->verdicts[(slot + i) & (SPE_VERDICTS - 1)];
         if (v->pc == 0 || (v->pc == pc && v->n == n && v->k == k)) {
             v->pc = pc;
             v->n = n;
-            v->k = k;
+            v->k = (uint16_t)k;
+            v->mode = (uint16_t)mode;
             return 1;
         }
     }
@@ -107,26 +123,36 @@ void spe_verdicts_clear(struct spe_counter *c)
         c->verdicts[i].pc = 0;
 }
 
+static int read_regs(void *uc, struct spe_counter *c, uint64_t *regs)
+{
+    void *ptrs[SPE_CAP_REGS];
+    for (int i = 0; i < SPE_CAP_REGS; i++) {
+        regs[i] = 0;   /* NZCV fills only 32 bits */
+        ptrs[i] = &regs[i];
+    }
+    return c->reg_read_batch(uc, c->reg_ids, ptrs, SPE_CAP_REGS) == 0;
+}
+
 static int try_capture(void *uc, uint64_t address, uint64_t n, struct spe_counter *c)
 {
     uint64_t k = c->event_at - c->insns;
+    int mode = SPE_AT_START;
     if (c->stop_at != c->event_at || c->gap == 0 || c->cap_budget == 0
             || c->cap_count >= SPE_CAP_MAX || c->insns + n > c->limit
             || c->event_at + c->gap < c->insns + n)
         return 0;
-    if (k != 0 && !verdict_has(c, address, (uint32_t)n, (uint32_t)k))
+    if (k != 0 && (mode = verdict_mode(c, address, (uint32_t)n, (uint32_t)k)) == 0)
         return 0;
     struct spe_capture *cap = &c->caps[c->cap_count];
-    void *ptrs[SPE_CAP_REGS];
-    for (int i = 0; i < SPE_CAP_REGS; i++) {
-        cap->regs[i] = 0;   /* NZCV fills only 32 bits */
-        ptrs[i] = &cap->regs[i];
-    }
-    if (c->reg_read_batch(uc, c->reg_ids, ptrs, SPE_CAP_REGS) != 0)
+    if (!read_regs(uc, c, cap->regs))
         return 0;
     cap->index = c->event_at;
     cap->pc = address + 4 * k;
+    cap->mode = (uint64_t)mode;
+    cap->next_pc = 0;
     c->cap_count++;
+    if (mode != SPE_AT_START)
+        c->completing = c->cap_count;
     c->cap_budget--;
     c->event_at += c->gap;
     c->stop_at = c->event_at < c->limit ? c->event_at : c->limit;
@@ -138,6 +164,13 @@ void spe_block_hook(void *uc, uint64_t address, uint32_t size, struct spe_counte
     uint64_t n = size >> 2;
     if (n == 0)
         return;
+    if (c->completing) {   /* the block of the last capture has run to its end */
+        struct spe_capture *cap = &c->caps[c->completing - 1];
+        c->completing = 0;
+        cap->next_pc = address;
+        if (cap->mode == SPE_AT_END && !read_regs(uc, c, cap->regs))
+            cap->next_pc = 0;   /* (Python completes it from the live state) */
+    }
     if (c->insns + n > c->stop_at && !try_capture(uc, address, n, c)) {
         c->stops++;
         c->stop_block = address;
