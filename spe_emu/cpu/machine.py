@@ -204,6 +204,7 @@ class Machine:
         self._ctx: AccessContext | None = None
         self._xlate: dict[tuple[int, int, bool], int] = {}  # (regime, VA page, write) -> PA page
         self._headroom_pages: set[tuple[int, int]] = set()  # (PMBPTR page, owner) that translate
+        self._ns_for: tuple[AccessContext | None, int] = (None, 1)  # (context, its NS bit)
         self._collect: tuple | None = None
         self._irq_line_value: bool | None = None
         self._ref_enabled: dict[int, bool] | None = None  # reference mode: EL -> enabled
@@ -523,7 +524,9 @@ class Machine:
         if regs is None:
             regs = self._regs(info.reads)
         ts, cx1, cx2, collect_pa = self._collection(ctx)
-        s = Sample(pc=pc, el=ctx.el, ns=0 if ctx.is_secure else 1, info=info)
+        if self._ns_for[0] is not ctx:
+            self._ns_for = (ctx, 0 if ctx.is_secure else 1)
+        s = Sample(pc=pc, el=ctx.el, ns=self._ns_for[1], info=info)
         s.exception = self._generates_exception(info, ctx)
         if not s.exception:
             s.cond_passed = info.condition_passed(regs)

@@ -56,11 +56,17 @@ class ProfilingBuffer:
         self.config = config
         self.write_va = write_va
         self._limit_field = table["PMBLIMITR_EL1"].field("LIMIT")
+        self._align = config.align_bytes
+        self._max_record = config.max_record_bytes
+        self._limit_of: tuple[int | None, int] = (None, 0)   # (PMBLIMITR_EL1, limit)
 
     @property
     def limit(self) -> int:
         """Address of the first byte past the buffer (PMBLIMITR_EL1.LIMIT:Zeros(12))."""
-        return self._limit_field.get(self.regs["PMBLIMITR_EL1"]) << 12
+        value = self.regs["PMBLIMITR_EL1"]
+        if self._limit_of[0] != value:
+            self._limit_of = (value, self._limit_field.get(value) << 12)
+        return self._limit_of[1]
 
     def _event(self, kind: str, *, ec: int, mss: int, dl: int | None = None
                ) -> ManagementEvent:
@@ -91,7 +97,7 @@ class ProfilingBuffer:
         A translation fault raises a stage 1 Data Abort management event (EC 0b100100), with
         PMBPTR_EL1 = the faulting address and DL = 1 if part of the record was written.
         """
-        align = self.config.align_bytes
+        align = self._align
         if len(record) % align:
             record += bytes(align - len(record) % align)
         ptr = self.regs["PMBPTR_EL1"]
@@ -114,7 +120,7 @@ class ProfilingBuffer:
                                   dl=1 if written else None)
         ptr += len(record)
         self.regs["PMBPTR_EL1"] = ptr
-        if limit - ptr < self.config.max_record_bytes:
+        if limit - ptr < self._max_record:
             return len(record), self._event("buffer-full", ec=EC_OTHER,
                                             mss=PMBSR_MSS_OTHER[0].set(0, BSC_FILLED))
         return len(record), None

@@ -58,6 +58,8 @@ class Spu:
         self._pmbsr_s = self.table["PMBSR_EL1"].field("S")
         self._filters: tuple | None = None   # (PMSFCR fields, PMSEVFR, MINLAT), until a write
         self._owner_for: tuple[AccessContext | None, tuple[bool, int]] = (None, (False, 1))
+        # ProfilingBufferEnabled() for the last (context, PMBLIMITR_EL1, PMBSR_EL1) sampled in.
+        self._enabled_for: tuple[tuple | None, bool] = (None, False)
 
     # -- register access (after the access check passed) -------------------------------------
     def read(self, name: str, ctx: AccessContext) -> int:
@@ -203,7 +205,10 @@ class Spu:
 
         Returns the Profiling Buffer management event the write raised (PMBSR_EL1.S is then 1
         and PMBIRQ asserted), or None."""
-        if not self.buffer_enabled(ctx):  # callers sample only while profiling is enabled
+        key = (ctx, self.regs["PMBLIMITR_EL1"], self.regs["PMBSR_EL1"])
+        if self._enabled_for[0] != key:
+            self._enabled_for = (key, self.buffer_enabled(ctx))
+        if not self._enabled_for[1]:  # callers sample only while profiling is enabled
             raise AssertionError("SPU asked to sample while the Profiling Buffer is disabled")
         self.stats.samples += 1
         built = self.builder.build(s)
