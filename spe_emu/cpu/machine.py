@@ -205,6 +205,8 @@ class Machine:
         self._xlate: dict[tuple[int, int, bool], int] = {}  # (regime, VA page, write) -> PA page
         self._headroom_pages: set[tuple[int, int]] = set()  # (PMBPTR page, owner) that translate
         self._ns_for: tuple[AccessContext | None, int] = (None, 1)  # (context, its NS bit)
+        # (PC, EL) -> instruction word of captured samples; forgotten with the verdicts.
+        self._captured_words: dict[tuple[int, int], int] = {}
         self._collect: tuple | None = None
         self._irq_line_value: bool | None = None
         self._ref_enabled: dict[int, bool] | None = None  # reference mode: EL -> enabled
@@ -370,6 +372,12 @@ class Machine:
         verdicts, which are kept by virtual address."""
         self._xlate.clear()
         self._headroom_pages.clear()
+        self._forget_code()
+
+    def _forget_code(self) -> None:
+        """Code or its mapping may have changed: drop the native hook's verdicts and the
+        instruction words remembered for captured samples."""
+        self._captured_words.clear()
         if self.cfg.mode == "fast":
             native.verdicts_clear(self.counter)
 
@@ -744,7 +752,13 @@ class Machine:
                 continue
             ctx = self.context()
             pc = cap.pc
-            info = a64.decode(self._fetch(pc, ctx.el))
+            key = (pc, ctx.el)
+            word = self._captured_words.get(key)
+            if word is None:
+                if len(self._captured_words) >= PREDICTION_CACHE_ENTRIES:
+                    self._captured_words.clear()
+                word = self._captured_words[key] = self._fetch(pc, ctx.el)
+            info = a64.decode(word)
             mode = cap.mode
             if mode == PREDICT_END and not cap.next_pc:
                 observed = None                                   # live registers
@@ -1012,7 +1026,7 @@ class Machine:
         if self.counter.cap_count:
             self._drain(NEVER)
         if cp.crn == CRN_CACHE and cp.crm in CRM_IC:
-            native.verdicts_clear(self.counter)
+            self._forget_code()
         if cp.crn == CRN_TLBI:
             self._flush_translations()
         return 0
