@@ -5,9 +5,10 @@ Run loop ("fast" mode, the default): Unicorn runs natively. A native block hook
 front of the block that holds the next instruction of interest. A sample inside a block is
 taken from the state at the block's start or end when that is provably the instruction's own
 (the hook captures the common case itself, without stopping; see docs/model.md "Samples inside
-a block"); otherwise an exact ``until`` run reaches the instruction itself. Python only runs at *stop points*: the next sample-interval
-event, exceptions (Unicorn's INTR hook), trapped system-register accesses, exception returns
-and DAIF writes (bounded code hooks on the few addresses that hold them), and WFI.
+a block"); otherwise an exact ``until`` run reaches the instruction itself. Python only runs at
+*stop points*: samples the hook cannot capture, exceptions (Unicorn's INTR hook), trapped
+system-register accesses, exception returns and DAIF writes (bounded code hooks on the few
+addresses that hold them), and WFI.
 
 "reference" mode is the oracle: a Python code hook on every instruction counts the sample
 population, tracks the Exception level and steps the interval counter one member at a time.

@@ -12,7 +12,8 @@
  * block, or a (block, length, k) triple in the verdict table: docs/model.md "Samples inside a
  * block"), the hook copies X0-X30, SP and NZCV into the capture ring instead of stopping --
  * at the block's start, or at the next block entered for a sample observed at its block's end
- * or by the PC its branch went to -- moves `event_at` on by the fixed `gap` and goes on. Python replays the captures, in order, at its next stop or hook (Machine._drain). The
+ * or by the PC its branch went to -- moves `event_at` on by the fixed `gap` and goes on.
+ * Python replays the captures, in order, at its next stop or hook (Machine._drain). The
  * hook never captures where that could change what the guest sees: only with a fixed gap
  * (PMSIRR_EL1.RND == 0), while `cap_budget` (records that fit without a Profiling Buffer
  * management event) lasts, when the next event is not in the same block and the block ends
@@ -80,7 +81,8 @@ const uint64_t spe_counter_size = sizeof(struct spe_counter);
 
 static uint32_t verdict_slot(uint64_t pc, uint32_t n, uint32_t k)
 {
-    uint64_t h = (pc >> 2) * 0x9E3779B97F4A7C15ull ^ ((uint64_t)n << 16 | k) * 0xC2B2AE3D27D4EB4Full;
+    uint64_t h = (pc >> 2) * 0x9E3779B97F4A7C15ull
+                 ^ ((uint64_t)n << 16 | k) * 0xC2B2AE3D27D4EB4Full;
     return (uint32_t)(h >> 40) & (SPE_VERDICTS - 1);
 }
 
