@@ -80,3 +80,39 @@ def test_alignment_pads_records():
                                                                   enumerate(d)}))
     buf.write_record(b"\x01\x02\x03")
     assert regs["PMBPTR_EL1"] == 0x1008 and mem[0x1007] == 0   # padding packets (0x00)
+
+
+def test_batch_write_equals_record_by_record_writes():
+    # Records crossing a page boundary, with alignment padding (Align = 6: 64 bytes).
+    cfg = SpeConfig(align_code=6)
+    records = [bytes(range(1, 1 + n)) for n in (40, 7, 64, 65, 3)]
+    out = []
+    for batch in (False, True):
+        regs = T.reset_values()
+        regs["PMBPTR_EL1"] = 0x1F40
+        regs["PMBLIMITR_EL1"] = 0x4000 | 1
+        mem = {}
+        writes = []
+
+        def write(va, data, mem=mem, writes=writes):
+            writes.append((va, len(data)))
+            for i, b in enumerate(data):
+                mem[va + i] = b
+        buf = ProfilingBuffer(regs, T, cfg, write)
+        if batch:
+            assert buf.write_records(records) == 64 * 6
+            assert all((va & 0xFFF) + n <= 0x1000 for va, n in writes)   # page by page
+        else:
+            for r in records:
+                assert buf.write_record(r)[1] is None
+        out.append((mem, regs["PMBPTR_EL1"], regs["PMBSR_EL1"]))
+    assert out[0] == out[1]
+    assert out[1][1] == 0x1F40 + 64 * 6
+
+
+def test_batch_write_refuses_what_would_raise_an_event():
+    buf, regs, mem = make()
+    regs["PMBPTR_EL1"] = 0x2000 - 64 - 40      # 40 bytes would leave 64: fine; 41 would not
+    assert buf.write_records([bytes(41)]) is None
+    assert not mem and regs["PMBPTR_EL1"] == 0x2000 - 104 and regs["PMBSR_EL1"] == 0
+    assert buf.write_records([bytes(40)]) == 40

@@ -740,6 +740,8 @@ class Machine:
         count = c.cap_count
         c.cap_count = c.completing = 0
         interval = self.spu.interval
+        ctx = self.context()  # (no control state changes while captures are pending)
+        batch = []
         for i in range(count):
             cap = c.caps[i]
             index = cap.index
@@ -751,7 +753,6 @@ class Machine:
             self.sample_paths["captured"] += 1
             if not self._fire_member(index):
                 continue
-            ctx = self.context()
             pc = cap.pc
             key = (pc, ctx.el)
             word = self._captured_words.get(key)
@@ -770,7 +771,9 @@ class Machine:
             if mode == PREDICT_NEXT_PC:
                 self._resolve_branch(s, cap.next_pc or (self.pc if next_pc is None
                                                         else next_pc))
-            self._sample(s, ctx)
+            batch.append(s)
+        if batch:  # (the capture budget guarantees no Profiling Buffer management event)
+            self.spu.sample_batch(batch, ctx)
 
     @staticmethod
     def _resolve_branch(s: Sample, next_pc: int) -> None:

@@ -124,3 +124,27 @@ class ProfilingBuffer:
             return len(record), self._event("buffer-full", ec=EC_OTHER,
                                             mss=PMBSR_MSS_OTHER[0].set(0, BSC_FILLED))
         return len(record), None
+
+    def write_records(self, records: list[bytes]) -> int | None:
+        """Write several complete records at PMBPTR_EL1 in one go, each padded as
+        :meth:`write_record` pads it, when that raises no management event: the last leaves at
+        least 2**PMSIDR_EL1.MaxSize bytes below the limit. Returns the bytes placed, or None
+        (nothing written) when the batch would not fit so.
+
+        Raises:
+            TranslationFault: a page of the batch does not translate (the caller has checked
+                that it does; part of the batch may have been written).
+        """
+        align = self._align
+        data = b"".join(r + bytes(-len(r) % align) for r in records)
+        ptr = self.regs["PMBPTR_EL1"]
+        if self.limit - (ptr + len(data)) < self._max_record:
+            return None
+        done = 0
+        while done < len(data):
+            va = ptr + done
+            chunk = min(len(data) - done, 0x1000 - (va & 0xFFF))
+            self.write_va(va, data[done:done + chunk])
+            done += chunk
+        self.regs["PMBPTR_EL1"] = ptr + len(data)
+        return len(data)

@@ -205,6 +205,39 @@ class Spu:
 
         Returns the Profiling Buffer management event the write raised (PMBSR_EL1.S is then 1
         and PMBIRQ asserted), or None."""
+        data = self.record(s, ctx)
+        if data is None:
+            return None
+        written, event = self.buffer.write_record(data)
+        if written:
+            self.stats.records_written += 1
+            self.stats.bytes_written += written
+        if event is not None:
+            self.stats.management_events.append(event)
+            self.update_irq()
+        return event
+
+    def sample_batch(self, samples: list[Sample], ctx: AccessContext) -> None:
+        """:meth:`sample` for several operations in order, written to the buffer in one go.
+
+        The caller guarantees that none of the writes can raise a Profiling Buffer management
+        event (every record fits with 2**MaxSize bytes to spare, in pages that translate).
+
+        Raises:
+            AssertionError: the guarantee does not hold (nothing is written then).
+        """
+        records = [data for data in (self.record(s, ctx) for s in samples) if data is not None]
+        if not records:
+            return
+        placed = self.buffer.write_records(records)
+        if placed is None:
+            raise AssertionError("records of a batch would raise a management event")
+        self.stats.records_written += len(records)
+        self.stats.bytes_written += placed
+
+    def record(self, s: Sample, ctx: AccessContext) -> bytes | None:
+        """The record of a selected operation after ``CollectRecord()`` (None: filtered out);
+        counts the sample."""
         key = (ctx, self.regs["PMBLIMITR_EL1"], self.regs["PMBSR_EL1"])
         if self._enabled_for[0] != key:
             self._enabled_for = (key, self.buffer_enabled(ctx))
@@ -224,11 +257,4 @@ class Spu:
                                          fields, pmsevfr, minlat, self.config):
             self.stats.filtered_out += 1
             return None
-        written, event = self.buffer.write_record(built.data)
-        if written:
-            self.stats.records_written += 1
-            self.stats.bytes_written += written
-        if event is not None:
-            self.stats.management_events.append(event)
-            self.update_irq()
-        return event
+        return built.data
