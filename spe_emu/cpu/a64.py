@@ -808,12 +808,29 @@ def _written_ldst(w: int) -> tuple[int, ...] | None:
         if (w >> 21) & 1 == 0 and (w >> 10) & 3 == 0:         # RCpc unscaled (LDAPUR ...)
             return _x(rt)
         return None                                            # FEAT_MOPS and others
+    simd = (w >> 26) & 1                                       # Rt/Rt2 are SIMD&FP registers
     if kind == 0b10:                                           # pairs
-        return (*_x(rt), *_x(rt2), *(wb if op2 & 1 else ()))
+        return (*(() if simd else (*_x(rt), *_x(rt2))), *(wb if op2 & 1 else ()))
     # kind 0b11: single register, every addressing mode
     op4 = (w >> 10) & 3
     writeback = op2 & 0b10 == 0 and op4 & 1
-    return (*_x(rt), *(wb if writeback else ()))
+    return (*(() if simd else _x(rt)), *(wb if writeback else ()))
+
+
+def _written_simd_fp(w: int) -> tuple[int, ...]:
+    """SIMD&FP data processing: only these forms write a general-purpose register or NZCV."""
+    rd = w & 31
+    if (w >> 24) & 0x5F == 0x1E:                               # scalar floating-point
+        if not (w >> 21) & 1:                                  # FP <-> fixed-point
+            return _x(rd)
+        if (w >> 10) & 0x3F == 0:                              # FP <-> integer, FJCVTZS
+            return (*_x(rd), UC_ARM64_REG_NZCV)
+        if (w >> 10) & 0xF == 0b1000 or (w >> 10) & 3 == 0b01:  # FCMP/FCMPE, FCCMP/FCCMPE
+            return (UC_ARM64_REG_NZCV,)
+        return ()
+    if w & 0x9FE08400 == 0x0E000400 and (w >> 11) & 0xF in (0b0101, 0b0111):  # SMOV, UMOV
+        return _x(rd)
+    return ()
 
 
 def _written_branch_sys(w: int) -> tuple[int, ...] | None:
@@ -857,8 +874,8 @@ def written_registers(word: int) -> frozenset[int] | None:
         else:                                                 # ADDS/SUBS/ADCS/CCMP/SETF/..
             flags = bool((w >> 29) & 1)
         regs = (*_x_or_sp(rd), *((UC_ARM64_REG_NZCV,) if flags else ()))
-    elif op0 & 0b0111 == 0b0111:                               # SIMD&FP: FMOV/UMOV to Xd,
-        regs = (*_x(rd), UC_ARM64_REG_NZCV)                   # FCMP/FCCMP, FJCVTZS
+    elif op0 & 0b0111 == 0b0111:
+        regs = _written_simd_fp(w)
     elif op0 & 0b1110 == 0b1000:                               # data processing (immediate)
         op1 = (w >> 23) & 7
         if op1 in (0b010, 0b011):
@@ -871,3 +888,113 @@ def written_registers(word: int) -> frozenset[int] | None:
     else:
         regs = None
     return None if regs is None else frozenset(regs)
+
+
+# ------------------------------------------------------------------ evaluation ------------
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One instruction :func:`evaluator` can execute on register values: it reads ``sources``
+    (Unicorn ids), writes exactly ``dests``, and ``load`` is (size in bytes, sign-extend to
+    32 or 64 bits, or 0) for a load."""
+
+    word: int
+    sources: tuple[int, ...]
+    dests: tuple[int, ...]
+    load: tuple[int, int] | None
+    _run: Callable = field(repr=False, compare=False)
+
+    def run(self, pc: int, regs: Mapping[int, int],
+            read: Callable[[int, int], int]) -> dict[int, int]:
+        """The values written, from ``regs`` (which holds ``sources``); ``read(va, size)``
+        reads guest memory for a load (little-endian, zero-extended)."""
+        return self._run(pc, regs, read)
+
+
+def _sp_or_x(n: int) -> int:
+    return UC_ARM64_REG_SP if n == 31 else X_REGS[n]
+
+
+def _eval_add_sub_imm(w: int) -> Step | None:
+    sf, sub, s = w >> 31, (w >> 30) & 1, (w >> 29) & 1
+    if s or (w >> 23) & 0x3F != 0b100010:          # ADDS/SUBS set flags: not evaluated
+        return None
+    imm = ((w >> 10) & 0xFFF) << (12 if (w >> 22) & 1 else 0)
+    rn, rd = _sp_or_x((w >> 5) & 31), _sp_or_x(w & 31)
+    mask = M64 if sf else 0xFFFFFFFF
+
+    def run(pc, regs, read):
+        return {rd: (regs[rn] - imm if sub else regs[rn] + imm) & mask}
+    return Step(w, (rn,), (rd,), None, run)
+
+
+def _eval_mov(w: int) -> Step | None:
+    # MOV Xd, Xm / Wd, Wm: ORR (shifted register) with Rn = XZR, LSL #0.
+    if w & 0x7FE0FFE0 != 0x2A0003E0 or w & 31 == 31:
+        return None
+    rm, rd = (w >> 16) & 31, X_REGS[w & 31]
+    mask = M64 if w >> 31 else 0xFFFFFFFF
+    if rm == 31:
+        return Step(w, (), (rd,), None, lambda pc, regs, read: {rd: 0})
+    src = X_REGS[rm]
+    return Step(w, (src,), (rd,), None, lambda pc, regs, read: {rd: regs[src] & mask})
+
+
+def _eval_load(w: int) -> Step | None:
+    # Load register (general-purpose, not SIMD&FP): unsigned offset, unscaled, pre/post-index,
+    # register offset (Arm ARM C4.1.66, "Load/store register ...").
+    if (w >> 27) & 7 != 0b111 or (w >> 26) & 1:
+        return None
+    size, opc = w >> 30, (w >> 22) & 3
+    if opc == 0 or (size == 3 and opc >= 2) or (size == 2 and opc == 3):
+        return None                                 # store, PRFM, unallocated
+    if not (w >> 24) & 1:
+        if (w >> 21) & 1:
+            if (w >> 10) & 3 != 0b10:               # atomics, LDRAA/LDRAB
+                return None
+        elif (w >> 10) & 3 == 0b10:                 # LDTR* (unprivileged): not evaluated
+            return None
+    info = decode(w)
+    if not info.is_load or info.is_store or info._addr is None:
+        return None
+    nbytes = 1 << size
+    extend = 0 if opc == 1 else (64 if opc == 2 else 32)
+    rt = w & 31
+    dests = []
+    writeback = not (w >> 24) & 1 and not (w >> 21) & 1 and (w >> 10) & 1
+    base = _sp_or_x((w >> 5) & 31)
+    if writeback:
+        dests.append(base)
+        imm = _sext(w >> 12, 9) & M64
+    if rt != 31:
+        dests.append(X_REGS[rt])
+    dest = X_REGS[rt] if rt != 31 else None
+    addr_of = info._addr
+    bits = 8 * nbytes
+
+    def run(pc, regs, read):
+        va = addr_of(pc, regs)
+        value = read(va, nbytes)
+        if extend and value >> (bits - 1):
+            value = (value - (1 << bits)) & (M64 if extend == 64 else 0xFFFFFFFF)
+        out = {}
+        if writeback:
+            out[base] = (regs[base] + imm) & M64
+        if dest is not None:
+            out[dest] = value
+        return out
+    return Step(w, tuple(info.reads), tuple(dests), (nbytes, extend), run)
+
+
+@lru_cache(maxsize=1 << 16)
+def evaluator(word: int) -> Step | None:
+    """A :class:`Step` for ``word`` when it is one of the instructions the run loop evaluates
+    to predict a sample's operands (docs/model.md, "Samples inside a block"): ADD/SUB
+    (immediate, no flags), MOV (register) and loads of a general-purpose register (every
+    addressing form but unprivileged, atomic and pointer-authenticated ones); else None."""
+    w = word & 0xFFFFFFFF
+    for make in (_eval_add_sub_imm, _eval_mov, _eval_load):
+        step = make(w)
+        if step is not None:
+            return step
+    return None

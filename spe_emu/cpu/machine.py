@@ -89,7 +89,7 @@ DAIF_IMM_MASK, DAIF_IMM_VALUE = 0xFFFFF0DF, 0xD50340DF  # MSR DAIFSet/DAIFClr, #
 # timestamp, is 60 bytes; tests/test_prediction.py checks the bound).
 RECORD_BYTES_BOUND = 128
 PREDICTION_CACHE_ENTRIES = 1 << 16  # code sequences whose predictability is remembered
-PREDICT_NO, PREDICT_START, PREDICT_NEXT_PC, PREDICT_END = 0, 1, 2, 3  # Machine._predict()
+PREDICT_NO, PREDICT_START, PREDICT_NEXT_PC, PREDICT_END, PREDICT_EVAL = 0, 1, 2, 3, 4
 # Registers the native hook captures for a sample (the order of counter.c's regs[]).
 CAPTURE_REGS = a64.X_REGS + (A.UC_ARM64_REG_SP, A.UC_ARM64_REG_NZCV)
 CAPTURE_SLOT = {rid: i for i, rid in enumerate(CAPTURE_REGS)}
@@ -215,12 +215,15 @@ class Machine:
         # A predicted sample: (instruction number, what was observed, PREDICT_* mode, undo
         # state or None): see _predict() and _settle().
         self._pending: tuple | None = None
-        self._predictable: dict[tuple[bytes, int], int] = {}  # (block code, k) -> mode
+        # (block code, k) -> (PREDICT_* mode, evaluation plan or None)
+        self._predictable: dict[tuple[bytes, int], tuple[int, tuple | None]] = {}
         # How samples were reached (fast mode; for tests and benchmarks): "captured" by the
-        # native hook at their block's start, "predicted" by Python (_predict), "dropped" (of
-        # those two: an earlier instruction took an exception), "split" (the block was
-        # retranslated to stop at the instruction). The others: at a block's first instruction.
-        self.sample_paths = {"predicted": 0, "captured": 0, "dropped": 0, "split": 0}
+        # native hook, "predicted" by Python (_predict; "evaluated": of those, by evaluating
+        # earlier instructions), "dropped" (of those: an earlier instruction took an
+        # exception), "split" (the block was retranslated to stop at the instruction). The
+        # others: at a block's first instruction.
+        self.sample_paths = {"predicted": 0, "evaluated": 0, "captured": 0, "dropped": 0,
+                             "split": 0}
 
     # ------------------------------------------------------------------ set-up ------------
     def load(self, image: Image) -> None:
@@ -610,12 +613,13 @@ class Machine:
         except TranslationFault:
             return False
         key = (self.fast.read(pa, nbytes), k)
-        mode = self._predictable.get(key)
-        if mode is None:
-            mode = self._prediction_mode(key[0], k)
+        found = self._predictable.get(key)
+        if found is None:
+            found = self._prediction_mode(key[0], k)
             if len(self._predictable) >= PREDICTION_CACHE_ENTRIES:
                 self._predictable.clear()
-            self._predictable[key] = mode
+            self._predictable[key] = found
+        mode, plan = found
         if mode == PREDICT_NO:
             return False
         if index + self.spu.interval.members_between_events(
@@ -628,7 +632,14 @@ class Machine:
             self._pending = (index, (pc, info, ctx), mode, None)
             self.sample_paths["predicted"] += 1
             return True
-        s = self._observe(pc, info, ctx, index)
+        if mode == PREDICT_EVAL:
+            regs = self._evaluate(block, key[0], plan, info, ctx)
+            if regs is None:
+                return False
+            self.sample_paths["evaluated"] += 1
+            s = self._observe(pc, info, ctx, index, regs)
+        else:
+            s = self._observe(pc, info, ctx, index)
         if mode == PREDICT_NEXT_PC:
             if info.is_conditional and s.branch_target == (pc + 4) & a64.M64:
                 return False
@@ -636,8 +647,8 @@ class Machine:
             self._pending = (index, (s, ctx), mode, None)
             self.sample_paths["predicted"] += 1
             return True
-        # PREDICT_START: from now on the native hook may capture this one itself.
-        native.verdict_add(self.counter, block, n, k, mode)
+        if mode == PREDICT_START:  # from now on the native hook may capture this one itself
+            native.verdict_add(self.counter, block, n, k, mode)
         # The interval step happens now (the run loop plans the next event from it); the
         # record is written when the run passes the instruction. Dropping the prediction
         # restores the interval counter, the population and the accounting point.
@@ -650,9 +661,12 @@ class Machine:
         return True
 
     @staticmethod
-    def _prediction_mode(code: bytes, k: int) -> int:
+    def _prediction_mode(code: bytes, k: int) -> tuple[int, tuple | None]:
         """How instruction ``k`` of the block ``code`` can be predicted (see :meth:`_predict`):
-        PREDICT_START, PREDICT_NEXT_PC, PREDICT_END or PREDICT_NO."""
+        (PREDICT_START | PREDICT_NEXT_PC | PREDICT_END | PREDICT_NO, None), or (PREDICT_EVAL,
+        (plan, start registers)) when the operands can be computed from the block's start by
+        evaluating the instructions of ``plan`` (indexes, in order; :func:`a64.evaluator`),
+        which need ``start registers`` from the start."""
         words = struct.unpack(f"<{len(code) // 4}I", code)
         info = a64.decode(words[k])
         reads = set(info.reads)
@@ -666,15 +680,62 @@ class Machine:
                 elif last.is_branch and not last.is_eret:
                     written = frozenset((a64.X_REGS[30],))   # BL/BLR link register
             if written is None:
-                return PREDICT_NO
+                return PREDICT_NO, None
             writes.append(written)
         if all(w.isdisjoint(reads) for w in writes[:k]):
-            return PREDICT_START
+            return PREDICT_START, None
         if info.is_branch and not info.is_eret and k == len(words) - 1:
-            return PREDICT_NEXT_PC
+            return PREDICT_NEXT_PC, None
         if all(w.isdisjoint(reads) for w in writes[k:]):
-            return PREDICT_END
-        return PREDICT_NO
+            return PREDICT_END, None
+        # Backward from the sampled instruction: every earlier instruction that may write a
+        # register still needed must be one the evaluator executes.
+        needed = set(reads)
+        plan = []
+        for j in range(k - 1, -1, -1):
+            if writes[j].isdisjoint(needed):
+                continue
+            step = a64.evaluator(words[j])
+            if step is None:
+                return PREDICT_NO, None
+            if needed.isdisjoint(step.dests):
+                continue                               # (the superset named a register)
+            needed = (needed - set(step.dests)) | set(step.sources)
+            plan.append(j)
+        plan.reverse()
+        if any(a64.evaluator(words[j]).load for j in plan) and any(
+                a64.decode(w).is_store for w in words[:k]):
+            return PREDICT_NO, None                    # a store may change what a load reads
+        return PREDICT_EVAL, (tuple(plan), tuple(sorted(needed)))
+
+    def _evaluate(self, block: int, code: bytes, plan: tuple, info, ctx: AccessContext
+                  ) -> dict[int, int] | None:
+        """The registers ``info`` reads, computed from the block's start by the evaluation
+        plan of :meth:`_prediction_mode` (loads read RAM through the current regime); None when
+        a load would read outside RAM or does not translate."""
+        steps, start = plan
+        regime = self._regime_el(ctx.el)
+        ram_lo, ram_hi = self.cfg.ram_base, self.cfg.ram_base + self.cfg.ram_size
+        words = struct.unpack(f"<{len(code) // 4}I", code)
+        values = dict(self._regs(start))
+        failed = []
+
+        def read(va: int, size: int) -> int:
+            try:
+                pa = self._translate(va, regime)
+            except TranslationFault:
+                failed.append(va)
+                return 0
+            if (va & 0xFFF) + size > 0x1000 or not ram_lo <= pa <= ram_hi - size:
+                failed.append(va)
+                return 0
+            return int.from_bytes(self.fast.read(pa, size), "little")
+
+        for j in steps:
+            values.update(a64.evaluator(words[j]).run(block + 4 * j, values, read))
+            if failed:
+                return None
+        return {rid: values[rid] for rid in info.reads}
 
     def _buffer_has_headroom(self, ctx: AccessContext) -> bool:
         """Whether any record written now leaves PMBPTR_EL1 at least 2**MaxSize bytes below
@@ -1176,7 +1237,8 @@ class Machine:
                 # predicted. From the block's start: the member has fired, the record is
                 # written after the next run (or by a hook on the way). From the block's end
                 # or its next PC: the block runs now and stops in front of the next one.
-                if self._pending is not None and self._pending[2] != PREDICT_START:
+                if self._pending is not None and self._pending[2] in (PREDICT_END,
+                                                                      PREDICT_NEXT_PC):
                     c.gap = 0
                     c.stop_at = c.insns + c.stop_block_insns
                     self._start(self.pc)
