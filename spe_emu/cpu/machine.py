@@ -93,6 +93,8 @@ PREDICT_NO, PREDICT_START, PREDICT_NEXT_PC, PREDICT_END, PREDICT_EVAL = 0, 1, 2,
 # Registers the native hook captures for a sample (the order of counter.c's regs[]).
 CAPTURE_REGS = a64.X_REGS + (A.UC_ARM64_REG_SP, A.UC_ARM64_REG_NZCV)
 CAPTURE_SLOT = {rid: i for i, rid in enumerate(CAPTURE_REGS)}
+CAPTURE_STRUCT = struct.Struct(f"<4Q{len(CAPTURE_REGS)}Q")  # struct spe_capture
+CAPTURE_BYTES = ctypes.sizeof(native.SpeCapture)
 # SYS with CRn == 7 and CRm == 1 or 5 is an instruction cache invalidation (IC IALLUIS,
 # IC IALLU, IC IVAU): code may have changed.
 CRN_CACHE, CRM_IC = 7, (1, 5)
@@ -802,10 +804,13 @@ class Machine:
         c.cap_count = c.completing = 0
         interval = self.spu.interval
         ctx = self.context()  # (no control state changes while captures are pending)
+        el = ctx.el
+        words = self._captured_words
         batch = []
-        for i in range(count):
-            cap = c.caps[i]
-            index = cap.index
+        # The ring as plain integers, in one copy: (index, pc, mode, next_pc, *registers).
+        raw = ctypes.string_at(ctypes.addressof(c.caps), count * CAPTURE_BYTES)
+        for i, (index, pc, mode, cap_next_pc, *regs) in enumerate(
+                CAPTURE_STRUCT.iter_unpack(raw)):
             if index > insn_index:
                 self.sample_paths["dropped"] += count - i
                 break
@@ -814,23 +819,19 @@ class Machine:
             self.sample_paths["captured"] += 1
             if not self._fire_member(index):
                 continue
-            pc = cap.pc
-            key = (pc, ctx.el)
-            word = self._captured_words.get(key)
+            word = words.get((pc, el))
             if word is None:
-                if len(self._captured_words) >= PREDICTION_CACHE_ENTRIES:
-                    self._captured_words.clear()
-                word = self._captured_words[key] = self._fetch(pc, ctx.el)
+                if len(words) >= PREDICTION_CACHE_ENTRIES:
+                    words.clear()
+                word = words[(pc, el)] = self._fetch(pc, el)
             info = a64.decode(word)
-            mode = cap.mode
-            if mode == PREDICT_END and not cap.next_pc:
+            if mode == PREDICT_END and not cap_next_pc:
                 observed = None                                   # live registers
             else:
-                regs = cap.regs
                 observed = {rid: regs[CAPTURE_SLOT[rid]] for rid in info.reads}
             s = self._observe(pc, info, ctx, index, observed)
             if mode == PREDICT_NEXT_PC:
-                self._resolve_branch(s, cap.next_pc or (self.pc if next_pc is None
+                self._resolve_branch(s, cap_next_pc or (self.pc if next_pc is None
                                                         else next_pc))
             batch.append(s)
         if batch:  # (the capture budget guarantees no Profiling Buffer management event)
