@@ -764,7 +764,7 @@ class Machine:
                     pass
         return True
 
-    def _settle(self, insn_index: int, next_pc: int | None = None) -> None:
+    def _settle(self, insn_index: int, next_pc: int) -> None:
         """A stop or hook at instruction number ``insn_index``: commit the pending sample if
         the run got to the sampled instruction, else drop it (an earlier instruction took an
         exception; the member is still ahead and will be planned again). ``next_pc`` is the
@@ -782,14 +782,20 @@ class Machine:
             pc, info, ctx = observed
             observed = (self._observe(pc, info, ctx, index), ctx)
         elif mode == PREDICT_NEXT_PC:
-            if next_pc is None:
-                raise AssertionError("a branch sample predicted by its next PC settled "
-                                     "where the next PC is not known")
             self._resolve_branch(observed[0], next_pc)
         if undo is None:
             self._member_selected(index, observed)
         elif observed is not None:
             self._sample(*observed)
+
+    def _catch_up(self, insn_index: int, next_pc: int | None = None) -> None:
+        """Before anything at instruction number ``insn_index`` (a stop, or a hook about to
+        change state), where the run goes on at ``next_pc`` (default: the PC): settle the
+        pending predicted sample, then replay the native captures, in instruction order."""
+        if self._pending is not None:
+            self._settle(insn_index, self.pc if next_pc is None else next_pc)
+        if self.counter.cap_count:
+            self._drain(insn_index, next_pc)
 
     def _drain(self, insn_index: int, next_pc: int | None = None) -> None:
         """Replay the samples the native hook captured (in order) at a stop or hook at
@@ -990,13 +996,9 @@ class Machine:
         QEMU decided: its syndrome, fault address and target EL (with all its trap controls)
         are read back from the CPU state (:mod:`spe_emu.cpu.qemu_state`)."""
         pc = self.pc
-        if self._pending is not None:
-            # SVC/HVC/SMC leave the PC after the instruction; the others at the instruction.
-            self._settle(self._insn_index(
-                pc - 4 if intno in (INTNO_SVC, INTNO_HVC, INTNO_SMC) else pc), pc)
-        if self.counter.cap_count:
-            self._drain(self._insn_index(
-                pc - 4 if intno in (INTNO_SVC, INTNO_HVC, INTNO_SMC) else pc), pc)
+        # SVC/HVC/SMC leave the PC after the instruction; the others at the instruction.
+        self._catch_up(self._insn_index(
+            pc - 4 if intno in (INTNO_SVC, INTNO_HVC, INTNO_SMC) else pc), pc)
         ctx = self.context()
         if intno == INTNO_UNDEF:
             info = a64.decode(self._fetch(pc, ctx.el))
@@ -1087,10 +1089,7 @@ class Machine:
 
     def _on_sys(self, uc: Uc, reg: int, cp, _data) -> int:
         """SYS instructions (op0 == 1): a TLBI invalidates the host translation cache."""
-        if self._pending is not None:  # (a SYS is never before a predicted sample)
-            self._settle(NEVER)
-        if self.counter.cap_count:
-            self._drain(NEVER)
+        self._catch_up(NEVER)  # (a SYS is never before a predicted or captured sample)
         if cp.crn == CRN_CACHE and cp.crm in CRM_IC:
             self._forget_code()
         if cp.crn == CRN_TLBI:
@@ -1098,10 +1097,7 @@ class Machine:
         return 0
 
     def _on_msr(self, uc: Uc, reg: int, cp, _data) -> int:
-        if self._pending is not None:  # (an MSR is never before a predicted sample)
-            self._settle(NEVER)
-        if self.counter.cap_count:
-            self._drain(NEVER)
+        self._catch_up(NEVER)  # (an MSR is never before a predicted or captured sample)
         enc = (cp.op0, cp.op1, cp.crn, cp.crm, cp.op2)
         if enc in TRANSLATION_WRITES:
             self._flush_translations()
@@ -1121,10 +1117,7 @@ class Machine:
     def _on_control_insn(self, uc: Uc, address: int, size: int, _data) -> None:
         """ERET / MSR DAIFSet|DAIFClr: state changes after this instruction; stop at the next
         block boundary (an ERET ends its block, so that is exactly after it)."""
-        if self._pending is not None:
-            self._settle(self._insn_index(address), address)
-        if self.counter.cap_count:
-            self._drain(self._insn_index(address), address)
+        self._catch_up(self._insn_index(address), address)
         self.replan = True
         self._ctx = None
         self.counter.stop_at = min(self.counter.stop_at, self.counter.insns)
@@ -1217,10 +1210,7 @@ class Machine:
             start = c.insns
             pc = self.pc
             self._start(pc)
-            if self._pending is not None:
-                self._settle(c.insns, self.pc)
-            if c.cap_count:
-                self._drain(c.insns)
+            self._catch_up(c.insns)
             if c.gap and c.event_at != event:  # samples were captured: plan from what is left
                 c.gap = 0
                 event = NEVER
