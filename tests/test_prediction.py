@@ -543,3 +543,16 @@ def test_evaluator_matches_execution(uc_machine, name, value, mask, align):
         if checked >= 200:
             break
     assert checked >= 100, f"{name}: only {checked} encodings executed"
+
+
+def test_full_verdict_table_is_emptied_for_a_new_verdict(tmp_path):
+    from spe_emu.cpu.machine import Machine, MachineConfig
+    m = Machine(MachineConfig(outdir=tmp_path))
+    m.reset(0x4000_0000)
+    added = 0
+    while native.verdict_add(m.counter, 0x1000 + 4 * added, 8, 1, 1):
+        added += 1                               # until a probe sequence is full
+    assert added > 0
+    m._add_verdict(0x1000 + 4 * added, 8, 1, 1)
+    used = [v for v in m.counter.verdicts if v.pc]
+    assert [(v.pc, v.n, v.k, v.mode) for v in used] == [(0x1000 + 4 * added, 8, 1, 1)]

@@ -630,7 +630,7 @@ class Machine:
         pc = block + 4 * k
         info = a64.decode(int.from_bytes(key[0][4 * k:4 * k + 4], "little"))
         if mode == PREDICT_END:  # observed at the settling point
-            native.verdict_add(self.counter, block, n, k, mode)  # (the hook may capture it)
+            self._add_verdict(block, n, k, mode)  # (the hook may capture it from now on)
             self._pending = (index, (pc, info, ctx), mode, None)
             self.sample_paths["predicted"] += 1
             return True
@@ -645,12 +645,12 @@ class Machine:
         if mode == PREDICT_NEXT_PC:
             if info.is_conditional and s.branch_target == (pc + 4) & a64.M64:
                 return False
-            native.verdict_add(self.counter, block, n, k, mode)
+            self._add_verdict(block, n, k, mode)
             self._pending = (index, (s, ctx), mode, None)
             self.sample_paths["predicted"] += 1
             return True
         if mode == PREDICT_START:  # from now on the native hook may capture this one itself
-            native.verdict_add(self.counter, block, n, k, mode)
+            self._add_verdict(block, n, k, mode)
         # The interval step happens now (the run loop plans the next event from it); the
         # record is written when the run passes the instruction. Dropping the prediction
         # restores the interval counter, the population and the accounting point.
@@ -661,6 +661,13 @@ class Machine:
         self._pending = (index, (s, ctx) if selected else None, mode, undo)
         self.sample_paths["predicted"] += 1
         return True
+
+    def _add_verdict(self, block: int, n: int, k: int, mode: int) -> None:
+        """Let the native hook capture instruction ``k`` of this block itself; a full table
+        is emptied first (the places sampled now are learnt again)."""
+        if not native.verdict_add(self.counter, block, n, k, mode):
+            native.verdicts_clear(self.counter)
+            native.verdict_add(self.counter, block, n, k, mode)
 
     @staticmethod
     def _prediction_mode(code: bytes, k: int) -> tuple[int, tuple | None]:
