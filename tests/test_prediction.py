@@ -556,3 +556,21 @@ def test_full_verdict_table_is_emptied_for_a_new_verdict(tmp_path):
     m._add_verdict(0x1000 + 4 * added, 8, 1, 1)
     used = [v for v in m.counter.verdicts if v.pc]
     assert [(v.pc, v.n, v.k, v.mode) for v in used] == [(0x1000 + 4 * added, 8, 1, 1)]
+
+
+def test_branch_to_the_next_instruction_is_not_predicted(tmp_path):
+    # CBZ to the very next instruction: the PC after it does not tell taken from not taken, so
+    # neither Python nor the native hook may predict it (records say E[6] "not taken" or not).
+    text = _prologue(0b111010) + """
+    mov x20, #4000
+loop:
+    and x1, x20, #1
+    cbz x1, next
+next:
+    subs x20, x20, #1
+    b.ne loop
+""" + DRAIN + "    .balign 2048\nvectors:\n"
+    m, records = _run_both(text, tmp_path, SpeConfig(seed=13))
+    cbz = [r for r in records if r.op_class == P.OP_CLASS_BRANCH and r.branch_target
+           and r.branch_target == r.pc + 4]
+    assert {bool(r.events >> P.EV_NOT_TAKEN & 1) for r in cbz} == {True, False}

@@ -25,6 +25,7 @@ from __future__ import annotations
 import ctypes
 import struct
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from pathlib import Path
 from typing import Callable
 
@@ -98,6 +99,37 @@ CAPTURE_BYTES = ctypes.sizeof(native.SpeCapture)
 # SYS with CRn == 7 and CRm == 1 or 5 is an instruction cache invalidation (IC IALLUIS,
 # IC IALLU, IC IVAU): code may have changed.
 CRN_CACHE, CRM_IC = 7, (1, 5)
+
+
+@lru_cache(maxsize=4096)
+def _block_writes(code: bytes) -> tuple | None:
+    """For the instructions of a translated block: (words, what each may write, what the
+    instructions before each may write, what each and those after it may write), as sets of
+    Unicorn register ids (:func:`a64.written_registers`); the last instruction may also be a
+    branch (X30 for BL/BLR) or exception-generating (nothing: it is taken first). None when
+    an instruction is not modelled."""
+    words = struct.unpack(f"<{len(code) // 4}I", code)
+    writes = []
+    for i, word in enumerate(words):
+        written = a64.written_registers(word)
+        if written is None and i == len(words) - 1:
+            last = a64.decode(word)
+            if last.exception is not None:
+                written = frozenset()
+            elif last.is_branch and not last.is_eret:
+                written = frozenset((a64.X_REGS[30],))
+        if written is None:
+            return None
+        writes.append(written)
+    before = [frozenset()]
+    for w in writes[:-1]:
+        before.append(before[-1] | w)
+    after = [frozenset()] * len(writes)
+    acc = frozenset()
+    for i in range(len(writes) - 1, -1, -1):
+        acc = acc | writes[i]
+        after[i] = acc
+    return words, writes, before, after
 
 
 @dataclass
@@ -210,6 +242,7 @@ class Machine:
         self._ns_for: tuple[AccessContext | None, int] = (None, 1)  # (context, its NS bit)
         # (PC, EL) -> instruction word of captured samples; forgotten with the verdicts.
         self._captured_words: dict[tuple[int, int], int] = {}
+        self._learnt: set[tuple[int, int]] = set()  # (block, length) given verdicts
         self._collect: tuple | None = None
         self._irq_line_value: bool | None = None
         self._ref_enabled: dict[int, bool] | None = None  # reference mode: EL -> enabled
@@ -384,6 +417,7 @@ class Machine:
         """Code or its mapping may have changed: drop the native hook's verdicts and the
         instruction words remembered for captured samples."""
         self._captured_words.clear()
+        self._learnt.clear()
         if self.cfg.mode == "fast":
             native.verdicts_clear(self.counter)
 
@@ -614,28 +648,23 @@ class Machine:
             pa = self._translate(block, self._regime_el(ctx.el))
         except TranslationFault:
             return False
-        key = (self.fast.read(pa, nbytes), k)
-        found = self._predictable.get(key)
-        if found is None:
-            found = self._prediction_mode(key[0], k)
-            if len(self._predictable) >= PREDICTION_CACHE_ENTRIES:
-                self._predictable.clear()
-            self._predictable[key] = found
-        mode, plan = found
+        code = self.fast.read(pa, nbytes)
+        self._learn_block(block, code)
+        mode, plan = self._mode(code, k)
         if mode == PREDICT_NO:
             return False
         if index + self.spu.interval.members_between_events(
                 self.spu.regs["PMSIRR_EL1"]) < index - k + n:
             return False  # the event after this one falls inside the block
         pc = block + 4 * k
-        info = a64.decode(int.from_bytes(key[0][4 * k:4 * k + 4], "little"))
+        info = a64.decode(int.from_bytes(code[4 * k:4 * k + 4], "little"))
         if mode == PREDICT_END:  # observed at the settling point
             self._add_verdict(block, n, k, mode)  # (the hook may capture it from now on)
             self._pending = (index, (pc, info, ctx), mode, None)
             self.sample_paths["predicted"] += 1
             return True
         if mode == PREDICT_EVAL:
-            regs = self._evaluate(block, key[0], plan, info, ctx)
+            regs = self._evaluate(block, code, plan, info, ctx)
             if regs is None:
                 return False
             self.sample_paths["evaluated"] += 1
@@ -664,9 +693,10 @@ class Machine:
 
     def _add_verdict(self, block: int, n: int, k: int, mode: int) -> None:
         """Let the native hook capture instruction ``k`` of this block itself; a full table
-        is emptied first (the places sampled now are learnt again)."""
+        is emptied first (the places sampled from now on are learnt again)."""
         if not native.verdict_add(self.counter, block, n, k, mode):
             native.verdicts_clear(self.counter)
+            self._learnt.clear()
             native.verdict_add(self.counter, block, n, k, mode)
 
     @staticmethod
@@ -676,26 +706,17 @@ class Machine:
         (plan, start registers)) when the operands can be computed from the block's start by
         evaluating the instructions of ``plan`` (indexes, in order; :func:`a64.evaluator`),
         which need ``start registers`` from the start."""
-        words = struct.unpack(f"<{len(code) // 4}I", code)
+        analysis = _block_writes(code)
+        if analysis is None:
+            return PREDICT_NO, None
+        words, writes, before, after = analysis
         info = a64.decode(words[k])
-        reads = set(info.reads)
-        writes = []
-        for i, word in enumerate(words):
-            written = a64.written_registers(word)
-            if written is None and i == len(words) - 1:
-                last = a64.decode(word)
-                if last.exception is not None:
-                    written = frozenset()              # taken before anything it changes
-                elif last.is_branch and not last.is_eret:
-                    written = frozenset((a64.X_REGS[30],))   # BL/BLR link register
-            if written is None:
-                return PREDICT_NO, None
-            writes.append(written)
-        if all(w.isdisjoint(reads) for w in writes[:k]):
+        reads = frozenset(info.reads)
+        if reads.isdisjoint(before[k]):
             return PREDICT_START, None
         if info.is_branch and not info.is_eret and k == len(words) - 1:
             return PREDICT_NEXT_PC, None
-        if all(w.isdisjoint(reads) for w in writes[k:]):
+        if reads.isdisjoint(after[k]):
             return PREDICT_END, None
         # Backward from the sampled instruction: every earlier instruction that may write a
         # register still needed must be one the evaluator executes.
@@ -716,6 +737,37 @@ class Machine:
                 a64.decode(w).is_store for w in words[:k]):
             return PREDICT_NO, None                    # a store may change what a load reads
         return PREDICT_EVAL, (tuple(plan), tuple(sorted(needed)))
+
+    def _mode(self, code: bytes, k: int) -> tuple[int, tuple | None]:
+        """:meth:`_prediction_mode`, remembered per (code, k)."""
+        key = (code, k)
+        found = self._predictable.get(key)
+        if found is None:
+            found = self._prediction_mode(code, k)
+            if len(self._predictable) >= PREDICTION_CACHE_ENTRIES:
+                self._predictable.clear()
+            self._predictable[key] = found
+        return found
+
+    def _learn_block(self, block: int, code: bytes) -> None:
+        """Give the native hook a verdict for every instruction of the block at ``block`` (its
+        code ``code``) it can capture, so that later samples anywhere in the block need no
+        stop, not only at the instruction sampled now. Once per block address and length
+        (forgotten with the verdicts)."""
+        n = len(code) // 4
+        if (block, n) in self._learnt:
+            return
+        self._learnt.add((block, n))
+        for k in range(1, n):
+            mode = self._mode(code, k)[0]
+            if mode == PREDICT_NEXT_PC:
+                info = a64.decode(int.from_bytes(code[4 * k:4 * k + 4], "little"))
+                pc = block + 4 * k
+                if info.is_conditional and info.branch(pc, dict.fromkeys(info.reads, 0))[1] \
+                        == (pc + 4) & a64.M64:
+                    continue                           # (ambiguous: see _predict)
+            if mode in (PREDICT_START, PREDICT_NEXT_PC, PREDICT_END):
+                self._add_verdict(block, n, k, mode)
 
     def _evaluate(self, block: int, code: bytes, plan: tuple, info, ctx: AccessContext
                   ) -> dict[int, int] | None:
