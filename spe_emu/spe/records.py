@@ -173,11 +173,8 @@ class RecordBuilder:
                 ev, execute, xlat = self._memory(s, info)
                 events |= ev
         total = issue + execute + (xlat - 1 if xlat else 0)
-        out.append(packet(("ev", events), P.events_bytes, events))
-        out.append(packet(("tot", total), P.counter_bytes, P.COUNTER_TOTAL, total))
-        out.append(packet(("iss", issue), P.counter_bytes, P.COUNTER_ISSUE, issue))
-        if xlat is not None:
-            out.append(packet(("xl", xlat), P.counter_bytes, P.COUNTER_XLAT, xlat))
+        out.append(packet(("tail", events, total, issue, xlat), self._tail, events, total,
+                          issue, xlat))
         out.append(P.timestamp_bytes(s.timestamp) if s.timestamp is not None else P.END_BYTES)
         kind = (info.op_class, info.is_load, info.is_store, info.is_atomic)
         optypes = self._optypes.get(kind)
@@ -185,6 +182,14 @@ class RecordBuilder:
             optypes = self._optypes[kind] = self.optypes(info)
         # CollectRecord() sees the latency the TOT counter reports: 12-bit saturating (§5.3.4).
         return Built(b"".join(out), events, min(total, 0xFFF), optypes)
+
+    @staticmethod
+    def _tail(events: int, total: int, issue: int, xlat: int | None) -> bytes:
+        """The Events packet and the latency Counter packets (TOT, ISSUE, then XLAT if any),
+        which follow each other in every record."""
+        return (P.events_bytes(events) + P.counter_bytes(P.COUNTER_TOTAL, total)
+                + P.counter_bytes(P.COUNTER_ISSUE, issue)
+                + (P.counter_bytes(P.COUNTER_XLAT, xlat) if xlat is not None else b""))
 
     def _branch(self, s: Sample, out: list) -> bool:
         """Append the branch target packet; return whether the model mispredicted it."""
