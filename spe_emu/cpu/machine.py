@@ -238,7 +238,8 @@ class Machine:
         self._budget_spent = False
         self._ctx: AccessContext | None = None
         self._xlate: dict[tuple[int, int, bool], int] = {}  # (regime, VA page, write) -> PA page
-        self._headroom_pages: set[tuple[int, int]] = set()  # (PMBPTR page, owner) that translate
+        # (PMBPTR_EL1 page, owner EL) whose page and the next translate (_record_room)
+        self._headroom_pages: set[tuple[int, int]] = set()
         self._ns_for: tuple[AccessContext | None, int] = (None, 1)  # (context, its NS bit)
         # (PC, EL) -> instruction word of captured samples; forgotten with the verdicts.
         self._captured_words: dict[tuple[int, int], int] = {}
@@ -384,7 +385,7 @@ class Machine:
         native hook entered last (fast mode), else the count so far."""
         c = self.counter
         if c.block_start <= addr < c.block_start + 4 * c.block_insns:
-            return c.insns - c.block_insns + (addr - c.block_start) // 4
+            return self._retired_before(addr)
         return c.insns
 
     def _centiseconds(self) -> int:
@@ -417,6 +418,9 @@ class Machine:
         """Code or its mapping may have changed: drop the native hook's verdicts and the
         instruction words remembered for captured samples."""
         self._captured_words.clear()
+        self._forget_verdicts()
+
+    def _forget_verdicts(self) -> None:
         self._learnt.clear()
         if self.cfg.mode == "fast":
             native.verdicts_clear(self.counter)
@@ -629,7 +633,9 @@ class Machine:
           when the run has left the block (or at an exception on the way);
         * PREDICT_NEXT_PC: a branch (always the last instruction of its block): its outcome is
           the PC the block leaves to (a conditional branch to the next instruction is
-          ambiguous and is not predicted).
+          ambiguous and is not predicted);
+        * PREDICT_EVAL: the earlier instructions that compute its operands are evaluated from
+          the block's start (:meth:`_evaluate`).
 
         Every instruction of the block must be modelled (or be its final branch or exception-
         generating instruction): those cannot change the Exception level, the context registers
@@ -642,7 +648,7 @@ class Machine:
         """
         ctx = self.context()
         nbytes = 4 * n
-        if (block & 0xFFF) + nbytes > 0x1000 or not self._buffer_has_headroom(ctx):
+        if (block & 0xFFF) + nbytes > 0x1000 or not self._record_room(ctx):
             return False
         try:
             pa = self._translate(block, self._regime_el(ctx.el))
@@ -659,7 +665,6 @@ class Machine:
         pc = block + 4 * k
         info = a64.decode(int.from_bytes(code[4 * k:4 * k + 4], "little"))
         if mode == PREDICT_END:  # observed at the settling point
-            self._add_verdict(block, n, k, mode)  # (the hook may capture it from now on)
             self._pending = (index, (pc, info, ctx), mode, None)
             self.sample_paths["predicted"] += 1
             return True
@@ -672,14 +677,9 @@ class Machine:
         else:
             s = self._observe(pc, info, ctx, index)
         if mode == PREDICT_NEXT_PC:
-            if info.is_conditional and s.branch_target == (pc + 4) & a64.M64:
-                return False
-            self._add_verdict(block, n, k, mode)
             self._pending = (index, (s, ctx), mode, None)
             self.sample_paths["predicted"] += 1
             return True
-        if mode == PREDICT_START:  # from now on the native hook may capture this one itself
-            self._add_verdict(block, n, k, mode)
         # The interval step happens now (the run loop plans the next event from it); the
         # record is written when the run passes the instruction. Dropping the prediction
         # restores the interval counter, the population and the accounting point.
@@ -695,8 +695,7 @@ class Machine:
         """Let the native hook capture instruction ``k`` of this block itself; a full table
         is emptied first (the places sampled from now on are learnt again)."""
         if not native.verdict_add(self.counter, block, n, k, mode):
-            native.verdicts_clear(self.counter)
-            self._learnt.clear()
+            self._forget_verdicts()
             native.verdict_add(self.counter, block, n, k, mode)
 
     @staticmethod
@@ -715,6 +714,8 @@ class Machine:
         if reads.isdisjoint(before[k]):
             return PREDICT_START, None
         if info.is_branch and not info.is_eret and k == len(words) - 1:
+            if info.is_conditional and info.branch(0, dict.fromkeys(info.reads, 0))[1] == 4:
+                return PREDICT_NO, None  # to the next instruction: taken or not looks alike
             return PREDICT_NEXT_PC, None
         if reads.isdisjoint(after[k]):
             return PREDICT_END, None
@@ -760,12 +761,6 @@ class Machine:
         self._learnt.add((block, n))
         for k in range(1, n):
             mode = self._mode(code, k)[0]
-            if mode == PREDICT_NEXT_PC:
-                info = a64.decode(int.from_bytes(code[4 * k:4 * k + 4], "little"))
-                pc = block + 4 * k
-                if info.is_conditional and info.branch(pc, dict.fromkeys(info.reads, 0))[1] \
-                        == (pc + 4) & a64.M64:
-                    continue                           # (ambiguous: see _predict)
             if mode in (PREDICT_START, PREDICT_NEXT_PC, PREDICT_END):
                 self._add_verdict(block, n, k, mode)
 
@@ -797,31 +792,6 @@ class Machine:
             if failed:
                 return None
         return {rid: values[rid] for rid in info.reads}
-
-    def _buffer_has_headroom(self, ctx: AccessContext) -> bool:
-        """Whether any record written now leaves PMBPTR_EL1 at least 2**MaxSize bytes below
-        the limit (no buffer-full event) and the buffer page(s) it lands in translate (no
-        fault): then a sample cannot raise a Profiling Buffer management event."""
-        ptr = self.spu.regs["PMBPTR_EL1"]
-        room = self.spu.buffer.limit - ptr
-        span = RECORD_BYTES_BOUND + self.cfg.spe.align_bytes
-        if room < span + self.cfg.spe.max_record_bytes:
-            return False
-        _, owner_el = self.spu.owner(ctx)
-        key = (ptr >> 12, owner_el)
-        if span > 0x1000 or key not in self._headroom_pages:
-            try:
-                self._translate(ptr, owner_el, write=True)
-                self._translate(ptr + span - 1, owner_el, write=True)
-            except TranslationFault:
-                return False
-            if span <= 0x1000:  # [p, p + span) lies in this page and the next for any p in it
-                try:
-                    self._translate((ptr | 0xFFF) + 1, owner_el, write=True)
-                    self._headroom_pages.add(key)
-                except TranslationFault:
-                    pass
-        return True
 
     def _settle(self, insn_index: int, next_pc: int) -> None:
         """A stop or hook at instruction number ``insn_index``: commit the pending sample if
@@ -910,19 +880,25 @@ class Machine:
         else:
             s.branch_taken, s.branch_target = True, next_pc
 
-    def _capture_budget(self) -> int:
+    def _record_room(self, ctx: AccessContext) -> int:
         """How many records can be written from PMBPTR_EL1 on with no Profiling Buffer
-        management event: each fits below the limit with 2**MaxSize bytes to spare, in pages
-        that translate (the current one and the next)."""
-        ctx = self.context()
+        management event (§3.5.2, §3.5.3): each record (at most RECORD_BYTES_BOUND bytes plus
+        alignment padding) leaves 2**PMSIDR_EL1.MaxSize bytes below the limit, and lands in
+        PMBPTR_EL1's page or the next one, both of which translate for the owning regime."""
         ptr = self.spu.regs["PMBPTR_EL1"]
-        span = RECORD_BYTES_BOUND + self.cfg.spe.align_bytes
-        if not self._buffer_has_headroom(ctx) or (ptr >> 12, self.spu.owner(ctx)[1]) \
-                not in self._headroom_pages:
-            return 0
+        _, owner_el = self.spu.owner(ctx)
+        key = (ptr >> 12, owner_el)
+        if key not in self._headroom_pages:
+            try:
+                self._translate(ptr, owner_el, write=True)
+                self._translate((ptr | 0xFFF) + 1, owner_el, write=True)
+            except TranslationFault:
+                return 0
+            self._headroom_pages.add(key)
         end = min(self.spu.buffer.limit - self.cfg.spe.max_record_bytes,
                   (ptr | 0xFFF) + 1 + 0x1000)
-        return max(0, (end - ptr) // span)
+        # (RECORD_BYTES_BOUND + 2**Align <= 128 + 2048 < 4096: a record never spans 2 pages)
+        return max(0, (end - ptr) // (RECORD_BYTES_BOUND + self.cfg.spe.align_bytes))
 
     def _collection(self, ctx: AccessContext) -> tuple:
         """(CollectTimeStamp(), CollectContextIDR1(), CollectContextIDR2(),
@@ -1263,7 +1239,7 @@ class Machine:
                 gap = self.spu.interval.fixed_gap(self.spu.regs["PMSIRR_EL1"])
                 if gap is not None:
                     c.event_at, c.limit = event, limit
-                    c.cap_budget = self._capture_budget()
+                    c.cap_budget = self._record_room(self.context())
                     c.gap = gap
             stops = c.stops
             start = c.insns
