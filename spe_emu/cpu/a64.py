@@ -558,6 +558,16 @@ def _b_imm(offset: int):
     return br
 
 
+def _cond_branch(w: int, name: str, offset: int, taken: Callable[[Mapping[int, int]], bool],
+                 reads: tuple[int, ...], rt: int = -1) -> InsnInfo:
+    """A conditional direct branch (B.cond, CBZ/CBNZ, TBZ/TBNZ): Operation Type payload
+    0b01 (conditional, direct; §5.3.8), target PC + ``offset``, outcome ``taken(regs)``."""
+    def br(pc, regs):
+        return taken(regs), (pc + offset) & M64
+    return InsnInfo(w, name, OP_CLASS_BRANCH, 0x01, is_branch=True, is_conditional=True, rt=rt,
+                    reads=reads, _branch=br, _cond=taken)
+
+
 def _dec_branch_sys(w: int) -> InsnInfo:
     # B / BL: op 00101 imm26
     if (w >> 26) & 0x1F == 0b00101:
@@ -577,12 +587,8 @@ def _dec_branch_sys(w: int) -> InsnInfo:
         def taken(regs):
             val = 0 if rid is None else regs[rid] & mask
             return (val != 0) == nz
-
-        def br(pc, regs):
-            return taken(regs), (pc + offset) & M64
-        return InsnInfo(w, "cbnz" if nz else "cbz", OP_CLASS_BRANCH, 0x01, is_branch=True,
-                        is_conditional=True, rt=rt, reads=() if rid is None else (rid,),
-                        _branch=br, _cond=taken)
+        return _cond_branch(w, "cbnz" if nz else "cbz", offset, taken,
+                            () if rid is None else (rid,), rt)
 
     # TBZ / TBNZ: b5 011011 op b40 imm14 Rt
     if w & 0x7E000000 == 0x36000000:
@@ -595,24 +601,14 @@ def _dec_branch_sys(w: int) -> InsnInfo:
         def taken(regs):
             val = 0 if rid is None else regs[rid]
             return bool(val >> bit & 1) == nz
-
-        def br(pc, regs):
-            return taken(regs), (pc + offset) & M64
-        return InsnInfo(w, "tbnz" if nz else "tbz", OP_CLASS_BRANCH, 0x01, is_branch=True,
-                        is_conditional=True, rt=rt, reads=() if rid is None else (rid,),
-                        _branch=br, _cond=taken)
+        return _cond_branch(w, "tbnz" if nz else "tbz", offset, taken,
+                            () if rid is None else (rid,), rt)
 
     # B.cond / BC.cond: 0101010 0 imm19 o0 cond
     if w & 0xFF000000 == 0x54000000:
-        cond = w & 0xF
         offset = _sext(w >> 5, 19) * 4
-        check = _cond_fn(cond)
-
-        def br(pc, regs):
-            return check(regs), (pc + offset) & M64
-        return InsnInfo(w, "bc.cond" if w & 0x10 else "b.cond", OP_CLASS_BRANCH, 0x01,
-                        is_branch=True, is_conditional=True, reads=(UC_ARM64_REG_NZCV,),
-                        _branch=br, _cond=check)
+        return _cond_branch(w, "bc.cond" if w & 0x10 else "b.cond", offset,
+                            _cond_fn(w & 0xF), (UC_ARM64_REG_NZCV,))
 
     # Exception generation: 11010100 opc imm16 op2 LL
     if w & 0xFF000000 == 0xD4000000:
