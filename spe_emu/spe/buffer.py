@@ -97,23 +97,14 @@ class ProfilingBuffer:
         A translation fault raises a stage 1 Data Abort management event (EC 0b100100), with
         PMBPTR_EL1 = the faulting address and DL = 1 if part of the record was written.
         """
-        align = self._align
-        if len(record) % align:
-            record += bytes(align - len(record) % align)
+        record = self._padded(record)
         ptr = self.regs["PMBPTR_EL1"]
         limit = self.limit
         if ptr + len(record) > limit:
             return 0, self._event("no-space", ec=EC_OTHER,
                                   mss=PMBSR_MSS_OTHER[0].set(0, BSC_FILLED), dl=1)
-        written = 0
-        try:
-            # Write page by page so a fault leaves PMBPTR_EL1 at the faulting address.
-            while written < len(record):
-                va = ptr + written
-                chunk = min(len(record) - written, 0x1000 - (va & 0xFFF))
-                self.write_va(va, record[written:written + chunk])
-                written += chunk
-        except TranslationFault as fault:
+        written, fault = self._write_pages(ptr, record)
+        if fault is not None:
             self.regs["PMBPTR_EL1"] = fault.va
             return 0, self._event("fault", ec=EC_STAGE1_ABORT,
                                   mss=PMBSR_MSS_ABORT[0].set(0, fault.fsc),
@@ -135,16 +126,30 @@ class ProfilingBuffer:
             TranslationFault: a page of the batch does not translate (the caller has checked
                 that it does; part of the batch may have been written).
         """
-        align = self._align
-        data = b"".join(r + bytes(-len(r) % align) for r in records)
+        data = b"".join(self._padded(r) for r in records)
         ptr = self.regs["PMBPTR_EL1"]
         if self.limit - (ptr + len(data)) < self._max_record:
             return None
-        done = 0
-        while done < len(data):
-            va = ptr + done
-            chunk = min(len(data) - done, 0x1000 - (va & 0xFFF))
-            self.write_va(va, data[done:done + chunk])
-            done += chunk
+        fault = self._write_pages(ptr, data)[1]
+        if fault is not None:
+            raise fault
         self.regs["PMBPTR_EL1"] = ptr + len(data)
         return len(data)
+
+    def _padded(self, record: bytes) -> bytes:
+        """``record`` followed by Padding packets (zero bytes) to 2**PMBIDR_EL1.Align."""
+        return record + bytes(-len(record) % self._align)
+
+    def _write_pages(self, ptr: int, data: bytes) -> tuple[int, TranslationFault | None]:
+        """Write ``data`` at ``ptr`` page by page, so that a fault stops at the faulting
+        address. Returns (bytes written, the fault or None)."""
+        written = 0
+        try:
+            while written < len(data):
+                va = ptr + written
+                chunk = min(len(data) - written, 0x1000 - (va & 0xFFF))
+                self.write_va(va, data[written:written + chunk])
+                written += chunk
+        except TranslationFault as fault:
+            return written, fault
+        return written, None

@@ -69,9 +69,8 @@ class IntervalCounter:
         # value is composed/decomposed through the PMSICR_EL1 fields at the register boundary.
         self.count = 0   # PMSICR_EL1.COUNT
         self.ecount = 0  # PMSICR_EL1.ECOUNT (ERnd == 1 only)
-        # PMSIRR_EL1 value -> reload value with COUNT[7:0] = 0 / RND (memoised field reads).
-        self._reload_base: dict[int, int] = {}
-        self._rnd_of: dict[int, bool] = {}
+        # PMSIRR_EL1 value -> (reload value with COUNT[7:0] = 0, RND): memoised field reads.
+        self._pmsirr_of: dict[int, tuple[int, bool]] = {}
 
     # -- the register -----------------------------------------------------------------------
     @property
@@ -94,22 +93,22 @@ class IntervalCounter:
     def _interval(self, pmsirr: int) -> int:
         return self.pmsirr.get(pmsirr, "INTERVAL") or self.zero_interval
 
+    def _fields(self, pmsirr: int) -> tuple[int, bool]:
+        fields = self._pmsirr_of.get(pmsirr)
+        if fields is None:
+            if len(self._pmsirr_of) > 64:  # (one entry per PMSIRR_EL1 value in use)
+                self._pmsirr_of.clear()
+            fields = self._pmsirr_of[pmsirr] = (
+                COUNT_INTERVAL.set(0, self._interval(pmsirr)),
+                bool(self.pmsirr.get(pmsirr, "RND")))
+        return fields
+
     def _reload(self, pmsirr: int, low: int) -> int:
         """COUNT[31:8] = PMSIRR_EL1.INTERVAL, COUNT[7:0] = ``low`` (§3.1.1, §3.1.2)."""
-        base = self._reload_base.get(pmsirr)
-        if base is None:
-            if len(self._reload_base) > 64:  # (one entry per PMSIRR_EL1 value in use)
-                self._reload_base.clear()
-            base = self._reload_base[pmsirr] = COUNT_INTERVAL.set(0, self._interval(pmsirr))
-        return COUNT_LOW.set(base, low)
+        return COUNT_LOW.set(self._fields(pmsirr)[0], low)
 
     def _rnd(self, pmsirr: int) -> bool:
-        rnd = self._rnd_of.get(pmsirr)
-        if rnd is None:
-            if len(self._rnd_of) > 64:
-                self._rnd_of.clear()
-            rnd = self._rnd_of[pmsirr] = bool(self.pmsirr.get(pmsirr, "RND"))
-        return rnd
+        return self._fields(pmsirr)[1]
 
     # -- §3.1.1 -----------------------------------------------------------------------------
     def initialize(self, pmsirr: int) -> None:
