@@ -86,37 +86,38 @@ static uint32_t verdict_slot(uint64_t pc, uint32_t n, uint32_t k)
     return (uint32_t)(h >> 40) & (SPE_VERDICTS - 1);
 }
 
-/* The mode of the verdict for instruction k of the n-instruction block at pc, or 0. */
-static int verdict_mode(const struct spe_counter *c, uint64_t pc, uint32_t n, uint32_t k)
+/* The slot of the verdict for instruction k of the n-instruction block at pc, or the empty
+ * slot where it would go, or NULL when its probe sequence is full of other verdicts. */
+static struct spe_verdict *verdict_find(struct spe_counter *c, uint64_t pc, uint32_t n,
+                                        uint32_t k)
 {
     uint32_t slot = verdict_slot(pc, n, k);
     for (int i = 0; i < SPE_PROBES; i++) {
-        const struct spe_verdict *v = &c->verdicts[(slot + i) & (SPE_VERDICTS - 1)];
-        if (v->pc == 0)
-            return 0;
-        if (v->pc == pc && v->n == n && v->k == k)
-            return v->mode;
+        struct spe_verdict *v = &c->verdicts[(slot + i) & (SPE_VERDICTS - 1)];
+        if (v->pc == 0 || (v->pc == pc && v->n == n && v->k == k))
+            return v;
     }
     return 0;
+}
+
+/* The mode of the verdict for instruction k of the n-instruction block at pc, or 0. */
+static int verdict_mode(struct spe_counter *c, uint64_t pc, uint32_t n, uint32_t k)
+{
+    const struct spe_verdict *v = verdict_find(c, pc, n, k);
+    return v && v->pc ? v->mode : 0;
 }
 
 /* Records how instruction k of the n-instruction block at pc can be captured; 0 if full. */
 int spe_verdict_add(struct spe_counter *c, uint64_t pc, uint32_t n, uint32_t k, uint32_t mode)
 {
-    uint32_t slot = verdict_slot(pc, n, k);
-    if (k > 0xFFFF)
+    struct spe_verdict *v = k > 0xFFFF ? 0 : verdict_find(c, pc, n, k);
+    if (!v)
         return 0;
-    for (int i = 0; i < SPE_PROBES; i++) {
-        struct spe_verdict *v = &c->verdicts[(slot + i) & (SPE_VERDICTS - 1)];
-        if (v->pc == 0 || (v->pc == pc && v->n == n && v->k == k)) {
-            v->pc = pc;
-            v->n = n;
-            v->k = (uint16_t)k;
-            v->mode = (uint16_t)mode;
-            return 1;
-        }
-    }
-    return 0;
+    v->pc = pc;
+    v->n = n;
+    v->k = (uint16_t)k;
+    v->mode = (uint16_t)mode;
+    return 1;
 }
 
 void spe_verdicts_clear(struct spe_counter *c)
