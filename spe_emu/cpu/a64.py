@@ -178,6 +178,17 @@ class InsnInfo:
     _cond: Callable[[Mapping[int, int]], bool] | None = field(
         default=None, repr=False, compare=False)
 
+    @property
+    def address_form(self) -> BaseOffset | Literal | RegisterOffset | None:
+        """How ``data_address`` computes the address (None: no data address)."""
+        return self._addr
+
+    @property
+    def condition_check(self) -> Callable[[Mapping[int, int]], bool] | None:
+        """What ``condition_passed`` evaluates (a :class:`ConditionCheck` for instructions that
+        check a condition code; None when not conditional)."""
+        return self._cond
+
     def data_address(self, pc: int, regs: Mapping[int, int]) -> int | None:
         """Lowest data virtual address the load/store accesses (§2.3.2), before execution.
 
@@ -217,42 +228,83 @@ def _base_id(n: int) -> int:
     return UC_ARM64_REG_SP if n == 31 else X_REGS[n]
 
 
-def _addr_base(rid: int, offset: int):
-    offset &= M64
+@dataclass(frozen=True, slots=True)
+class BaseOffset:
+    """Data address form: register ``base`` (a Unicorn id) plus ``offset`` (modulo 2**64)."""
 
-    def addr(pc, regs):
-        return (regs[rid] + offset) & M64
-    return addr
+    base: int
+    offset: int
 
-
-def _addr_literal(offset: int):
-    def addr(pc, regs):
-        return (pc + offset) & M64
-    return addr
+    def __call__(self, pc: int, regs: Mapping[int, int]) -> int:
+        return (regs[self.base] + self.offset) & M64
 
 
-def _addr_regoff(rn: int, rm: int, option: int, shift: int):
+@dataclass(frozen=True, slots=True)
+class Literal:
+    """Data address form: the instruction's PC plus ``offset`` (PC-relative literal)."""
+
+    offset: int
+
+    def __call__(self, pc: int, regs: Mapping[int, int]) -> int:
+        return (pc + self.offset) & M64
+
+
+#: ``RegisterOffset.extend`` values: how the index register is extended (Arm ARM ``ExtendReg``;
+#: the same numbers as SPE_EXTEND_* in spe_emu/native/spe_native.h).
+EXTEND_LSL = 0   # LSL / UXTX / SXTX: the whole 64-bit register
+EXTEND_UXTW = 1  # the low 32 bits, zero-extended
+EXTEND_SXTW = 2  # the low 32 bits, sign-extended
+
+
+@dataclass(frozen=True, slots=True)
+class RegisterOffset:
+    """Data address form: ``base`` + ExtendReg(``index``, ``extend``, ``shift``) (Unicorn ids;
+    ``extend`` one of the EXTEND_* values, ``shift`` in bits)."""
+
+    base: int
+    index: int
+    extend: int
+    shift: int
+
+    def __call__(self, pc: int, regs: Mapping[int, int]) -> int:
+        value = regs[self.index]
+        if self.extend == EXTEND_UXTW:
+            value &= 0xFFFFFFFF
+        elif self.extend == EXTEND_SXTW:
+            value = _sext(value, 32)
+        return (regs[self.base] + (value << self.shift)) & M64
+
+
+@dataclass(frozen=True, slots=True)
+class ConditionCheck:
+    """``ConditionHolds(cond)`` on the NZCV value in ``regs`` (conditional selects, compares
+    and B.cond)."""
+
+    cond: int
+
+    def __call__(self, regs: Mapping[int, int]) -> bool:
+        return condition_holds(self.cond, regs[UC_ARM64_REG_NZCV])
+
+
+def _addr_base(rid: int, offset: int) -> BaseOffset:
+    return BaseOffset(rid, offset & M64)
+
+
+def _addr_literal(offset: int) -> Literal:
+    return Literal(offset)
+
+
+def _addr_regoff(rn: int, rm: int, option: int, shift: int) -> BaseOffset | RegisterOffset:
     """Base + ExtendReg(Rm, option, shift) (Arm ARM: ``ExtendReg``); Rm 31 = XZR."""
     base = _base_id(rn)
     if rm == 31:
         return _addr_base(base, 0)
-    mid = X_REGS[rm]
-    if option == 0b010:          # UXTW
-        def addr(pc, regs):
-            return (regs[base] + ((regs[mid] & 0xFFFFFFFF) << shift)) & M64
-    elif option == 0b110:        # SXTW
-        def addr(pc, regs):
-            return (regs[base] + (_sext(regs[mid], 32) << shift)) & M64
-    else:                        # LSL / UXTX / SXTX
-        def addr(pc, regs):
-            return (regs[base] + (regs[mid] << shift)) & M64
-    return addr
+    extend = {0b010: EXTEND_UXTW, 0b110: EXTEND_SXTW}.get(option, EXTEND_LSL)
+    return RegisterOffset(base, X_REGS[rm], extend, shift)
 
 
-def _cond_fn(cond: int):
-    def check(regs):
-        return condition_holds(cond, regs[UC_ARM64_REG_NZCV])
-    return check
+def _cond_fn(cond: int) -> ConditionCheck:
+    return ConditionCheck(cond)
 
 
 def _unallocated(word: int) -> InsnInfo:

@@ -39,6 +39,7 @@ from ..board.gic import GICD_BASE, GICD_SIZE, GICR_BASE, GICR_SIZE, ICC_REGISTER
 from ..board.loader import Image
 from ..board.semihosting import Semihosting, SemihostExit
 from ..errors import ConfigError, GuestError, GuestRunaway
+from ..spe import packets as P
 from ..spe.buffer import TranslationFault
 from ..spe.config import SpeConfig
 from ..spe.records import Sample
@@ -50,6 +51,7 @@ from .context import (CNTHCTL_EL2, CNTKCTL_EL1, CONTEXTIDR_EL1, CONTEXTIDR_EL2, 
 from .exceptions import (EC, ELR_REG, ESR, FAR_REG, PSTATE, SPSR_ENC, VectorKind,
                          current_pstate, esr, set_pstate, sysreg_trap_iss, take_exception)
 from .fastuc import FastAccess
+from .native_records import NativeRecords
 from .qemu_state import ExceptionReader
 
 NEVER = (1 << 64) - 1
@@ -94,8 +96,6 @@ PREDICT_NO, PREDICT_START, PREDICT_NEXT_PC, PREDICT_END, PREDICT_EVAL = 0, 1, 2,
 # Registers the native hook captures for a sample (the order of counter.c's regs[]).
 CAPTURE_REGS = a64.X_REGS + (A.UC_ARM64_REG_SP, A.UC_ARM64_REG_NZCV)
 CAPTURE_SLOT = {rid: i for i, rid in enumerate(CAPTURE_REGS)}
-CAPTURE_STRUCT = struct.Struct(f"<4Q{len(CAPTURE_REGS)}Q")  # struct spe_capture
-CAPTURE_BYTES = ctypes.sizeof(native.SpeCapture)
 # SYS with CRn == 7 and CRm == 1 or 5 is an instruction cache invalidation (IC IALLUIS,
 # IC IALLU, IC IVAU): code may have changed.
 CRN_CACHE, CRM_IC = 7, (1, 5)
@@ -248,6 +248,7 @@ class Machine:
         self._irq_line_value: bool | None = None
         self._ref_enabled: dict[int, bool] | None = None  # reference mode: EL -> enabled
         self._hooks_installed = False
+        self.records: NativeRecords | None = None  # fast mode: the native record builder
         # A predicted sample: (instruction number, what was observed, PREDICT_* mode, undo
         # state or None): see _predict() and _settle().
         self._pending: tuple | None = None
@@ -326,6 +327,10 @@ class Machine:
                 raise GuestError(f"cannot install the native block hook (uc error {err})")
             for addr in self._control_instruction_addresses():
                 uc.hook_add(UC_HOOK_CODE, self._on_control_insn, None, addr, addr + 3)
+            # Records of captured samples are built natively, from the one model state.
+            self.records = NativeRecords(self.cfg.spe, CAPTURE_SLOT, native.CAP_MAX,
+                                         RECORD_BYTES_BOUND)
+            self.spu.builder.model = self.records.recorder
         else:
             uc.hook_add(UC_HOOK_CODE, self._on_every_insn)
 
@@ -418,6 +423,8 @@ class Machine:
         """Code or its mapping may have changed: drop the native hook's verdicts and the
         instruction words remembered for captured samples."""
         self._captured_words.clear()
+        if self.records is not None:
+            self.records.clear_templates()
         self._forget_verdicts()
 
     def _forget_verdicts(self) -> None:
@@ -713,9 +720,7 @@ class Machine:
         reads = frozenset(info.reads)
         if reads.isdisjoint(before[k]):
             return PREDICT_START, None
-        if info.is_branch and not info.is_eret and k == len(words) - 1:
-            if info.is_conditional and info.branch(0, dict.fromkeys(info.reads, 0))[1] == 4:
-                return PREDICT_NO, None  # to the next instruction: taken or not looks alike
+        if Machine._final_branch(words, k, info):
             return PREDICT_NEXT_PC, None
         if reads.isdisjoint(after[k]):
             return PREDICT_END, None
@@ -739,6 +744,16 @@ class Machine:
             return PREDICT_NO, None                    # a store may change what a load reads
         return PREDICT_EVAL, (tuple(plan), tuple(sorted(needed)))
 
+    @staticmethod
+    def _final_branch(words: tuple[int, ...], k: int, info) -> bool:
+        """Whether instruction ``k`` of the block ``words`` is its final branch and its outcome
+        follows from the PC the block leaves to (PREDICT_NEXT_PC): not ERET, and not a
+        conditional branch to the next instruction (taken or not looks alike)."""
+        if not info.is_branch or info.is_eret or k != len(words) - 1:
+            return False
+        return not (info.is_conditional
+                    and info.branch(0, dict.fromkeys(info.reads, 0))[1] == 4)
+
     def _mode(self, code: bytes, k: int) -> tuple[int, tuple | None]:
         """:meth:`_prediction_mode`, remembered per (code, k)."""
         key = (code, k)
@@ -759,10 +774,17 @@ class Machine:
         if (block, n) in self._learnt:
             return
         self._learnt.add((block, n))
-        for k in range(1, n):
+        for k in range(1, n - 1):   # (without a verdict, instruction 0 is taken at the start)
             mode = self._mode(code, k)[0]
-            if mode in (PREDICT_START, PREDICT_NEXT_PC, PREDICT_END):
+            if mode in (PREDICT_START, PREDICT_END):
                 self._add_verdict(block, n, k, mode)
+        # The final branch is taken by the PC its block leaves to even when its operands are
+        # known at the start: the native recorder builds branch records from that PC.
+        words = struct.unpack(f"<{n}I", code)
+        if self._final_branch(words, n - 1, a64.decode(words[-1])):
+            self._add_verdict(block, n, n - 1, PREDICT_NEXT_PC)
+        elif n > 1 and (mode := self._mode(code, n - 1)[0]) in (PREDICT_START, PREDICT_END):
+            self._add_verdict(block, n, n - 1, mode)
 
     def _evaluate(self, block: int, code: bytes, plan: tuple, info, ctx: AccessContext
                   ) -> dict[int, int] | None:
@@ -833,44 +855,112 @@ class Machine:
         hook captured (a capture still waiting for the end of its block is completed from the
         live state, as :meth:`_settle` does). A capture beyond ``insn_index`` is dropped (an
         earlier instruction of its block took an exception), and so are the ones after it; the
-        run loop plans from the interval counter again."""
+        run loop plans from the interval counter again.
+
+        The native recorder (``record.c``, :mod:`.native_records`) builds the records of runs
+        of captures; Python builds the others (:meth:`_replay`), in order. All are written to
+        the Profiling Buffer in one batch (the capture budget guarantees no Profiling Buffer
+        management event)."""
         c = self.counter
         count = c.cap_count
         c.cap_count = c.completing = 0
-        interval = self.spu.interval
         ctx = self.context()  # (no control state changes while captures are pending)
-        el = ctx.el
-        words = self._captured_words
-        batch = []
-        # The ring as plain integers, in one copy: (index, pc, mode, next_pc, *registers).
-        raw = ctypes.string_at(ctypes.addressof(c.caps), count * CAPTURE_BYTES)
-        for i, (index, pc, mode, cap_next_pc, *regs) in enumerate(
-                CAPTURE_STRUCT.iter_unpack(raw)):
-            if index > insn_index:
-                self.sample_paths["dropped"] += count - i
+        go_on = self.pc if next_pc is None else next_pc
+        interval = self.spu.interval
+        gap = interval.fixed_gap(self.spu.regs["PMSIRR_EL1"])
+        records = self.records if gap is not None else None
+        if records is not None and self.spu.native_records_allowed(ctx):
+            ts, cx1, cx2, collect_pa = self._collection(ctx)
+            prefix = b""
+            if cx1:
+                prefix += P.context_bytes(P.CONTEXT_EL1, CONTEXTIDR_EL1.get(
+                    self.uc.cpr_read(*CONTEXTIDR_EL1.encoding.tuple), "PROCID"))
+            if cx2:
+                prefix += P.context_bytes(P.CONTEXT_EL2, CONTEXTIDR_EL2.get(
+                    self.uc.cpr_read(*CONTEXTIDR_EL2.encoding.tuple), "PROCID"))
+            ns = 0 if ctx.is_secure else 1
+            records.begin(insn_index, go_on, ctx.el, ns, ts is not None, collect_pa, prefix,
+                          gap)
+        else:
+            records = None
+        chunks: list[bytes] = []   # padded records, in order
+        python_records = 0
+        i = 0
+        while i < count:
+            if records is not None:
+                expect = self.acct + interval.members_to_next_event() - 1
+                records.recorder.s.expect = expect
+                j = records.recorder.record(c, i, count)
+                if j > i:
+                    self._fire_captured(expect, j - i, gap)
+                i = j
+                reason = records.recorder.s.reason
+                if reason == native.REC_TEMPLATE:
+                    pc = c.caps[i].pc
+                    records.add_template(records.template(
+                        pc, ctx.el, ns, a64.decode(self._captured_word(pc, ctx.el))))
+                    continue
+                if reason == native.REC_ORDER:
+                    raise AssertionError(f"captured sample at {c.caps[i].index} is not the "
+                                         f"planned event {expect}")
+                if reason != native.REC_PYTHON:
+                    break  # done, or the rest is dropped
+                chunks.append(records.recorder.take_output())
+            if c.caps[i].index > insn_index:
                 break
-            if self.acct + interval.members_to_next_event() - 1 != index:
-                raise AssertionError(f"captured sample at {index} is not the planned event")
-            self.sample_paths["captured"] += 1
-            if not self._fire_member(index):
-                continue
-            word = words.get((pc, el))
-            if word is None:
-                if len(words) >= PREDICTION_CACHE_ENTRIES:
-                    words.clear()
-                word = words[(pc, el)] = self._fetch(pc, el)
-            info = a64.decode(word)
-            if mode == PREDICT_END and not cap_next_pc:
-                observed = None                                   # live registers
-            else:
-                observed = {rid: regs[CAPTURE_SLOT[rid]] for rid in info.reads}
-            s = self._observe(pc, info, ctx, index, observed)
-            if mode == PREDICT_NEXT_PC:
-                self._resolve_branch(s, cap_next_pc or (self.pc if next_pc is None
-                                                        else next_pc))
-            batch.append(s)
-        if batch:  # (the capture budget guarantees no Profiling Buffer management event)
-            self.spu.sample_batch(batch, ctx)
+            data = self._replay(c.caps[i], ctx, go_on)
+            if data is not None:
+                chunks.append(self.spu.buffer.padded(data))
+                python_records += 1
+            i += 1
+        if i < count:
+            self.sample_paths["dropped"] += count - i
+        built = 0
+        if records is not None:
+            built = records.recorder.s.records
+            chunks.append(records.recorder.take_output())
+        self.spu.write_batch(b"".join(chunks), python_records + built, built)
+
+    def _fire_captured(self, first: int, n: int, gap: int) -> None:
+        """The interval steps of ``n`` captured members, the first at instruction number
+        ``first`` and then one every ``gap`` (a fixed gap: COUNT reaches zero at each, which
+        selects it and reloads the same value, §3.1.2)."""
+        self.sample_paths["captured"] += n
+        if not self._fire_member(first):
+            raise AssertionError(f"captured member {first} is not selected")
+        if n > 1:
+            self.spu.stats.population += (n - 1) * gap
+            self.acct = first + (n - 1) * gap + 1
+
+    def _captured_word(self, pc: int, el: int) -> int:
+        """The instruction word of a captured sample (remembered until code changes)."""
+        words = self._captured_words
+        word = words.get((pc, el))
+        if word is None:
+            if len(words) >= PREDICTION_CACHE_ENTRIES:
+                words.clear()
+            word = words[(pc, el)] = self._fetch(pc, el)
+        return word
+
+    def _replay(self, cap: native.SpeCapture, ctx: AccessContext, go_on: int) -> bytes | None:
+        """Python's replay of one capture: its interval step and, if selected, its record
+        (None: not selected, or removed by ``CollectRecord()``)."""
+        index = cap.index
+        if self.acct + self.spu.interval.members_to_next_event() - 1 != index:
+            raise AssertionError(f"captured sample at {index} is not the planned event")
+        self.sample_paths["captured"] += 1
+        if not self._fire_member(index):
+            return None
+        info = a64.decode(self._captured_word(cap.pc, ctx.el))
+        if cap.mode == PREDICT_END and not cap.next_pc:
+            observed = None                                   # live registers
+        else:
+            regs = cap.regs
+            observed = {rid: regs[CAPTURE_SLOT[rid]] for rid in info.reads}
+        s = self._observe(cap.pc, info, ctx, index, observed)
+        if cap.mode == PREDICT_NEXT_PC:
+            self._resolve_branch(s, cap.next_pc or go_on)
+        return self.spu.record(s, ctx)
 
     @staticmethod
     def _resolve_branch(s: Sample, next_pc: int) -> None:

@@ -1,9 +1,10 @@
-"""Load the native block-hook instruction counter (``counter.c``).
+"""Load the native run-loop helpers: the block-hook instruction counter (``counter.c``) and
+the record builder for captured samples (``record.c``), declared together in ``spe_native.h``.
 
-``pip install .`` builds it as the extension ``spe_emu.native._counter``. When the package runs
-from a source tree without a build, the C file is compiled once with the system C compiler into
-``~/.cache/spe_emu`` (keyed by a hash of the source). Either way the result is opened with
-ctypes and only its ``spe_block_hook`` symbol is used.
+``pip install .`` builds them as the extension ``spe_emu.native._counter``. When the package
+runs from a source tree without a build, the C files are compiled once with the system C
+compiler into ``~/.cache/spe_emu`` (keyed by a hash of the sources). Either way the result is
+opened with ctypes; the structs below mirror the C ones and the loader checks their sizes.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from pathlib import Path
 from ..errors import SpeEmuError
 
 _HERE = Path(__file__).resolve().parent
-_SOURCE = _HERE / "counter.c"
+_SOURCES = (_HERE / "counter.c", _HERE / "record.c")
+_HEADER = _HERE / "spe_native.h"
 
 
 class NativeBuildError(SpeEmuError):
@@ -59,6 +61,52 @@ class SpeCounter(ctypes.Structure):
                 ("caps", SpeCapture * CAP_MAX), ("verdicts", SpeVerdict * VERDICTS)]
 
 
+# record.c (values of spe_native.h)
+TPL_OTHER, TPL_LDST, TPL_BRANCH, TPL_PYTHON = 1, 2, 3, 4
+ADDR_NONE, ADDR_BASE, ADDR_LITERAL, ADDR_REGOFF = 0, 1, 2, 3
+BR_COND, BR_INDIRECT, BR_RETURN = 1, 2, 4
+REC_DONE, REC_DROP, REC_TEMPLATE, REC_PYTHON, REC_ORDER = 0, 1, 2, 3, 4
+TEMPLATE_HEAD = 19    # bytes of spe_template.head
+
+
+class SpeTemplate(ctypes.Structure):
+    """Mirror of ``struct spe_template``: what one instruction puts in its record."""
+
+    _fields_ = [("pc", ctypes.c_uint64), ("offset", ctypes.c_uint64),
+                ("target", ctypes.c_uint64), ("used", ctypes.c_uint8), ("el", ctypes.c_uint8),
+                ("ns", ctypes.c_uint8), ("kind", ctypes.c_uint8), ("cond", ctypes.c_int8),
+                ("addr", ctypes.c_uint8), ("base", ctypes.c_uint8), ("index", ctypes.c_uint8),
+                ("extend", ctypes.c_uint8), ("shift", ctypes.c_uint8),
+                ("store_only", ctypes.c_uint8), ("branch", ctypes.c_uint8),
+                ("head_len", ctypes.c_uint8), ("head", ctypes.c_uint8 * TEMPLATE_HEAD)]
+
+
+class SpeRecorder(ctypes.Structure):
+    """Mirror of ``struct spe_recorder`` (record.c): per-drain inputs, fixed packet headers,
+    event numbers and latencies, results and the C-owned model and buffers."""
+
+    _fields_ = [("insn_index", ctypes.c_uint64), ("next_pc", ctypes.c_uint64),
+                ("expect", ctypes.c_uint64), ("gap", ctypes.c_uint64),
+                ("el", ctypes.c_uint32), ("ns", ctypes.c_uint32),
+                ("timestamp", ctypes.c_uint32), ("collect_pa", ctypes.c_uint32),
+                ("prefix_len", ctypes.c_uint32), ("prefix", ctypes.c_uint8 * 16),
+                ("align", ctypes.c_uint32), ("not_taken_target", ctypes.c_uint32),
+                *((name, ctypes.c_uint8) for name in (
+                    "hdr_target", "hdr_va", "hdr_total", "hdr_issue", "hdr_xlat",
+                    "hdr_timestamp", "hdr_end", "pad0")),
+                ("hdr_events", ctypes.c_uint8 * 4),
+                *((name, ctypes.c_uint32) for name in (
+                    "ev_retired", "ev_not_taken", "ev_mispred", "ev_l1d_access",
+                    "ev_l1d_refill", "ev_tlb_access", "ev_tlb_walk", "ev_llc_access",
+                    "ev_llc_miss", "lat_l1d_hit", "lat_llc_hit", "lat_llc_miss", "lat_store",
+                    "lat_walk", "lat_mispredict")),
+                ("out_len", ctypes.c_uint64), ("records", ctypes.c_uint64),
+                ("reason", ctypes.c_uint64), ("out", ctypes.c_void_p),
+                ("out_size", ctypes.c_uint64), ("l1d", ctypes.c_void_p),
+                ("llc", ctypes.c_void_p), ("tlb", ctypes.c_void_p),
+                ("targets", ctypes.c_void_p), ("templates", ctypes.c_void_p)]
+
+
 def _built_extension() -> Path | None:
     for suffix in importlib.machinery.EXTENSION_SUFFIXES:
         candidate = _HERE / f"_counter{suffix}"
@@ -68,8 +116,8 @@ def _built_extension() -> Path | None:
 
 
 def _compile_into_cache() -> Path:
-    source = _SOURCE.read_bytes()
-    digest = hashlib.sha256(source).hexdigest()[:16]
+    digest = hashlib.sha256(b"".join(p.read_bytes() for p in (*_SOURCES, _HEADER))
+                            ).hexdigest()[:16]
     cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "spe_emu"
     target = cache / f"counter-{digest}.so"
     if target.exists():
@@ -78,12 +126,12 @@ def _compile_into_cache() -> Path:
     include = sysconfig.get_paths()["include"]
     tmp = target.with_suffix(f".{os.getpid()}.tmp")
     cmd = [os.environ.get("CC", "cc"), "-O2", "-shared", "-fPIC", f"-I{include}", "-o", str(tmp),
-           str(_SOURCE)]
+           *map(str, _SOURCES)]
     try:
         subprocess.run(cmd, check=True, capture_output=True)
     except (OSError, subprocess.CalledProcessError) as exc:
         detail = getattr(exc, "stderr", b"") or b""
-        raise NativeBuildError(f"cannot compile {_SOURCE.name} with {cmd[0]}: "
+        raise NativeBuildError(f"cannot compile {_SOURCES[0].name} with {cmd[0]}: "
                                f"{detail.decode(errors='replace').strip() or exc}") from exc
     os.replace(tmp, target)
     return target
@@ -102,18 +150,20 @@ def library() -> ctypes.CDLL:
             # No build, or a stale one (e.g. an in-place build older than counter.c).
             lib = ctypes.CDLL(str(_compile_into_cache()))
             if not _layout_matches(lib):
-                raise NativeBuildError(f"{_SOURCE.name}: struct spe_counter does not match "
-                                       f"SpeCounter")
+                raise NativeBuildError(f"{_HEADER.name}: the native structs do not match "
+                                       f"their ctypes mirrors")
+        _declare(lib)
         _LIB = lib
     return _LIB
 
 
 def _layout_matches(lib: ctypes.CDLL) -> bool:
     try:
-        size = ctypes.c_uint64.in_dll(lib, "spe_counter_size").value
+        sizes = [ctypes.c_uint64.in_dll(lib, name).value for name in (
+            "spe_counter_size", "spe_recorder_size", "spe_template_size")]
     except ValueError:
         return False
-    return size == ctypes.sizeof(SpeCounter)
+    return sizes == [ctypes.sizeof(t) for t in (SpeCounter, SpeRecorder, SpeTemplate)]
 
 
 def verdict_add(counter: SpeCounter, pc: int, n: int, k: int, mode: int) -> bool:
@@ -134,3 +184,83 @@ def verdicts_clear(counter: SpeCounter) -> None:
 def block_hook_address() -> int:
     """Address of ``spe_block_hook`` for ``uc_hook_add(UC_HOOK_BLOCK, ...)``."""
     return ctypes.cast(library().spe_block_hook, ctypes.c_void_p).value
+
+
+def _declare(lib: ctypes.CDLL) -> None:
+    """Argument and result types of the record.c entry points."""
+    rec = ctypes.POINTER(SpeRecorder)
+    u32, u64 = ctypes.c_uint32, ctypes.c_uint64
+    for name, args, result in (
+            ("spe_recorder_init", (rec, u32, u32, u32, u64), ctypes.c_int),
+            ("spe_recorder_free", (rec,), None),
+            ("spe_lru_touch", (rec, u32, u64), ctypes.c_int),
+            ("spe_target_swap", (rec, u64, u64, ctypes.POINTER(u64)), ctypes.c_int),
+            ("spe_template_add", (rec, ctypes.POINTER(SpeTemplate)), ctypes.c_int),
+            ("spe_templates_clear", (rec,), None),
+            ("spe_record_captures", (ctypes.POINTER(SpeCounter), rec, u32, u32), u32)):
+        fn = getattr(lib, name)
+        fn.argtypes = args
+        fn.restype = result
+
+
+class Recorder:
+    """The native record builder (record.c) and the micro-architecture model state it owns.
+
+    Args:
+        l1d_lines, llc_lines, tlb_entries: capacities of the LRU sets (SpeConfig).
+        out_size: bytes of the output buffer (records of one drain, padded).
+
+    Raises:
+        NativeBuildError: the library cannot be loaded, or out of memory.
+    """
+
+    L1D, LLC, TLB = 0, 1, 2
+
+    def __init__(self, l1d_lines: int, llc_lines: int, tlb_entries: int, out_size: int):
+        self.lib = library()
+        self.s = SpeRecorder()
+        self.ref = ctypes.byref(self.s)
+        if not self.lib.spe_recorder_init(self.ref, l1d_lines, llc_lines, tlb_entries,
+                                          out_size):
+            raise NativeBuildError("record.c: out of memory for the recorder")
+        self._old = ctypes.c_uint64()
+
+    def close(self) -> None:
+        """Free the C storage (idempotent)."""
+        if self.s.out:
+            self.lib.spe_recorder_free(self.ref)
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # (interpreter shutdown)
+            pass
+
+    def touch(self, which: int, key: int) -> bool:
+        """``_Lru.touch`` on the L1D, LLC or TLB set: True for a hit."""
+        return bool(self.lib.spe_lru_touch(self.ref, which, key))
+
+    def swap_target(self, pc: int, target: int) -> int | None:
+        """Set the last target of the indirect branch at ``pc``; its previous one or None."""
+        had = self.lib.spe_target_swap(self.ref, pc, target, ctypes.byref(self._old))
+        if had < 0:
+            raise MemoryError("record.c: no memory for the branch target table")
+        return self._old.value if had else None
+
+    def add_template(self, template: SpeTemplate) -> bool:
+        """Store a template; False when its slots are full (clear, then add again)."""
+        return bool(self.lib.spe_template_add(self.ref, ctypes.byref(template)))
+
+    def clear_templates(self) -> None:
+        self.lib.spe_templates_clear(self.ref)
+
+    def record(self, counter: SpeCounter, start: int, count: int) -> int:
+        """Record captures [start, count) until one needs Python: its position (``count``
+        when done); ``self.s.reason`` says why (REC_*)."""
+        return self.lib.spe_record_captures(ctypes.byref(counter), self.ref, start, count)
+
+    def take_output(self) -> bytes:
+        """The padded records built since the last call, and empty the buffer."""
+        data = ctypes.string_at(self.s.out, self.s.out_len)
+        self.s.out_len = 0
+        return data

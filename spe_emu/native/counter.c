@@ -8,12 +8,13 @@
  * callback on the hot path.
  *
  * Captured samples: when the stop is for the planned sample-interval event (`stop_at ==
- * event_at`) and the run loop has said how the sample can be observed (instruction 0 of the
- * block, or a (block, length, k) triple in the verdict table: docs/model.md "Samples inside a
- * block"), the hook copies X0-X30, SP and NZCV into the capture ring instead of stopping --
- * at the block's start, or at the next block entered for a sample observed at its block's end
- * or by the PC its branch went to -- moves `event_at` on by the fixed `gap` and goes on.
- * Python replays the captures, in order, at its next stop or hook (Machine._drain). The
+ * event_at`) and the run loop has said how the sample can be observed (a (block, length, k)
+ * triple in the verdict table, or else instruction 0 of the block, at its start:
+ * docs/model.md "Samples inside a block"), the hook copies X0-X30, SP and NZCV into the
+ * capture ring instead of stopping -- at the block's start, or at the next block entered for
+ * a sample observed at its block's end or by the PC its branch went to -- moves `event_at` on
+ * by the fixed `gap` and goes on. At its next stop or hook, Python has the records built
+ * (record.c, or Python for what a template cannot describe: Machine._drain). The
  * hook never captures where that could change what the guest sees: only with a fixed gap
  * (PMSIRR_EL1.RND == 0), while `cap_budget` (records that fit without a Profiling Buffer
  * management event) lasts, when the next event is not in the same block and the block ends
@@ -22,59 +23,7 @@
  * The file is also a (trivial) CPython extension module so setuptools can build it; the
  * module itself exports nothing.
  */
-#include <stdint.h>
-
-#define SPE_CAP_MAX 64      /* captures held before the hook stops for Python */
-#define SPE_CAP_REGS 33     /* X0-X30, SP, NZCV (the order of Python's CAPTURE_REGS) */
-#define SPE_VERDICTS 4096   /* verdict table slots (power of two) */
-#define SPE_PROBES 8
-
-typedef int (*spe_stop_fn)(void *uc);
-typedef int (*spe_read_batch_fn)(void *uc, const int *regs, void **vals, int count);
-
-/* How a sample is observed (Machine.PREDICT_*): registers at the start of its block, or at
- * the start of the next block entered (its end), which also gives the PC a final branch went
- * to. */
-#define SPE_AT_START 1
-#define SPE_NEXT_PC 2
-#define SPE_AT_END 3
-
-struct spe_capture {
-    uint64_t index;                 /* instruction number of the sampled instruction */
-    uint64_t pc;                    /* its address */
-    uint64_t mode;                  /* SPE_AT_START, SPE_NEXT_PC or SPE_AT_END */
-    uint64_t next_pc;               /* first block entered after it (0: not yet) */
-    uint64_t regs[SPE_CAP_REGS];    /* register values (at the start or end of its block) */
-};
-
-struct spe_verdict {
-    uint64_t pc;                    /* block address (0: empty slot) */
-    uint32_t n;                     /* block length */
-    uint16_t k;                     /* sampled instruction in it */
-    uint16_t mode;                  /* SPE_AT_START, SPE_NEXT_PC or SPE_AT_END */
-};
-
-struct spe_counter {
-    uint64_t insns;        /* instructions of every block entered so far */
-    uint64_t block_start;  /* address of the block being executed */
-    uint64_t block_insns;  /* its length in instructions */
-    uint64_t stop_at;      /* stop before the block holding instruction #stop_at */
-    spe_stop_fn emu_stop;  /* uc_emu_stop from libunicorn */
-    uint64_t stops;        /* number of stops requested by this hook */
-    uint64_t stop_block;   /* address of the block we stopped in front of */
-    uint64_t stop_block_insns; /* its length in instructions */
-    /* captured samples */
-    uint64_t event_at;     /* the planned interval event */
-    uint64_t gap;          /* members from one event to the next; 0: no captures */
-    uint64_t limit;        /* no capture in a block that ends past this instruction number */
-    uint64_t cap_budget;   /* captures allowed before the Profiling Buffer needs a check */
-    uint64_t cap_count;    /* captures in caps[] */
-    uint64_t completing;   /* 1 + the capture waiting for the next block entry, or 0 */
-    spe_read_batch_fn reg_read_batch;  /* uc_reg_read_batch from libunicorn */
-    int32_t reg_ids[SPE_CAP_REGS + 1]; /* Unicorn ids of the captured registers (+ padding) */
-    struct spe_capture caps[SPE_CAP_MAX];
-    struct spe_verdict verdicts[SPE_VERDICTS];
-};
+#include "spe_native.h"
 
 /* Lets the loader reject a stale build whose struct layout differs from the Python mirror. */
 const uint64_t spe_counter_size = sizeof(struct spe_counter);
@@ -139,13 +88,16 @@ static int read_regs(void *uc, struct spe_counter *c, uint64_t *regs)
 static int try_capture(void *uc, uint64_t address, uint64_t n, struct spe_counter *c)
 {
     uint64_t k = c->event_at - c->insns;
-    int mode = SPE_AT_START;
+    int mode;
     if (c->stop_at != c->event_at || c->gap == 0 || c->cap_budget == 0
             || c->cap_count >= SPE_CAP_MAX || c->insns + n > c->limit
             || c->event_at + c->gap < c->insns + n)
         return 0;
-    if (k != 0 && (mode = verdict_mode(c, address, (uint32_t)n, (uint32_t)k)) == 0)
-        return 0;
+    if ((mode = verdict_mode(c, address, (uint32_t)n, (uint32_t)k)) == 0) {
+        if (k != 0)
+            return 0;
+        mode = SPE_AT_START;   /* the first instruction: the registers at the block's start */
+    }
     struct spe_capture *cap = &c->caps[c->cap_count];
     if (!read_regs(uc, c, cap->regs))
         return 0;

@@ -97,7 +97,7 @@ class ProfilingBuffer:
         A translation fault raises a stage 1 Data Abort management event (EC 0b100100), with
         PMBPTR_EL1 = the faulting address and DL = 1 if part of the record was written.
         """
-        record = self._padded(record)
+        record = self.padded(record)
         ptr = self.regs["PMBPTR_EL1"]
         limit = self.limit
         if ptr + len(record) > limit:
@@ -126,7 +126,10 @@ class ProfilingBuffer:
             TranslationFault: a page of the batch does not translate (the caller has checked
                 that it does; part of the batch may have been written).
         """
-        data = b"".join(self._padded(r) for r in records)
+        return self.write_padded(b"".join(self.padded(r) for r in records))
+
+    def write_padded(self, data: bytes) -> int | None:
+        """:meth:`write_records` for records already padded and joined in ``data``."""
         ptr = self.regs["PMBPTR_EL1"]
         if self.limit - (ptr + len(data)) < self._max_record:
             return None
@@ -136,7 +139,7 @@ class ProfilingBuffer:
         self.regs["PMBPTR_EL1"] = ptr + len(data)
         return len(data)
 
-    def _padded(self, record: bytes) -> bytes:
+    def padded(self, record: bytes) -> bytes:
         """``record`` followed by Padding packets (zero bytes) to 2**PMBIDR_EL1.Align."""
         return record + bytes(-len(record) % self._align)
 

@@ -31,8 +31,15 @@ from .filters import OpType
 
 LINE = 64
 PAGE = 4096
-MISPREDICT_PENALTY = 10  # cycles added to TOT (docs/model.md)
 PACKET_CACHE_ENTRIES = 1 << 16
+
+# Execution latencies of the model, in cycles (docs/model.md).
+MISPREDICT_PENALTY = 10  # added to TOT for a mispredicted branch
+L1D_HIT_CYCLES = 4
+LLC_HIT_CYCLES = 20      # an L1D refill that hits the LLC
+LLC_MISS_CYCLES = 120
+STORE_CYCLES = 1         # a store (that is not also a load) does not wait for its data
+WALK_CYCLES = 30         # XLAT after a TLB walk (also added to TOT)
 
 
 class _Lru:
@@ -52,6 +59,29 @@ class _Lru:
             if len(self.keys) > self.capacity:
                 self.keys.popitem(last=False)
         return hit
+
+
+class LocalityModel:
+    """The state of the micro-architecture model: the L1D, LLC and TLB LRU sets and the last
+    target of each indirect branch. The fast run loop swaps in the native one
+    (:class:`spe_emu.native.Recorder`, same methods), which the native record builder shares.
+    """
+
+    L1D, LLC, TLB = 0, 1, 2
+
+    def __init__(self, config: SpeConfig):
+        self.sets = (_Lru(config.l1d_lines), _Lru(config.llc_lines), _Lru(config.tlb_entries))
+        self.last_target: dict[int, int] = {}
+
+    def touch(self, which: int, key: int) -> bool:
+        """Access ``key`` (a line or page number) in set ``which``: True for a hit."""
+        return self.sets[which].touch(key)
+
+    def swap_target(self, pc: int, target: int) -> int | None:
+        """Set the last target of the indirect branch at ``pc``; its previous one or None."""
+        old = self.last_target.get(pc)
+        self.last_target[pc] = target
+        return old
 
 
 @dataclass(slots=True)
@@ -105,10 +135,7 @@ class RecordBuilder:
 
     def __init__(self, config: SpeConfig):
         self.config = config
-        self.l1d = _Lru(config.l1d_lines)
-        self.llc = _Lru(config.llc_lines)
-        self.tlb = _Lru(config.tlb_entries)
-        self.last_target: dict[int, int] = {}
+        self.model = LocalityModel(config)
         # Encoded packets that recur from sample to sample (PC packets, operation types,
         # counters, events), memoised: the fast path builds thousands of records per second.
         self._packet_cache: dict[tuple, bytes] = {}
@@ -203,8 +230,7 @@ class RecordBuilder:
             if info.mnemonic_class.startswith("ret") or info.is_eret:
                 mispredicted = False
             else:
-                mispredicted = self.last_target.get(s.pc) != target
-                self.last_target[s.pc] = target
+                mispredicted = self.model.swap_target(s.pc, target) != target
         elif info.is_conditional:
             backward = target is not None and target <= s.pc
             mispredicted = taken != backward
@@ -216,19 +242,20 @@ class RecordBuilder:
         va = s.data_va
         events = (1 << P.EV_L1D_ACCESS) | (1 << P.EV_TLB_ACCESS)
         xlat = 1
-        if not self.tlb.touch(va // PAGE):
+        model = self.model
+        if not model.touch(model.TLB, va // PAGE):
             events |= 1 << P.EV_TLB_WALK
-            xlat = 30
+            xlat = WALK_CYCLES
         line = va // LINE
-        if self.l1d.touch(line):
-            execute = 4
+        if model.touch(model.L1D, line):
+            execute = L1D_HIT_CYCLES
         else:
             events |= (1 << P.EV_L1D_REFILL) | (1 << P.EV_LLC_ACCESS)
-            if self.llc.touch(line):
-                execute = 20
+            if model.touch(model.LLC, line):
+                execute = LLC_HIT_CYCLES
             else:
                 events |= 1 << P.EV_LLC_MISS
-                execute = 120
+                execute = LLC_MISS_CYCLES
         if info.is_store and not info.is_load:
-            execute = 1
+            execute = STORE_CYCLES
         return events, execute, xlat

@@ -217,8 +217,10 @@ class Spu:
             self.update_irq()
         return event
 
-    def sample_batch(self, samples: list[Sample], ctx: AccessContext) -> None:
-        """:meth:`sample` for several operations in order, written to the buffer in one go.
+    def write_batch(self, data: bytes, records: int, built_natively: int = 0) -> None:
+        """Write ``records`` records, already padded to 2**PMBIDR_EL1.Align and joined in
+        ``data``, to the Profiling Buffer in one go. ``built_natively`` of them were built by
+        the native recorder (for statistics: :meth:`record` counted the others).
 
         The caller guarantees that none of the writes can raise a Profiling Buffer management
         event (every record fits with 2**MaxSize bytes to spare, in pages that translate).
@@ -226,25 +228,30 @@ class Spu:
         Raises:
             AssertionError: the guarantee does not hold (nothing is written then).
         """
-        records = [data for data in (self.record(s, ctx) for s in samples) if data is not None]
+        self.stats.samples += built_natively
         if not records:
             return
-        placed = self.buffer.write_records(records)
-        if placed is None:
+        if self.buffer.write_padded(data) is None:
             raise AssertionError("records of a batch would raise a management event")
-        self.stats.records_written += len(records)
-        self.stats.bytes_written += placed
+        self.stats.records_written += records
+        self.stats.bytes_written += len(data)
 
-    def record(self, s: Sample, ctx: AccessContext) -> bytes | None:
-        """The record of a selected operation after ``CollectRecord()`` (None: filtered out);
-        counts the sample."""
+    def native_records_allowed(self, ctx: AccessContext) -> bool:
+        """Whether records can be built without ``CollectRecord()`` filtering: no PMSFCR_EL1
+        filter is enabled. Checks ``ProfilingBufferEnabled()`` as :meth:`record` does."""
+        self._check_enabled(ctx)
+        return not self._filter_state()[0]
+
+    def _check_enabled(self, ctx: AccessContext) -> None:
         key = (ctx, self.regs["PMBLIMITR_EL1"], self.regs["PMBSR_EL1"])
         if self._enabled_for[0] != key:
             self._enabled_for = (key, self.buffer_enabled(ctx))
         if not self._enabled_for[1]:  # callers sample only while profiling is enabled
             raise AssertionError("SPU asked to sample while the Profiling Buffer is disabled")
-        self.stats.samples += 1
-        built = self.builder.build(s)
+
+    def _filter_state(self) -> tuple:
+        """(any filter enabled, PMSFCR_EL1 fields, PMSEVFR_EL1, PMSLATFR_EL1.MINLAT), kept
+        until the next register write."""
         if self._filters is None:
             fcr = self.table["PMSFCR_EL1"]
             value = self.regs["PMSFCR_EL1"]
@@ -252,7 +259,15 @@ class Spu:
             minlat = self.table["PMSLATFR_EL1"].get(self.regs["PMSLATFR_EL1"], "MINLAT")
             active = bool(fields["FE"] or fields["FT"] or fields["FL"])
             self._filters = (active, fields, self.regs["PMSEVFR_EL1"], minlat)
-        active, fields, pmsevfr, minlat = self._filters
+        return self._filters
+
+    def record(self, s: Sample, ctx: AccessContext) -> bytes | None:
+        """The record of a selected operation after ``CollectRecord()`` (None: filtered out);
+        counts the sample."""
+        self._check_enabled(ctx)
+        self.stats.samples += 1
+        built = self.builder.build(s)
+        active, fields, pmsevfr, minlat = self._filter_state()
         if active and not collect_record(built.events, built.total_latency, built.optypes,
                                          fields, pmsevfr, minlat, self.config):
             self.stats.filtered_out += 1

@@ -1,0 +1,151 @@
+"""Glue between the fast run loop and the native record builder (``spe_emu/native/record.c``).
+
+The block hook captures registers for samples it can observe without stopping (docs/model.md,
+"Samples inside a block"). :class:`NativeRecords` lets ``record.c`` build those samples'
+records: it fills the recorder's fixed fields from the Python declarations (packet headers
+from :mod:`spe_emu.spe.packets`, event numbers, latencies from :mod:`spe_emu.spe.records`),
+sets the per-drain inputs, and turns a decoded instruction into a *template* -- what its
+record holds apart from the register-dependent parts -- once per (PC, EL, NS). Instructions
+the template cannot describe (exception-generating instructions, ERET, system register
+accesses, unknown address forms) are recorded by Python, from the same model state.
+"""
+
+from __future__ import annotations
+
+from .. import native
+from ..spe import packets as P
+from ..spe import records as R
+from ..spe.config import SpeConfig
+from . import a64
+
+M64 = (1 << 64) - 1
+
+
+def _one_byte(header: bytes) -> int:
+    if len(header) != 1:
+        raise AssertionError(f"record.c needs one-byte headers, not {header.hex()}")
+    return header[0]
+
+
+class NativeRecords:
+    """The native recorder of one machine.
+
+    Args:
+        config: the SPE implementation choices (LRU capacities, Align, not-taken targets).
+        capture_slot: Unicorn register id -> position in a capture's register array.
+        max_captures: captures per drain (sizes the output buffer).
+        record_bound: an upper bound of one record's bytes before padding.
+
+    Raises:
+        spe_emu.native.NativeBuildError: the library cannot be loaded, or out of memory.
+    """
+
+    def __init__(self, config: SpeConfig, capture_slot: dict[int, int], max_captures: int,
+                 record_bound: int):
+        self.config = config
+        self.slot = capture_slot
+        self.recorder = native.Recorder(config.l1d_lines, config.llc_lines, config.tlb_entries,
+                                        max_captures * (2 * record_bound + config.align_bytes))
+        s = self.recorder.s
+        s.align = config.align_bytes
+        s.not_taken_target = int(config.not_taken_target)
+        s.hdr_target = _one_byte(P.address_header(P.ADDR_BRANCH_TARGET))
+        s.hdr_va = _one_byte(P.address_header(P.ADDR_DATA_VA))
+        s.hdr_total = _one_byte(P.counter_header(P.COUNTER_TOTAL))
+        s.hdr_issue = _one_byte(P.counter_header(P.COUNTER_ISSUE))
+        s.hdr_xlat = _one_byte(P.counter_header(P.COUNTER_XLAT))
+        s.hdr_timestamp = _one_byte(P.timestamp_bytes(0)[:1])
+        s.hdr_end = _one_byte(P.END_BYTES)
+        for i, size in enumerate((1, 2, 4, 8)):
+            s.hdr_events[i] = _one_byte(P.events_header(size))
+        for name, value in (
+                ("ev_retired", P.EV_RETIRED), ("ev_not_taken", P.EV_NOT_TAKEN),
+                ("ev_mispred", P.EV_MISPRED), ("ev_l1d_access", P.EV_L1D_ACCESS),
+                ("ev_l1d_refill", P.EV_L1D_REFILL), ("ev_tlb_access", P.EV_TLB_ACCESS),
+                ("ev_tlb_walk", P.EV_TLB_WALK), ("ev_llc_access", P.EV_LLC_ACCESS),
+                ("ev_llc_miss", P.EV_LLC_MISS), ("lat_l1d_hit", R.L1D_HIT_CYCLES),
+                ("lat_llc_hit", R.LLC_HIT_CYCLES), ("lat_llc_miss", R.LLC_MISS_CYCLES),
+                ("lat_store", R.STORE_CYCLES), ("lat_walk", R.WALK_CYCLES),
+                ("lat_mispredict", R.MISPREDICT_PENALTY)):
+            setattr(s, name, value)
+        self._zeros: dict[tuple[int, ...], dict[int, int]] = {}
+
+    def begin(self, insn_index: int, next_pc: int, el: int, ns: int, timestamp: bool,
+              collect_pa: bool, prefix: bytes, gap: int) -> None:
+        """Inputs of one drain: the stop's instruction number, where the run goes on, the
+        context of every capture, CollectTimeStamp(), CollectPhysicalAddress(), the Context
+        packets that start each record, and the members from one capture to the next."""
+        s = self.recorder.s
+        s.insn_index = insn_index
+        s.next_pc = next_pc
+        s.el = el
+        s.ns = ns
+        s.timestamp = int(timestamp)
+        s.collect_pa = int(collect_pa)
+        s.prefix_len = len(prefix)
+        s.prefix[:len(prefix)] = prefix
+        s.gap = gap
+        s.records = 0
+
+    def template(self, pc: int, el: int, ns: int, info: a64.InsnInfo) -> native.SpeTemplate:
+        """The template of the instruction ``info`` at ``pc`` sampled at ``el``/``ns``: the
+        packets :meth:`spe_emu.spe.records.RecordBuilder.build` would emit whatever the
+        registers (PC and Operation Type), and how the rest follows from them (§5.3)."""
+        t = native.SpeTemplate(pc=pc, el=el, ns=ns, cond=-1)
+        if info.exception or info.is_eret or info.sysreg is not None:
+            t.kind = native.TPL_PYTHON   # may take an exception: Machine._generates_exception
+            return t
+        head = (P.instruction_address_bytes(P.ADDR_PC, pc, el, ns)
+                + P.op_type_bytes(info.op_class, info.op_subclass))
+        t.head_len = len(head)
+        t.head[:len(head)] = head
+        check = info.condition_check
+        if info.op_class == P.OP_CLASS_BRANCH:
+            t.kind = native.TPL_BRANCH
+            if info.is_conditional:
+                if info.is_indirect:
+                    t.kind = native.TPL_PYTHON
+                    return t
+                t.branch |= native.BR_COND
+                t.target = info.branch(pc, self._zero_regs(info.reads))[1]
+            if info.is_indirect:
+                t.branch |= native.BR_INDIRECT
+                if info.mnemonic_class.startswith("ret"):
+                    t.branch |= native.BR_RETURN
+        elif info.op_class == P.OP_CLASS_LDST:
+            t.kind = native.TPL_LDST
+            t.store_only = int(info.is_store and not info.is_load)
+            form = info.address_form if (info.is_load or info.is_store) else None
+            if isinstance(form, a64.BaseOffset):
+                t.addr, t.base, t.offset = native.ADDR_BASE, self.slot[form.base], form.offset
+            elif isinstance(form, a64.Literal):
+                t.addr, t.offset = native.ADDR_LITERAL, form.offset & M64
+            elif isinstance(form, a64.RegisterOffset):
+                t.addr, t.base, t.index = (native.ADDR_REGOFF, self.slot[form.base],
+                                           self.slot[form.index])
+                t.extend, t.shift = form.extend, form.shift   # (a64.EXTEND_* = SPE_EXTEND_*)
+            elif form is not None:
+                t.kind = native.TPL_PYTHON
+        elif check is None:
+            t.kind = native.TPL_OTHER
+        elif isinstance(check, a64.ConditionCheck):
+            t.kind, t.cond = native.TPL_OTHER, check.cond
+        else:
+            t.kind = native.TPL_PYTHON
+        return t
+
+    def _zero_regs(self, reads: tuple[int, ...]) -> dict[int, int]:
+        regs = self._zeros.get(reads)
+        if regs is None:
+            regs = self._zeros[reads] = dict.fromkeys(reads, 0)
+        return regs
+
+    def add_template(self, template: native.SpeTemplate) -> None:
+        """Store ``template``; a full table is emptied first (templates are learnt again)."""
+        if not self.recorder.add_template(template):
+            self.recorder.clear_templates()
+            self.recorder.add_template(template)
+
+    def clear_templates(self) -> None:
+        """Code or its mapping may have changed."""
+        self.recorder.clear_templates()

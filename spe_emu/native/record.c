@@ -1,0 +1,459 @@
+/*
+ * Native records for captured samples (docs/model.md, "Native records").
+ *
+ * The block hook (counter.c) captures the registers of samples it can observe without a stop.
+ * Python used to replay every capture: decode, observe, build the record, write it. Here one
+ * call, spe_record_captures(), builds the records of all the captures whose instruction has a
+ * *template* -- what Python decided once for that instruction (PC and Operation Type packets,
+ * data address form, branch kind, condition code) -- and appends them, padded, to an output
+ * buffer that Python writes to the Profiling Buffer in one go. It stops at the first capture
+ * it cannot record (no template yet, an instruction Python records itself, a capture past the
+ * stop) and says why; Python handles that one and calls again.
+ *
+ * The record is the one spe_emu.spe.records.RecordBuilder.build() gives for the same sample
+ * (SPE supplement §2.3, §5.3; Arm ARM D18.1): the same packets in the same order, from the
+ * same micro-architecture model. That model's state (the L1D, LLC and TLB LRU sets and the
+ * last target of each indirect branch) lives here, and Python's builder uses it through
+ * spe_lru_touch()/spe_target_swap() in the fast run loop, so both update one model in
+ * instruction order. Packet header bytes, event numbers and latencies come from Python
+ * (spe_emu.spe.packets, spe_emu.spe.records), so each is declared once.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "spe_native.h"
+
+const uint64_t spe_recorder_size = sizeof(struct spe_recorder);
+const uint64_t spe_template_size = sizeof(struct spe_template);
+
+/* ---- LRU set: _Lru in records.py ------------------------------------------------------ */
+
+/* A fixed-capacity set of keys in access order: a node array (doubly linked, oldest first)
+ * and a linear-probing hash of node numbers (load <= 1/2, backward-shift deletion). */
+struct spe_lru {
+    uint32_t capacity, count;
+    uint32_t mask;          /* hash slots - 1 */
+    int32_t oldest, newest; /* node numbers, -1: empty */
+    uint32_t *slots;        /* node number + 1, 0: empty */
+    uint64_t *keys;
+    int32_t *prev, *next;
+};
+
+static uint32_t hash64(uint64_t key, uint32_t mask)
+{
+    return (uint32_t)((key * 0x9E3779B97F4A7C15ull) >> 32) & mask;
+}
+
+static struct spe_lru *lru_new(uint32_t capacity)
+{
+    struct spe_lru *l = calloc(1, sizeof *l);
+    uint32_t size = 4;
+    while (size < 2 * capacity + 2)
+        size <<= 1;
+    if (!l)
+        return 0;
+    l->capacity = capacity;
+    l->mask = size - 1;
+    l->oldest = l->newest = -1;
+    l->slots = calloc(size, sizeof *l->slots);
+    l->keys = calloc(capacity, sizeof *l->keys);
+    l->prev = calloc(capacity, sizeof *l->prev);
+    l->next = calloc(capacity, sizeof *l->next);
+    if (!l->slots || !l->keys || !l->prev || !l->next) {
+        free(l->slots), free(l->keys), free(l->prev), free(l->next), free(l);
+        return 0;
+    }
+    return l;
+}
+
+static void lru_free(struct spe_lru *l)
+{
+    if (l)
+        free(l->slots), free(l->keys), free(l->prev), free(l->next), free(l);
+}
+
+static void lru_unlink(struct spe_lru *l, int32_t node)
+{
+    int32_t p = l->prev[node], n = l->next[node];
+    if (p >= 0) l->next[p] = n; else l->oldest = n;
+    if (n >= 0) l->prev[n] = p; else l->newest = p;
+}
+
+static void lru_append(struct spe_lru *l, int32_t node)
+{
+    l->prev[node] = l->newest;
+    l->next[node] = -1;
+    if (l->newest >= 0) l->next[l->newest] = node; else l->oldest = node;
+    l->newest = node;
+}
+
+/* Empties slot i and moves later entries of its probe run back into the hole. */
+static void lru_erase_slot(struct spe_lru *l, uint32_t i)
+{
+    uint32_t j = i;
+    for (;;) {
+        j = (j + 1) & l->mask;
+        if (!l->slots[j])
+            break;
+        uint32_t home = hash64(l->keys[l->slots[j] - 1], l->mask);
+        if (((j - home) & l->mask) >= ((j - i) & l->mask)) {
+            l->slots[i] = l->slots[j];
+            i = j;
+        }
+    }
+    l->slots[i] = 0;
+}
+
+/* Records an access to key; 1 if it was in the set (a hit). As _Lru.touch: a hit becomes the
+ * newest; a miss is added as the newest, and the oldest leaves when the set is over capacity. */
+static int lru_touch(struct spe_lru *l, uint64_t key)
+{
+    uint32_t i = hash64(key, l->mask);
+    while (l->slots[i]) {
+        int32_t node = (int32_t)l->slots[i] - 1;
+        if (l->keys[node] == key) {
+            if (node != l->newest) {
+                lru_unlink(l, node);
+                lru_append(l, node);
+            }
+            return 1;
+        }
+        i = (i + 1) & l->mask;
+    }
+    int32_t node;
+    if (l->count == l->capacity) {      /* evict the oldest, reuse its node */
+        node = l->oldest;
+        uint32_t j = hash64(l->keys[node], l->mask);
+        while (l->slots[j] != (uint32_t)node + 1)
+            j = (j + 1) & l->mask;
+        lru_erase_slot(l, j);
+        lru_unlink(l, node);
+        i = hash64(key, l->mask);       /* the hole may have moved the probe run */
+        while (l->slots[i])
+            i = (i + 1) & l->mask;
+    } else {
+        node = (int32_t)l->count++;
+    }
+    l->keys[node] = key;
+    l->slots[i] = (uint32_t)node + 1;
+    lru_append(l, node);
+    return 0;
+}
+
+/* ---- last target of each indirect branch: RecordBuilder.last_target ------------------- */
+
+struct spe_targets {
+    uint32_t mask, count;
+    uint64_t *keys, *values;
+    uint8_t *used;
+};
+
+static int targets_alloc(struct spe_targets *t, uint32_t size)
+{
+    t->keys = calloc(size, sizeof *t->keys);
+    t->values = calloc(size, sizeof *t->values);
+    t->used = calloc(size, 1);
+    t->mask = size - 1;
+    t->count = 0;
+    return t->keys && t->values && t->used;
+}
+
+static void targets_release(struct spe_targets *t)
+{
+    free(t->keys), free(t->values), free(t->used);
+}
+
+/* Sets the last target of the branch at pc; returns 1 and *old if it had one. 0 without
+ * memory to grow (the table is then unchanged: not reached in practice). */
+static int targets_swap(struct spe_targets *t, uint64_t pc, uint64_t target, uint64_t *old,
+                        int *had)
+{
+    if (2 * (t->count + 1) > t->mask + 1) {   /* grow to keep the load <= 1/2 */
+        struct spe_targets bigger;
+        if (!targets_alloc(&bigger, 2 * (t->mask + 1))) {
+            targets_release(&bigger);
+            return 0;
+        }
+        for (uint32_t i = 0; i <= t->mask; i++) {
+            if (!t->used[i])
+                continue;
+            uint32_t j = hash64(t->keys[i], bigger.mask);
+            while (bigger.used[j])
+                j = (j + 1) & bigger.mask;
+            bigger.used[j] = 1;
+            bigger.keys[j] = t->keys[i];
+            bigger.values[j] = t->values[i];
+            bigger.count++;
+        }
+        targets_release(t);
+        *t = bigger;
+    }
+    uint32_t i = hash64(pc, t->mask);
+    while (t->used[i] && t->keys[i] != pc)
+        i = (i + 1) & t->mask;
+    *had = t->used[i];
+    *old = t->values[i];
+    if (!t->used[i]) {
+        t->used[i] = 1;
+        t->keys[i] = pc;
+        t->count++;
+    }
+    t->values[i] = target;
+    return 1;
+}
+
+/* ---- the recorder --------------------------------------------------------------------- */
+
+void spe_recorder_free(struct spe_recorder *r)
+{
+    lru_free(r->l1d), lru_free(r->llc), lru_free(r->tlb);
+    if (r->targets)
+        targets_release(r->targets);
+    free(r->targets), free(r->templates), free(r->out);
+    r->l1d = r->llc = r->tlb = 0;
+    r->targets = 0;
+    r->templates = 0;
+    r->out = 0;
+}
+
+/* Allocates the model (LRU capacities in lines/entries) and an output buffer of out_size
+ * bytes; 0 without memory. */
+int spe_recorder_init(struct spe_recorder *r, uint32_t l1d_lines, uint32_t llc_lines,
+                      uint32_t tlb_entries, uint64_t out_size)
+{
+    r->l1d = lru_new(l1d_lines);
+    r->llc = lru_new(llc_lines);
+    r->tlb = lru_new(tlb_entries);
+    r->targets = calloc(1, sizeof *r->targets);
+    r->templates = calloc(SPE_TEMPLATES, sizeof *r->templates);
+    r->out = malloc(out_size);
+    r->out_size = out_size;
+    if (!r->l1d || !r->llc || !r->tlb || !r->targets || !r->templates || !r->out
+            || !targets_alloc(r->targets, 64)) {
+        spe_recorder_free(r);
+        return 0;
+    }
+    return 1;
+}
+
+/* which: 0 L1D, 1 LLC, 2 TLB. */
+int spe_lru_touch(struct spe_recorder *r, uint32_t which, uint64_t key)
+{
+    return lru_touch(which == 0 ? r->l1d : which == 1 ? r->llc : r->tlb, key);
+}
+
+/* 1 and *old when the branch at pc had a last target; -1 without memory. */
+int spe_target_swap(struct spe_recorder *r, uint64_t pc, uint64_t target, uint64_t *old)
+{
+    int had;
+    if (!targets_swap(r->targets, pc, target, old, &had))
+        return -1;
+    return had;
+}
+
+/* ---- templates ------------------------------------------------------------------------ */
+
+static struct spe_template *template_find(struct spe_recorder *r, uint64_t pc, uint32_t el,
+                                          uint32_t ns)
+{
+    uint32_t slot = hash64((pc >> 2) ^ ((uint64_t)(el << 1 | ns) << 60), SPE_TEMPLATES - 1);
+    for (int i = 0; i < SPE_PROBES; i++) {
+        struct spe_template *t = &r->templates[(slot + i) & (SPE_TEMPLATES - 1)];
+        if (!t->used || (t->pc == pc && t->el == el && t->ns == ns))
+            return t;
+    }
+    return 0;
+}
+
+/* Stores a template (its pc/el/ns select the slot); 0 when its probe sequence is full. */
+int spe_template_add(struct spe_recorder *r, const struct spe_template *t)
+{
+    struct spe_template *slot = template_find(r, t->pc, t->el, t->ns);
+    if (!slot || t->head_len > sizeof t->head)
+        return 0;
+    *slot = *t;
+    slot->used = 1;
+    return 1;
+}
+
+void spe_templates_clear(struct spe_recorder *r)
+{
+    memset(r->templates, 0, SPE_TEMPLATES * sizeof *r->templates);
+}
+
+/* ---- records -------------------------------------------------------------------------- */
+
+/* ConditionHolds(cond) on NZCV in bits 31:28 (a64.condition_holds). */
+static int condition_holds(int cond, uint64_t nzcv)
+{
+    int n = (int)(nzcv >> 31) & 1, z = (int)(nzcv >> 30) & 1;
+    int c = (int)(nzcv >> 29) & 1, v = (int)(nzcv >> 28) & 1;
+    int result;
+    switch ((cond >> 1) & 7) {
+    case 0: result = z; break;
+    case 1: result = c; break;
+    case 2: result = n; break;
+    case 3: result = v; break;
+    case 4: result = c && !z; break;
+    case 5: result = n == v; break;
+    case 6: result = n == v && !z; break;
+    default: result = 1; break;
+    }
+    if ((cond & 1) && cond != 0xF)
+        result = !result;
+    return result;
+}
+
+static uint8_t *put_le(uint8_t *o, uint64_t value, int bytes)
+{
+    for (int i = 0; i < bytes; i++)
+        *o++ = (uint8_t)(value >> (8 * i));
+    return o;
+}
+
+/* Address packet payload of an instruction address (§5.3.1): ADDR[55:0], EL, NS. */
+static uint64_t insn_address(uint64_t addr, uint32_t el, uint32_t ns)
+{
+    return (addr & 0x00FFFFFFFFFFFFFFull) | (uint64_t)el << 61 | (uint64_t)ns << 63;
+}
+
+static uint64_t data_address(const struct spe_template *t, const uint64_t *regs, uint64_t pc)
+{
+    if (t->addr == SPE_ADDR_LITERAL)
+        return pc + t->offset;
+    if (t->addr == SPE_ADDR_BASE)
+        return regs[t->base] + t->offset;
+    uint64_t index = regs[t->index];
+    if (t->extend == SPE_EXTEND_UXTW)
+        index &= 0xFFFFFFFFull;
+    else if (t->extend == SPE_EXTEND_SXTW)
+        index = (uint64_t)(int64_t)(int32_t)(uint32_t)index;
+    return regs[t->base] + (index << t->shift);
+}
+
+/* Builds the record of capture cap from template t at o; returns the end (before padding). */
+static uint8_t *build(struct spe_recorder *r, const struct spe_template *t,
+                      const struct spe_capture *cap, uint8_t *o)
+{
+    uint64_t events = 1ull << r->ev_retired;
+    uint32_t execute = 1, xlat = 0;
+    memcpy(o, r->prefix, r->prefix_len);
+    o += r->prefix_len;
+    memcpy(o, t->head, t->head_len);
+    o += t->head_len;
+    if (t->kind == SPE_TPL_OTHER) {
+        if (t->cond >= 0 && !condition_holds(t->cond, cap->regs[SPE_CAP_REGS - 1]))
+            events |= 1ull << r->ev_not_taken;
+    } else if (t->kind == SPE_TPL_BRANCH) {   /* outcome from the PC its block left to */
+        uint64_t next = cap->next_pc ? cap->next_pc : r->next_pc;
+        uint64_t target = next;
+        int taken = 1, mispredicted = 0;
+        if (t->branch & SPE_BR_COND) {
+            target = t->target;
+            taken = next == target;
+            if (!taken)
+                events |= 1ull << r->ev_not_taken;
+        }
+        if (taken || r->not_taken_target) {
+            *o++ = r->hdr_target;
+            o = put_le(o, insn_address(target, r->el, r->ns), 8);
+        }
+        if (t->branch & SPE_BR_INDIRECT) {
+            if (!(t->branch & SPE_BR_RETURN)) {
+                uint64_t old = 0;
+                int had = 0;
+                targets_swap(r->targets, cap->pc, target, &old, &had);
+                mispredicted = !had || old != target;
+            }
+        } else if (t->branch & SPE_BR_COND) {
+            mispredicted = taken != (target <= cap->pc);   /* backward taken, forward not */
+        }
+        if (mispredicted) {
+            events |= 1ull << r->ev_mispred;
+            execute += r->lat_mispredict;
+        }
+    } else if (t->addr != SPE_ADDR_NONE) {   /* load/store: the locality model */
+        uint64_t va = data_address(t, cap->regs, cap->pc);
+        *o++ = r->hdr_va;
+        o = put_le(o, va, 8);
+        events |= 1ull << r->ev_l1d_access | 1ull << r->ev_tlb_access;
+        xlat = 1;
+        if (!lru_touch(r->tlb, va >> 12)) {
+            events |= 1ull << r->ev_tlb_walk;
+            xlat = r->lat_walk;
+        }
+        if (lru_touch(r->l1d, va >> 6)) {
+            execute = r->lat_l1d_hit;
+        } else {
+            events |= 1ull << r->ev_l1d_refill | 1ull << r->ev_llc_access;
+            if (lru_touch(r->llc, va >> 6)) {
+                execute = r->lat_llc_hit;
+            } else {
+                events |= 1ull << r->ev_llc_miss;
+                execute = r->lat_llc_miss;
+            }
+        }
+        if (t->store_only)
+            execute = r->lat_store;
+    }
+    uint32_t total = 1 + execute + (xlat ? xlat - 1 : 0);   /* ISSUE = 1 */
+    int size = events < 0x100 ? 0 : events < 0x10000 ? 1 : events < (1ull << 32) ? 2 : 3;
+    *o++ = r->hdr_events[size];
+    o = put_le(o, events, 1 << size);
+    *o++ = r->hdr_total;
+    o = put_le(o, total < 0xFFF ? total : 0xFFF, 2);
+    *o++ = r->hdr_issue;
+    o = put_le(o, 1, 2);
+    if (xlat) {
+        *o++ = r->hdr_xlat;
+        o = put_le(o, xlat < 0xFFF ? xlat : 0xFFF, 2);
+    }
+    if (r->timestamp) {   /* virtual time: the instruction number */
+        *o++ = r->hdr_timestamp;
+        o = put_le(o, cap->index, 8);
+    } else {
+        *o++ = r->hdr_end;
+    }
+    return o;
+}
+
+/* Records captures[start..cap_count) of counter c in order until one needs Python; returns
+ * that capture's position (cap_count when all are recorded) and sets r->reason. */
+uint32_t spe_record_captures(const struct spe_counter *c, struct spe_recorder *r,
+                             uint32_t start, uint32_t cap_count)
+{
+    uint32_t i;
+    r->reason = SPE_REC_DONE;
+    for (i = start; i < cap_count; i++) {
+        const struct spe_capture *cap = &c->caps[i];
+        if (cap->index > r->insn_index) {
+            r->reason = SPE_REC_DROP;
+            break;
+        }
+        if (cap->index != r->expect) {
+            r->reason = SPE_REC_ORDER;
+            break;
+        }
+        const struct spe_template *t = template_find(r, cap->pc, r->el, r->ns);
+        if (!t || !t->used) {
+            r->reason = SPE_REC_TEMPLATE;
+            break;
+        }
+        if (t->kind == SPE_TPL_PYTHON
+                || (cap->mode == SPE_AT_END && !cap->next_pc)          /* live registers */
+                || (t->kind == SPE_TPL_BRANCH && cap->mode != SPE_NEXT_PC)
+                || (t->kind == SPE_TPL_LDST && t->addr != SPE_ADDR_NONE && r->collect_pa)
+                || r->out_len + 256 + r->align > r->out_size) {
+            r->reason = SPE_REC_PYTHON;
+            break;
+        }
+        uint8_t *begin = r->out + r->out_len;
+        uint8_t *end = build(r, t, cap, begin);
+        size_t pad = (size_t)(-(end - begin)) & (r->align - 1);   /* Padding packets */
+        memset(end, 0, pad);
+        r->out_len += (uint64_t)(end - begin) + pad;
+        r->records++;
+        r->expect += r->gap;
+    }
+    return i;
+}

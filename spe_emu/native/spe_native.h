@@ -1,0 +1,151 @@
+/*
+ * Shared declarations of the native run-loop helpers: the block-hook counter (counter.c) and
+ * the record builder for captured samples (record.c). Python mirrors these structs with
+ * ctypes (spe_emu/native/__init__.py); the loader checks their sizes.
+ */
+#ifndef SPE_NATIVE_H
+#define SPE_NATIVE_H
+
+#include <stdint.h>
+
+#define SPE_CAP_MAX 64      /* captures held before the hook stops for Python */
+#define SPE_CAP_REGS 33     /* X0-X30, SP, NZCV (the order of Python's CAPTURE_REGS) */
+#define SPE_VERDICTS 4096   /* verdict table slots (power of two) */
+#define SPE_PROBES 8
+
+typedef int (*spe_stop_fn)(void *uc);
+typedef int (*spe_read_batch_fn)(void *uc, const int *regs, void **vals, int count);
+
+/* How a sample is observed (Machine.PREDICT_*): registers at the start of its block, or at
+ * the start of the next block entered (its end), which also gives the PC a final branch went
+ * to. */
+#define SPE_AT_START 1
+#define SPE_NEXT_PC 2
+#define SPE_AT_END 3
+
+struct spe_capture {
+    uint64_t index;                 /* instruction number of the sampled instruction */
+    uint64_t pc;                    /* its address */
+    uint64_t mode;                  /* SPE_AT_START, SPE_NEXT_PC or SPE_AT_END */
+    uint64_t next_pc;               /* first block entered after it (0: not yet) */
+    uint64_t regs[SPE_CAP_REGS];    /* register values (at the start or end of its block) */
+};
+
+struct spe_verdict {
+    uint64_t pc;                    /* block address (0: empty slot) */
+    uint32_t n;                     /* block length */
+    uint16_t k;                     /* sampled instruction in it */
+    uint16_t mode;                  /* SPE_AT_START, SPE_NEXT_PC or SPE_AT_END */
+};
+
+struct spe_counter {
+    uint64_t insns;        /* instructions of every block entered so far */
+    uint64_t block_start;  /* address of the block being executed */
+    uint64_t block_insns;  /* its length in instructions */
+    uint64_t stop_at;      /* stop before the block holding instruction #stop_at */
+    spe_stop_fn emu_stop;  /* uc_emu_stop from libunicorn */
+    uint64_t stops;        /* number of stops requested by this hook */
+    uint64_t stop_block;   /* address of the block we stopped in front of */
+    uint64_t stop_block_insns; /* its length in instructions */
+    /* captured samples */
+    uint64_t event_at;     /* the planned interval event */
+    uint64_t gap;          /* members from one event to the next; 0: no captures */
+    uint64_t limit;        /* no capture in a block that ends past this instruction number */
+    uint64_t cap_budget;   /* captures allowed before the Profiling Buffer needs a check */
+    uint64_t cap_count;    /* captures in caps[] */
+    uint64_t completing;   /* 1 + the capture waiting for the next block entry, or 0 */
+    spe_read_batch_fn reg_read_batch;  /* uc_reg_read_batch from libunicorn */
+    int32_t reg_ids[SPE_CAP_REGS + 1]; /* Unicorn ids of the captured registers (+ padding) */
+    struct spe_capture caps[SPE_CAP_MAX];
+    struct spe_verdict verdicts[SPE_VERDICTS];
+};
+
+/* ---- record.c: records of captured samples ------------------------------------------ */
+
+/* Operation kinds of a record template (what record.c builds; SPE_TPL_PYTHON: Python does) */
+#define SPE_TPL_OTHER 1
+#define SPE_TPL_LDST 2
+#define SPE_TPL_BRANCH 3
+#define SPE_TPL_PYTHON 4
+
+/* Data address forms (spe_emu.cpu.a64 BaseOffset, Literal, RegisterOffset) */
+#define SPE_ADDR_NONE 0
+#define SPE_ADDR_BASE 1
+#define SPE_ADDR_LITERAL 2
+#define SPE_ADDR_REGOFF 3
+
+/* Index register extension (a64.EXTEND_*) */
+#define SPE_EXTEND_LSL 0
+#define SPE_EXTEND_UXTW 1
+#define SPE_EXTEND_SXTW 2
+
+/* Branch flags */
+#define SPE_BR_COND 1       /* conditional (B.cond, CBZ/CBNZ, TBZ/TBNZ) */
+#define SPE_BR_INDIRECT 2
+#define SPE_BR_RETURN 4     /* RET*: predicted by the return stack, never mispredicted */
+
+#define SPE_TEMPLATES 4096  /* template table slots (power of two) */
+
+/* What one instruction (at pc, in el/ns) puts in its record, decided once by Python. */
+struct spe_template {
+    uint64_t pc;
+    uint64_t offset;        /* data address: immediate or literal offset (modulo 2^64) */
+    uint64_t target;        /* conditional direct branch: its target */
+    uint8_t used;
+    uint8_t el;
+    uint8_t ns;
+    uint8_t kind;           /* SPE_TPL_* */
+    int8_t cond;            /* other: the condition code it checks, -1: unconditional */
+    uint8_t addr;           /* SPE_ADDR_* */
+    uint8_t base;           /* capture slot of the base register */
+    uint8_t index;          /* capture slot of the index register */
+    uint8_t extend;         /* SPE_EXTEND_* */
+    uint8_t shift;
+    uint8_t store_only;     /* a store that is not also a load */
+    uint8_t branch;         /* SPE_BR_* */
+    uint8_t head_len;
+    uint8_t head[19];       /* the PC packet and the Operation Type packet, encoded */
+};
+
+/* Why spe_record_captures() stopped */
+#define SPE_REC_DONE 0      /* every capture recorded */
+#define SPE_REC_DROP 1      /* the capture lies past insn_index: it and the rest are dropped */
+#define SPE_REC_TEMPLATE 2  /* no template for the capture's instruction yet */
+#define SPE_REC_PYTHON 3    /* Python records this capture */
+#define SPE_REC_ORDER 4     /* the capture is not at the expected instruction number */
+
+struct spe_lru;
+struct spe_targets;
+
+struct spe_recorder {
+    /* set by Python for each drain */
+    uint64_t insn_index;    /* the instruction number of the stop or hook */
+    uint64_t next_pc;       /* where the run goes on (a branch whose next block is unknown) */
+    uint64_t expect;        /* instruction number of the next capture */
+    uint64_t gap;           /* members from one capture to the next */
+    uint32_t el, ns;        /* Exception level and Security state of every capture */
+    uint32_t timestamp;     /* CollectTimeStamp(): end records with a Timestamp packet */
+    uint32_t collect_pa;    /* CollectPhysicalAddress(): loads/stores go to Python */
+    uint32_t prefix_len;
+    uint8_t prefix[16];     /* Context packets that start every record */
+    /* fixed for the machine */
+    uint32_t align;         /* records are padded to this many bytes (2**PMBIDR_EL1.Align) */
+    uint32_t not_taken_target;
+    uint8_t hdr_target, hdr_va, hdr_total, hdr_issue, hdr_xlat, hdr_timestamp, hdr_end, pad0;
+    uint8_t hdr_events[4];  /* Events packet header for a 1, 2, 4, 8-byte payload */
+    uint32_t ev_retired, ev_not_taken, ev_mispred, ev_l1d_access, ev_l1d_refill,
+             ev_tlb_access, ev_tlb_walk, ev_llc_access, ev_llc_miss;  /* E[n] bit numbers */
+    uint32_t lat_l1d_hit, lat_llc_hit, lat_llc_miss, lat_store, lat_walk, lat_mispredict;
+    /* results */
+    uint64_t out_len;       /* bytes of padded records in out */
+    uint64_t records;       /* records in out */
+    uint64_t reason;        /* SPE_REC_* of the last call */
+    /* owned storage (spe_recorder_init / spe_recorder_free) */
+    uint8_t *out;
+    uint64_t out_size;
+    struct spe_lru *l1d, *llc, *tlb;
+    struct spe_targets *targets;
+    struct spe_template *templates;
+};
+
+#endif
