@@ -1,5 +1,6 @@
 """Fast path == reference mode (issue 3): for every guest, several seeds, intervals (with RND),
-filters, EL0-only profiling (EL0/EL1 transitions) and buffer-full interrupts, the native run
+filters, EL0-only profiling (EL0/EL1 transitions), buffer-full interrupts and records built
+natively (with Context packets, physical addresses, a small locality model), the native run
 loop and the per-instruction oracle leave byte-identical Profiling Buffers and traces, the same
 PMBSR_EL1 / PMBPTR_EL1 / PMSICR_EL1, the same population and the same guest state.
 
@@ -26,6 +27,15 @@ CONFIGS = {
     "ernd-filters": dict(opts=dict(interval=256, random=True, filters=("load", "branch"),
                                    min_latency=3, context=True, buffer_size=8192),
                          spe=dict(ernd=1)),
+    # fixed interval, so records are built natively (record.c): a small locality model (LRU
+    # evictions), 64-byte padding, no not-taken targets, End packets
+    "native-model": dict(opts=dict(interval=256, timestamps=False, buffer_size=8192),
+                         spe=dict(l1d_lines=8, llc_lines=64, tlb_entries=4, align_code=6,
+                                  not_taken_target=False)),
+    # Context packets in every native record; loads/stores recorded by Python (physical
+    # addresses) from the same model state
+    "context-pa": dict(opts=dict(interval=512, context=True, physical=True, buffer_size=8192),
+                       spe={}),
 }
 
 

@@ -115,9 +115,15 @@ def _built_extension() -> Path | None:
     return None
 
 
+def source_digest() -> str:
+    """A digest of the C sources, built into the library as ``spe_source_digest`` (setup.py
+    computes it the same way), so a build of other sources is never used."""
+    return hashlib.sha256(b"".join(p.read_bytes() for p in (*_SOURCES, _HEADER))
+                          ).hexdigest()[:16]
+
+
 def _compile_into_cache() -> Path:
-    digest = hashlib.sha256(b"".join(p.read_bytes() for p in (*_SOURCES, _HEADER))
-                            ).hexdigest()[:16]
+    digest = source_digest()
     cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "spe_emu"
     target = cache / f"counter-{digest}.so"
     if target.exists():
@@ -125,8 +131,8 @@ def _compile_into_cache() -> Path:
     cache.mkdir(parents=True, exist_ok=True)
     include = sysconfig.get_paths()["include"]
     tmp = target.with_suffix(f".{os.getpid()}.tmp")
-    cmd = [os.environ.get("CC", "cc"), "-O2", "-shared", "-fPIC", f"-I{include}", "-o", str(tmp),
-           *map(str, _SOURCES)]
+    cmd = [os.environ.get("CC", "cc"), "-O2", "-shared", "-fPIC", f"-I{include}",
+           f'-DSPE_SOURCE_DIGEST="{digest}"', "-o", str(tmp), *map(str, _SOURCES)]
     try:
         subprocess.run(cmd, check=True, capture_output=True)
     except (OSError, subprocess.CalledProcessError) as exc:
@@ -147,7 +153,7 @@ def library() -> ctypes.CDLL:
         built = _built_extension()
         lib = ctypes.CDLL(str(built)) if built else None
         if lib is None or not _layout_matches(lib):
-            # No build, or a stale one (e.g. an in-place build older than counter.c).
+            # No build, or a stale one (e.g. an in-place build older than the sources).
             lib = ctypes.CDLL(str(_compile_into_cache()))
             if not _layout_matches(lib):
                 raise NativeBuildError(f"{_HEADER.name}: the native structs do not match "
@@ -158,7 +164,11 @@ def library() -> ctypes.CDLL:
 
 
 def _layout_matches(lib: ctypes.CDLL) -> bool:
+    """The library was built from these sources and its structs match the mirrors."""
     try:
+        if (ctypes.c_char * 17).in_dll(lib, "spe_source_digest").value.decode() != \
+                source_digest():
+            return False
         sizes = [ctypes.c_uint64.in_dll(lib, name).value for name in (
             "spe_counter_size", "spe_recorder_size", "spe_template_size")]
     except ValueError:

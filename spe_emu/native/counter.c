@@ -25,7 +25,12 @@
  */
 #include "spe_native.h"
 
-/* Lets the loader reject a stale build whose struct layout differs from the Python mirror. */
+/* Let the loader reject a stale build: one of other sources, or whose struct layout differs
+ * from the Python mirror. */
+#ifndef SPE_SOURCE_DIGEST
+#define SPE_SOURCE_DIGEST ""
+#endif
+const char spe_source_digest[17] = SPE_SOURCE_DIGEST;
 const uint64_t spe_counter_size = sizeof(struct spe_counter);
 
 static uint32_t verdict_slot(uint64_t pc, uint32_t n, uint32_t k)

@@ -1,0 +1,265 @@
+"""The native record builder (spe_emu/native/record.c, docs/model.md "Native records") against
+the Python one it replaces in the fast run loop.
+
+* The LRU sets and the indirect-branch target table behave exactly as ``_Lru`` and a dict:
+  the same hit/miss answers for random access sequences (evictions, table growth).
+* For random sequences of captured loads/stores (every address form), conditional selects,
+  data processing and branches (direct, conditional, indirect, returns), with random
+  registers, ``record.c`` writes byte for byte what ``RecordBuilder.build`` gives (padded to
+  2**Align), from a model in the same state, with and without Timestamp and Context packets
+  and not-taken branch targets.
+* It stops where Python must take over and says why: no template yet, an instruction it has
+  no template kind for (SVC, MRS, ERET), a capture past the stop (dropped), a capture not at
+  the planned event, a branch not observed by its next PC, an end-of-block capture whose
+  registers are the live ones, a load/store when physical addresses are collected.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_a64 import LDST_GROUPS, normalize
+
+from spe_emu import native
+from spe_emu.cpu import a64
+from spe_emu.cpu.machine import CAPTURE_REGS, CAPTURE_SLOT, RECORD_BYTES_BOUND, Machine
+from spe_emu.cpu.native_records import NativeRecords
+from spe_emu.spe import packets as P
+from spe_emu.spe.config import SpeConfig
+from spe_emu.spe.records import LocalityModel, RecordBuilder, Sample, _Lru
+
+START, NEXT_PC, END = 1, 2, 3
+EL, NS = 1, 1
+GAP = 257
+FIRST = 10_000
+X = a64.X_REGS
+SMALL = SpeConfig(l1d_lines=4, llc_lines=16, tlb_entries=2)
+
+
+# ----------------------------------------------------------------------- model state -----
+@settings(max_examples=150, deadline=None)
+@given(capacity=st.integers(1, 20), keys=st.lists(st.integers(0, 40), max_size=300),
+       big=st.integers(1, (1 << 64) - 1))
+def test_lru_matches_python(capacity, keys, big):
+    rec = native.Recorder(capacity, capacity, capacity, 64)
+    lru = _Lru(capacity)
+    for key in keys:
+        key = (key * big) & ((1 << 64) - 1) if key & 1 else key   # (hash spread and clusters)
+        assert rec.touch(native.Recorder.L1D, key) == lru.touch(key)
+    rec.close()
+
+
+@settings(max_examples=50, deadline=None)
+@given(ops=st.lists(st.tuples(st.integers(0, 300), st.integers(0, 3)), max_size=600))
+def test_target_table_matches_a_dict(ops):
+    rec = native.Recorder(1, 1, 1, 64)
+    table: dict[int, int] = {}
+    for pc, target in ops:
+        pc *= 4
+        assert rec.swap_target(pc, target) == table.get(pc)
+        table[pc] = target
+    rec.close()
+
+
+# ----------------------------------------------------------------------- records ----------
+def _branch_words(rng: random.Random) -> int:
+    imm26, imm19, imm14 = rng.getrandbits(26), rng.getrandbits(19), rng.getrandbits(14)
+    if rng.random() < 0.2:   # a branch to itself: backward (predicted taken)
+        imm26 = imm19 = imm14 = 0
+    rt, rn, cond = rng.randrange(31), rng.randrange(31), rng.randrange(15)
+    return rng.choice([
+        0x14000000 | imm26, 0x94000000 | imm26,                       # B, BL
+        0x54000000 | imm19 << 5 | cond,                               # B.cond
+        0xB4000000 | imm19 << 5 | rt, 0xB5000000 | imm19 << 5 | rt,   # CBZ, CBNZ
+        0x36000000 | rng.getrandbits(5) << 19 | imm14 << 5 | rt,      # TBZ
+        0xD61F0000 | rn << 5, 0xD63F0000 | rn << 5, 0xD65F0000 | rn << 5,  # BR, BLR, RET
+    ])
+
+
+def _other_words(rng: random.Random) -> int:
+    rd, rn, rm, cond = (rng.randrange(31) for _ in range(4))
+    return rng.choice([
+        0x9A800000 | rm << 16 | cond << 12 | rn << 5 | rd,   # CSEL
+        0xFA400800 | rng.getrandbits(5) << 16 | cond << 12 | rn << 5 | rng.getrandbits(4),  # CCMP
+        0x91000000 | rng.getrandbits(12) << 10 | rn << 5 | rd,   # ADD (immediate)
+        0xD503201F,                                               # NOP
+    ])
+
+
+def _ldst_word(rng: random.Random) -> int:
+    while True:
+        name, value, mask = rng.choice(LDST_GROUPS)[:3]
+        word = normalize(rng, name, (rng.getrandbits(32) & ~mask) | value)
+        if word is not None:
+            return word
+
+
+def _item(rng: random.Random, pool: list[int], i: int):
+    """(word, pc, registers, mode, next_pc) of capture ``i`` (each at its own PC)."""
+    kind = rng.random()
+    word = (_ldst_word(rng) if kind < 0.5 else _branch_words(rng) if kind < 0.8
+            else _other_words(rng))
+    pc = rng.choice((0x40080000, 0xFFFF000000100000)) + 0x1000 * i + 4 * rng.randrange(0x400)
+    regs = [rng.choice(pool) + rng.randrange(-256, 256) if rng.random() < 0.8
+            else rng.getrandbits(64) for _ in range(31)]
+    regs = [r & ((1 << 64) - 1) for r in regs] + [rng.choice(pool), rng.getrandbits(4) << 28]
+    info = a64.decode(word)
+    mode, next_pc = START, 0
+    if info.is_branch:
+        mode = NEXT_PC
+        values = {rid: regs[CAPTURE_SLOT[rid]] for rid in info.reads}
+        taken, target = info.branch(pc, values)
+        if info.is_conditional:
+            next_pc = target if rng.random() < 0.5 else pc + 4
+        else:
+            next_pc = target
+        if rng.random() < 0.1:
+            next_pc = 0   # not completed: the drain's next PC
+    elif rng.random() < 0.3:
+        mode, next_pc = END, rng.choice((0x40090000, 0x40090040))   # (registers at the end)
+    return word, pc, regs, mode, next_pc
+
+
+def _python_record(builder: RecordBuilder, config: SpeConfig, item, index: int,
+                   go_on: int, timestamp: bool, prefix: bytes) -> bytes:
+    """What Machine._replay gives for the capture (the Sample _observe builds from it)."""
+    word, pc, regs, mode, next_pc = item
+    info = a64.decode(word)
+    values = {rid: regs[CAPTURE_SLOT[rid]] for rid in info.reads}
+    s = Sample(pc=pc, el=EL, ns=NS, info=info, timestamp=index if timestamp else None)
+    s.cond_passed = info.condition_passed(values)
+    if info.is_branch:
+        s.branch_taken, s.branch_target = info.branch(pc, values)
+        s.target_el, s.target_ns = EL, NS
+        Machine._resolve_branch(s, next_pc or go_on)
+    if info.op_class == P.OP_CLASS_LDST and (info.is_load or info.is_store):
+        s.data_va = info.data_address(pc, values)
+    data = prefix + builder.build(s).data
+    return data + bytes(-len(data) % config.align_bytes)
+
+
+def _captures(items, first: int = FIRST) -> native.SpeCounter:
+    counter = native.SpeCounter()
+    for i, (word, pc, regs, mode, next_pc) in enumerate(items):
+        cap = counter.caps[i]
+        cap.index, cap.pc, cap.mode, cap.next_pc = first + i * GAP, pc, mode, next_pc
+        cap.regs[:] = regs
+    return counter
+
+
+def _recorder(config: SpeConfig, timestamp=True, prefix=b"", collect_pa=False,
+              insn_index=1 << 40, go_on=0x40100000) -> NativeRecords:
+    nr = NativeRecords(config, CAPTURE_SLOT, native.CAP_MAX, RECORD_BYTES_BOUND)
+    nr.begin(insn_index, go_on, EL, NS, timestamp, collect_pa, prefix, GAP)
+    nr.recorder.s.expect = FIRST
+    return nr
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 1 << 32), timestamp=st.booleans(), context=st.booleans(),
+       small=st.booleans(), not_taken_target=st.booleans(), align_code=st.sampled_from([0, 6]))
+def test_native_records_equal_python_records(seed, timestamp, context, small,
+                                             not_taken_target, align_code):
+    rng = random.Random(seed)
+    config = (SMALL if small else SpeConfig()).with_(not_taken_target=not_taken_target,
+                                                     align_code=align_code)
+    pool = [0x40200000 + 64 * rng.randrange(64) for _ in range(6)]
+    items = [_item(rng, pool, i) for i in range(native.CAP_MAX)]
+    prefix = P.context_bytes(P.CONTEXT_EL1, rng.getrandbits(32)) if context else b""
+    go_on = 0x40100000
+    nr = _recorder(config, timestamp, prefix, go_on=go_on)
+    for word, pc, *_ in items:
+        t = nr.template(pc, EL, NS, a64.decode(word))
+        assert t.kind != native.TPL_PYTHON, hex(word)
+        nr.add_template(t)
+    builder = RecordBuilder(config)
+    assert isinstance(builder.model, LocalityModel)
+    expected = b"".join(_python_record(builder, config, item, FIRST + i * GAP, go_on,
+                                       timestamp, prefix) for i, item in enumerate(items))
+    counter = _captures(items)
+    assert nr.recorder.record(counter, 0, len(items)) == len(items)
+    assert nr.recorder.s.reason == native.REC_DONE
+    assert nr.recorder.s.records == len(items)
+    assert nr.recorder.take_output() == expected
+
+
+def test_native_record_bytes_of_a_load():
+    """A worked example, packet by packet (§5.3): LDR X0, [X1, #8] at 0x40080000, X1 = 0x1000,
+    EL1 NS, timestamp = the instruction number."""
+    word = 0xF9400420   # LDR X0, [X1, #8]
+    regs = [0] * 33
+    regs[1] = 0x1000
+    nr = _recorder(SpeConfig())
+    nr.add_template(nr.template(0x40080000, EL, NS, a64.decode(word)))
+    counter = _captures([(word, 0x40080000, regs, START, 0)])
+    assert nr.recorder.record(counter, 0, 1) == 1
+    pc = 0x40080000 | EL << 61 | NS << 63
+    assert nr.recorder.take_output() == (
+        bytes([0xB0]) + pc.to_bytes(8, "little")            # PC
+        + bytes([0x49, 0x00])                               # Operation Type: load/store, GP load
+        + bytes([0xB2]) + (0x1008).to_bytes(8, "little")    # data virtual address
+        + bytes([0x52]) + (0x033E).to_bytes(2, "little")    # Events: retired, L1D/TLB access+
+        #   refill, walk, LLC access, miss (E1,2,3,4,5,8,9)
+        + bytes([0x98]) + (1 + 120 + 29).to_bytes(2, "little")   # TOT
+        + bytes([0x99]) + (1).to_bytes(2, "little")         # ISSUE
+        + bytes([0x9A]) + (30).to_bytes(2, "little")        # XLAT
+        + bytes([0x71]) + FIRST.to_bytes(8, "little"))      # Timestamp
+
+
+@pytest.mark.parametrize("case", ["svc", "mrs", "eret", "branch at start", "live registers",
+                                  "physical address", "past the stop", "not planned",
+                                  "no template"])
+def test_native_recorder_hands_over(case):
+    word, mode, next_pc = 0xF9400420, START, 0
+    kw = {}
+    expect_reason = native.REC_PYTHON
+    if case == "svc":
+        word = 0xD4000001
+    elif case == "mrs":
+        word = 0xD53BD040   # MRS X0, TPIDR_EL0
+    elif case == "eret":
+        word = 0xD69F03E0
+    elif case == "branch at start":
+        word = 0x14000010
+    elif case == "live registers":
+        mode = END
+    elif case == "physical address":
+        kw["collect_pa"] = True
+    elif case == "past the stop":
+        kw["insn_index"] = FIRST - 1
+        expect_reason = native.REC_DROP
+    elif case == "not planned":
+        expect_reason = native.REC_ORDER
+    elif case == "no template":
+        expect_reason = native.REC_TEMPLATE
+    nr = _recorder(SpeConfig(), **kw)
+    if case == "not planned":
+        nr.recorder.s.expect = FIRST + 1
+    if case != "no template":
+        t = nr.template(0x40080000, EL, NS, a64.decode(word))
+        assert (t.kind == native.TPL_PYTHON) == (case in ("svc", "mrs", "eret"))
+        nr.add_template(t)
+    counter = _captures([(word, 0x40080000, [0] * 33, mode, next_pc)])
+    assert nr.recorder.record(counter, 0, 1) == 0
+    assert nr.recorder.s.reason == expect_reason
+    assert nr.recorder.s.out_len == 0 and nr.recorder.s.records == 0
+
+
+def test_templates_are_per_exception_level():
+    nr = _recorder(SpeConfig())
+    word = 0xF9400420
+    nr.add_template(nr.template(0x40080000, 0, NS, a64.decode(word)))
+    counter = _captures([(word, 0x40080000, [0] * 33, START, 0)])
+    assert nr.recorder.record(counter, 0, 1) == 0          # recorded at EL1: no template
+    assert nr.recorder.s.reason == native.REC_TEMPLATE
+    nr.clear_templates()
+    nr.recorder.s.el = 0
+    assert nr.recorder.record(counter, 0, 1) == 0          # cleared
+    assert nr.recorder.s.reason == native.REC_TEMPLATE
+
+
+def test_capture_registers_are_in_capture_order():
+    assert [CAPTURE_SLOT[r] for r in CAPTURE_REGS] == list(range(native.CAP_REGS))
