@@ -152,7 +152,7 @@ def _captures(items, first: int = FIRST) -> native.SpeCounter:
 
 def _recorder(config: SpeConfig, timestamp=True, prefix=b"", collect_pa=False,
               insn_index=1 << 40, go_on=0x40100000) -> NativeRecords:
-    nr = NativeRecords(config, CAPTURE_SLOT, native.CAP_MAX, RECORD_BYTES_BOUND)
+    nr = NativeRecords(config, native.CAP_MAX, RECORD_BYTES_BOUND)
     nr.begin(insn_index, go_on, EL, NS, timestamp, collect_pa, prefix, GAP)
     nr.recorder.s.expect = FIRST
     return nr
@@ -172,7 +172,7 @@ def test_native_records_equal_python_records(seed, timestamp, context, small,
     go_on = 0x40100000
     nr = _recorder(config, timestamp, prefix, go_on=go_on)
     for word, pc, *_ in items:
-        t = nr.template(pc, EL, NS, a64.decode(word))
+        t = nr.template(pc, EL, NS, word)
         assert t.kind != native.TPL_PYTHON, hex(word)
         nr.add_template(t)
     builder = RecordBuilder(config)
@@ -193,7 +193,7 @@ def test_native_record_bytes_of_a_load():
     regs = [0] * 33
     regs[1] = 0x1000
     nr = _recorder(SpeConfig())
-    nr.add_template(nr.template(0x40080000, EL, NS, a64.decode(word)))
+    nr.add_template(nr.template(0x40080000, EL, NS, word))
     counter = _captures([(word, 0x40080000, regs, START, 0)])
     assert nr.recorder.record(counter, 0, 1) == 1
     pc = 0x40080000 | EL << 61 | NS << 63
@@ -239,7 +239,7 @@ def test_native_recorder_hands_over(case):
     if case == "not planned":
         nr.recorder.s.expect = FIRST + 1
     if case != "no template":
-        t = nr.template(0x40080000, EL, NS, a64.decode(word))
+        t = nr.template(0x40080000, EL, NS, word)
         assert (t.kind == native.TPL_PYTHON) == (case in ("svc", "mrs", "eret"))
         nr.add_template(t)
     counter = _captures([(word, 0x40080000, [0] * 33, mode, next_pc)])
@@ -251,7 +251,7 @@ def test_native_recorder_hands_over(case):
 def test_templates_are_per_exception_level():
     nr = _recorder(SpeConfig())
     word = 0xF9400420
-    nr.add_template(nr.template(0x40080000, 0, NS, a64.decode(word)))
+    nr.add_template(nr.template(0x40080000, 0, NS, word))
     counter = _captures([(word, 0x40080000, [0] * 33, START, 0)])
     assert nr.recorder.record(counter, 0, 1) == 0          # recorded at EL1: no template
     assert nr.recorder.s.reason == native.REC_TEMPLATE

@@ -51,7 +51,7 @@ from .context import (CNTHCTL_EL2, CNTKCTL_EL1, CONTEXTIDR_EL1, CONTEXTIDR_EL2, 
 from .exceptions import (EC, ELR_REG, ESR, FAR_REG, PSTATE, SPSR_ENC, VectorKind,
                          current_pstate, esr, set_pstate, sysreg_trap_iss, take_exception)
 from .fastuc import FastAccess
-from .native_records import NativeRecords
+from .native_records import CAPTURE_REGS, CAPTURE_SLOT, NativeRecords
 from .qemu_state import ExceptionReader
 
 NEVER = (1 << 64) - 1
@@ -94,8 +94,6 @@ RECORD_BYTES_BOUND = 128
 PREDICTION_CACHE_ENTRIES = 1 << 16  # code sequences whose predictability is remembered
 PREDICT_NO, PREDICT_START, PREDICT_NEXT_PC, PREDICT_END, PREDICT_EVAL = 0, 1, 2, 3, 4
 # Registers the native hook captures for a sample (the order of counter.c's regs[]).
-CAPTURE_REGS = a64.X_REGS + (A.UC_ARM64_REG_SP, A.UC_ARM64_REG_NZCV)
-CAPTURE_SLOT = {rid: i for i, rid in enumerate(CAPTURE_REGS)}
 # SYS with CRn == 7 and CRm == 1 or 5 is an instruction cache invalidation (IC IALLUIS,
 # IC IALLU, IC IVAU): code may have changed.
 CRN_CACHE, CRM_IC = 7, (1, 5)
@@ -253,7 +251,7 @@ class Machine:
         # state or None): see _predict() and _settle().
         self._pending: tuple | None = None
         # (block code, k) -> (PREDICT_* mode, evaluation plan or None)
-        self._predictable: dict[tuple[bytes, int], tuple[int, tuple | None]] = {}
+        self._relearnt_at: tuple[int, int] | None = None  # (PC, count) of the last relearn
         # How samples were reached (fast mode; for tests and benchmarks): "captured" by the
         # native hook, "predicted" by Python (_predict; "evaluated": of those, by evaluating
         # earlier instructions), "dropped" (of those: an earlier instruction took an
@@ -328,8 +326,7 @@ class Machine:
             for addr in self._control_instruction_addresses():
                 uc.hook_add(UC_HOOK_CODE, self._on_control_insn, None, addr, addr + 3)
             # Records of captured samples are built natively, from the one model state.
-            self.records = NativeRecords(self.cfg.spe, CAPTURE_SLOT, native.CAP_MAX,
-                                         RECORD_BYTES_BOUND)
+            self.records = NativeRecords(self.cfg.spe, native.CAP_MAX, RECORD_BYTES_BOUND)
             self.spu.builder.model = self.records.recorder
         else:
             uc.hook_add(UC_HOOK_CODE, self._on_every_insn)
@@ -654,14 +651,11 @@ class Machine:
         exact path (stop at the instruction) is needed.
         """
         ctx = self.context()
-        nbytes = 4 * n
-        if (block & 0xFFF) + nbytes > 0x1000 or not self._record_room(ctx):
+        if not self._record_room(ctx):
             return False
-        try:
-            pa = self._translate(block, self._regime_el(ctx.el))
-        except TranslationFault:
+        code = self._block_code(block, n, ctx)
+        if code is None:
             return False
-        code = self.fast.read(pa, nbytes)
         self._learn_block(block, code)
         mode, plan = self._mode(code, k)
         if mode == PREDICT_NO:
@@ -754,37 +748,66 @@ class Machine:
         return not (info.is_conditional
                     and info.branch(0, dict.fromkeys(info.reads, 0))[1] == 4)
 
-    def _mode(self, code: bytes, k: int) -> tuple[int, tuple | None]:
-        """:meth:`_prediction_mode`, remembered per (code, k)."""
-        key = (code, k)
-        found = self._predictable.get(key)
-        if found is None:
-            found = self._prediction_mode(code, k)
-            if len(self._predictable) >= PREDICTION_CACHE_ENTRIES:
-                self._predictable.clear()
-            self._predictable[key] = found
-        return found
+    @staticmethod
+    @lru_cache(maxsize=PREDICTION_CACHE_ENTRIES)
+    def _mode(code: bytes, k: int) -> tuple[int, tuple | None]:
+        """:meth:`_prediction_mode`, remembered per (code, k) for the process (a pure
+        function of the code)."""
+        return Machine._prediction_mode(code, k)
 
-    def _learn_block(self, block: int, code: bytes) -> None:
+    def _learn_block(self, block: int, code: bytes) -> dict[int, int]:
         """Give the native hook a verdict for every instruction of the block at ``block`` (its
         code ``code``) it can capture, so that later samples anywhere in the block need no
         stop, not only at the instruction sampled now. Once per block address and length
-        (forgotten with the verdicts)."""
+        (forgotten with the verdicts). Returns the verdicts (instruction -> PREDICT_*)."""
         n = len(code) // 4
-        if (block, n) in self._learnt:
-            return
-        self._learnt.add((block, n))
-        for k in range(1, n - 1):   # (without a verdict, instruction 0 is taken at the start)
-            mode = self._mode(code, k)[0]
-            if mode in (PREDICT_START, PREDICT_END):
+        verdicts = self._verdicts(code)
+        if (block, n) not in self._learnt:
+            self._learnt.add((block, n))
+            for k, mode in verdicts.items():
                 self._add_verdict(block, n, k, mode)
-        # The final branch is taken by the PC its block leaves to even when its operands are
-        # known at the start: the native recorder builds branch records from that PC.
+        return verdicts
+
+    @staticmethod
+    @lru_cache(maxsize=PREDICTION_CACHE_ENTRIES)
+    def _verdicts(code: bytes) -> dict[int, int]:
+        """How the native hook can capture each instruction of the block ``code``: at its
+        start or end (:meth:`_mode`), a final branch by the PC the block leaves to (even when
+        its operands are known at the start: the native recorder builds branch records from
+        that PC). Instruction 0 needs no verdict unless it is a final branch (without one it
+        is taken at the start). Remembered for the process (a pure function of the code; the
+        result is not to be changed)."""
+        n = len(code) // 4
         words = struct.unpack(f"<{n}I", code)
-        if self._final_branch(words, n - 1, a64.decode(words[-1])):
-            self._add_verdict(block, n, n - 1, PREDICT_NEXT_PC)
-        elif n > 1 and (mode := self._mode(code, n - 1)[0]) in (PREDICT_START, PREDICT_END):
-            self._add_verdict(block, n, n - 1, mode)
+        found = {}
+        for k in range(1, n - 1):
+            mode = Machine._mode(code, k)[0]
+            if mode in (PREDICT_START, PREDICT_END):
+                found[k] = mode
+        if Machine._final_branch(words, n - 1, a64.decode(words[-1])):
+            found[n - 1] = PREDICT_NEXT_PC
+        elif n > 1 and (mode := Machine._mode(code, n - 1)[0]) in (PREDICT_START, PREDICT_END):
+            found[n - 1] = mode
+        return found
+
+    def _block_code(self, block: int, n: int, ctx: AccessContext) -> bytes | None:
+        """The code of the ``n``-instruction block at ``block`` (None: it crosses a page or
+        does not translate)."""
+        nbytes = 4 * n
+        if (block & 0xFFF) + nbytes > 0x1000:
+            return None
+        try:
+            pa = self._translate(block, self._regime_el(ctx.el))
+        except TranslationFault:
+            return None
+        return self.fast.read(pa, nbytes)
+
+    def _learn_stop_block(self, block: int, n: int, k: int) -> bool:
+        """At a stop in front of the block holding the sample (instruction ``k`` of the
+        ``n``-instruction block at ``block``), for lack of a verdict: learn the block; True
+        when the native hook can now capture the sample (the run loop runs again from here)."""
+        code = self._block_code(block, n, self.context())
+        return code is not None and k in self._learn_block(block, code)
 
     def _evaluate(self, block: int, code: bytes, plan: tuple, info, ctx: AccessContext
                   ) -> dict[int, int] | None:
@@ -898,7 +921,7 @@ class Machine:
                 if reason == native.REC_TEMPLATE:
                     pc = c.caps[i].pc
                     records.add_template(records.template(
-                        pc, ctx.el, ns, a64.decode(self._captured_word(pc, ctx.el))))
+                        pc, ctx.el, ns, self._captured_word(pc, ctx.el)))
                     continue
                 if reason == native.REC_ORDER:
                     raise AssertionError(f"captured sample at {c.caps[i].index} is not the "
@@ -1333,6 +1356,7 @@ class Machine:
                     c.gap = gap
             stops = c.stops
             start = c.insns
+            gap = c.gap
             pc = self.pc
             self._start(pc)
             self._catch_up(c.insns)
@@ -1344,6 +1368,17 @@ class Machine:
                 target = min(event, limit)
             if self.exit is not None:
                 break
+            if (c.stops != stops and c.insns < target and c.stop_at == target
+                    and target == event and not self.replan and gap and c.cap_budget
+                    and c.insns + c.stop_block_insns <= limit
+                    and target + gap >= c.insns + c.stop_block_insns
+                    and self._relearnt_at != (self.pc, c.insns)
+                    and self._learn_stop_block(self.pc, c.stop_block_insns, target - c.insns)):
+                # Stopped in front of the block that holds the sample because the hook had no
+                # verdict for it; now it has one: run again from here, the hook captures it
+                # (once: if it stops here again, it is predicted or split below).
+                self._relearnt_at = (self.pc, c.insns)
+                continue
             if (c.stops != stops and c.insns < target and c.stop_at == target
                     and target == event and not self.replan
                     and c.insns + c.stop_block_insns <= min(budget, self.hold_irq_until

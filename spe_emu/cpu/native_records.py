@@ -12,6 +12,10 @@ accesses, unknown address forms) are recorded by Python, from the same model sta
 
 from __future__ import annotations
 
+from functools import lru_cache
+
+from unicorn import arm64_const as A
+
 from .. import native
 from ..spe import packets as P
 from ..spe import records as R
@@ -19,6 +23,10 @@ from ..spe.config import SpeConfig
 from . import a64
 
 M64 = (1 << 64) - 1
+
+#: The registers the block hook captures, in the order of ``struct spe_capture.regs``.
+CAPTURE_REGS = a64.X_REGS + (A.UC_ARM64_REG_SP, A.UC_ARM64_REG_NZCV)
+CAPTURE_SLOT = {rid: i for i, rid in enumerate(CAPTURE_REGS)}
 
 
 def _one_byte(header: bytes) -> int:
@@ -32,7 +40,6 @@ class NativeRecords:
 
     Args:
         config: the SPE implementation choices (LRU capacities, Align, not-taken targets).
-        capture_slot: Unicorn register id -> position in a capture's register array.
         max_captures: captures per drain (sizes the output buffer).
         record_bound: an upper bound of one record's bytes before padding.
 
@@ -40,10 +47,8 @@ class NativeRecords:
         spe_emu.native.NativeBuildError: the library cannot be loaded, or out of memory.
     """
 
-    def __init__(self, config: SpeConfig, capture_slot: dict[int, int], max_captures: int,
-                 record_bound: int):
+    def __init__(self, config: SpeConfig, max_captures: int, record_bound: int):
         self.config = config
-        self.slot = capture_slot
         self.recorder = native.Recorder(config.l1d_lines, config.llc_lines, config.tlb_entries,
                                         max_captures * (2 * record_bound + config.align_bytes))
         s = self.recorder.s
@@ -68,7 +73,6 @@ class NativeRecords:
                 ("lat_store", R.STORE_CYCLES), ("lat_walk", R.WALK_CYCLES),
                 ("lat_mispredict", R.MISPREDICT_PENALTY)):
             setattr(s, name, value)
-        self._zeros: dict[tuple[int, ...], dict[int, int]] = {}
 
     def begin(self, insn_index: int, next_pc: int, el: int, ns: int, timestamp: bool,
               collect_pa: bool, prefix: bytes, gap: int) -> None:
@@ -87,58 +91,12 @@ class NativeRecords:
         s.gap = gap
         s.records = 0
 
-    def template(self, pc: int, el: int, ns: int, info: a64.InsnInfo) -> native.SpeTemplate:
-        """The template of the instruction ``info`` at ``pc`` sampled at ``el``/``ns``: the
+    def template(self, pc: int, el: int, ns: int, word: int) -> native.SpeTemplate:
+        """The template of the instruction ``word`` at ``pc`` sampled at ``el``/``ns``: the
         packets :meth:`spe_emu.spe.records.RecordBuilder.build` would emit whatever the
-        registers (PC and Operation Type), and how the rest follows from them (§5.3)."""
-        t = native.SpeTemplate(pc=pc, el=el, ns=ns, cond=-1)
-        if info.exception or info.is_eret or info.sysreg is not None:
-            t.kind = native.TPL_PYTHON   # may take an exception: Machine._generates_exception
-            return t
-        head = (P.instruction_address_bytes(P.ADDR_PC, pc, el, ns)
-                + P.op_type_bytes(info.op_class, info.op_subclass))
-        t.head_len = len(head)
-        t.head[:len(head)] = head
-        check = info.condition_check
-        if info.op_class == P.OP_CLASS_BRANCH:
-            t.kind = native.TPL_BRANCH
-            if info.is_conditional:
-                if info.is_indirect:
-                    t.kind = native.TPL_PYTHON
-                    return t
-                t.branch |= native.BR_COND
-                t.target = info.branch(pc, self._zero_regs(info.reads))[1]
-            if info.is_indirect:
-                t.branch |= native.BR_INDIRECT
-                if info.mnemonic_class.startswith("ret"):
-                    t.branch |= native.BR_RETURN
-        elif info.op_class == P.OP_CLASS_LDST:
-            t.kind = native.TPL_LDST
-            t.store_only = int(info.is_store and not info.is_load)
-            form = info.address_form if (info.is_load or info.is_store) else None
-            if isinstance(form, a64.BaseOffset):
-                t.addr, t.base, t.offset = native.ADDR_BASE, self.slot[form.base], form.offset
-            elif isinstance(form, a64.Literal):
-                t.addr, t.offset = native.ADDR_LITERAL, form.offset & M64
-            elif isinstance(form, a64.RegisterOffset):
-                t.addr, t.base, t.index = (native.ADDR_REGOFF, self.slot[form.base],
-                                           self.slot[form.index])
-                t.extend, t.shift = form.extend, form.shift   # (a64.EXTEND_* = SPE_EXTEND_*)
-            elif form is not None:
-                t.kind = native.TPL_PYTHON
-        elif check is None:
-            t.kind = native.TPL_OTHER
-        elif isinstance(check, a64.ConditionCheck):
-            t.kind, t.cond = native.TPL_OTHER, check.cond
-        else:
-            t.kind = native.TPL_PYTHON
-        return t
-
-    def _zero_regs(self, reads: tuple[int, ...]) -> dict[int, int]:
-        regs = self._zeros.get(reads)
-        if regs is None:
-            regs = self._zeros[reads] = dict.fromkeys(reads, 0)
-        return regs
+        registers (PC and Operation Type), and how the rest follows from them (§5.3).
+        Remembered for the process (a pure function of its arguments)."""
+        return native.SpeTemplate.from_buffer_copy(_template_bytes(pc, el, ns, word))
 
     def add_template(self, template: native.SpeTemplate) -> None:
         """Store ``template``; a full table is emptied first (templates are learnt again)."""
@@ -149,3 +107,55 @@ class NativeRecords:
     def clear_templates(self) -> None:
         """Code or its mapping may have changed."""
         self.recorder.clear_templates()
+
+
+def _template(pc: int, el: int, ns: int, info: a64.InsnInfo) -> native.SpeTemplate:
+    """See :meth:`NativeRecords.template`."""
+    t = native.SpeTemplate(pc=pc, el=el, ns=ns, cond=-1)
+    if info.exception or info.is_eret or info.sysreg is not None:
+        t.kind = native.TPL_PYTHON   # may take an exception: Machine._generates_exception
+        return t
+    head = (P.instruction_address_bytes(P.ADDR_PC, pc, el, ns)
+            + P.op_type_bytes(info.op_class, info.op_subclass))
+    t.head_len = len(head)
+    t.head[:len(head)] = head
+    check = info.condition_check
+    if info.op_class == P.OP_CLASS_BRANCH:
+        t.kind = native.TPL_BRANCH
+        if info.is_conditional:
+            if info.is_indirect:
+                t.kind = native.TPL_PYTHON
+                return t
+            t.branch |= native.BR_COND
+            t.target = info.branch(pc, dict.fromkeys(info.reads, 0))[1]
+        if info.is_indirect:
+            t.branch |= native.BR_INDIRECT
+            if info.mnemonic_class.startswith("ret"):
+                t.branch |= native.BR_RETURN
+    elif info.op_class == P.OP_CLASS_LDST:
+        t.kind = native.TPL_LDST
+        t.store_only = int(info.is_store and not info.is_load)
+        form = info.address_form if (info.is_load or info.is_store) else None
+        if isinstance(form, a64.BaseOffset):
+            t.addr, t.base, t.offset = native.ADDR_BASE, CAPTURE_SLOT[form.base], form.offset
+        elif isinstance(form, a64.Literal):
+            t.addr, t.offset = native.ADDR_LITERAL, form.offset & M64
+        elif isinstance(form, a64.RegisterOffset):
+            t.addr, t.base, t.index = (native.ADDR_REGOFF, CAPTURE_SLOT[form.base],
+                                       CAPTURE_SLOT[form.index])
+            t.extend, t.shift = form.extend, form.shift   # (a64.EXTEND_* = SPE_EXTEND_*)
+        elif form is not None:
+            t.kind = native.TPL_PYTHON
+    elif check is None:
+        t.kind = native.TPL_OTHER
+    elif isinstance(check, a64.ConditionCheck):
+        t.kind, t.cond = native.TPL_OTHER, check.cond
+    else:
+        t.kind = native.TPL_PYTHON
+    return t
+
+
+@lru_cache(maxsize=1 << 16)
+def _template_bytes(pc: int, el: int, ns: int, word: int) -> bytes:
+    """:meth:`NativeRecords.template`, as the bytes of the struct."""
+    return bytes(_template(pc, el, ns, a64.decode(word)))

@@ -15,6 +15,7 @@ import importlib.machinery
 import os
 import subprocess
 import sysconfig
+import weakref
 from pathlib import Path
 
 from ..errors import SpeEmuError
@@ -234,17 +235,12 @@ class Recorder:
                                           out_size):
             raise NativeBuildError("record.c: out of memory for the recorder")
         self._old = ctypes.c_uint64()
+        # The C storage is freed when the recorder is collected (or at close()).
+        self._free = weakref.finalize(self, self.lib.spe_recorder_free, self.ref)
 
     def close(self) -> None:
-        """Free the C storage (idempotent)."""
-        if self.s.out:
-            self.lib.spe_recorder_free(self.ref)
-
-    def __del__(self) -> None:
-        try:
-            self.close()
-        except Exception:  # (interpreter shutdown)
-            pass
+        """Free the C storage now (idempotent)."""
+        self._free()
 
     def touch(self, which: int, key: int) -> bool:
         """``_Lru.touch`` on the L1D, LLC or TLB set: True for a hit."""
