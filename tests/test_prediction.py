@@ -574,3 +574,28 @@ next:
     cbz = [r for r in records if r.op_class == P.OP_CLASS_BRANCH and r.branch_target
            and r.branch_target == r.pc + 4]
     assert {bool(r.events >> P.EV_NOT_TAKEN & 1) for r in cbz} == {True, False}
+
+
+def test_first_stop_in_a_block_learns_it_and_the_hook_captures(tmp_path):
+    # INTERVAL 1 without RND: a block of 40 instructions (loads, stores, ALU) ending in a
+    # branch, entered 300 times, so events fall at every position of it. The first event in
+    # it stops the run (no verdict yet); the block is learnt and the run goes on, and the hook
+    # captures that sample and every later one: nothing is predicted in Python or split, and
+    # the records are the reference mode's.
+    text = _prologue(0b111011) + f"""
+    ldr x1, ={DATA:#x}
+    mov x20, #300
+    .balign 4096
+loop:
+""" + "    ldr x2, [x1, #8]\n    add x3, x2, #1\n    str x3, [x1, #16]\n    eor x4, x4, x3\n" * 10 + """
+    subs x20, x20, #1
+    b.ne loop
+""" + DRAIN + "    .balign 2048\nvectors:\n"
+    m, records = _run_both(text, tmp_path, SpeConfig(seed=3))
+    paths = m.sample_paths
+    assert paths["predicted"] == 0 and paths["split"] == 0
+    assert paths["captured"] == m.result.samples
+    ops = {P.OP_CLASS_LDST: 0, P.OP_CLASS_OTHER: 0, P.OP_CLASS_BRANCH: 0}
+    for r in records:
+        ops[r.op_class] += 1
+    assert min(ops.values()) > 0
