@@ -599,3 +599,39 @@ loop:
     for r in records:
         ops[r.op_class] += 1
     assert min(ops.values()) > 0
+
+
+def test_blocks_a_learnt_block_leads_to_are_learnt_ahead(tmp_path):
+    # Two 60-instruction blocks in a loop: the first ends with a branch to the second, the
+    # second (62 instructions) with the loop's conditional branch back. The first stop for lack
+    # of a verdict learns its block and the one it leads to, so the run stops for that once,
+    # not twice.
+    body = "    ldr x2, [x1, #8]\n    add x3, x2, #1\n    str x3, [x1, #16]\n" * 20
+    text = _prologue(0b111011) + f"""
+    ldr x1, ={DATA:#x}
+    mov x20, #200
+    .balign 4096
+loop:
+{body}    b second
+second:
+{body}    subs x20, x20, #1
+    b.ne loop
+""" + DRAIN + "    .balign 2048\nvectors:\n"
+    learnt = []
+    import spe_emu.cpu.machine as machine_module
+    original = machine_module.Machine._learn_stop_block
+
+    def spy(self, block, n, k):
+        learnt.append((hex(block), n, k))
+        return original(self, block, n, k)
+    machine_module.Machine._learn_stop_block = spy
+    try:
+        m, records = _run_both(text, tmp_path, SpeConfig(seed=5))
+    finally:
+        machine_module.Machine._learn_stop_block = original
+    # (the alignment NOPs before the loop run once, in 256-instruction blocks)
+    assert [n for _, n, _ in learnt if n in (61, 62)] == [61]
+    assert m.sample_paths["captured"] > 0.9 * m.result.samples   # (a few: buffer page checks)
+    pcs = {r.pc for r in records}
+    loop = min(pcs)
+    assert any(pc < loop + 61 * 4 for pc in pcs) and any(pc >= loop + 61 * 4 for pc in pcs)

@@ -92,6 +92,8 @@ DAIF_IMM_MASK, DAIF_IMM_VALUE = 0xFFFFF0DF, 0xD50340DF  # MSR DAIFSet/DAIFClr, #
 # timestamp, is 60 bytes; tests/test_prediction.py checks the bound).
 RECORD_BYTES_BOUND = 128
 PREDICTION_CACHE_ENTRIES = 1 << 16  # code sequences whose predictability is remembered
+SUCCESSOR_BLOCKS = 8     # blocks learnt ahead at a stop for lack of a verdict
+TCG_MAX_INSNS = 256      # the longest translated block seen from Unicorn 2.1 (instructions)
 PREDICT_NO, PREDICT_START, PREDICT_NEXT_PC, PREDICT_END, PREDICT_EVAL = 0, 1, 2, 3, 4
 # Registers the native hook captures for a sample (the order of counter.c's regs[]).
 # SYS with CRn == 7 and CRm == 1 or 5 is an instruction cache invalidation (IC IALLUIS,
@@ -196,6 +198,18 @@ class RunResult:
     pmbsr: int
     pmbptr: int
     pmsicr: int
+
+
+@lru_cache(maxsize=1 << 16)
+def _ends_block(word: int) -> bool:
+    """Whether QEMU ends a translated block after this instruction (as far as the guess of
+    Machine._guess_block needs): branches and exception returns, exception generation, system
+    register writes, PSTATE and SYS operations, ISB, WFI/WFE, and what is not decoded."""
+    info = a64.decode(word)
+    return bool(info.is_branch or info.exception or info.is_eret or info.pstate is not None
+                or info.sys_op is not None or (info.sysreg is not None and not info.is_read)
+                or info.mnemonic_class in ("isb", "wfi", "wfe", "wfit", "wfet", "yield",
+                                           "unknown", "unallocated"))
 
 
 class Machine:
@@ -804,10 +818,59 @@ class Machine:
 
     def _learn_stop_block(self, block: int, n: int, k: int) -> bool:
         """At a stop in front of the block holding the sample (instruction ``k`` of the
-        ``n``-instruction block at ``block``), for lack of a verdict: learn the block; True
-        when the native hook can now capture the sample (the run loop runs again from here)."""
-        code = self._block_code(block, n, self.context())
-        return code is not None and k in self._learn_block(block, code)
+        ``n``-instruction block at ``block``), for lack of a verdict: learn the block, and the
+        blocks it is likely to lead to (:meth:`_learn_successors`); True when the native hook
+        can now capture the sample (the run loop runs again from here)."""
+        ctx = self.context()
+        code = self._block_code(block, n, ctx)
+        if code is None:
+            return False
+        captured = k in self._learn_block(block, code)
+        self._learn_successors(block, code, ctx)
+        return captured
+
+    def _learn_successors(self, block: int, code: bytes, ctx: AccessContext) -> None:
+        """Learn ahead the blocks the block ``code`` at ``block`` can go to directly (the
+        target of a direct branch, the next instruction after a conditional branch or a BL),
+        and theirs, up to SUCCESSOR_BLOCKS blocks, so that later samples there need no stop
+        either. Their extent is guessed as QEMU translates (up to the first instruction that
+        ends a translated block, the page end or TCG_MAX_INSNS, measured): a verdict is keyed by the
+        block's address *and* length and derived from the code there, so a wrong guess is
+        never used."""
+        todo = [(block, code)]
+        learnt = 0
+        while todo and learnt < SUCCESSOR_BLOCKS:
+            start, words = todo.pop(0)
+            n = len(words) // 4
+            last = a64.decode(int.from_bytes(words[-4:], "little"))
+            nexts = []
+            if last.is_branch and not last.is_indirect:
+                target = last.branch(start + 4 * (n - 1), dict.fromkeys(last.reads, 0))[1]
+                nexts.append(target)
+            if last.is_conditional or last.mnemonic_class == "bl":
+                nexts.append(start + 4 * n)
+            for succ in nexts:
+                found = self._guess_block(succ, ctx)
+                if found is not None and (succ, len(found) // 4) not in self._learnt:
+                    self._learn_block(succ, found)
+                    learnt += 1
+                    todo.append((succ, found))
+
+    def _guess_block(self, start: int, ctx: AccessContext) -> bytes | None:
+        """The code of the block QEMU would translate at ``start`` (see
+        :meth:`_learn_successors`), or None when it does not translate."""
+        try:
+            pa = self._translate(start, self._regime_el(ctx.el))
+        except TranslationFault:
+            return None
+        count = min(TCG_MAX_INSNS, (0x1000 - (start & 0xFFF)) // 4)
+        if not self.cfg.ram_base <= pa <= self.cfg.ram_base + self.cfg.ram_size - 4 * count:
+            return None
+        code = self.fast.read(pa, 4 * count)
+        for i, (word,) in enumerate(struct.iter_unpack("<I", code)):
+            if _ends_block(word):
+                return code[:4 * (i + 1)]
+        return code
 
     def _evaluate(self, block: int, code: bytes, plan: tuple, info, ctx: AccessContext
                   ) -> dict[int, int] | None:
