@@ -217,6 +217,18 @@ def _prologue(pmscr: int, interval: int = 1, rnd: bool = False) -> str:
 DRAIN = SPE_DRAIN
 
 
+def _loop(pmscr: int, count: int, body: str, setup: str = "") -> str:
+    """A program that profiles (PMSCR_EL1 = ``pmscr``, INTERVAL 1) ``count`` runs of the
+    page-aligned loop ``body`` (which falls through to its SUBS/B.NE) after ``setup``."""
+    return _prologue(pmscr) + f"""{setup}
+    mov x20, #{count}
+    .balign 4096
+loop:
+{body}    subs x20, x20, #1
+    b.ne loop
+""" + DRAIN + "    .balign 2048\nvectors:\n"
+
+
 def _run_both(text: str, tmp_path, spe: SpeConfig | None = None):
     out = {}
     for mode in MODES:
@@ -361,14 +373,7 @@ loop:
 def test_captured_samples_keep_the_fixed_interval(tmp_path):
     # INTERVAL 1 without RND: an event every 257 members, captured by the native hook in long
     # NOP blocks (PMSCR_EL1 TS on: every record carries its instruction number).
-    text = _prologue(0b111010) + """
-    mov x20, #400
-    .balign 4096
-loop:
-""" + "    nop\n" * 500 + """
-    subs x20, x20, #1
-    b.ne loop
-""" + DRAIN + "    .balign 2048\nvectors:\n"
+    text = _loop(0b111010, 400, "    nop\n" * 500)
     m, records = _run_both(text, tmp_path, SpeConfig(seed=12))
     assert m.sample_paths["captured"] > 100
     stamps = [r.timestamp for r in records]
@@ -577,20 +582,13 @@ next:
 
 
 def test_first_stop_in_a_block_learns_it_and_the_hook_captures(tmp_path):
-    # INTERVAL 1 without RND: a block of 40 instructions (loads, stores, ALU) ending in a
+    # INTERVAL 1 without RND: a block of 42 instructions (loads, stores, ALU) ending in a
     # branch, entered 300 times, so events fall at every position of it. The first event in
     # it stops the run (no verdict yet); the block is learnt and the run goes on, and the hook
     # captures that sample and every later one: nothing is predicted in Python or split, and
     # the records are the reference mode's.
-    text = _prologue(0b111011) + f"""
-    ldr x1, ={DATA:#x}
-    mov x20, #300
-    .balign 4096
-loop:
-""" + "    ldr x2, [x1, #8]\n    add x3, x2, #1\n    str x3, [x1, #16]\n    eor x4, x4, x3\n" * 10 + """
-    subs x20, x20, #1
-    b.ne loop
-""" + DRAIN + "    .balign 2048\nvectors:\n"
+    body = "    ldr x2, [x1, #8]\n    add x3, x2, #1\n    str x3, [x1, #16]\n    eor x4, x4, x3\n"
+    text = _loop(0b111011, 300, body * 10, f"    ldr x1, ={DATA:#x}")
     m, records = _run_both(text, tmp_path, SpeConfig(seed=3))
     paths = m.sample_paths
     assert paths["predicted"] == 0 and paths["split"] == 0
@@ -607,16 +605,7 @@ def test_blocks_a_learnt_block_leads_to_are_learnt_ahead(tmp_path):
     # of a verdict learns its block and the one it leads to, so the run stops for that once,
     # not twice.
     body = "    ldr x2, [x1, #8]\n    add x3, x2, #1\n    str x3, [x1, #16]\n" * 20
-    text = _prologue(0b111011) + f"""
-    ldr x1, ={DATA:#x}
-    mov x20, #200
-    .balign 4096
-loop:
-{body}    b second
-second:
-{body}    subs x20, x20, #1
-    b.ne loop
-""" + DRAIN + "    .balign 2048\nvectors:\n"
+    text = _loop(0b111011, 200, f"{body}    b second\nsecond:\n{body}", f"    ldr x1, ={DATA:#x}")
     learnt = []
     import spe_emu.cpu.machine as machine_module
     original = machine_module.Machine._learn_stop_block
