@@ -145,6 +145,8 @@ class InsnInfo:
             read from ``regs``.
         pstate: (op1, op2, CRm) of an MSR (immediate) / PSTATE instruction, else None.
         sys_op: (op1, CRn, CRm, op2) of SYS/SYSL (DC, IC, AT, TLBI, ...), else None.
+        branch_offset: target - PC of a direct branch (B, BL, B.cond, CBZ/CBNZ, TBZ/TBNZ),
+            else None (see ``direct_target``).
     """
 
     word: int
@@ -171,12 +173,17 @@ class InsnInfo:
     reads: tuple[int, ...] = ()
     pstate: tuple[int, int, int] | None = None
     sys_op: tuple[int, int, int, int] | None = None
+    branch_offset: int | None = None
     _addr: Callable[[int, Mapping[int, int]], int] | None = field(
         default=None, repr=False, compare=False)
     _branch: Callable[[int, Mapping[int, int]], tuple[bool, int | None]] | None = field(
         default=None, repr=False, compare=False)
     _cond: Callable[[Mapping[int, int]], bool] | None = field(
         default=None, repr=False, compare=False)
+
+    def direct_target(self, pc: int) -> int | None:
+        """The target of a direct branch at ``pc`` (taken or not), else None."""
+        return None if self.branch_offset is None else (pc + self.branch_offset) & M64
 
     @property
     def address_form(self) -> BaseOffset | Literal | RegisterOffset | None:
@@ -617,7 +624,7 @@ def _cond_branch(w: int, name: str, offset: int, taken: Callable[[Mapping[int, i
     def br(pc, regs):
         return taken(regs), (pc + offset) & M64
     return InsnInfo(w, name, OP_CLASS_BRANCH, 0x01, is_branch=True, is_conditional=True, rt=rt,
-                    reads=reads, _branch=br, _cond=taken)
+                    reads=reads, branch_offset=offset, _branch=br, _cond=taken)
 
 
 def _dec_branch_sys(w: int) -> InsnInfo:
@@ -626,7 +633,7 @@ def _dec_branch_sys(w: int) -> InsnInfo:
         link = bool(w >> 31)
         offset = _sext(w, 26) * 4
         return InsnInfo(w, "bl" if link else "b", OP_CLASS_BRANCH, 0x00, is_branch=True,
-                        _branch=_b_imm(offset))
+                        branch_offset=offset, _branch=_b_imm(offset))
 
     # CBZ / CBNZ: sf 011010 op imm19 Rt
     if w & 0x7E000000 == 0x34000000:

@@ -65,6 +65,12 @@ class AccessContext:
         return self.ns == 0
 
     @property
+    def state_ns(self) -> int:
+        """The NS bit of the Security state the PE is in: 0 when ``is_secure``, else 1 (the NS
+        field of PC and branch target Address packets, SPE supplement §5.3.1)."""
+        return 0 if self.is_secure else 1
+
+    @property
     def tge(self) -> int:
         return HCR_EL2.get(self.hcr_el2, "TGE") if self.have_el2 else 0
 

@@ -95,7 +95,6 @@ PREDICTION_CACHE_ENTRIES = 1 << 16  # code sequences whose predictability is rem
 SUCCESSOR_BLOCKS = 8     # blocks learnt ahead at a stop for lack of a verdict
 TCG_MAX_INSNS = 256      # the longest translated block seen from Unicorn 2.1 (instructions)
 PREDICT_NO, PREDICT_START, PREDICT_NEXT_PC, PREDICT_END, PREDICT_EVAL = 0, 1, 2, 3, 4
-# Registers the native hook captures for a sample (the order of counter.c's regs[]).
 # SYS with CRn == 7 and CRm == 1 or 5 is an instruction cache invalidation (IC IALLUIS,
 # IC IALLU, IC IVAU): code may have changed.
 CRN_CACHE, CRM_IC = 7, (1, 5)
@@ -252,7 +251,6 @@ class Machine:
         self._xlate: dict[tuple[int, int, bool], int] = {}  # (regime, VA page, write) -> PA page
         # (PMBPTR_EL1 page, owner EL) whose page and the next translate (_record_room)
         self._headroom_pages: set[tuple[int, int]] = set()
-        self._ns_for: tuple[AccessContext | None, int] = (None, 1)  # (context, its NS bit)
         # (PC, EL) -> instruction word of captured samples; forgotten with the verdicts.
         self._captured_words: dict[tuple[int, int], int] = {}
         self._learnt: set[tuple[int, int]] = set()  # (block, length) given verdicts
@@ -264,7 +262,6 @@ class Machine:
         # A predicted sample: (instruction number, what was observed, PREDICT_* mode, undo
         # state or None): see _predict() and _settle().
         self._pending: tuple | None = None
-        # (block code, k) -> (PREDICT_* mode, evaluation plan or None)
         self._relearnt_at: tuple[int, int] | None = None  # (PC, count) of the last relearn
         # How samples were reached (fast mode; for tests and benchmarks): "captured" by the
         # native hook, "predicted" by Python (_predict; "evaluated": of those, by evaluating
@@ -593,10 +590,8 @@ class Machine:
         uc = self.uc
         if regs is None:
             regs = self._regs(info.reads)
-        ts, cx1, cx2, collect_pa = self._collection(ctx)
-        if self._ns_for[0] is not ctx:
-            self._ns_for = (ctx, 0 if ctx.is_secure else 1)
-        s = Sample(pc=pc, el=ctx.el, ns=self._ns_for[1], info=info)
+        ts, _, _, collect_pa = self._collection(ctx)
+        s = Sample(pc=pc, el=ctx.el, ns=ctx.state_ns, info=info)
         s.exception = self._generates_exception(info, ctx)
         if not s.exception:
             s.cond_passed = info.condition_passed(regs)
@@ -609,7 +604,7 @@ class Machine:
                     s.branch_taken, s.branch_target = info.branch(pc, regs)
                     s.target_el = ctx.el
                 s.target_ns = s.ns
-            if info.op_class == 1 and (info.is_load or info.is_store):
+            if info.op_class == P.OP_CLASS_LDST and (info.is_load or info.is_store):
                 s.data_va = info.data_address(pc, regs)
                 if s.data_va is not None and collect_pa:
                     try:
@@ -618,13 +613,18 @@ class Machine:
                         s.data_pa = None
         if ts is not None:
             s.timestamp = index  # virtual time of the sampled instruction
-        if cx1:
-            s.context = CONTEXTIDR_EL1.get(uc.cpr_read(*CONTEXTIDR_EL1.encoding.tuple),
-                                           "PROCID")
-        if cx2:
-            s.context2 = CONTEXTIDR_EL2.get(uc.cpr_read(*CONTEXTIDR_EL2.encoding.tuple),
-                                            "PROCID")
+        s.context, s.context2 = self._context_ids(ctx)
         return s
+
+    def _context_ids(self, ctx: AccessContext) -> tuple[int | None, int | None]:
+        """CONTEXTIDR_EL1.PROCID and CONTEXTIDR_EL2.PROCID when CollectContextIDR1() and
+        CollectContextIDR2() say they are collected (§3.3.1), else None."""
+        _, cx1, cx2, _ = self._collection(ctx)
+        uc = self.uc
+        return (CONTEXTIDR_EL1.get(uc.cpr_read(*CONTEXTIDR_EL1.encoding.tuple), "PROCID")
+                if cx1 else None,
+                CONTEXTIDR_EL2.get(uc.cpr_read(*CONTEXTIDR_EL2.encoding.tuple), "PROCID")
+                if cx2 else None)
 
     def _sample(self, s: Sample, ctx: AccessContext) -> None:
         event = self.spu.sample(s, ctx)
@@ -643,7 +643,7 @@ class Machine:
         """Sample instruction ``k`` of the ``n``-instruction translated block at ``block``
         (instruction number ``index``) without stopping at it, when the state the run loop can
         see is provably the one the instruction sees (docs/model.md, "Samples inside a
-        block"). Three ways (:meth:`_prediction_mode`):
+        block"). Four ways (:meth:`_prediction_mode`):
 
         * PREDICT_START: no instruction before it in the block can write a register it reads
           (:func:`a64.written_registers`): observed now, at the block's start;
@@ -759,8 +759,7 @@ class Machine:
         conditional branch to the next instruction (taken or not looks alike)."""
         if not info.is_branch or info.is_eret or k != len(words) - 1:
             return False
-        return not (info.is_conditional
-                    and info.branch(0, dict.fromkeys(info.reads, 0))[1] == 4)
+        return not (info.is_conditional and info.branch_offset == 4)
 
     @staticmethod
     @lru_cache(maxsize=PREDICTION_CACHE_ENTRIES)
@@ -804,17 +803,26 @@ class Machine:
             found[n - 1] = mode
         return found
 
-    def _block_code(self, block: int, n: int, ctx: AccessContext) -> bytes | None:
-        """The code of the ``n``-instruction block at ``block`` (None: it crosses a page or
-        does not translate)."""
-        nbytes = 4 * n
-        if (block & 0xFFF) + nbytes > 0x1000:
+    def _in_ram(self, pa: int, size: int) -> bool:
+        """Whether ``size`` bytes at physical address ``pa`` are RAM (not MMIO)."""
+        return self.cfg.ram_base <= pa <= self.cfg.ram_base + self.cfg.ram_size - size
+
+    def _ram_at(self, va: int, size: int, regime: int) -> int | None:
+        """The physical address of ``size`` bytes at ``va`` (within one page) in ``regime``,
+        or None when they do not translate or are not RAM."""
+        if (va & 0xFFF) + size > 0x1000:
             return None
         try:
-            pa = self._translate(block, self._regime_el(ctx.el))
+            pa = self._translate(va, regime)
         except TranslationFault:
             return None
-        return self.fast.read(pa, nbytes)
+        return pa if self._in_ram(pa, size) else None
+
+    def _block_code(self, block: int, n: int, ctx: AccessContext) -> bytes | None:
+        """The code of the ``n``-instruction block at ``block`` (None: it crosses a page,
+        does not translate or is not RAM)."""
+        pa = self._ram_at(block, 4 * n, self._regime_el(ctx.el))
+        return None if pa is None else self.fast.read(pa, 4 * n)
 
     def _learn_stop_block(self, block: int, n: int, k: int) -> bool:
         """At a stop in front of the block holding the sample (instruction ``k`` of the
@@ -844,9 +852,8 @@ class Machine:
             n = len(words) // 4
             last = a64.decode(int.from_bytes(words[-4:], "little"))
             nexts = []
-            if last.is_branch and not last.is_indirect:
-                target = last.branch(start + 4 * (n - 1), dict.fromkeys(last.reads, 0))[1]
-                nexts.append(target)
+            if last.branch_offset is not None:
+                nexts.append(last.direct_target(start + 4 * (n - 1)))
             if last.is_conditional or last.mnemonic_class == "bl":
                 nexts.append(start + 4 * n)
             for succ in nexts:
@@ -859,14 +866,9 @@ class Machine:
     def _guess_block(self, start: int, ctx: AccessContext) -> bytes | None:
         """The code of the block QEMU would translate at ``start`` (see
         :meth:`_learn_successors`), or None when it does not translate."""
-        try:
-            pa = self._translate(start, self._regime_el(ctx.el))
-        except TranslationFault:
+        code = self._block_code(start, min(TCG_MAX_INSNS, (0x1000 - (start & 0xFFF)) // 4), ctx)
+        if code is None:
             return None
-        count = min(TCG_MAX_INSNS, (0x1000 - (start & 0xFFF)) // 4)
-        if not self.cfg.ram_base <= pa <= self.cfg.ram_base + self.cfg.ram_size - 4 * count:
-            return None
-        code = self.fast.read(pa, 4 * count)
         for i, (word,) in enumerate(struct.iter_unpack("<I", code)):
             if _ends_block(word):
                 return code[:4 * (i + 1)]
@@ -879,18 +881,13 @@ class Machine:
         a load would read outside RAM or does not translate."""
         steps, start = plan
         regime = self._regime_el(ctx.el)
-        ram_lo, ram_hi = self.cfg.ram_base, self.cfg.ram_base + self.cfg.ram_size
         words = struct.unpack(f"<{len(code) // 4}I", code)
         values = dict(self._regs(start))
         failed = []
 
         def read(va: int, size: int) -> int:
-            try:
-                pa = self._translate(va, regime)
-            except TranslationFault:
-                failed.append(va)
-                return 0
-            if (va & 0xFFF) + size > 0x1000 or not ram_lo <= pa <= ram_hi - size:
+            pa = self._ram_at(va, size, regime)
+            if pa is None:
                 failed.append(va)
                 return 0
             return int.from_bytes(self.fast.read(pa, size), "little")
@@ -956,17 +953,10 @@ class Machine:
         gap = interval.fixed_gap(self.spu.regs["PMSIRR_EL1"])
         records = self.records if gap is not None else None
         if records is not None and self.spu.native_records_allowed(ctx):
-            ts, cx1, cx2, collect_pa = self._collection(ctx)
-            prefix = b""
-            if cx1:
-                prefix += P.context_bytes(P.CONTEXT_EL1, CONTEXTIDR_EL1.get(
-                    self.uc.cpr_read(*CONTEXTIDR_EL1.encoding.tuple), "PROCID"))
-            if cx2:
-                prefix += P.context_bytes(P.CONTEXT_EL2, CONTEXTIDR_EL2.get(
-                    self.uc.cpr_read(*CONTEXTIDR_EL2.encoding.tuple), "PROCID"))
-            ns = 0 if ctx.is_secure else 1
-            records.begin(insn_index, go_on, ctx.el, ns, ts is not None, collect_pa, prefix,
-                          gap)
+            ts, _, _, collect_pa = self._collection(ctx)
+            prefix = self.spu.builder.context_packets(*self._context_ids(ctx))
+            records.begin(insn_index, go_on, ctx.el, ctx.state_ns, ts is not None, collect_pa,
+                          prefix, gap)
         else:
             records = None
         chunks: list[bytes] = []   # padded records, in order
@@ -984,7 +974,7 @@ class Machine:
                 if reason == native.REC_TEMPLATE:
                     pc = c.caps[i].pc
                     records.add_template(records.template(
-                        pc, ctx.el, ns, self._captured_word(pc, ctx.el)))
+                        pc, ctx.el, ctx.state_ns, self._captured_word(pc, ctx.el)))
                     continue
                 if reason == native.REC_ORDER:
                     raise AssertionError(f"captured sample at {c.caps[i].index} is not the "
@@ -1099,14 +1089,19 @@ class Machine:
         if info.is_eret:  # ERET is UNDEFINED at EL0 (Arm ARM C6.2 ERET)
             return ctx.el == 0
         if info.exception == "hlt":
-            return not (info.imm16 == SEMIHOST_IMM and (ctx.el > 0 or
-                                                        self.cfg.allow_el0_semihosting))
+            return not self._is_semihosting_call(info, ctx)
         if info.sysreg is not None:
             found = self._lookup(info.sysreg)
             if found is None:
                 return ctx.el < OP1_MIN_EL[info.sysreg[1]]
             return self._sysreg_verdict(found, info.is_read, ctx) is not Access.OK
         return False
+
+    def _is_semihosting_call(self, info, ctx: AccessContext) -> bool:
+        """HLT #0xF000 is a semihosting call (Arm semihosting specification, AArch64), at EL0
+        only when ``allow_el0_semihosting``; otherwise it UNDEFs as in QEMU."""
+        return (info.exception == "hlt" and info.imm16 == SEMIHOST_IMM
+                and (ctx.el > 0 or self.cfg.allow_el0_semihosting))
 
     # ------------------------------------------------------------------ system registers ---
     def _lookup(self, enc) -> tuple[str, RegisterSpec] | None:
@@ -1208,13 +1203,12 @@ class Machine:
         are read back from the CPU state (:mod:`spe_emu.cpu.qemu_state`)."""
         pc = self.pc
         # SVC/HVC/SMC leave the PC after the instruction; the others at the instruction.
-        self._catch_up(self._insn_index(
-            pc - 4 if intno in (INTNO_SVC, INTNO_HVC, INTNO_SMC) else pc), pc)
+        insn = pc - 4 if intno in (INTNO_SVC, INTNO_HVC, INTNO_SMC) else pc
+        self._catch_up(self._insn_index(insn), pc)
         ctx = self.context()
         if intno == INTNO_UNDEF:
             info = a64.decode(self._fetch(pc, ctx.el))
-            if info.exception == "hlt" and info.imm16 == SEMIHOST_IMM and (
-                    ctx.el > 0 or self.cfg.allow_el0_semihosting):
+            if self._is_semihosting_call(info, ctx):
                 self._semihost(pc)
                 return
             found = self._lookup(info.sysreg) if info.sysreg is not None else None
@@ -1227,8 +1221,6 @@ class Machine:
         syndrome = exc.syndrome or self._rebuild_syndrome(pc, ctx)
         # An exception is never taken to a lower EL (QEMU routes HVC at EL3 to EL2).
         target = max(exc.target_el, ctx.el, 1)
-        # SVC/HVC/SMC leave the PC after the instruction; the others at the instruction.
-        insn = pc - 4 if intno in (INTNO_SVC, INTNO_HVC, INTNO_SMC) else pc
         if ESR.get(syndrome, "EC") in FAR_ECS:
             uc.reg_write(FAR_REG[target], exc.vaddress)
         self._take_sync(ctx, target, syndrome, pc, insn)
@@ -1419,7 +1411,7 @@ class Machine:
                     c.gap = gap
             stops = c.stops
             start = c.insns
-            gap = c.gap
+            capturing = c.gap
             pc = self.pc
             self._start(pc)
             self._catch_up(c.insns)
@@ -1431,10 +1423,13 @@ class Machine:
                 target = min(event, limit)
             if self.exit is not None:
                 break
-            if (c.stops != stops and c.insns < target and c.stop_at == target
-                    and target == event and not self.replan and gap and c.cap_budget
-                    and c.insns + c.stop_block_insns <= limit
-                    and target + gap >= c.insns + c.stop_block_insns
+            # Stopped by the hook in front of the block that holds instruction #target (and
+            # that block ends before the budget or hold point), for the planned sample?
+            in_front = c.stops != stops and c.insns < target and c.stop_at == target
+            at_sample = (in_front and target == event and not self.replan
+                         and c.insns + c.stop_block_insns <= limit)
+            if (at_sample and capturing and c.cap_budget
+                    and target + capturing >= c.insns + c.stop_block_insns
                     and self._relearnt_at != (self.pc, c.insns)
                     and self._learn_stop_block(self.pc, c.stop_block_insns, target - c.insns)):
                 # Stopped in front of the block that holds the sample because the hook had no
@@ -1442,11 +1437,8 @@ class Machine:
                 # (once: if it stops here again, it is predicted or split below).
                 self._relearnt_at = (self.pc, c.insns)
                 continue
-            if (c.stops != stops and c.insns < target and c.stop_at == target
-                    and target == event and not self.replan
-                    and c.insns + c.stop_block_insns <= min(budget, self.hold_irq_until
-                                                            if hold else NEVER)
-                    and self._predict(self.pc, target - c.insns, c.stop_block_insns, target)):
+            if at_sample and self._predict(self.pc, target - c.insns, c.stop_block_insns,
+                                           target):
                 # Stopped in front of the block that holds the sampled instruction, which is
                 # predicted. From the block's start: the member has fired, the record is
                 # written after the next run (or by a hook on the way). From the block's end
@@ -1461,7 +1453,7 @@ class Machine:
                     c.stop_at = target
                     if self.exit is not None:
                         break
-            elif c.stops != stops and c.insns < target and c.stop_at == target:
+            elif in_front:
                 # Stopped in front of the block that holds instruction #target: run exactly
                 # up to it. The cached block starting at pc runs past the target, so it is
                 # invalidated ([pc, end) overlaps it; a cached block starting at the target
@@ -1497,7 +1489,7 @@ class Machine:
                 progress(executed_to)
             if c.insns == start and c.stops == stops and not self.replan:
                 # emu_start returned without progress or a stop request: WFI
-                if not self._deliverable_irq_target() is not None:
+                if self._deliverable_irq_target() is None:
                     raise GuestError(f"WFI at PC {self.pc:#x} with no interrupt that can wake "
                                      f"the PE")
         return self._result()
@@ -1519,7 +1511,7 @@ class Machine:
                 raise GuestRunaway(f"guest did not exit within {self.cfg.max_insns} "
                                    f"instructions (PC {self.pc:#x})")
             if self.exit is None and self.ref_insns == before and not self.replan:
-                if not self._deliverable_irq_target() is not None:
+                if self._deliverable_irq_target() is None:
                     raise GuestError(f"WFI at PC {self.pc:#x} with no interrupt that can wake "
                                      f"the PE")
         return self._result()

@@ -122,12 +122,9 @@ def _template(pc: int, el: int, ns: int, info: a64.InsnInfo) -> native.SpeTempla
     check = info.condition_check
     if info.op_class == P.OP_CLASS_BRANCH:
         t.kind = native.TPL_BRANCH
-        if info.is_conditional:
-            if info.is_indirect:
-                t.kind = native.TPL_PYTHON
-                return t
+        if info.is_conditional:   # (conditional branches are direct: A64 has no other)
             t.branch |= native.BR_COND
-            t.target = info.branch(pc, dict.fromkeys(info.reads, 0))[1]
+            t.target = info.direct_target(pc)
         if info.is_indirect:
             t.branch |= native.BR_INDIRECT
             if info.mnemonic_class.startswith("ret"):

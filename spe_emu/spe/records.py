@@ -172,11 +172,7 @@ class RecordBuilder:
         issue = 1
         execute = 1
         xlat = None
-        out: list[bytes] = []
-        if s.context is not None:
-            out.append(P.context_bytes(P.CONTEXT_EL1, s.context))
-        if s.context2 is not None:
-            out.append(P.context_bytes(P.CONTEXT_EL2, s.context2))
+        out: list[bytes] = [self.context_packets(s.context, s.context2)]
         out.append(packet(("pc", s.pc, s.el, s.ns), P.instruction_address_bytes, P.ADDR_PC,
                           s.pc, s.el, s.ns))
         optype = packet(("op", info.op_class, info.op_subclass), P.op_type_bytes, info.op_class,
@@ -209,6 +205,17 @@ class RecordBuilder:
             optypes = self._optypes[kind] = self.optypes(info)
         # CollectRecord() sees the latency the TOT counter reports: 12-bit saturating (§5.3.4).
         return Built(b"".join(out), events, min(total, 0xFFF), optypes)
+
+    @staticmethod
+    def context_packets(context: int | None, context2: int | None) -> bytes:
+        """The Context packets that start a record (§5.3.3): CONTEXTIDR_EL1's then
+        CONTEXTIDR_EL2's value, each when collected (not None)."""
+        out = b""
+        if context is not None:
+            out += P.context_bytes(P.CONTEXT_EL1, context)
+        if context2 is not None:
+            out += P.context_bytes(P.CONTEXT_EL2, context2)
+        return out
 
     @staticmethod
     def _tail(events: int, total: int, issue: int, xlat: int | None) -> bytes:
