@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Callable, Mapping
 
+from .exceptions import PSTATE
 from unicorn.arm64_const import (
     UC_ARM64_REG_NZCV,
     UC_ARM64_REG_SP,
@@ -80,16 +81,16 @@ _HINT_NAMES = {0: "nop", 1: "yield", 2: "wfe", 3: "wfi", 4: "sev", 5: "sevl", 6:
                7: "xpaclri", 16: "esb", 17: "psb", 18: "tsb", 20: "csdb", 22: "clrbhb"}
 
 
+_NZCV_FIELDS = tuple(PSTATE.field(name) for name in "NZCV")
+
+
 def condition_holds(cond: int, nzcv: int) -> bool:
     """``ConditionHolds(cond)`` (Arm ARM J1, shared/functions/system) on ``nzcv``.
 
     ``nzcv`` is the value Unicorn returns for ``UC_ARM64_REG_NZCV``: N, Z, C, V in bits
     31, 30, 29, 28 (the NZCV system-register layout). ``cond`` 0b1111 ("NV") holds always.
     """
-    n = (nzcv >> 31) & 1
-    z = (nzcv >> 30) & 1
-    c = (nzcv >> 29) & 1
-    v = (nzcv >> 28) & 1
+    n, z, c, v = (f.get(nzcv) for f in _NZCV_FIELDS)
     base = (cond >> 1) & 7
     if base == 0:
         result = z == 1
@@ -213,6 +214,8 @@ class InsnInfo:
         A not-taken conditional branch still reports its target address. ERET returns
         ``(True, None)``: the caller supplies ELR_ELx. Non-branches return ``(False, None)``.
         """
+        if self.branch_offset is not None:   # direct: taken when its condition holds
+            return (self._cond is None or self._cond(regs)), self.direct_target(pc)
         f = self._branch
         return (False, None) if f is None else f(pc, regs)
 
@@ -248,7 +251,8 @@ class BaseOffset:
 
 @dataclass(frozen=True, slots=True)
 class Literal:
-    """Data address form: the instruction's PC plus ``offset`` (PC-relative literal)."""
+    """Data address form: the instruction's PC plus ``offset`` (PC-relative literal; modulo
+    2**64)."""
 
     offset: int
 
@@ -297,10 +301,6 @@ def _addr_base(rid: int, offset: int) -> BaseOffset:
     return BaseOffset(rid, offset & M64)
 
 
-def _addr_literal(offset: int) -> Literal:
-    return Literal(offset)
-
-
 def _addr_regoff(rn: int, rm: int, option: int, shift: int) -> BaseOffset | RegisterOffset:
     """Base + ExtendReg(Rm, option, shift) (Arm ARM: ``ExtendReg``); Rm 31 = XZR."""
     base = _base_id(rn)
@@ -308,10 +308,6 @@ def _addr_regoff(rn: int, rm: int, option: int, shift: int) -> BaseOffset | Regi
         return _addr_base(base, 0)
     extend = {0b010: EXTEND_UXTW, 0b110: EXTEND_SXTW}.get(option, EXTEND_LSL)
     return RegisterOffset(base, X_REGS[rm], extend, shift)
-
-
-def _cond_fn(cond: int) -> ConditionCheck:
-    return ConditionCheck(cond)
 
 
 def _unallocated(word: int) -> InsnInfo:
@@ -477,11 +473,11 @@ def _dec_ldst(w: int) -> InsnInfo:
                 return _unallocated(w)
             size = 4 << opc
             return _ldst(w, "ldr", load=True, store=False, simd=True, size=size,
-                         addr=_addr_literal(_sext(w >> 5, 19) * 4), reads=())
+                         addr=Literal(_sext(w >> 5, 19) * 4 & M64), reads=())
         if opc == 3:
             return InsnInfo(w, "prfm", rt=rt)
         return _ldst(w, "ldrsw" if opc == 2 else "ldr", load=True, store=False,
-                     size=8 if opc == 1 else 4, addr=_addr_literal(_sext(w >> 5, 19) * 4),
+                     size=8 if opc == 1 else 4, addr=Literal(_sext(w >> 5, 19) * 4 & M64),
                      reads=())
 
     # Load/store register pair: opc 101 V idx(2) L imm7 Rt2 Rn Rt.
@@ -611,20 +607,12 @@ def _dec_ldst(w: int) -> InsnInfo:
 
 # --------------------------------------------------------- branches, exceptions, system ----
 
-def _b_imm(offset: int):
-    def br(pc, regs):
-        return True, (pc + offset) & M64
-    return br
-
-
 def _cond_branch(w: int, name: str, offset: int, taken: Callable[[Mapping[int, int]], bool],
                  reads: tuple[int, ...], rt: int = -1) -> InsnInfo:
     """A conditional direct branch (B.cond, CBZ/CBNZ, TBZ/TBNZ): Operation Type payload
     0b01 (conditional, direct; §5.3.8), target PC + ``offset``, outcome ``taken(regs)``."""
-    def br(pc, regs):
-        return taken(regs), (pc + offset) & M64
     return InsnInfo(w, name, OP_CLASS_BRANCH, 0x01, is_branch=True, is_conditional=True, rt=rt,
-                    reads=reads, branch_offset=offset, _branch=br, _cond=taken)
+                    reads=reads, branch_offset=offset, _cond=taken)
 
 
 def _dec_branch_sys(w: int) -> InsnInfo:
@@ -633,7 +621,7 @@ def _dec_branch_sys(w: int) -> InsnInfo:
         link = bool(w >> 31)
         offset = _sext(w, 26) * 4
         return InsnInfo(w, "bl" if link else "b", OP_CLASS_BRANCH, 0x00, is_branch=True,
-                        branch_offset=offset, _branch=_b_imm(offset))
+                        branch_offset=offset)
 
     # CBZ / CBNZ: sf 011010 op imm19 Rt
     if w & 0x7E000000 == 0x34000000:
@@ -667,7 +655,7 @@ def _dec_branch_sys(w: int) -> InsnInfo:
     if w & 0xFF000000 == 0x54000000:
         offset = _sext(w >> 5, 19) * 4
         return _cond_branch(w, "bc.cond" if w & 0x10 else "b.cond", offset,
-                            _cond_fn(w & 0xF), (UC_ARM64_REG_NZCV,))
+                            ConditionCheck(w & 0xF), (UC_ARM64_REG_NZCV,))
 
     # Exception generation: 11010100 opc imm16 op2 LL
     if w & 0xFF000000 == 0xD4000000:
@@ -773,7 +761,7 @@ def _dec_branch_sys(w: int) -> InsnInfo:
 
 def _conditional_other(w: int, name: str, cond: int) -> InsnInfo:
     return InsnInfo(w, name, OP_CLASS_OTHER, 0x01, is_conditional=True,
-                    reads=(UC_ARM64_REG_NZCV,), _cond=_cond_fn(cond))
+                    reads=(UC_ARM64_REG_NZCV,), _cond=ConditionCheck(cond))
 
 
 def _dec_dp_reg(w: int) -> InsnInfo:
@@ -966,16 +954,12 @@ class Step:
         return self._run(pc, regs, read)
 
 
-def _sp_or_x(n: int) -> int:
-    return UC_ARM64_REG_SP if n == 31 else X_REGS[n]
-
-
 def _eval_add_sub_imm(w: int) -> Step | None:
     sf, sub, s = w >> 31, (w >> 30) & 1, (w >> 29) & 1
     if s or (w >> 23) & 0x3F != 0b100010:          # ADDS/SUBS set flags: not evaluated
         return None
     imm = ((w >> 10) & 0xFFF) << (12 if (w >> 22) & 1 else 0)
-    rn, rd = _sp_or_x((w >> 5) & 31), _sp_or_x(w & 31)
+    rn, rd = _base_id((w >> 5) & 31), _base_id(w & 31)
     mask = M64 if sf else 0xFFFFFFFF
 
     def run(pc, regs, read):
@@ -1010,21 +994,21 @@ def _eval_load(w: int) -> Step | None:
         elif (w >> 10) & 3 == 0b10:                 # LDTR* (unprivileged): not evaluated
             return None
     info = decode(w)
-    if not info.is_load or info.is_store or info._addr is None:
+    if not info.is_load or info.is_store or info.address_form is None:
         return None
     nbytes = 1 << size
     extend = 0 if opc == 1 else (64 if opc == 2 else 32)
     rt = w & 31
     dests = []
     writeback = not (w >> 24) & 1 and not (w >> 21) & 1 and (w >> 10) & 1
-    base = _sp_or_x((w >> 5) & 31)
+    base = _base_id((w >> 5) & 31)
     if writeback:
         dests.append(base)
         imm = _sext(w >> 12, 9) & M64
     if rt != 31:
         dests.append(X_REGS[rt])
     dest = X_REGS[rt] if rt != 31 else None
-    addr_of = info._addr
+    addr_of = info.address_form
     bits = 8 * nbytes
 
     def run(pc, regs, read):

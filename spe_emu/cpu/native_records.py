@@ -136,7 +136,7 @@ def _template(pc: int, el: int, ns: int, info: a64.InsnInfo) -> native.SpeTempla
         if isinstance(form, a64.BaseOffset):
             t.addr, t.base, t.offset = native.ADDR_BASE, CAPTURE_SLOT[form.base], form.offset
         elif isinstance(form, a64.Literal):
-            t.addr, t.offset = native.ADDR_LITERAL, form.offset & M64
+            t.addr, t.offset = native.ADDR_LITERAL, form.offset
         elif isinstance(form, a64.RegisterOffset):
             t.addr, t.base, t.index = (native.ADDR_REGOFF, CAPTURE_SLOT[form.base],
                                        CAPTURE_SLOT[form.index])
