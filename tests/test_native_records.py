@@ -48,7 +48,7 @@ def test_lru_matches_python(capacity, keys, big):
     lru = _Lru(capacity)
     for key in keys:
         key = (key * big) & ((1 << 64) - 1) if key & 1 else key   # (hash spread and clusters)
-        assert rec.touch(native.Recorder.L1D, key) == lru.touch(key)
+        assert rec.touch(LocalityModel.L1D, key) == lru.touch(key)
     rec.close()
 
 

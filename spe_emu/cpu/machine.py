@@ -40,7 +40,7 @@ from ..board.loader import Image
 from ..board.semihosting import Semihosting, SemihostExit
 from ..errors import ConfigError, GuestError, GuestRunaway
 from ..spe import packets as P
-from ..spe.buffer import TranslationFault
+from ..spe.buffer import TranslationFault, page_chunks
 from ..spe.config import SpeConfig
 from ..spe.records import Sample
 from ..spe.spu import Spu
@@ -447,26 +447,20 @@ class Machine:
 
     def _read_current(self, va: int, n: int) -> bytes:
         """Guest memory by VA in the current regime (semihosting, instruction fetch)."""
-        el = PSTATE.get(current_pstate(self.uc), "EL")
+        regime = self._regime_el(PSTATE.get(current_pstate(self.uc), "EL"))
         out = bytearray()
-        while n > 0:
+        for page_va, start, end in page_chunks(va, n):
             try:
-                pa = self._translate(va, self._regime_el(el))
+                pa = self._translate(page_va, regime)
             except TranslationFault as fault:
                 raise GuestError(f"host read of unmapped guest VA {fault.va:#x}") from None
-            chunk = min(n, 0x1000 - (va & 0xFFF))
-            out += self.uc.mem_read(pa, chunk)
-            va += chunk
-            n -= chunk
+            out += self.uc.mem_read(pa, end - start)
         return bytes(out)
 
     def _write_current(self, va: int, data: bytes) -> None:
         regime = self._regime_el(PSTATE.get(current_pstate(self.uc), "EL"))
-        done = 0
-        while done < len(data):
-            chunk = min(len(data) - done, 0x1000 - ((va + done) & 0xFFF))
-            self._write_regime(va + done, data[done:done + chunk], regime)
-            done += chunk
+        for page_va, start, end in page_chunks(va, len(data)):
+            self._write_regime(page_va, data[start:end], regime)
 
     def _write_regime(self, va: int, data: bytes, regime: int) -> None:
         """Write ``data`` (within one page) at ``va`` through ``regime``, privileged."""
@@ -1061,8 +1055,7 @@ class Machine:
             except TranslationFault:
                 return 0
             self._headroom_pages.add(key)
-        end = min(self.spu.buffer.limit - self.cfg.spe.max_record_bytes,
-                  (ptr | 0xFFF) + 1 + 0x1000)
+        end = min(self.spu.buffer.headroom_end, (ptr | 0xFFF) + 1 + 0x1000)
         # (RECORD_BYTES_BOUND + 2**Align <= 128 + 2048 < 4096: a record never spans 2 pages)
         return max(0, (end - ptr) // (RECORD_BYTES_BOUND + self.cfg.spe.align_bytes))
 

@@ -29,7 +29,9 @@ CAPTURE_REGS = a64.X_REGS + (A.UC_ARM64_REG_SP, A.UC_ARM64_REG_NZCV)
 CAPTURE_SLOT = {rid: i for i, rid in enumerate(CAPTURE_REGS)}
 
 
-def _one_byte(header: bytes) -> int:
+def _header(packet: P.Packet) -> int:
+    """The header of ``packet`` (record.c writes one-byte headers)."""
+    header = P.header_bytes(packet)
     if len(header) != 1:
         raise AssertionError(f"record.c needs one-byte headers, not {header.hex()}")
     return header[0]
@@ -54,15 +56,15 @@ class NativeRecords:
         s = self.recorder.s
         s.align = config.align_bytes
         s.not_taken_target = int(config.not_taken_target)
-        s.hdr_target = _one_byte(P.address_header(P.ADDR_BRANCH_TARGET))
-        s.hdr_va = _one_byte(P.address_header(P.ADDR_DATA_VA))
-        s.hdr_total = _one_byte(P.counter_header(P.COUNTER_TOTAL))
-        s.hdr_issue = _one_byte(P.counter_header(P.COUNTER_ISSUE))
-        s.hdr_xlat = _one_byte(P.counter_header(P.COUNTER_XLAT))
-        s.hdr_timestamp = _one_byte(P.timestamp_bytes(0)[:1])
-        s.hdr_end = _one_byte(P.END_BYTES)
-        for i, size in enumerate((1, 2, 4, 8)):
-            s.hdr_events[i] = _one_byte(P.events_header(size))
+        s.hdr_target = _header(P.address_packet(P.ADDR_BRANCH_TARGET, 0))
+        s.hdr_va = _header(P.address_packet(P.ADDR_DATA_VA, 0))
+        s.hdr_total = _header(P.counter_packet(P.COUNTER_TOTAL, 0))
+        s.hdr_issue = _header(P.counter_packet(P.COUNTER_ISSUE, 0))
+        s.hdr_xlat = _header(P.counter_packet(P.COUNTER_XLAT, 0))
+        s.hdr_timestamp = _header(P.timestamp_packet(0))
+        s.hdr_end = _header(P.end_packet())
+        for i, size in enumerate((1, 2, 4, 8)):   # the smallest payload that holds the events
+            s.hdr_events[i] = _header(P.events_packet(1 << (8 * size - 1)))
         for name, value in (
                 ("ev_retired", P.EV_RETIRED), ("ev_not_taken", P.EV_NOT_TAKEN),
                 ("ev_mispred", P.EV_MISPRED), ("ev_l1d_access", P.EV_L1D_ACCESS),

@@ -225,8 +225,6 @@ class Recorder:
         NativeBuildError: the library cannot be loaded, or out of memory.
     """
 
-    L1D, LLC, TLB = 0, 1, 2
-
     def __init__(self, l1d_lines: int, llc_lines: int, tlb_entries: int, out_size: int):
         self.lib = library()
         self.s = SpeRecorder()
@@ -243,7 +241,8 @@ class Recorder:
         self._free()
 
     def touch(self, which: int, key: int) -> bool:
-        """``_Lru.touch`` on the L1D, LLC or TLB set: True for a hit."""
+        """``_Lru.touch`` on the set ``which`` (LocalityModel.L1D, .LLC or .TLB): True for a
+        hit."""
         return bool(self.lib.spe_lru_touch(self.ref, which, key))
 
     def swap_target(self, pc: int, target: int) -> int | None:

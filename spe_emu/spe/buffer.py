@@ -9,7 +9,7 @@ PMBSR_EL1.S"); the owner recomputes the line after every change.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Iterator
 
 from ..errors import GuestError
 from ..sysreg import RegisterTable
@@ -27,6 +27,16 @@ class TranslationFault(GuestError):
         super().__init__(f"translation fault at {va:#x}")
         self.va = va
         self.fsc = fsc
+
+
+def page_chunks(va: int, size: int) -> Iterator[tuple[int, int, int]]:
+    """Split ``size`` bytes at ``va`` at 4 KiB page boundaries: (VA, start, end) of each piece,
+    start/end being offsets into the ``size`` bytes (guest memory is translated per page)."""
+    done = 0
+    while done < size:
+        chunk = min(size - done, 0x1000 - ((va + done) & 0xFFF))
+        yield va + done, done, done + chunk
+        done += chunk
 
 
 @dataclass(slots=True)
@@ -53,20 +63,22 @@ class ProfilingBuffer:
                  write_va: Callable[[int, bytes], None]):
         self.regs = regs
         self.t = table
-        self.config = config
         self.write_va = write_va
-        self._limit_field = table["PMBLIMITR_EL1"].field("LIMIT")
+        self._limit_mask = table["PMBLIMITR_EL1"].field("LIMIT").mask
         self._align = config.align_bytes
         self._max_record = config.max_record_bytes
-        self._limit_of: tuple[int | None, int] = (None, 0)   # (PMBLIMITR_EL1, limit)
 
     @property
     def limit(self) -> int:
-        """Address of the first byte past the buffer (PMBLIMITR_EL1.LIMIT:Zeros(12))."""
-        value = self.regs["PMBLIMITR_EL1"]
-        if self._limit_of[0] != value:
-            self._limit_of = (value, self._limit_field.get(value) << 12)
-        return self._limit_of[1]
+        """Address of the first byte past the buffer: PMBLIMITR_EL1.LIMIT:Zeros(12) (§4.3.2),
+        which is the LIMIT field's bits in place."""
+        return self.regs["PMBLIMITR_EL1"] & self._limit_mask
+
+    @property
+    def headroom_end(self) -> int:
+        """The highest PMBPTR_EL1 a record write can leave without a buffer-full management
+        event: 2**PMSIDR_EL1.MaxSize bytes below the limit (§3.5.2)."""
+        return self.limit - self._max_record
 
     def _event(self, kind: str, *, ec: int, mss: int, dl: int | None = None
                ) -> ManagementEvent:
@@ -99,8 +111,7 @@ class ProfilingBuffer:
         """
         record = self.padded(record)
         ptr = self.regs["PMBPTR_EL1"]
-        limit = self.limit
-        if ptr + len(record) > limit:
+        if ptr + len(record) > self.limit:
             return 0, self._event("no-space", ec=EC_OTHER,
                                   mss=PMBSR_MSS_OTHER[0].set(0, BSC_FILLED), dl=1)
         written, fault = self._write_pages(ptr, record)
@@ -111,7 +122,7 @@ class ProfilingBuffer:
                                   dl=1 if written else None)
         ptr += len(record)
         self.regs["PMBPTR_EL1"] = ptr
-        if limit - ptr < self._max_record:
+        if ptr > self.headroom_end:
             return len(record), self._event("buffer-full", ec=EC_OTHER,
                                             mss=PMBSR_MSS_OTHER[0].set(0, BSC_FILLED))
         return len(record), None
@@ -129,9 +140,11 @@ class ProfilingBuffer:
         return self.write_padded(b"".join(self.padded(r) for r in records))
 
     def write_padded(self, data: bytes) -> int | None:
-        """:meth:`write_records` for records already padded and joined in ``data``."""
+        """:meth:`write_records` for records already padded and joined in ``data``: written
+        only when no management event can result (the end stays at or below
+        :attr:`headroom_end`, §3.5.2; the caller has checked the pages translate, §3.5.3)."""
         ptr = self.regs["PMBPTR_EL1"]
-        if self.limit - (ptr + len(data)) < self._max_record:
+        if ptr + len(data) > self.headroom_end:
             return None
         fault = self._write_pages(ptr, data)[1]
         if fault is not None:
@@ -148,11 +161,9 @@ class ProfilingBuffer:
         address. Returns (bytes written, the fault or None)."""
         written = 0
         try:
-            while written < len(data):
-                va = ptr + written
-                chunk = min(len(data) - written, 0x1000 - (va & 0xFFF))
-                self.write_va(va, data[written:written + chunk])
-                written += chunk
+            for va, start, end in page_chunks(ptr, len(data)):
+                self.write_va(va, data[start:end])
+                written = end
         except TranslationFault as fault:
             return written, fault
         return written, None

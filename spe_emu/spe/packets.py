@@ -939,22 +939,6 @@ _ADDR_MASK = _mask(ADDR_FIELD)
 END_BYTES = encode(end_packet())
 
 
-def address_header(index: int) -> bytes:
-    """The header of an Address packet with ``index`` (ADDR_PC, ADDR_BRANCH_TARGET,
-    ADDR_DATA_VA or ADDR_DATA_PA)."""
-    return _ADDR_HEADERS[index]
-
-
-def counter_header(index: int) -> bytes:
-    """The header of a Counter packet with ``index`` (COUNTER_TOTAL, _ISSUE or _XLAT)."""
-    return _COUNTER_HEADERS[index]
-
-
-def events_header(size: int) -> bytes:
-    """The header of an Events packet with a ``size``-byte payload (1, 2, 4 or 8)."""
-    return _EVENT_HEADERS[size]
-
-
 def instruction_address_bytes(index: int, addr: int, el: int, ns: int) -> bytes:
     """``encode(address_packet(index, addr, el=el, ns=ns))`` for ADDR_PC/ADDR_BRANCH_TARGET."""
     return _ADDR_HEADERS[index] + _U64.pack((addr & _ADDR_MASK) | _put(ADDR_EL, el)

@@ -250,15 +250,15 @@ class RecordBuilder:
         events = (1 << P.EV_L1D_ACCESS) | (1 << P.EV_TLB_ACCESS)
         xlat = 1
         model = self.model
-        if not model.touch(model.TLB, va // PAGE):
+        if not model.touch(LocalityModel.TLB, va // PAGE):
             events |= 1 << P.EV_TLB_WALK
             xlat = WALK_CYCLES
         line = va // LINE
-        if model.touch(model.L1D, line):
+        if model.touch(LocalityModel.L1D, line):
             execute = L1D_HIT_CYCLES
         else:
             events |= (1 << P.EV_L1D_REFILL) | (1 << P.EV_LLC_ACCESS)
-            if model.touch(model.LLC, line):
+            if model.touch(LocalityModel.LLC, line):
                 execute = LLC_HIT_CYCLES
             else:
                 events |= 1 << P.EV_LLC_MISS
