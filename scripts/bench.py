@@ -69,7 +69,7 @@ from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 from spe_emu.errors import GuestRunaway, SpeEmuError  # noqa: E402
-from spe_emu.session import RunOptions, run_image  # noqa: E402
+from spe_emu.session import TRACE_NAME, RunOptions, run_image  # noqa: E402
 
 GUESTS_DIR = ROOT / "guests"
 DEFAULT_INTERVALS = (1024, 4096, 65536)
@@ -160,7 +160,6 @@ class Measurement:
     rss: list[float] = field(default_factory=list)
     instructions: int = 0
     samples: int = 0
-    records: int = 0
     partial: bool = False       # reference measured over a prefix (--reference-insns)
 
     @property
@@ -229,7 +228,6 @@ class Runner:
                 meas.rss.append(peak)
                 meas.instructions = result.instructions
                 meas.samples = result.samples
-                meas.records = result.records_written
                 self.say(f"[dim]{guest:>14} {m.key:<13} {r + 1}/{repeats:<6} "
                          f"{seconds:8.3f} s[/dim]")
         for m in modes:
@@ -248,7 +246,6 @@ class Runner:
             else:
                 meas.instructions = result.instructions
                 meas.samples = result.samples
-                meas.records = result.records_written
             self.say(f"[dim]{guest:>14} {m.key:<13} once     {seconds:8.3f} s"
                      f"{' (prefix)' if meas.partial else ''}[/dim]")
         return out
@@ -277,7 +274,7 @@ def rows_for(guest: str, modes: list[Mode], meas: dict[str, Measurement]) -> lis
             "peak_rss_mb": round(max(x.rss), 1),
             # not in the JSON:
             "_seconds": x.median, "_instructions": insns, "_samples": x.samples,
-            "_records": x.records, "_runs": len(x.seconds), "_partial": x.partial,
+            "_partial": x.partial,
         })
     return rows
 
@@ -432,7 +429,7 @@ def memory_check(runner: Runner, guest: str, image: Path) -> dict:
         outdir = runner.workdir / guest / f"memory-{key}"
         seconds, start, peak, result = runner.once(image, base.run_options(outdir, **opts),
                                                    f"{guest} memory {key}")
-        trace = outdir / "spe.trace"
+        trace = outdir / TRACE_NAME
         out[key] = {"seconds": seconds, "start_mb": start, "peak_mb": peak,
                     "growth_mb": peak - start, "samples": result.samples,
                     "records": result.records_written, "irqs": result.irqs_taken,
@@ -515,10 +512,7 @@ def main(argv: list[str] | None = None) -> int:
                     key=lambda r: r["_instructions"])["guest"]
                 image = guests.get(name) or resolve_guests([name])[name]
                 memory = memory_check(runner, name, image)
-    except BenchError as exc:
-        print(f"bench: {exc}", file=sys.stderr)
-        return 2
-    except SpeEmuError as exc:
+    except (BenchError, SpeEmuError) as exc:
         print(f"bench: {exc}", file=sys.stderr)
         return 2
     targets = check_targets(rows, list(guests), memory, args.rss_tolerance_mb,

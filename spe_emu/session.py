@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import struct
-import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -58,15 +57,22 @@ class RunOptions:
     spe: SpeConfig = field(default_factory=SpeConfig)
 
     def validate(self) -> None:
-        if self.interval < 256 or self.interval % 256 or self.interval >> 8 >= 1 << 24:
+        t = spe_registers(self.spe)
+        # INTERVAL:Zeros(8) operations at most: the field's bits in place (§4.3.12)
+        interval_max = t["PMSIRR_EL1"].field("INTERVAL").mask
+        if self.interval < 256 or self.interval % 256 or self.interval > interval_max:
             raise ConfigError(f"--interval {self.interval}: must be a multiple of 256 between "
-                              f"256 and {((1 << 24) - 1) * 256} (PMSIRR_EL1.INTERVAL is in "
+                              f"256 and {interval_max} (PMSIRR_EL1.INTERVAL is in "
                               f"units of 256 operations)")
         for f in self.filters:
             if f not in ("load", "store", "branch"):
                 raise ConfigError(f"--filter {f!r}: use load, store and/or branch")
-        if self.min_latency is not None and not 0 < self.min_latency < 4096:
-            raise ConfigError(f"--min-latency {self.min_latency}: must be 1..4095 cycles")
+        minlat_max = t["PMSLATFR_EL1"].field("MINLAT").mask   # (§4.3.13)
+        if self.min_latency is not None and not 0 < self.min_latency <= minlat_max:
+            raise ConfigError(f"--min-latency {self.min_latency}: must be 1..{minlat_max} cycles")
+        if self.spe.seed not in (SpeConfig().seed, self.seed):
+            raise ConfigError(f"seed given twice ({self.seed} and SpeConfig.seed "
+                              f"{self.spe.seed}): give it as RunOptions.seed (--seed)")
         if self.buffer_size < 4096 or self.buffer_size % 4096 or self.buffer_size > MAX_BUFFER:
             raise ConfigError(f"--buffer-size {self.buffer_size}: must be a multiple of 4096 "
                               f"up to {MAX_BUFFER}")
@@ -103,9 +109,6 @@ class Session:
     outdir: Path
     trace_path: Path
     summary: dict
-    run_seconds: float = 0.0
-    """Host time spent in the emulation itself (excludes loading and set-up); for benchmarks
-    only -- it never reaches the guest nor summary.json."""
 
 
 def _config_block(opts: RunOptions, guest: Image) -> bytes:
@@ -161,14 +164,11 @@ def run_image(image_path: Path, opts: RunOptions,
     trace_path = outdir / TRACE_NAME
     try:
         outdir.mkdir(parents=True, exist_ok=True)
-        if trace_path.exists():
-            trace_path.unlink()
+        trace_path.unlink(missing_ok=True)
     except OSError as exc:
         raise ConfigError(f"output directory {outdir}: {exc.strerror or exc}") from None
     machine = prepare_machine(image_path, opts, console)
-    started = time.perf_counter()
     result = machine.run(progress=progress)
-    run_seconds = time.perf_counter() - started
     summary = {
         "image": str(image_path),
         "firmware": opts.firmware,
@@ -180,4 +180,4 @@ def run_image(image_path: Path, opts: RunOptions,
         "trace_bytes": trace_path.stat().st_size if trace_path.exists() else 0,
     }
     (outdir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    return Session(result, outdir, trace_path, summary, run_seconds)
+    return Session(result, outdir, trace_path, summary)

@@ -608,7 +608,3 @@ def test_named_checks_are_pure_functions():
     assert icc_el2_access(AccessContext(el=2), False) is Access.OK
     assert icc_el3_access(AccessContext(el=2), True) is Access.UNDEFINED
     assert icc_el3_access(AccessContext(el=3), True) is Access.OK
-
-
-def test_write_only_set_is_reachable_from_the_instance(gic):
-    assert gic.WRITE_ONLY is WRITE_ONLY

@@ -32,7 +32,7 @@ the GIC, a bad access size, an unknown register name) raise :class:`~spe_emu.err
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 from ..cpu.context import AccessContext
@@ -360,16 +360,16 @@ def icc_el3_access(ctx: AccessContext, is_read: bool) -> Access:
 
 _CTLR_ID_FIELDS = ("ExtRange 19 RO", "RSS 18 RO", "A3V 15 RO", "SEIS 14 RO", "IDbits 13:11 RO",
                    "PRIbits 10:8 RO", "PMHE 6 RO")
-_PRIBITS_RESET = _value(parse_fields("PRIbits 10:8"), PRIbits=PRI_BITS - 1)
 _SRE_FIELDS = ("DIB 2 RO", "DFB 1 RO", "SRE 0 RO")
-_SRE_RESET = _value(parse_fields(*_SRE_FIELDS), DIB=1, DFB=1, SRE=1)
-_SRE_ELX_RESET = _value(parse_fields("Enable 3", *_SRE_FIELDS), Enable=1, DIB=1, DFB=1, SRE=1)
 _INTID = "INTID 23:0"
 
 
-def _icc(name: str, enc: tuple[int, int, int, int, int], *fields: str, **kw) -> RegisterSpec:
+def _icc(name: str, enc: tuple[int, int, int, int, int], *fields: str,
+         resets: dict[str, int] | None = None, **kw) -> RegisterSpec:
+    """An ICC_* register; ``resets`` gives its reset value by field name."""
     kw.setdefault("doc", f"IHI 0069 Programmers' model, {name}")
-    return reg(name, enc, *fields, **kw)
+    spec = reg(name, enc, *fields, **kw)
+    return replace(spec, reset=spec.make(**resets)) if resets else spec
 
 
 ICC_REGISTERS = RegisterTable([
@@ -401,17 +401,19 @@ ICC_REGISTERS = RegisterTable([
     _icc("ICC_BPR1_EL1", (3, 0, 12, 12, 3), "BinaryPoint 2:0", reset=MIN_BPR1,
          check=icc_el1_access, on_read="_icc_bpr_read", on_write="_icc_bpr_write"),
     _icc("ICC_CTLR_EL1", (3, 0, 12, 12, 4), *_CTLR_ID_FIELDS, "EOImode 1", "CBPR 0",
-         reset=_PRIBITS_RESET, check=icc_el1_access),
-    _icc("ICC_SRE_EL1", (3, 0, 12, 12, 5), *_SRE_FIELDS, reset=_SRE_RESET, check=icc_el1_access),
+         resets={"PRIbits": PRI_BITS - 1}, check=icc_el1_access),
+    _icc("ICC_SRE_EL1", (3, 0, 12, 12, 5), *_SRE_FIELDS, resets=dict(DIB=1, DFB=1, SRE=1), check=icc_el1_access),
     _icc("ICC_IGRPEN0_EL1", (3, 0, 12, 12, 6), "Enable 0", check=icc_el1_access),
     _icc("ICC_IGRPEN1_EL1", (3, 0, 12, 12, 7), "Enable 0", check=icc_el1_access),
-    _icc("ICC_SRE_EL2", (3, 4, 12, 9, 5), "Enable 3", *_SRE_FIELDS, reset=_SRE_ELX_RESET,
+    _icc("ICC_SRE_EL2", (3, 4, 12, 9, 5), "Enable 3", *_SRE_FIELDS,
+         resets=dict(Enable=1, DIB=1, DFB=1, SRE=1),
          check=icc_el2_access),
     _icc("ICC_CTLR_EL3", (3, 6, 12, 12, 4), *_CTLR_ID_FIELDS, "nDS 17 RO", "RM 5 RO",
          "EOImode_EL1NS 4", "EOImode_EL1S 3", "EOImode_EL3 2", "CBPR_EL1NS 1", "CBPR_EL1S 0",
-         reset=_PRIBITS_RESET, check=icc_el3_access, on_read="_icc_ctlr_el3_read",
+         resets={"PRIbits": PRI_BITS - 1}, check=icc_el3_access, on_read="_icc_ctlr_el3_read",
          on_write="_icc_ctlr_el3_write"),
-    _icc("ICC_SRE_EL3", (3, 6, 12, 12, 5), "Enable 3", *_SRE_FIELDS, reset=_SRE_ELX_RESET,
+    _icc("ICC_SRE_EL3", (3, 6, 12, 12, 5), "Enable 3", *_SRE_FIELDS,
+         resets=dict(Enable=1, DIB=1, DFB=1, SRE=1),
          check=icc_el3_access),
     _icc("ICC_IGRPEN1_EL3", (3, 6, 12, 12, 7), "EnableGrp1S 1", "EnableGrp1NS 0",
          check=icc_el3_access, on_read="_icc_igrpen1_el3_read",
@@ -476,9 +478,6 @@ class GicV3:
     feature (``"gic: unimplemented: ..."``). ``on_change`` (attribute, default None) is called
     after any change that may alter :meth:`irq_line` or :meth:`fiq_line`.
     """
-
-    WRITE_ONLY = WRITE_ONLY
-    """Also reachable from an instance: the ICC registers whose reads are UNDEFINED."""
 
     def __init__(self, log: Callable[[str], None] | None = None):
         self._log = log

@@ -14,13 +14,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from elftools.common.exceptions import ELFError
+from elftools.construct import ConstructError
+from elftools.elf.constants import P_FLAGS
 from elftools.elf.elffile import ELFFile
+from elftools.elf.sections import SymbolTableSection
 
 from ..errors import ImageError
 
-PF_X = 0x1
-PF_W = 0x2
-PF_R = 0x4
+PF_X, PF_W, PF_R = P_FLAGS.PF_X, P_FLAGS.PF_W, P_FLAGS.PF_R
 ELF_MAGIC = b"\x7fELF"
 EM_AARCH64 = "EM_AARCH64"
 
@@ -178,12 +179,8 @@ def load_elf(path: str | Path) -> Image:
         entry = elf["e_entry"]
     except ImageError:
         raise
-    except (ELFError, ValueError, KeyError, IndexError, EOFError) as exc:
-        raise _fail(path, f"malformed ELF: {type(exc).__name__}: {exc}") from None
-    except Exception as exc:
-        # pyelftools' bundled construct raises its own classes (FieldError, ...) on short data
-        if not type(exc).__module__.startswith("elftools"):
-            raise
+    except (ELFError, ConstructError, ValueError, KeyError, IndexError, EOFError) as exc:
+        # (pyelftools' bundled construct raises ConstructError subclasses on short data)
         raise _fail(path, f"malformed ELF: {type(exc).__name__}: {exc}") from None
     return Image(path=path, entry=entry, segments=segments, symbols=symbols)
 
@@ -192,7 +189,7 @@ def _read_symbols(elf: ELFFile) -> dict[str, tuple[int, int]]:
     symtab = elf.get_section_by_name(".symtab")
     out: dict[str, tuple[int, int]] = {}
     is_global: dict[str, bool] = {}
-    if symtab is None or not hasattr(symtab, "iter_symbols"):
+    if not isinstance(symtab, SymbolTableSection):
         return out
     for sym in symtab.iter_symbols():
         name = sym.name

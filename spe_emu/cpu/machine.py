@@ -36,7 +36,7 @@ from unicorn.unicorn_py3.unicorn import uclib
 
 from .. import native
 from ..board.gic import GICD_BASE, GICD_SIZE, GICR_BASE, GICR_SIZE, ICC_REGISTERS, GicV3
-from ..board.loader import Image
+from ..board.loader import PF_X, Image
 from ..board.semihosting import Semihosting, SemihostExit
 from ..errors import ConfigError, GuestError, GuestRunaway
 from ..spe import packets as P
@@ -347,7 +347,7 @@ class Machine:
         out = []
         for image in self.images:
             for seg in image.segments:
-                if not seg.flags & 1:  # PF_X
+                if not seg.flags & PF_X:
                     continue
                 data = bytes(seg.data)
                 for off in range(0, len(data) - 3, 4):

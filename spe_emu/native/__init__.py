@@ -10,7 +10,6 @@ opened with ctypes; the structs below mirror the C ones and the loader checks th
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import importlib.machinery
 import os
 import subprocess
@@ -19,10 +18,10 @@ import weakref
 from pathlib import Path
 
 from ..errors import SpeEmuError
-
-_HERE = Path(__file__).resolve().parent
-_SOURCES = (_HERE / "counter.c", _HERE / "record.c")
-_HEADER = _HERE / "spe_native.h"
+from .sources import HEADER as _HEADER
+from .sources import HERE as _HERE
+from .sources import SOURCES as _SOURCES
+from .sources import source_digest
 
 
 class NativeBuildError(SpeEmuError):
@@ -114,13 +113,6 @@ def _built_extension() -> Path | None:
         if candidate.exists():
             return candidate
     return None
-
-
-def source_digest() -> str:
-    """A digest of the C sources, built into the library as ``spe_source_digest`` (setup.py
-    computes it the same way), so a build of other sources is never used."""
-    return hashlib.sha256(b"".join(p.read_bytes() for p in (*_SOURCES, _HEADER))
-                          ).hexdigest()[:16]
 
 
 def _compile_into_cache() -> Path:
