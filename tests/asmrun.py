@@ -10,6 +10,7 @@ from pathlib import Path
 
 from spe_emu.asm import assemble
 from spe_emu.board.loader import Image, Segment
+from spe_emu.cpu.a64 import X_REGS
 from spe_emu.cpu.machine import Machine, MachineConfig
 from spe_emu.spe.config import SpeConfig
 
@@ -84,6 +85,11 @@ vectors:
     eret
 done:
 """
+
+
+def xregs(m: Machine, *ns: int) -> list[int]:
+    """X<n> of the stopped machine ``m``, for each ``n``."""
+    return [m.uc.reg_read(X_REGS[n]) for n in ns]
 
 
 def run_asm(text: str, tmp_path: Path, *, boot_el: int = 1, mode: str = "fast",

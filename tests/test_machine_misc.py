@@ -3,18 +3,13 @@ helper, PA and Context packets."""
 
 import struct
 
-from asmrun import EXIT, run_asm
-from unicorn import arm64_const as A
+from asmrun import EXIT, run_asm, xregs
 
 from spe_emu.asm import assemble, translate
 from spe_emu.spe.config import SpeConfig
 from spe_emu.spe.packets import iter_records
 
 BUF = 0x4200_0000
-
-
-def x(m, n):
-    return m.uc.reg_read(getattr(A, f"UC_ARM64_REG_X{n}"))
 
 
 def test_asm_helper_knows_spe_names():
@@ -28,8 +23,8 @@ def test_asm_helper_knows_spe_names():
 def test_pmsver_and_gic_id_fields(tmp_path):
     m = run_asm("mrs x20, id_aa64dfr0_el1\nmrs x21, id_aa64pfr0_el1\nmov x0, #0\n" + EXIT,
                 tmp_path)
-    assert (x(m, 20) >> 32) & 0xF == 1           # PMSVer = 1 (FEAT_SPE)
-    assert (x(m, 21) >> 24) & 0xF == 1           # GIC = 1 (system register interface)
+    assert (xregs(m, 20)[0] >> 32) & 0xF == 1           # PMSVer = 1 (FEAT_SPE)
+    assert (xregs(m, 21)[0] >> 24) & 0xF == 1           # GIC = 1 (system register interface)
 
 
 def test_without_spe_registers_undef_and_pmsver_reads_zero(tmp_path):
@@ -50,8 +45,8 @@ vectors:
     eret
 """
     m = run_asm(text, tmp_path, spe=SpeConfig(pmsver=0))
-    assert (x(m, 20) >> 32) & 0xF == 0
-    assert x(m, 22) == 0x2000000                 # EC 0x00, IL 1: UNDEFINED at EL1
+    assert (xregs(m, 20)[0] >> 32) & 0xF == 0
+    assert xregs(m, 22)[0] == 0x2000000                 # EC 0x00, IL 1: UNDEFINED at EL1
     assert m.result.exit_status == 0
 
 
@@ -66,9 +61,9 @@ def test_virtual_counter_counts_retired_instructions(tmp_path):
     mov x0, #0
 """ + EXIT
     m = run_asm(text, tmp_path)
-    assert x(m, 21) - x(m, 20) == 4               # three NOPs and the first MRS
-    assert x(m, 20) == 2                         # after the two prologue instructions
-    assert x(m, 22) == 100_000_000
+    assert xregs(m, 21)[0] - xregs(m, 20)[0] == 4       # three NOPs and the first MRS
+    assert xregs(m, 20)[0] == 2                         # after the two prologue instructions
+    assert xregs(m, 22)[0] == 100_000_000
 
 
 def spe_program(pmscr):
@@ -103,12 +98,12 @@ loop:
 def test_physical_address_and_context_packets(tmp_path):
     # PMSCR_EL1: PA (4), CX (3), E1SPE (1), TS (5).
     m = run_asm(spe_program(0b111010), tmp_path)
-    data = bytes(m.uc.mem_read(BUF, x(m, 21) - BUF))
+    data = bytes(m.uc.mem_read(BUF, xregs(m, 21)[0] - BUF))
     recs = list(iter_records(data))
     loads = [r for r in recs if r.data_va is not None]
     assert loads and all(r.data_pa == r.data_va for r in loads)   # MMU off: PA == VA
     assert all(r.context == 0x1234 for r in recs)
     # Without PA and CX: neither packet.
     m = run_asm(spe_program(0b100010), tmp_path / "2")
-    recs = list(iter_records(bytes(m.uc.mem_read(BUF, x(m, 21) - BUF))))
+    recs = list(iter_records(bytes(m.uc.mem_read(BUF, xregs(m, 21)[0] - BUF))))
     assert recs and all(r.data_pa is None and r.context is None for r in recs)

@@ -28,6 +28,7 @@ from spe_emu.cpu.a64 import X_REGS, decode, written_registers
 from spe_emu.cpu.a64 import evaluator as a64_evaluator
 from spe_emu import native
 from spe_emu.cpu.machine import CAPTURE_REGS, RECORD_BYTES_BOUND
+from spe_emu.cpu.machine import Machine as SpeMachine
 from spe_emu.spe import packets as P
 from spe_emu.spe.config import SpeConfig
 from spe_emu.spe.interval import IntervalCounter, Xorshift64
@@ -214,9 +215,6 @@ def _prologue(pmscr: int, interval: int = 1, rnd: bool = False) -> str:
     return spe_prologue(pmscr, BUF, pmsirr=(interval << 8) | int(rnd))
 
 
-DRAIN = SPE_DRAIN
-
-
 def _loop(pmscr: int, count: int, body: str, setup: str = "") -> str:
     """A program that profiles (PMSCR_EL1 = ``pmscr``, INTERVAL 1) ``count`` runs of the
     page-aligned loop ``body`` (which falls through to its SUBS/B.NE) after ``setup``."""
@@ -226,7 +224,7 @@ def _loop(pmscr: int, count: int, body: str, setup: str = "") -> str:
 loop:
 {body}    subs x20, x20, #1
     b.ne loop
-""" + DRAIN + "    .balign 2048\nvectors:\n"
+""" + SPE_DRAIN + "    .balign 2048\nvectors:\n"
 
 
 def _run_both(text: str, tmp_path, spe: SpeConfig | None = None):
@@ -274,7 +272,7 @@ def test_dependent_operands_match_reference(tmp_path):
     mov x20, #600
 loop:
 {body}
-""" + DRAIN + "    .balign 2048\nvectors:\n"
+""" + SPE_DRAIN + "    .balign 2048\nvectors:\n"
     m, records = _run_both(text, tmp_path, SpeConfig(seed=3))
     assert m.sample_paths["predicted"] + m.sample_paths["captured"] > 15
     assert m.sample_paths["evaluated"] > 0  # loads through registers loaded before them
@@ -309,7 +307,7 @@ bitset:
 target:
     subs x20, x20, #1
     b.ne loop
-""" + DRAIN + "    .balign 2048\nvectors:\n"
+""" + SPE_DRAIN + "    .balign 2048\nvectors:\n"
     m, records = _run_both(text, tmp_path, SpeConfig(seed=9))
     assert m.sample_paths["captured" if not rnd else "predicted"] > 20
     kinds = {(r.op_class, bool(r.events >> P.EV_NOT_TAKEN & 1)) for r in records}
@@ -331,7 +329,7 @@ el0code:
 """ + "    nop\n" * 24 + """
     subs x4, x4, #1
     b.ne el0code
-""" + EL0_SKIP_HANDLER + DRAIN
+""" + EL0_SKIP_HANDLER + SPE_DRAIN
     m, records = _run_both(text, tmp_path, SpeConfig(seed=4))
     assert m.sample_paths["dropped"] > 0
     assert m.sample_paths["captured"] > 0
@@ -350,7 +348,7 @@ loop:
     add x14, x14, x5
     subs x20, x20, #1
     b.ne loop
-""" + DRAIN + "    .balign 2048\nvectors:\n"
+""" + SPE_DRAIN + "    .balign 2048\nvectors:\n"
     m, _ = _run_both(text, tmp_path, SpeConfig(seed=2))
     assert m.sample_paths["captured"] > 20
 
@@ -365,7 +363,7 @@ loop:
 """ + "    add x1, x1, #1\n" * 60 + """
     subs x20, x20, #1
     b.ne loop
-""" + DRAIN + "    .balign 2048\nvectors:\n"
+""" + SPE_DRAIN + "    .balign 2048\nvectors:\n"
     m, _ = _run_both(text, tmp_path, SpeConfig(ernd=1, seed=11))
     assert m.sample_paths["predicted"] > 20
 
@@ -496,7 +494,7 @@ loop:
     b.ne loop
 """
     for tail, cleared in (("", False), ("    ic iallu\n    dsb ish\n    isb\n", True)):
-        text = _prologue(0b111010) + "    mov x1, sp\n" + body + tail + DRAIN + \
+        text = _prologue(0b111010) + "    mov x1, sp\n" + body + tail + SPE_DRAIN + \
             "    .balign 2048\nvectors:\n"
         m = run_asm(text, tmp_path / str(cleared), spe=SpeConfig(seed=5))
         used = sum(1 for v in m.counter.verdicts if v.pc)
@@ -574,7 +572,7 @@ loop:
 next:
     subs x20, x20, #1
     b.ne loop
-""" + DRAIN + "    .balign 2048\nvectors:\n"
+""" + SPE_DRAIN + "    .balign 2048\nvectors:\n"
     m, records = _run_both(text, tmp_path, SpeConfig(seed=13))
     cbz = [r for r in records if r.op_class == P.OP_CLASS_BRANCH and r.branch_target
            and r.branch_target == r.pc + 4]
@@ -599,7 +597,7 @@ def test_first_stop_in_a_block_learns_it_and_the_hook_captures(tmp_path):
     assert min(ops.values()) > 0
 
 
-def test_blocks_a_learnt_block_leads_to_are_learnt_ahead(tmp_path):
+def test_blocks_a_learnt_block_leads_to_are_learnt_ahead(tmp_path, monkeypatch):
     # Two 60-instruction blocks in a loop: the first ends with a branch to the second, the
     # second (62 instructions) with the loop's conditional branch back. The first stop for lack
     # of a verdict learns its block and the one it leads to, so the run stops for that once,
@@ -607,17 +605,13 @@ def test_blocks_a_learnt_block_leads_to_are_learnt_ahead(tmp_path):
     body = "    ldr x2, [x1, #8]\n    add x3, x2, #1\n    str x3, [x1, #16]\n" * 20
     text = _loop(0b111011, 200, f"{body}    b second\nsecond:\n{body}", f"    ldr x1, ={DATA:#x}")
     learnt = []
-    import spe_emu.cpu.machine as machine_module
-    original = machine_module.Machine._learn_stop_block
+    original = SpeMachine._learn_stop_block
 
     def spy(self, block, n, k):
         learnt.append((hex(block), n, k))
         return original(self, block, n, k)
-    machine_module.Machine._learn_stop_block = spy
-    try:
-        m, records = _run_both(text, tmp_path, SpeConfig(seed=5))
-    finally:
-        machine_module.Machine._learn_stop_block = original
+    monkeypatch.setattr(SpeMachine, "_learn_stop_block", spy)
+    m, records = _run_both(text, tmp_path, SpeConfig(seed=5))
     # (the alignment NOPs before the loop run once, in 256-instruction blocks)
     assert [n for _, n, _ in learnt if n in (61, 62)] == [61]
     assert m.sample_paths["captured"] > 0.9 * m.result.samples   # (a few: buffer page checks)

@@ -4,7 +4,7 @@ and fast path == reference mode."""
 
 
 import pytest
-from asmrun import EXIT, run_asm
+from asmrun import EXIT, run_asm, xregs
 
 from spe_emu.spe.packets import iter_records
 
@@ -54,13 +54,8 @@ loop:
 """ + EXIT
 
 
-def regs(m, *names):
-    from unicorn import arm64_const as A
-    return [m.uc.reg_read(getattr(A, f"UC_ARM64_REG_{n.upper()}")) for n in names]
-
-
 def records(m):
-    ptr = regs(m, "x21")[0]
+    ptr = xregs(m, 21)[0]
     data = bytes(m.uc.mem_read(BUF, ptr - BUF))
     return data, list(iter_records(data))
 
@@ -81,14 +76,14 @@ def test_interval_counts_only_enabled_el(tmp_path):
     # E0SPE only: nothing at EL1 is sampled.
     m = run_asm(program(interval=1, pmscr=0b100001), tmp_path)
     assert m.result.population == 0 and m.result.samples == 0
-    assert regs(m, "x21")[0] == BUF
+    assert xregs(m, 21)[0] == BUF
 
 
 def test_buffer_full_syndrome_pointer_and_limit(tmp_path):
     # Pre-fill the page after the limit with a pattern: the SPU must never write there.
     limit = 0x1000
     m = run_asm(program(interval=1, limit_size=limit, loop=200000), tmp_path)
-    pmbsr, pmbptr = regs(m, "x20", "x21")
+    pmbsr, pmbptr = xregs(m, 20, 21)
     # PMBSR_EL1: S (bit 17) = 1, EC [31:26] = 0, DL = 0, MSS.BSC [5:0] = 0b000001 (§3.5.2).
     assert pmbsr == (1 << 17) | 0b000001
     data, recs = records(m)
@@ -105,7 +100,7 @@ def test_misprogrammed_empty_buffer_is_reported(tmp_path):
     # PMBLIMITR_EL1.LIMIT == PMBPTR_EL1: no room for a record (software broke §3.4.1). The model
     # discards the record and raises a management event with DL = 1 (docs/model.md), and says so.
     m = run_asm(program(interval=1, limit_size=0), tmp_path)
-    pmbsr, pmbptr = regs(m, "x20", "x21")
+    pmbsr, pmbptr = xregs(m, 20, 21)
     assert pmbsr == (1 << 19) | (1 << 17) | 0b000001
     assert pmbptr == BUF
     assert m.result.records_written == 0 and m.result.samples == 1
@@ -140,7 +135,7 @@ vectors:
     mov x0, #0
 """ + EXIT
     m = run_asm(text, tmp_path)
-    esr, elr, spsr = regs(m, "x20", "x21", "x22")
+    esr, elr, spsr = xregs(m, 20, 21, 22)
     assert esr == 0x2000000            # EC 0x00 (Unknown), IL = 1, ISS = 0
     assert elr == 0x4000_0000 + 4 * 8   # el0code: 2 prologue + 6 set-up instructions
     assert spsr & 0xF == 0              # taken from EL0t
@@ -152,7 +147,7 @@ def test_reference_mode_gives_the_same_records(tmp_path, interval):
     ref = run_asm(program(interval=interval, limit_size=0x2000, loop=30000), tmp_path / "r",
                   mode="reference")
     assert records(fast)[0] == records(ref)[0]
-    assert regs(fast, "x20", "x21") == regs(ref, "x20", "x21")
+    assert xregs(fast, 20, 21) == xregs(ref, 20, 21)
     assert fast.spu.interval.value == ref.spu.interval.value
     assert fast.result.population == ref.result.population
     assert fast.result.instructions == ref.result.instructions

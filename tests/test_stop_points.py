@@ -4,8 +4,7 @@ a write fault's PMBPTR_EL1, and PMBIDR_EL1 / PMSEVFR_EL1 register details (§3.5
 §4.3.8)."""
 
 import pytest
-from asmrun import EL0_SKIP_HANDLER, EXIT, SPE_DRAIN, run_asm, spe_prologue
-from unicorn import arm64_const as A
+from asmrun import EL0_SKIP_HANDLER, EXIT, SPE_DRAIN, run_asm, spe_prologue, xregs
 
 from spe_emu.spe.packets import iter_records
 
@@ -13,19 +12,12 @@ BUF = 0x4200_0000
 MODES = ("fast", "reference")
 
 
-def x(m, *ns):
-    return [m.uc.reg_read(getattr(A, f"UC_ARM64_REG_X{n}")) for n in ns]
-
-
-def start(pmscr: int, limit: int = 0x100000, ptr: int = BUF) -> str:
-    return spe_prologue(pmscr, BUF, limit=limit, ptr=ptr)
-
-
-DRAIN = SPE_DRAIN
+def start(pmscr: int) -> str:
+    return spe_prologue(pmscr, BUF)
 
 
 def records(m):
-    return list(iter_records(bytes(m.uc.mem_read(BUF, x(m, 21)[0] - BUF))))
+    return list(iter_records(bytes(m.uc.mem_read(BUF, xregs(m, 21)[0] - BUF))))
 
 
 def test_trap_in_the_middle_of_a_block_counts_only_retired_instructions(tmp_path):
@@ -47,11 +39,11 @@ el0code:
     b.ne el0code
 """ + EL0_SKIP_HANDLER + """
     mrs x25, cntvct_el0
-""" + DRAIN
+""" + SPE_DRAIN
     got = {}
     for mode in MODES:
         m = run_asm(text, tmp_path / mode, mode=mode)
-        got[mode] = (m.result.instructions, m.result.population, x(m, 21, 22, 25),
+        got[mode] = (m.result.instructions, m.result.population, xregs(m, 21, 22, 25),
                      [r.timestamp for r in records(m)])
     assert got["fast"] == got["reference"]
     # 300 x (7 loop + 8 handler instructions) plus set-up: no phantom instructions counted
@@ -59,10 +51,12 @@ el0code:
     assert 300 * 15 <= got["fast"][0] < 300 * 15 + 100
 
 
-@pytest.mark.parametrize("change", ["svc #0", "msr pmscr_el1, xzr", "msr pmblimitr_el1, xzr"])
+@pytest.mark.parametrize("change", ["svc #0", "msr pmscr_el1, xzr", "msr pmblimitr_el1, xzr",
+                                    "nop"])
 def test_state_change_just_before_the_sample_point(tmp_path, change):
     # Member 256 would be sampled; the instruction before it (member 255) disables profiling
     # (SVC to EL1 with E0SPE only, or a write that disables profiling). Nothing is sampled.
+    # The control ("nop" changes nothing) shows member 256 is reached and sampled.
     pmscr = 0b100001 if change.startswith("svc") else 0b100010
     el0 = change.startswith("svc")
     body = "    nop\n" * 254 + f"    {change}\n" + "    nop\n    nop\n"
@@ -74,13 +68,13 @@ def test_state_change_just_before_the_sample_point(tmp_path, change):
     eret
     .balign 64
 el0code:
-""" + "    nop\n" * 255 + "    svc #0\n    .balign 2048\nvectors:\n    .skip 0x400\n" + DRAIN
+""" + "    nop\n" * 255 + "    svc #0\n    .balign 2048\nvectors:\n    .skip 0x400\n" + SPE_DRAIN
     else:
-        text = start(pmscr) + body + DRAIN + "\n    .balign 2048\nvectors:\n"
+        text = start(pmscr) + body + SPE_DRAIN + "\n    .balign 2048\nvectors:\n"
     for mode in MODES:
         m = run_asm(text, tmp_path / mode, mode=mode)
-        assert m.result.samples == 0, mode
-        assert x(m, 23)[0] == 0, mode        # PMBSR_EL1: no management event
+        assert m.result.samples == (1 if change == "nop" else 0), mode
+        assert xregs(m, 23)[0] == 0, mode        # PMBSR_EL1: no management event
         assert not m.result.guest_errors
 
 
@@ -117,4 +111,4 @@ def test_pmbidr_at_el3_and_pmsevfr_e1_res1(tmp_path):
     mov x0, #0
 """ + EXIT
     m = run_asm(text, tmp_path, boot_el=3)
-    assert x(m, 20, 21) == [0, 0b10]     # P reads 0 at EL3 (§4.3.1); E[1] is RES1 (§4.3.8)
+    assert xregs(m, 20, 21) == [0, 0b10]     # P reads 0 at EL3 (§4.3.1); E[1] is RES1 (§4.3.8)
