@@ -81,10 +81,6 @@ class Field:
             raise RegisterTableError(f"field {self.name} has bad bit range {self.msb}:{self.lsb}")
         object.__setattr__(self, "mask", ((1 << (self.msb - self.lsb + 1)) - 1) << self.lsb)
 
-    @property
-    def width(self) -> int:
-        return self.msb - self.lsb + 1
-
     def get(self, value: int) -> int:
         """Extract this field (right-aligned) from a register value."""
         return (value & self.mask) >> self.lsb

@@ -25,12 +25,22 @@ CONTEXTIDR_EL2 = reg("CONTEXTIDR_EL2", (3, 4, 13, 0, 1), "PROCID 31:0", doc="Arm
 CNTKCTL_EL1 = reg("CNTKCTL_EL1", (3, 0, 14, 1, 0), "EL0VCTEN 1", "EL0PCTEN 0",
                   doc="Arm ARM D19.11")
 CNTHCTL_EL2 = reg("CNTHCTL_EL2", (3, 4, 14, 1, 0), "EL1PCTEN 0", doc="Arm ARM D19.11")
-# Registers banked by Exception level: one layout, the encoding per EL.
+# Registers banked by Exception level: one layout, and the encoding per EL derived from the
+# _EL1 one (the _EL2 and _EL3 registers differ only in op1: 4 and 6, Arm ARM D19).
+BANK_OP1 = {1: 0, 2: 4, 3: 6}
+
+
+def banked(el1_encoding: tuple[int, int, int, int, int]) -> dict[int, tuple[int, ...]]:
+    """EL -> (op0, op1, CRn, CRm, op2) of the register banked by EL whose _EL1 encoding is
+    ``el1_encoding``."""
+    op0, _, crn, crm, op2 = el1_encoding
+    return {el: (op0, op1, crn, crm, op2) for el, op1 in BANK_OP1.items()}
+
+
 SCTLR_ELX = reg("SCTLR_ELx", (3, 0, 1, 0, 0), "SPAN 23", "M 0", doc="Arm ARM D19.2")
-SCTLR_ENC = {1: (3, 0, 1, 0, 0), 2: (3, 4, 1, 0, 0), 3: (3, 6, 1, 0, 0)}
-SPSR_ENC = {1: (3, 0, 4, 0, 0), 2: (3, 4, 4, 0, 0), 3: (3, 6, 4, 0, 0)}
-TCR_ENC = {1: (3, 0, 2, 0, 2), 2: (3, 4, 2, 0, 2), 3: (3, 6, 2, 0, 2)}
-TTBR0_ENC = {1: (3, 0, 2, 0, 0), 2: (3, 4, 2, 0, 0), 3: (3, 6, 2, 0, 0)}
+SCTLR_ENC = banked(SCTLR_ELX.encoding.tuple)
+SPSR_ENC = banked((3, 0, 4, 0, 0))
+TTBR0_ENC = banked((3, 0, 2, 0, 0))
 TTBR1_EL1 = (3, 0, 2, 0, 1)
 
 

@@ -131,7 +131,8 @@ def take_exception(uc: Uc, target_el: int, kind: VectorKind, *, preferred_return
 
     Writes SPSR_ELx = PSTATE, ELR_ELx = ``preferred_return``, ESR_ELx = ``syndrome`` (synchronous
     exceptions only; IRQ leaves ESR unchanged), then PSTATE.{EL, SP} = {target, 1}, PSTATE.DAIF
-    = 0b1111, PSTATE.{SS, IL, BTYPE} = 0 and PC = VBAR_ELx + offset.
+    = 0b1111, PSTATE.{SS, IL, BTYPE, UAO} = 0, PSTATE.PAN = 1 where FEAT_PAN sets it, and PC =
+    VBAR_ELx + offset.
     """
     old = current_pstate(uc)
     from_el = PSTATE.get(old, "EL")
@@ -145,13 +146,11 @@ def take_exception(uc: Uc, target_el: int, kind: VectorKind, *, preferred_return
     for name, value in (("EL", target_el), ("SP", 1), ("D", 1), ("A", 1), ("I", 1), ("F", 1),
                         ("SS", 0), ("IL", 0), ("BTYPE", 0), ("UAO", 0)):
         new = PSTATE.set(new, name, value)
-    # FEAT_PAN: entry to EL1 (or to EL2 in a host, E2H == TGE == 1) sets PSTATE.PAN when
-    # SCTLR_ELx.SPAN == 0.
-    if target_el == 2:
-        hcr = uc.cpr_read(*HCR_EL2.encoding.tuple)
-        in_host = HCR_EL2.get(hcr, "E2H") == 1 and HCR_EL2.get(hcr, "TGE") == 1
-    else:
-        in_host = False
+    # FEAT_PAN (AArch64.TakeException(): "if HavePANExt() && (PSTATE.EL == EL1 ||
+    # (PSTATE.EL == EL2 && ELIsInHost(EL0))) && SCTLR[].SPAN == '0' then PSTATE.PAN = '1'"):
+    # entry to EL1, or to EL2 in a host (HCR_EL2.{E2H, TGE} == {1, 1}).
+    hcr = uc.cpr_read(*HCR_EL2.encoding.tuple) if target_el == 2 else 0
+    in_host = HCR_EL2.get(hcr, "E2H") == 1 and HCR_EL2.get(hcr, "TGE") == 1
     if (target_el == 1 or in_host) and not SCTLR_ELX.get(uc.cpr_read(*SCTLR_ENC[target_el]),
                                                          "SPAN"):
         new = PSTATE.set(new, "PAN", 1)

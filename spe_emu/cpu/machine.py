@@ -47,7 +47,8 @@ from ..spe.spu import Spu
 from ..sysreg import Access, RegisterSpec, reg
 from . import a64, mmu
 from .context import (CNTHCTL_EL2, CNTKCTL_EL1, CONTEXTIDR_EL1, CONTEXTIDR_EL2, CPACR_EL1,
-                      HCR_EL2, MDCR_EL2, MDCR_EL3, SCR_EL3, AccessContext)
+                      HCR_EL2, MDCR_EL2, MDCR_EL3, SCR_EL3, SCTLR_ENC, TTBR0_ENC, TTBR1_EL1,
+                      AccessContext, banked)
 from .exceptions import (EC, ELR_REG, ESR, FAR_REG, PSTATE, SPSR_ENC, VectorKind,
                          current_pstate, esr, set_pstate, sysreg_trap_iss, take_exception)
 from .fastuc import FastAccess
@@ -82,8 +83,8 @@ WATCHED_WRITES = {r.encoding.tuple for r in (SCR_EL3, HCR_EL2, MDCR_EL2, MDCR_EL
 DAIF_ENC = (3, 3, 4, 2, 1)  # MSR DAIF, Xt
 # Writes that change stage 1 translation (SCTLR, TTBR0/1, TCR of EL1/EL2/EL3): flush the
 # host-side translation cache.
-TRANSLATION_WRITES = {(3, op1, 1, 0, 0) for op1 in (0, 4, 6)} | {
-    (3, op1, 2, 0, op2) for op1 in (0, 4, 6) for op2 in (0, 1, 2)}
+TRANSLATION_WRITES = {enc for table in (SCTLR_ENC, TTBR0_ENC, banked(TTBR1_EL1), mmu.TCR_ENC)
+                      for enc in table.values()}
 CRN_TLBI = 8
 ERET_WORD = 0xD69F03E0
 DAIF_IMM_MASK, DAIF_IMM_VALUE = 0xFFFFF0DF, 0xD50340DF  # MSR DAIFSet/DAIFClr, #imm

@@ -18,17 +18,19 @@ from unicorn import Uc
 from ..errors import GuestError
 from ..spe.buffer import TranslationFault
 from ..sysreg import reg
-from .context import HCR_EL2, SCTLR_ELX, SCTLR_ENC, TCR_ENC, TTBR0_ENC, TTBR1_EL1
+from .context import HCR_EL2, SCTLR_ELX, SCTLR_ENC, TTBR0_ENC, TTBR1_EL1, banked
 
 TCR_EL1 = reg("TCR_EL1", (3, 0, 2, 0, 2), "TG1 31:30", "T1SZ 21:16", "EPD1 23", "TG0 15:14",
               "EPD0 7", "T0SZ 5:0")
-TCR_EL23 = reg("TCR_EL2", (3, 4, 2, 0, 2), "TG0 15:14", "T0SZ 5:0")
-DESC = reg("DESC", (3, 0, 0, 0, 0), "UXN 54", "PXN 53", "OA 47:12", "AF 10", "AP 7:6",
-           "TYPE 1", "VALID 0")
+TCR_EL23 = reg("TCR_EL2", (3, 4, 2, 0, 2), "TG0 15:14", "T0SZ 5:0")  # (TCR_EL3: same layout)
+TCR_ENC = banked(TCR_EL1.encoding.tuple)
+# Stage 1 VMSAv8-64 descriptor (Arm ARM D8.3): AP[2:1] are bits 7:6.
+DESC = reg("DESC", (3, 0, 0, 0, 0), "UXN 54", "PXN 53", "OA 47:12", "AF 10", "AP2 7",
+           "AP1 6", "TYPE 1", "VALID 0")
 
 FSC_TRANSLATION = 0b000100
 FSC_PERMISSION = 0b001100
-BADDR_MASK = ((1 << 48) - 1) & ~0xFFF
+BADDR_MASK = DESC.field("OA").mask  # (also TTBRn_ELx.BADDR[47:12] of a 4 KiB-aligned table)
 
 
 def translate(uc: Uc, va: int, regime_el: int, *, write: bool = False) -> int:
@@ -79,7 +81,7 @@ def translate(uc: Uc, va: int, regime_el: int, *, write: bool = False) -> int:
             table = desc & BADDR_MASK
             level += 1
             continue
-        if write and DESC.get(desc, "AP") & 0b10:  # AP[2]: read-only
+        if write and DESC.get(desc, "AP2"):  # read-only
             raise TranslationFault(va, FSC_PERMISSION | level)
         block_mask = (1 << shift) - 1
         return (desc & BADDR_MASK & ~block_mask) | (va & block_mask)
