@@ -73,7 +73,8 @@ class NativeRecords:
                 ("ev_llc_miss", P.EV_LLC_MISS), ("lat_l1d_hit", R.L1D_HIT_CYCLES),
                 ("lat_llc_hit", R.LLC_HIT_CYCLES), ("lat_llc_miss", R.LLC_MISS_CYCLES),
                 ("lat_store", R.STORE_CYCLES), ("lat_walk", R.WALK_CYCLES),
-                ("lat_mispredict", R.MISPREDICT_PENALTY)):
+                ("lat_mispredict", R.MISPREDICT_PENALTY), ("lat_issue", R.ISSUE_CYCLES),
+                ("counter_max", P.COUNTER_MAX)):
             setattr(s, name, value)
 
     def begin(self, insn_index: int, next_pc: int, el: int, ns: int, timestamp: bool,

@@ -99,7 +99,7 @@ class SpeRecorder(ctypes.Structure):
                     "ev_retired", "ev_not_taken", "ev_mispred", "ev_l1d_access",
                     "ev_l1d_refill", "ev_tlb_access", "ev_tlb_walk", "ev_llc_access",
                     "ev_llc_miss", "lat_l1d_hit", "lat_llc_hit", "lat_llc_miss", "lat_store",
-                    "lat_walk", "lat_mispredict")),
+                    "lat_walk", "lat_mispredict", "lat_issue", "counter_max")),
                 ("out_len", ctypes.c_uint64), ("records", ctypes.c_uint64),
                 ("reason", ctypes.c_uint64), ("out", ctypes.c_void_p),
                 ("out_size", ctypes.c_uint64), ("l1d", ctypes.c_void_p),

@@ -396,17 +396,18 @@ static uint8_t *build(struct spe_recorder *r, const struct spe_template *t,
         if (t->store_only)
             execute = r->lat_store;
     }
-    uint32_t total = 1 + execute + (xlat ? xlat - 1 : 0);   /* ISSUE = 1 */
+    uint32_t total = r->lat_issue + execute + (xlat ? xlat - 1 : 0);
+    uint32_t max = r->counter_max;
     int size = events < 0x100 ? 0 : events < 0x10000 ? 1 : events < (1ull << 32) ? 2 : 3;
     *o++ = r->hdr_events[size];
     o = put_le(o, events, 1 << size);
     *o++ = r->hdr_total;
-    o = put_le(o, total < 0xFFF ? total : 0xFFF, 2);
+    o = put_le(o, total < max ? total : max, 2);
     *o++ = r->hdr_issue;
-    o = put_le(o, 1, 2);
+    o = put_le(o, r->lat_issue < max ? r->lat_issue : max, 2);
     if (xlat) {
         *o++ = r->hdr_xlat;
-        o = put_le(o, xlat < 0xFFF ? xlat : 0xFFF, 2);
+        o = put_le(o, xlat < max ? xlat : max, 2);
     }
     if (r->timestamp) {   /* virtual time: the instruction number */
         *o++ = r->hdr_timestamp;

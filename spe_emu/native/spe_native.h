@@ -135,7 +135,9 @@ struct spe_recorder {
     uint8_t hdr_events[4];  /* Events packet header for a 1, 2, 4, 8-byte payload */
     uint32_t ev_retired, ev_not_taken, ev_mispred, ev_l1d_access, ev_l1d_refill,
              ev_tlb_access, ev_tlb_walk, ev_llc_access, ev_llc_miss;  /* E[n] bit numbers */
-    uint32_t lat_l1d_hit, lat_llc_hit, lat_llc_miss, lat_store, lat_walk, lat_mispredict;
+    uint32_t lat_l1d_hit, lat_llc_hit, lat_llc_miss, lat_store, lat_walk, lat_mispredict,
+             lat_issue;             /* latencies of the model (cycles) */
+    uint32_t counter_max;           /* a saturated Counter packet value (12-bit: 0xFFF) */
     /* results */
     uint64_t out_len;       /* bytes of padded records in out */
     uint64_t records;       /* records in out */

@@ -51,6 +51,7 @@ ADDR_DATA_VA = 2
 ADDR_DATA_PA = 3
 
 # Counter packet INDEX (§5.3.4).
+COUNTER_MAX = 0xFFF  # a 12-bit Counter packet value saturates here (§5.3.4)
 COUNTER_TOTAL = 0
 COUNTER_ISSUE = 1
 COUNTER_XLAT = 2
@@ -957,7 +958,7 @@ def data_pa_bytes(addr: int, ns: int) -> bytes:
 
 def counter_bytes(index: int, value: int) -> bytes:
     """``encode(counter_packet(index, value))`` (12-bit saturating)."""
-    return _COUNTER_HEADERS[index] + _U16.pack(min(value, 0xFFF))
+    return _COUNTER_HEADERS[index] + _U16.pack(min(value, COUNTER_MAX))
 
 
 def events_bytes(bits: int) -> bytes:

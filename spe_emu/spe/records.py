@@ -34,6 +34,7 @@ PAGE = 4096
 PACKET_CACHE_ENTRIES = 1 << 16
 
 # Execution latencies of the model, in cycles (docs/model.md).
+ISSUE_CYCLES = 1         # ISSUE: every operation issues at once
 MISPREDICT_PENALTY = 10  # added to TOT for a mispredicted branch
 L1D_HIT_CYCLES = 4
 LLC_HIT_CYCLES = 20      # an L1D refill that hits the LLC
@@ -169,7 +170,7 @@ class RecordBuilder:
         cfg = self.config
         packet = self._packet
         events = 1 << P.EV_RETIRED
-        issue = 1
+        issue = ISSUE_CYCLES
         execute = 1
         xlat = None
         out: list[bytes] = [self.context_packets(s.context, s.context2)]
@@ -204,7 +205,7 @@ class RecordBuilder:
         if optypes is None:
             optypes = self._optypes[kind] = self.optypes(info)
         # CollectRecord() sees the latency the TOT counter reports: 12-bit saturating (§5.3.4).
-        return Built(b"".join(out), events, min(total, 0xFFF), optypes)
+        return Built(b"".join(out), events, min(total, P.COUNTER_MAX), optypes)
 
     @staticmethod
     def context_packets(context: int | None, context2: int | None) -> bytes:
