@@ -362,6 +362,17 @@ def _single_kind(size: int, opc: int, v: int):
     return (True, 1 << size, "s" + "bh"[size])
 
 
+def _single_or_prfm(w: int, size: int, opc: int, v: int):
+    """:func:`_single_kind` for the scaled-offset forms (unsigned immediate, register offset),
+    with the unallocated and PRFM slots already decoded (an :class:`InsnInfo`)."""
+    kind = _single_kind(size, opc, v)
+    if kind is None:
+        return _unallocated(w)
+    if kind == "prfm":
+        return InsnInfo(w, "prfm", rt=w & 31)
+    return kind
+
+
 def _dec_ldst(w: int) -> InsnInfo:
     rt = w & 31
     rn = (w >> 5) & 31
@@ -515,11 +526,9 @@ def _dec_ldst(w: int) -> InsnInfo:
         opc = (w >> 22) & 3
         base = _base_id(rn)
         if w & (1 << 24):                   # unsigned immediate offset
-            kind = _single_kind(size, opc, v)
-            if kind is None:
-                return _unallocated(w)
-            if kind == "prfm":
-                return InsnInfo(w, "prfm", rt=rt)
+            kind = _single_or_prfm(w, size, opc, v)
+            if isinstance(kind, InsnInfo):
+                return kind
             load, nbytes, sfx = kind
             imm = ((w >> 10) & 0xFFF) * nbytes
             return _ldst(w, ("ldr" if load else "str") + sfx, load=load, store=not load,
@@ -548,11 +557,9 @@ def _dec_ldst(w: int) -> InsnInfo:
             option = (w >> 13) & 7
             if not option & 2:
                 return _unallocated(w)
-            kind = _single_kind(size, opc, v)
-            if kind is None:
-                return _unallocated(w)
-            if kind == "prfm":
-                return InsnInfo(w, "prfm", rt=rt)
+            kind = _single_or_prfm(w, size, opc, v)
+            if isinstance(kind, InsnInfo):
+                return kind
             load, nbytes, sfx = kind
             shift = (nbytes.bit_length() - 1) if (w >> 12) & 1 else 0
             rm = (w >> 16) & 31
