@@ -12,6 +12,8 @@ from __future__ import annotations
 import ctypes
 
 from unicorn import Uc, UcError
+from unicorn.arm64_const import UC_ARM64_REG_CP_REG
+from unicorn.unicorn_py3.arch.arm64 import UcRegCP64
 from unicorn.unicorn_py3.unicorn import uclib
 
 
@@ -23,6 +25,8 @@ class FastAccess:
         self._one = ctypes.c_uint64()
         self._one_ref = ctypes.byref(self._one)
         self._word = ctypes.create_string_buffer(4)
+        self._cp = UcRegCP64()
+        self._cp_ref = ctypes.byref(self._cp)
         self._batches: dict[tuple[int, ...], tuple] = {}
 
     def reg(self, reg_id: int) -> int:
@@ -33,6 +37,17 @@ class FastAccess:
         if err:
             raise UcError(err)
         return self._one.value
+
+    def cpr(self, enc: tuple[int, int, int, int, int]) -> int:
+        """The system register with encoding ``enc`` = (op0, op1, CRn, CRm, op2), as
+        ``Uc.cpr_read`` reads it."""
+        cp = self._cp
+        cp.op0, cp.op1, cp.crn, cp.crm, cp.op2 = enc
+        cp.val = 0
+        err = uclib.uc_reg_read(self._uch, UC_ARM64_REG_CP_REG, self._cp_ref)
+        if err:
+            raise UcError(err)
+        return cp.val
 
     def regs(self, reg_ids: tuple[int, ...]) -> dict[int, int]:
         """Several registers in one libunicorn call: ``{reg_id: value}``. Each register set gets

@@ -23,6 +23,7 @@ sample, an exception entry or return, a trapped register access, a DAIF write or
 from __future__ import annotations
 
 import ctypes
+import re
 import struct
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
@@ -88,6 +89,23 @@ TRANSLATION_WRITES = {enc for table in (SCTLR_ENC, TTBR0_ENC, banked(TTBR1_EL1),
 CRN_TLBI = 8
 ERET_WORD = 0xD69F03E0
 DAIF_IMM_MASK, DAIF_IMM_VALUE = 0xFFFFF0DF, 0xD50340DF  # MSR DAIFSet/DAIFClr, #imm
+
+
+def word_pattern(mask: int, value: int) -> bytes:
+    """A regular expression (bytes) matching the 4 bytes of each little-endian 32-bit word
+    ``w`` with ``w & mask == value``: one character class per byte."""
+    classes = []
+    for shift in range(0, 32, 8):
+        m, v = (mask >> shift) & 0xFF, (value >> shift) & 0xFF
+        classes.append(b"[" + b"".join(re.escape(bytes([x])) for x in range(256) if x & m == v)
+                       + b"]")
+    return b"".join(classes)
+
+
+# The control instructions, found anywhere (a lookahead, so overlapping candidates are all seen;
+# the caller keeps the word-aligned ones).
+CONTROL_WORDS = re.compile(b"(?=" + word_pattern(0xFFFFFFFF, ERET_WORD) + b"|"
+                           + word_pattern(DAIF_IMM_MASK, DAIF_IMM_VALUE) + b")", re.DOTALL)
 # Upper bound on the bytes of one record before alignment padding (the largest record, with
 # both Context packets, PC, operation type, data VA and PA, events, three counters and a
 # timestamp, is 60 bytes; tests/test_prediction.py checks the bound).
@@ -337,25 +355,16 @@ class Machine:
                 raise GuestError(f"cannot install the native block hook (uc error {err})")
             for addr in self._control_instruction_addresses():
                 uc.hook_add(UC_HOOK_CODE, self._on_control_insn, None, addr, addr + 3)
-            # Records of captured samples are built natively, from the one model state.
-            self.records = NativeRecords(self.cfg.spe, native.CAP_MAX, RECORD_BYTES_BOUND)
-            self.spu.builder.model = self.records.recorder
+            # (self.records is made when profiling is first enabled: _refresh_enabled)
         else:
             uc.hook_add(UC_HOOK_CODE, self._on_every_insn)
 
     def _control_instruction_addresses(self) -> list[int]:
-        """Addresses of ERET and MSR DAIFSet/DAIFClr in executable segments (decoded once)."""
-        out = []
-        for image in self.images:
-            for seg in image.segments:
-                if not seg.flags & PF_X:
-                    continue
-                data = bytes(seg.data)
-                for off in range(0, len(data) - 3, 4):
-                    word = struct.unpack_from("<I", data, off)[0]
-                    if word == ERET_WORD or word & DAIF_IMM_MASK == DAIF_IMM_VALUE:
-                        out.append(seg.vaddr + off)
-        return out
+        """Addresses of ERET and MSR DAIFSet/DAIFClr in executable segments (one scan of each
+        segment's bytes, at the regular expression engine's speed)."""
+        return [seg.vaddr + m.start()
+                for image in self.images for seg in image.segments if seg.flags & PF_X
+                for m in CONTROL_WORDS.finditer(bytes(seg.data)) if m.start() % 4 == 0]
 
     # ------------------------------------------------------------------ state views --------
     def context(self) -> AccessContext:
@@ -370,12 +379,12 @@ class Machine:
         return ctx
 
     def _live_context(self) -> AccessContext:
-        uc = self.uc
-        return AccessContext(el=PSTATE.get(current_pstate(uc), "EL"),
-                             scr_el3=uc.cpr_read(*SCR_EL3.encoding.tuple),
-                             hcr_el2=uc.cpr_read(*HCR_EL2.encoding.tuple),
-                             mdcr_el2=uc.cpr_read(*MDCR_EL2.encoding.tuple),
-                             mdcr_el3=uc.cpr_read(*MDCR_EL3.encoding.tuple))
+        fast = self.fast
+        return AccessContext(el=PSTATE.get(fast.reg(A.UC_ARM64_REG_PSTATE), "EL"),
+                             scr_el3=fast.cpr(SCR_EL3.encoding.tuple),
+                             hcr_el2=fast.cpr(HCR_EL2.encoding.tuple),
+                             mdcr_el2=fast.cpr(MDCR_EL2.encoding.tuple),
+                             mdcr_el3=fast.cpr(MDCR_EL3.encoding.tuple))
 
     @property
     def pc(self) -> int:
@@ -549,6 +558,12 @@ class Machine:
         now = self.spu.profiling_enabled(ctx)
         if now and not self.enabled:
             self.spu.interval.initialize(self.spu.regs["PMSIRR_EL1"])
+            if self.records is None and self.cfg.mode == "fast":
+                # Records of captured samples are built natively, from the one model state
+                # (made here, before the first sample, so a run that never profiles does
+                # not allocate the recorder's tables).
+                self.records = NativeRecords(self.cfg.spe, native.CAP_MAX, RECORD_BYTES_BOUND)
+                self.spu.builder.model = self.records.recorder
         self.enabled = now
         self._collect = None
 
@@ -615,10 +630,9 @@ class Machine:
         """CONTEXTIDR_EL1.PROCID and CONTEXTIDR_EL2.PROCID when CollectContextIDR1() and
         CollectContextIDR2() say they are collected (§3.3.1), else None."""
         _, cx1, cx2, _ = self._collection(ctx)
-        uc = self.uc
-        return (CONTEXTIDR_EL1.get(uc.cpr_read(*CONTEXTIDR_EL1.encoding.tuple), "PROCID")
+        return (CONTEXTIDR_EL1.get(self.fast.cpr(CONTEXTIDR_EL1.encoding.tuple), "PROCID")
                 if cx1 else None,
-                CONTEXTIDR_EL2.get(uc.cpr_read(*CONTEXTIDR_EL2.encoding.tuple), "PROCID")
+                CONTEXTIDR_EL2.get(self.fast.cpr(CONTEXTIDR_EL2.encoding.tuple), "PROCID")
                 if cx2 else None)
 
     def _sample(self, s: Sample, ctx: AccessContext) -> None:

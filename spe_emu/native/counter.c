@@ -119,9 +119,11 @@ static int try_capture(void *uc, uint64_t address, uint64_t n, struct spe_counte
     return 1;
 }
 
-void spe_block_hook(void *uc, uint64_t address, uint32_t size, struct spe_counter *c)
+/* Everything but counting: completing the last capture, capturing, stopping. Kept out of
+ * line so the common path below needs no stack frame. */
+static __attribute__((noinline)) void block_slow(void *uc, uint64_t address, uint64_t n,
+                                                 struct spe_counter *c)
 {
-    uint64_t n = size >> 2;
     if (n == 0)
         return;
     if (c->completing) {   /* the block of the last capture has run to its end */
@@ -141,6 +143,18 @@ void spe_block_hook(void *uc, uint64_t address, uint32_t size, struct spe_counte
     c->block_start = address;
     c->block_insns = n;
     c->insns += n;
+}
+
+void spe_block_hook(void *uc, uint64_t address, uint32_t size, struct spe_counter *c)
+{
+    uint64_t n = size >> 2;
+    if (__builtin_expect(n != 0 && !c->completing && c->insns + n <= c->stop_at, 1)) {
+        c->block_start = address;
+        c->block_insns = n;
+        c->insns += n;
+        return;
+    }
+    block_slow(uc, address, n, c);
 }
 
 #include <Python.h>

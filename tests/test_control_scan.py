@@ -1,0 +1,51 @@
+"""The fast run loop hooks every ERET and MSR DAIFSet/DAIFClr in executable code
+(Machine._control_instruction_addresses); the scan is a regular expression over the segment's
+bytes and must find exactly the word-aligned instructions a word-by-word decode finds."""
+
+import re
+import struct
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from spe_emu.cpu.machine import CONTROL_WORDS, DAIF_IMM_MASK, DAIF_IMM_VALUE, ERET_WORD, word_pattern
+
+ERET = 0xD69F03E0          # ERET
+DAIFSET_2 = 0xD50342DF     # MSR DAIFSet, #2
+DAIFCLR_F = 0xD5034FFF     # MSR DAIFClr, #0xf
+NEAR_MISSES = [0xD69F03E1, 0xD50342BF, 0xD503421F, 0xD50352DF, 0xD51342DF]
+
+
+def by_words(data: bytes) -> list[int]:
+    return [off for off in range(0, len(data) - 3, 4)
+            if (w := struct.unpack_from("<I", data, off)[0]) == ERET_WORD
+            or w & DAIF_IMM_MASK == DAIF_IMM_VALUE]
+
+
+def by_pattern(data: bytes) -> list[int]:
+    return [m.start() for m in CONTROL_WORDS.finditer(data) if m.start() % 4 == 0]
+
+
+def test_known_encodings():
+    data = struct.pack("<6I", 0xD503201F, ERET, DAIFSET_2, *NEAR_MISSES[:2], DAIFCLR_F)
+    assert by_pattern(data) == [4, 8, 20]
+
+
+def test_misaligned_copy_is_not_reported():
+    data = b"\x00\x00" + struct.pack("<I", ERET) + b"\x00\x00" + struct.pack("<I", DAIFSET_2)
+    assert by_pattern(data) == by_words(data) == [8]
+
+
+def test_word_pattern_is_per_byte_mask():
+    pat = re.compile(word_pattern(0xFF00FF00, 0x12003400), re.DOTALL)
+    assert pat.fullmatch(struct.pack("<I", 0x12AB34CD))
+    assert not pat.fullmatch(struct.pack("<I", 0x13AB34CD))
+
+
+@given(st.lists(st.one_of(st.sampled_from([ERET, DAIFSET_2, DAIFCLR_F, *NEAR_MISSES]),
+                          st.integers(0, 2**32 - 1)), max_size=16),
+       st.integers(0, 3), st.integers(0, 3))
+def test_same_as_word_by_word(words, lead, trail):
+    data = bytes(lead) + struct.pack(f"<{len(words)}I", *words) + bytes(trail)  # (misaligned
+    # when lead != 0: those copies must not be reported)
+    assert by_pattern(data) == by_words(data)
