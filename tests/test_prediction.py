@@ -618,3 +618,30 @@ def test_blocks_a_learnt_block_leads_to_are_learnt_ahead(tmp_path, monkeypatch):
     pcs = {r.pc for r in records}
     loop = min(pcs)
     assert any(pc < loop + 61 * 4 for pc in pcs) and any(pc >= loop + 61 * 4 for pc in pcs)
+
+
+def test_a_block_learnt_at_a_stop_is_not_read_again_at_later_stops(tmp_path, monkeypatch):
+    # The dependent-operand loop of test_dependent_operands_match_reference stops every time
+    # a sample falls on a load evaluated in Python (no verdict can exist for it). The first
+    # such stop learns the block and the ones it leads to; later stops there return at once.
+    body = "    ldr x2, [x3]\n    ldr x9, [x2]\n    add x14, x14, x9\n" * 4
+    text = _loop(0b111011, 1600, body,
+                 f"    ldr x3, ={DATA:#x}\n    add x4, x3, #0x800\n    str x4, [x3]")
+    stops, reads = [], []
+    learn, code = SpeMachine._learn_stop_block, SpeMachine._block_code
+
+    def spy_learn(self, block, n, k):
+        stops.append((block, n))
+        return learn(self, block, n, k)
+
+    def spy_code(self, block, n, ctx):
+        reads.append((block, n))
+        return code(self, block, n, ctx)
+    monkeypatch.setattr(SpeMachine, "_learn_stop_block", spy_learn)
+    monkeypatch.setattr(SpeMachine, "_block_code", spy_code)
+    m, _ = _run_both(text, tmp_path, SpeConfig(seed=7))
+    assert m.sample_paths["evaluated"] > 10
+    loop = (min(block for block, _ in stops if block % 4096 == 0), 4 * 3 + 2)
+    assert stops.count(loop) > 10
+    # learning read the block once; _predict reads it at each sample it predicts
+    assert reads.count(loop) == 1 + m.sample_paths["predicted"]

@@ -273,6 +273,7 @@ class Machine:
         # (PC, EL) -> instruction word of captured samples; forgotten with the verdicts.
         self._captured_words: dict[tuple[int, int], int] = {}
         self._learnt: set[tuple[int, int]] = set()  # (block, length) given verdicts
+        self._expanded: set[tuple[int, int]] = set()  # ... and learnt ahead from at a stop
         self._collect: tuple | None = None
         self._irq_line_value: bool | None = None
         self._ref_enabled: dict[int, bool] | None = None  # reference mode: EL -> enabled
@@ -447,6 +448,7 @@ class Machine:
 
     def _forget_verdicts(self) -> None:
         self._learnt.clear()
+        self._expanded.clear()
         if self.cfg.mode == "fast":
             native.verdicts_clear(self.counter)
 
@@ -837,11 +839,16 @@ class Machine:
         """At a stop in front of the block holding the sample (instruction ``k`` of the
         ``n``-instruction block at ``block``), for lack of a verdict: learn the block, and the
         blocks it is likely to lead to (:meth:`_learn_successors`); True when the native hook
-        can now capture the sample (the run loop runs again from here)."""
+        can now capture the sample (the run loop runs again from here). A block already
+        learnt at an earlier stop has no verdict for ``k`` (the hook would have captured it):
+        False at once."""
+        if (block, n) in self._expanded:
+            return False
         ctx = self.context()
         code = self._block_code(block, n, ctx)
         if code is None:
             return False
+        self._expanded.add((block, n))
         captured = k in self._learn_block(block, code)
         self._learn_successors(block, code, ctx)
         return captured
