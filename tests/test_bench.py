@@ -58,3 +58,24 @@ def test_bench_unknown_guest(tmp_path):
     assert proc.returncode == 2
     assert "no_such_guest" in proc.stderr
     assert proc.stdout == ""
+
+
+COUNT = ROOT / "scripts" / "count_insns.py"
+
+
+def test_count_insns_child_runs_the_guest(tmp_path):
+    # (the part valgrind runs; valgrind itself is not needed for this)
+    proc = subprocess.run([sys.executable, str(COUNT), "--child", "sort", "4096", "1"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    from spe_emu.session import RunOptions, run_image
+    expected = run_image(ROOT / "guests" / "sort.elf",
+                         RunOptions(outdir=tmp_path / "direct", interval=4096)).result.samples
+    assert proc.stdout.split() == ["samples", str(expected)] and expected > 0
+
+
+def test_count_insns_rejects_a_bad_mode(tmp_path):
+    proc = subprocess.run([sys.executable, str(COUNT), "--mode", "fast"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert "'fast'" in proc.stderr and proc.stdout == ""
