@@ -273,7 +273,7 @@ class Machine:
         # (PC, EL) -> instruction word of captured samples; forgotten with the verdicts.
         self._captured_words: dict[tuple[int, int], int] = {}
         self._learnt: set[tuple[int, int]] = set()  # (block, length) given verdicts
-        self._expanded: set[tuple[int, int]] = set()  # ... and learnt ahead from at a stop
+        self._expanded: set[tuple[int, int]] = set()  # learnt at a stop, with successors
         self._collect: tuple | None = None
         self._irq_line_value: bool | None = None
         self._ref_enabled: dict[int, bool] | None = None  # reference mode: EL -> enabled

@@ -119,8 +119,16 @@ static int try_capture(void *uc, uint64_t address, uint64_t n, struct spe_counte
     return 1;
 }
 
-/* Everything but counting: completing the last capture, capturing, stopping. Kept out of
- * line so the common path below needs no stack frame. */
+static inline void count_block(struct spe_counter *c, uint64_t address, uint64_t n)
+{
+    c->block_start = address;
+    c->block_insns = n;
+    c->insns += n;
+}
+
+/* What the hook does besides counting: complete the last capture, then capture, stop, or
+ * count the block. Kept out of line, and reached by a tail call, so that the common path
+ * below needs no stack frame. */
 static __attribute__((noinline)) void block_slow(void *uc, uint64_t address, uint64_t n,
                                                  struct spe_counter *c)
 {
@@ -140,21 +148,16 @@ static __attribute__((noinline)) void block_slow(void *uc, uint64_t address, uin
         c->emu_stop(uc);
         return;
     }
-    c->block_start = address;
-    c->block_insns = n;
-    c->insns += n;
+    count_block(c, address, n);
 }
 
 void spe_block_hook(void *uc, uint64_t address, uint32_t size, struct spe_counter *c)
 {
     uint64_t n = size >> 2;
-    if (__builtin_expect(n != 0 && !c->completing && c->insns + n <= c->stop_at, 1)) {
-        c->block_start = address;
-        c->block_insns = n;
-        c->insns += n;
-        return;
-    }
-    block_slow(uc, address, n, c);
+    if (__builtin_expect(n != 0 && !c->completing && c->insns + n <= c->stop_at, 1))
+        count_block(c, address, n);
+    else
+        block_slow(uc, address, n, c);
 }
 
 #include <Python.h>
