@@ -39,13 +39,12 @@ _COLLECTED = re.compile(r"Collected : (\d+)")
 
 
 def run_options(mode: str, outdir: Path):
-    """RunOptions for ``mode``: raw, off (profiling disabled) or an SPE interval."""
-    from spe_emu.session import RunOptions
-    if mode == "raw":
-        return RunOptions(outdir=outdir, mode="raw")
-    if mode == "off":
-        return RunOptions(outdir=outdir, mode="fast", profiling=False)
-    return RunOptions(outdir=outdir, mode="fast", interval=int(mode))
+    """RunOptions for ``mode``: raw, off (profiling disabled) or an SPE interval, as
+    scripts/bench.py runs its raw, spe-disabled and spe rows."""
+    from bench import modes_for  # (this script's directory is on sys.path)
+    intervals = [] if mode in ("raw", "off") else [int(mode)]
+    key = {"raw": "raw", "off": "spe-disabled"}.get(mode, f"spe@{mode}")
+    return {m.key: m for m in modes_for(intervals, reference=False)}[key].run_options(outdir)
 
 
 def child(guest: str, mode: str, counted: int) -> None:

@@ -4,7 +4,8 @@ reg_read / cpr_read / mem_read return."""
 from unicorn import UC_ARCH_ARM64, UC_MODE_ARM, UC_PROT_ALL, Uc
 from unicorn import arm64_const as A
 
-from spe_emu.cpu.context import CONTEXTIDR_EL1, HCR_EL2, MDCR_EL2, SCR_EL3
+from spe_emu.cpu.context import CONTEXTIDR_EL1, HCR_EL2, MDCR_EL2, MDCR_EL3
+from spe_emu.cpu.exceptions import PSTATE
 from spe_emu.cpu.fastuc import FastAccess
 
 
@@ -17,8 +18,8 @@ def engine() -> Uc:
 def test_cpr_reads_what_cpr_write_wrote():
     uc = engine()
     fast = FastAccess(uc)
-    values = {SCR_EL3: 0x5B1, HCR_EL2: 1 << 31, MDCR_EL2: 0b11 << 12,
-              CONTEXTIDR_EL1: 0xDEADBEEF}
+    values = {MDCR_EL3: MDCR_EL3.make(NSPB=0b11), HCR_EL2: HCR_EL2.make(RW=1),
+              MDCR_EL2: MDCR_EL2.make(E2PB=0b11), CONTEXTIDR_EL1: 0xDEADBEEF}
     for spec, value in values.items():
         uc.cpr_write(*spec.encoding.tuple, value)
     for spec, value in values.items():
@@ -26,7 +27,7 @@ def test_cpr_reads_what_cpr_write_wrote():
             spec.name
     # the same buffer serves every register: a later read does not see an earlier value
     uc.cpr_write(*CONTEXTIDR_EL1.encoding.tuple, 0)
-    assert fast.cpr(SCR_EL3.encoding.tuple) == 0x5B1
+    assert fast.cpr(MDCR_EL3.encoding.tuple) == values[MDCR_EL3]
     assert fast.cpr(CONTEXTIDR_EL1.encoding.tuple) == 0
 
 
@@ -34,10 +35,11 @@ def test_reg_regs_and_memory():
     uc = engine()
     fast = FastAccess(uc)
     uc.reg_write(A.UC_ARM64_REG_X3, 0x1122334455667788)
-    uc.reg_write(A.UC_ARM64_REG_NZCV, 0x6 << 28)
+    nzcv = PSTATE.make(Z=1, C=1)
+    uc.reg_write(A.UC_ARM64_REG_NZCV, nzcv)
     assert fast.reg(A.UC_ARM64_REG_X3) == 0x1122334455667788
     assert fast.regs((A.UC_ARM64_REG_X3, A.UC_ARM64_REG_NZCV)) == {
-        A.UC_ARM64_REG_X3: 0x1122334455667788, A.UC_ARM64_REG_NZCV: 0x6 << 28}
+        A.UC_ARM64_REG_X3: 0x1122334455667788, A.UC_ARM64_REG_NZCV: nzcv}
     fast.write(0x1010, bytes.fromhex("1f2003d5aabb"))
     assert fast.word(0x1010) == 0xD503201F
     assert fast.read(0x1010, 6) == bytes(uc.mem_read(0x1010, 6))

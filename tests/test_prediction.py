@@ -641,6 +641,7 @@ def test_a_block_learnt_at_a_stop_is_not_read_again_at_later_stops(tmp_path, mon
     monkeypatch.setattr(SpeMachine, "_block_code", spy_code)
     m, _ = _run_both(text, tmp_path, SpeConfig(seed=7))
     assert m.sample_paths["evaluated"] > 10
+    # the page-aligned loop block: the body's 12 instructions, SUBS and B.NE
     loop = (min(block for block, _ in stops if block % 4096 == 0), 4 * 3 + 2)
     assert stops.count(loop) > 10
     # learning read the block once; _predict reads it at each sample it predicts

@@ -103,9 +103,15 @@ def word_pattern(mask: int, value: int) -> bytes:
 
 
 # The control instructions, found anywhere (a lookahead, so overlapping candidates are all seen;
-# the caller keeps the word-aligned ones).
+# control_offsets keeps the word-aligned ones).
 CONTROL_WORDS = re.compile(b"(?=" + word_pattern(0xFFFFFFFF, ERET_WORD) + b"|"
                            + word_pattern(DAIF_IMM_MASK, DAIF_IMM_VALUE) + b")", re.DOTALL)
+
+
+def control_offsets(code: bytes) -> list[int]:
+    """Byte offsets of the ERET and MSR DAIFSet/DAIFClr words in ``code`` (A64 words at
+    multiples of 4), in one scan at the regular expression engine's speed."""
+    return [m.start() for m in CONTROL_WORDS.finditer(code) if m.start() % 4 == 0]
 # Upper bound on the bytes of one record before alignment padding (the largest record, with
 # both Context packets, PC, operation type, data VA and PA, events, three counters and a
 # timestamp, is 60 bytes; tests/test_prediction.py checks the bound).
@@ -361,11 +367,10 @@ class Machine:
             uc.hook_add(UC_HOOK_CODE, self._on_every_insn)
 
     def _control_instruction_addresses(self) -> list[int]:
-        """Addresses of ERET and MSR DAIFSet/DAIFClr in executable segments (one scan of each
-        segment's bytes, at the regular expression engine's speed)."""
-        return [seg.vaddr + m.start()
+        """Addresses of ERET and MSR DAIFSet/DAIFClr in executable segments."""
+        return [seg.vaddr + off
                 for image in self.images for seg in image.segments if seg.flags & PF_X
-                for m in CONTROL_WORDS.finditer(bytes(seg.data)) if m.start() % 4 == 0]
+                for off in control_offsets(bytes(seg.data))]
 
     # ------------------------------------------------------------------ state views --------
     def context(self) -> AccessContext:
