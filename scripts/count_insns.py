@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import os
 import re
 import shutil
 import subprocess
@@ -68,7 +69,9 @@ def count(guest: str, mode: str, counted: int, workdir: Path) -> tuple[int, int]
     cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
            "--smc-check=all-non-file", sys.executable, __file__, "--child", guest, mode,
            str(counted)]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+    # (a fixed hash seed: set and dict orders, and so the work done, are the same every time)
+    env = {**os.environ, "PYTHONHASHSEED": "0"}
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     found = _COLLECTED.search(proc.stderr)
     samples = re.search(r"samples (\d+)", proc.stdout)
     if proc.returncode != 0 or found is None or samples is None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ctypes
 import random
+import struct
 
 import pytest
 from asmrun import EL0_SKIP_HANDLER, SPE_DRAIN, run_asm, spe_prologue
@@ -548,17 +549,43 @@ def test_evaluator_matches_execution(uc_machine, name, value, mask, align):
     assert checked >= 100, f"{name}: only {checked} encodings executed"
 
 
+def _verdict_batch(*blocks):
+    """The batch native.verdicts_add takes: per block (pc, n, [(k, mode), ...])."""
+    return b"".join(struct.pack(native.VERDICT_BLOCK, pc, n, len(pairs))
+                    + b"".join(struct.pack(native.VERDICT_PAIR, *p) for p in pairs)
+                    for pc, n, pairs in blocks)
+
+
+def _full_probe_sequence(c):
+    """Fill the verdict table with one-verdict blocks until a probe sequence is full; the
+    address of the first block that found no room."""
+    added = 0
+    while native.verdict_add(c, 0x1000 + 4 * added, 8, 1, 1):
+        added += 1
+    assert added > 0
+    return 0x1000 + 4 * added
+
+
 def test_full_verdict_table_is_emptied_for_a_new_verdict(tmp_path):
     from spe_emu.cpu.machine import Machine, MachineConfig
     m = Machine(MachineConfig(outdir=tmp_path))
     m.reset(0x4000_0000)
-    added = 0
-    while native.verdict_add(m.counter, 0x1000 + 4 * added, 8, 1, 1):
-        added += 1                               # until a probe sequence is full
-    assert added > 0
-    m._add_verdict(0x1000 + 4 * added, 8, 1, 1)
-    used = [v for v in m.counter.verdicts if v.pc]
-    assert [(v.pc, v.n, v.k, v.mode) for v in used] == [(0x1000 + 4 * added, 8, 1, 1)]
+    blocked = _full_probe_sequence(m.counter)
+    code = bytes.fromhex("1f2003d5") * 3 + struct.pack("<I", 0x14000000)  # 3 NOPs, B .
+    m._learn_blocks([(blocked, code)])
+    used = sorted((v.pc, v.n, v.k, v.mode) for v in m.counter.verdicts if v.pc)
+    assert used == [(blocked, 4, 1, 1), (blocked, 4, 2, 1), (blocked, 4, 3, 2)]
+    assert m._learnt == {(blocked, 4)}
+
+
+def test_verdicts_are_added_per_block_up_to_the_first_without_room():
+    c = native.SpeCounter()
+    batch = _verdict_batch((0x8000, 10, [(1, 1), (4, 3)]), (0x9000, 3, [(2, 2)]))
+    assert native.verdicts_add(c, batch)
+    assert sorted((v.pc, v.n, v.k, v.mode) for v in c.verdicts if v.pc) == [
+        (0x8000, 10, 1, 1), (0x8000, 10, 4, 3), (0x9000, 3, 2, 2)]
+    blocked = _full_probe_sequence(c)
+    assert not native.verdicts_add(c, _verdict_batch((blocked, 8, [(1, 1)])))
 
 
 def test_branch_to_the_next_instruction_is_not_predicted(tmp_path):

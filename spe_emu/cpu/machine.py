@@ -22,6 +22,7 @@ sample, an exception entry or return, a trapped register access, a DAIF write or
 
 from __future__ import annotations
 
+import bisect
 import ctypes
 import re
 import struct
@@ -236,6 +237,15 @@ def _ends_block(word: int) -> bool:
                                            "unknown", "unallocated"))
 
 
+@lru_cache(maxsize=256)
+def _block_ends(page: bytes) -> tuple[int, ...]:
+    """The instructions of a 4 KiB page of code after which QEMU ends a translated block
+    (:func:`_ends_block`), as word indexes in increasing order; remembered for the process (a
+    pure function of the page's bytes)."""
+    return tuple(i for i, (word,) in enumerate(struct.iter_unpack("<I", page))
+                 if _ends_block(word))
+
+
 class Machine:
     """One AArch64 PE with SPE, a GICv3 subset and semihosting, on Unicorn."""
 
@@ -278,6 +288,9 @@ class Machine:
         self._headroom_pages: set[tuple[int, int]] = set()
         # (PC, EL) -> instruction word of captured samples; forgotten with the verdicts.
         self._captured_words: dict[tuple[int, int], int] = {}
+        # (VA page, regime) -> the 4 KiB of code read there for learning; forgotten with the
+        # verdicts (code or its mapping may have changed).
+        self._code_pages: dict[tuple[int, int], bytes] = {}
         self._learnt: set[tuple[int, int]] = set()  # (block, length) given verdicts
         self._expanded: set[tuple[int, int]] = set()  # learnt at a stop, with successors
         self._collect: tuple | None = None
@@ -445,8 +458,9 @@ class Machine:
 
     def _forget_code(self) -> None:
         """Code or its mapping may have changed: drop the native hook's verdicts and the
-        instruction words remembered for captured samples."""
+        instruction words and code pages remembered for captured samples and learning."""
         self._captured_words.clear()
+        self._code_pages.clear()
         if self.records is not None:
             self.records.clear_templates()
         self._forget_verdicts()
@@ -722,12 +736,29 @@ class Machine:
         self.sample_paths["predicted"] += 1
         return True
 
-    def _add_verdict(self, block: int, n: int, k: int, mode: int) -> None:
-        """Let the native hook capture instruction ``k`` of this block itself; a full table
-        is emptied first (the places sampled from now on are learnt again)."""
-        if not native.verdict_add(self.counter, block, n, k, mode):
-            self._forget_verdicts()
-            native.verdict_add(self.counter, block, n, k, mode)
+    def _learn_blocks(self, blocks: list[tuple[int, bytes]]) -> None:
+        """Give the native hook a verdict for every instruction it can capture in each block
+        (address, code) not learnt yet (:meth:`_verdicts`), all in one call, so that later
+        samples anywhere in them need no stop. Once per block address and length (forgotten
+        with the verdicts); a full table is emptied first (the places sampled from now on are
+        learnt again)."""
+        batch, keys = [], []
+        for block, code in blocks:
+            key = (block, len(code) // 4)
+            if key in self._learnt or key in keys:
+                continue
+            keys.append(key)
+            pairs = self._verdicts(code)[1]
+            if pairs:
+                batch.append(struct.pack(native.VERDICT_BLOCK, block, key[1], len(pairs) // 4))
+                batch.append(pairs)
+        self._learnt.update(keys)
+        if batch:
+            data = b"".join(batch)
+            if not native.verdicts_add(self.counter, data):
+                self._forget_verdicts()
+                self._learnt.update(keys)
+                native.verdicts_add(self.counter, data)
 
     @staticmethod
     def _prediction_mode(code: bytes, k: int) -> tuple[int, tuple | None]:
@@ -785,27 +816,21 @@ class Machine:
         return Machine._prediction_mode(code, k)
 
     def _learn_block(self, block: int, code: bytes) -> dict[int, int]:
-        """Give the native hook a verdict for every instruction of the block at ``block`` (its
-        code ``code``) it can capture, so that later samples anywhere in the block need no
-        stop, not only at the instruction sampled now. Once per block address and length
-        (forgotten with the verdicts). Returns the verdicts (instruction -> PREDICT_*)."""
-        n = len(code) // 4
-        verdicts = self._verdicts(code)
-        if (block, n) not in self._learnt:
-            self._learnt.add((block, n))
-            for k, mode in verdicts.items():
-                self._add_verdict(block, n, k, mode)
-        return verdicts
+        """:meth:`_learn_blocks` for one block; returns its verdicts (instruction ->
+        PREDICT_*)."""
+        self._learn_blocks([(block, code)])
+        return self._verdicts(code)[0]
 
     @staticmethod
     @lru_cache(maxsize=PREDICTION_CACHE_ENTRIES)
-    def _verdicts(code: bytes) -> dict[int, int]:
+    def _verdicts(code: bytes) -> tuple[dict[int, int], bytes]:
         """How the native hook can capture each instruction of the block ``code``: at its
         start or end (:meth:`_mode`), a final branch by the PC the block leaves to (even when
         its operands are known at the start: the native recorder builds branch records from
         that PC). Instruction 0 needs no verdict unless it is a final branch (without one it
-        is taken at the start). Remembered for the process (a pure function of the code; the
-        result is not to be changed)."""
+        is taken at the start). Returns ({k: mode}, the same as (k, mode) pairs packed for
+        :func:`native.verdicts_add`), remembered for the process (a pure function of the code;
+        the result is not to be changed)."""
         n = len(code) // 4
         words = struct.unpack(f"<{n}I", code)
         found = {}
@@ -817,7 +842,8 @@ class Machine:
             found[n - 1] = PREDICT_NEXT_PC
         elif n > 1 and (mode := Machine._mode(code, n - 1)[0]) in (PREDICT_START, PREDICT_END):
             found[n - 1] = mode
-        return found
+        pairs = b"".join(struct.pack(native.VERDICT_PAIR, k, mode) for k, mode in found.items())
+        return found, pairs
 
     def _in_ram(self, pa: int, size: int) -> bool:
         """Whether ``size`` bytes at physical address ``pa`` are RAM (not MMIO)."""
@@ -834,11 +860,27 @@ class Machine:
             return None
         return pa if self._in_ram(pa, size) else None
 
+    def _code_page(self, va: int, regime: int) -> bytes | None:
+        """The 4 KiB page of code holding ``va`` in ``regime`` (None: it does not translate or
+        is not RAM), read once until code or its mapping may have changed
+        (:meth:`_forget_code`, as the verdicts learnt from it)."""
+        key = (va >> 12, regime)
+        page = self._code_pages.get(key)
+        if page is None:
+            pa = self._ram_at(va & ~0xFFF, 0x1000, regime)
+            if pa is None:
+                return None
+            page = self._code_pages[key] = self.fast.read(pa, 0x1000)
+        return page
+
     def _block_code(self, block: int, n: int, ctx: AccessContext) -> bytes | None:
         """The code of the ``n``-instruction block at ``block`` (None: it crosses a page,
         does not translate or is not RAM)."""
-        pa = self._ram_at(block, 4 * n, self._regime_el(ctx.el))
-        return None if pa is None else self.fast.read(pa, 4 * n)
+        offset = block & 0xFFF
+        if offset + 4 * n > 0x1000:
+            return None
+        page = self._code_page(block, self._regime_el(ctx.el))
+        return None if page is None else page[offset:offset + 4 * n]
 
     def _learn_stop_block(self, block: int, n: int, k: int) -> bool:
         """At a stop in front of the block holding the sample (instruction ``k`` of the
@@ -867,8 +909,9 @@ class Machine:
         block's address *and* length and derived from the code there, so a wrong guess is
         never used."""
         todo = [(block, code)]
-        learnt = 0
-        while todo and learnt < SUCCESSOR_BLOCKS:
+        found: list[tuple[int, bytes]] = []
+        seen = {(block, len(code) // 4)}
+        while todo and len(found) < SUCCESSOR_BLOCKS:
             start, words = todo.pop(0)
             n = len(words) // 4
             last = a64.decode(int.from_bytes(words[-4:], "little"))
@@ -878,22 +921,27 @@ class Machine:
             if last.is_conditional or last.mnemonic_class == "bl":
                 nexts.append(start + 4 * n)
             for succ in nexts:
-                found = self._guess_block(succ, ctx)
-                if found is not None and (succ, len(found) // 4) not in self._learnt:
-                    self._learn_block(succ, found)
-                    learnt += 1
-                    todo.append((succ, found))
+                guess = self._guess_block(succ, ctx)
+                if guess is None:
+                    continue
+                key = (succ, len(guess) // 4)
+                if key not in seen and key not in self._learnt:
+                    seen.add(key)
+                    found.append((succ, guess))
+                    todo.append((succ, guess))
+        self._learn_blocks(found)
 
     def _guess_block(self, start: int, ctx: AccessContext) -> bytes | None:
         """The code of the block QEMU would translate at ``start`` (see
         :meth:`_learn_successors`), or None when it does not translate."""
-        code = self._block_code(start, min(TCG_MAX_INSNS, (0x1000 - (start & 0xFFF)) // 4), ctx)
-        if code is None:
+        page = self._code_page(start, self._regime_el(ctx.el))
+        if page is None:
             return None
-        for i, (word,) in enumerate(struct.iter_unpack("<I", code)):
-            if _ends_block(word):
-                return code[:4 * (i + 1)]
-        return code
+        first = (start & 0xFFF) // 4
+        ends = _block_ends(page)
+        i = bisect.bisect_left(ends, first)
+        last = min(ends[i] if i < len(ends) else 0x3FF, first + TCG_MAX_INSNS - 1)
+        return page[4 * first:4 * (last + 1)]
 
     def _evaluate(self, block: int, code: bytes, plan: tuple, info, ctx: AccessContext
                   ) -> dict[int, int] | None:
@@ -1030,13 +1078,19 @@ class Machine:
             self.acct = first + (n - 1) * gap + 1
 
     def _captured_word(self, pc: int, el: int) -> int:
-        """The instruction word of a captured sample (remembered until code changes)."""
+        """The instruction word of a captured sample (remembered until code may have changed,
+        read from its code page)."""
         words = self._captured_words
         word = words.get((pc, el))
         if word is None:
             if len(words) >= PREDICTION_CACHE_ENTRIES:
                 words.clear()
-            word = words[(pc, el)] = self._fetch(pc, el)
+            page = self._code_page(pc, self._regime_el(el))
+            if page is None:
+                word = self._fetch(pc, el)
+            else:
+                word = int.from_bytes(page[pc & 0xFFF:(pc & 0xFFF) + 4], "little")
+            words[(pc, el)] = word
         return word
 
     def _replay(self, cap: native.SpeCapture, ctx: AccessContext, go_on: int) -> bytes | None:

@@ -73,7 +73,7 @@ class SpeTemplate(ctypes.Structure):
     """Mirror of ``struct spe_template``: what one instruction puts in its record."""
 
     _fields_ = [("pc", ctypes.c_uint64), ("offset", ctypes.c_uint64),
-                ("target", ctypes.c_uint64), ("used", ctypes.c_uint8), ("el", ctypes.c_uint8),
+                ("target", ctypes.c_uint64), ("el", ctypes.c_uint8),
                 ("ns", ctypes.c_uint8), ("kind", ctypes.c_uint8), ("cond", ctypes.c_int8),
                 ("addr", ctypes.c_uint8), ("base", ctypes.c_uint8), ("index", ctypes.c_uint8),
                 ("extend", ctypes.c_uint8), ("shift", ctypes.c_uint8),
@@ -104,7 +104,8 @@ class SpeRecorder(ctypes.Structure):
                 ("reason", ctypes.c_uint64), ("out", ctypes.c_void_p),
                 ("out_size", ctypes.c_uint64), ("l1d", ctypes.c_void_p),
                 ("llc", ctypes.c_void_p), ("tlb", ctypes.c_void_p),
-                ("targets", ctypes.c_void_p), ("templates", ctypes.c_void_p)]
+                ("targets", ctypes.c_void_p), ("templates", ctypes.c_void_p),
+                ("template_used", ctypes.c_void_p)]
 
 
 def _built_extension() -> Path | None:
@@ -179,6 +180,18 @@ def verdict_add(counter: SpeCounter, pc: int, n: int, k: int, mode: int) -> bool
                                           ctypes.c_uint32(mode)))
 
 
+def verdicts_add(counter: SpeCounter, batch: bytes) -> bool:
+    """:func:`verdict_add` for several blocks in one call. ``batch`` holds, per block, its
+    address (u64), length (u32) and number of verdicts (u32), then that many (k, mode) pairs
+    (u16 each), all little-endian (:data:`VERDICT_BLOCK` and :data:`VERDICT_PAIR`). False when
+    one found no room (the ones before it are stored)."""
+    return bool(library().spe_verdicts_add(ctypes.byref(counter), batch, len(batch)))
+
+
+#: struct formats of :func:`verdicts_add`'s batch: a block's header and one verdict.
+VERDICT_BLOCK, VERDICT_PAIR = "<QII", "<HH"
+
+
 def verdicts_clear(counter: SpeCounter) -> None:
     """Forget every verdict (code may have changed)."""
     library().spe_verdicts_clear(ctypes.byref(counter))
@@ -190,7 +203,7 @@ def block_hook_address() -> int:
 
 
 def _declare(lib: ctypes.CDLL) -> None:
-    """Argument and result types of the record.c entry points."""
+    """Argument and result types of the record.c entry points and spe_verdicts_add."""
     rec = ctypes.POINTER(SpeRecorder)
     u32, u64 = ctypes.c_uint32, ctypes.c_uint64
     for name, args, result in (
@@ -200,7 +213,9 @@ def _declare(lib: ctypes.CDLL) -> None:
             ("spe_target_swap", (rec, u64, u64, ctypes.POINTER(u64)), ctypes.c_int),
             ("spe_template_add", (rec, ctypes.POINTER(SpeTemplate)), ctypes.c_int),
             ("spe_templates_clear", (rec,), None),
-            ("spe_record_captures", (ctypes.POINTER(SpeCounter), rec, u32, u32), u32)):
+            ("spe_record_captures", (ctypes.POINTER(SpeCounter), rec, u32, u32), u32),
+            ("spe_verdicts_add", (ctypes.POINTER(SpeCounter), ctypes.c_char_p, u64),
+             ctypes.c_int)):
         fn = getattr(lib, name)
         fn.argtypes = args
         fn.restype = result

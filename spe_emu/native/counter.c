@@ -23,6 +23,8 @@
  * The file is also a (trivial) CPython extension module so setuptools can build it; the
  * module itself exports nothing.
  */
+#include <string.h>
+
 #include "spe_native.h"
 
 /* Let the loader reject a stale build: one of other sources, or whose struct layout differs
@@ -71,6 +73,31 @@ int spe_verdict_add(struct spe_counter *c, uint64_t pc, uint32_t n, uint32_t k, 
     v->n = n;
     v->k = (uint16_t)k;
     v->mode = (uint16_t)mode;
+    return 1;
+}
+
+/* Records the verdicts of several blocks. `batch` holds `size` bytes: per block, its address
+ * (u64), length (u32) and number of verdicts (u32), then that many (k, mode) pairs (u16 each),
+ * all little-endian. Returns 1 when every verdict was stored, 0 when one found no room (the
+ * ones before it are stored). */
+int spe_verdicts_add(struct spe_counter *c, const uint8_t *batch, uint64_t size)
+{
+    uint64_t at = 0;
+    while (at + 16 <= size) {
+        uint64_t pc;
+        uint32_t n, count;
+        memcpy(&pc, batch + at, 8);
+        memcpy(&n, batch + at + 8, 4);
+        memcpy(&count, batch + at + 12, 4);
+        at += 16;
+        for (uint32_t i = 0; i < count && at + 4 <= size; i++, at += 4) {
+            uint16_t k, mode;
+            memcpy(&k, batch + at, 2);
+            memcpy(&mode, batch + at + 2, 2);
+            if (!spe_verdict_add(c, pc, n, k, mode))
+                return 0;
+        }
+    }
     return 1;
 }
 

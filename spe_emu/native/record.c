@@ -48,7 +48,7 @@ static struct spe_lru *lru_new(uint32_t capacity)
 {
     struct spe_lru *l = calloc(1, sizeof *l);
     uint32_t size = 4;
-    while (size < 2 * capacity + 2)
+    while (size < 2 * capacity)
         size <<= 1;
     if (!l)
         return 0;
@@ -56,9 +56,10 @@ static struct spe_lru *lru_new(uint32_t capacity)
     l->mask = size - 1;
     l->oldest = l->newest = -1;
     l->slots = calloc(size, sizeof *l->slots);
-    l->keys = calloc(capacity, sizeof *l->keys);
-    l->prev = calloc(capacity, sizeof *l->prev);
-    l->next = calloc(capacity, sizeof *l->next);
+    /* (node arrays: node i is written before it is read, i < count) */
+    l->keys = malloc(capacity * sizeof *l->keys);
+    l->prev = malloc(capacity * sizeof *l->prev);
+    l->next = malloc(capacity * sizeof *l->next);
     if (!l->slots || !l->keys || !l->prev || !l->next) {
         free(l->slots), free(l->keys), free(l->prev), free(l->next), free(l);
         return 0;
@@ -209,10 +210,11 @@ void spe_recorder_free(struct spe_recorder *r)
     lru_free(r->l1d), lru_free(r->llc), lru_free(r->tlb);
     if (r->targets)
         targets_release(r->targets);
-    free(r->targets), free(r->templates), free(r->out);
+    free(r->targets), free(r->templates), free(r->template_used), free(r->out);
     r->l1d = r->llc = r->tlb = 0;
     r->targets = 0;
     r->templates = 0;
+    r->template_used = 0;
     r->out = 0;
 }
 
@@ -225,10 +227,11 @@ int spe_recorder_init(struct spe_recorder *r, uint32_t l1d_lines, uint32_t llc_l
     r->llc = lru_new(llc_lines);
     r->tlb = lru_new(tlb_entries);
     r->targets = calloc(1, sizeof *r->targets);
-    r->templates = calloc(SPE_TEMPLATES, sizeof *r->templates);
+    r->templates = malloc(SPE_TEMPLATES * sizeof *r->templates);
+    r->template_used = calloc(SPE_TEMPLATES, 1);
     r->out = malloc(out_size);
     r->out_size = out_size;
-    if (!r->l1d || !r->llc || !r->tlb || !r->targets || !r->templates || !r->out
+    if (!r->l1d || !r->llc || !r->tlb || !r->targets || !r->templates || !r->template_used || !r->out
             || !targets_alloc(r->targets, 64)) {
         spe_recorder_free(r);
         return 0;
@@ -253,32 +256,34 @@ int spe_target_swap(struct spe_recorder *r, uint64_t pc, uint64_t target, uint64
 
 /* ---- templates ------------------------------------------------------------------------ */
 
-static struct spe_template *template_find(struct spe_recorder *r, uint64_t pc, uint32_t el,
-                                          uint32_t ns)
+/* The slot of the template for (pc, el, ns), or the empty slot where it would go; -1 when its
+ * probe sequence is full of other templates. */
+static int template_find(const struct spe_recorder *r, uint64_t pc, uint32_t el, uint32_t ns)
 {
     uint32_t slot = hash64((pc >> 2) ^ ((uint64_t)(el << 1 | ns) << 60), SPE_TEMPLATES - 1);
     for (int i = 0; i < SPE_PROBES; i++) {
-        struct spe_template *t = &r->templates[(slot + i) & (SPE_TEMPLATES - 1)];
-        if (!t->used || (t->pc == pc && t->el == el && t->ns == ns))
-            return t;
+        int at = (int)((slot + i) & (SPE_TEMPLATES - 1));
+        const struct spe_template *t = &r->templates[at];
+        if (!r->template_used[at] || (t->pc == pc && t->el == el && t->ns == ns))
+            return at;
     }
-    return 0;
+    return -1;
 }
 
 /* Stores a template (its pc/el/ns select the slot); 0 when its probe sequence is full. */
 int spe_template_add(struct spe_recorder *r, const struct spe_template *t)
 {
-    struct spe_template *slot = template_find(r, t->pc, t->el, t->ns);
-    if (!slot || t->head_len > sizeof t->head)
+    int at = template_find(r, t->pc, t->el, t->ns);
+    if (at < 0 || t->head_len > sizeof t->head)
         return 0;
-    *slot = *t;
-    slot->used = 1;
+    r->templates[at] = *t;
+    r->template_used[at] = 1;
     return 1;
 }
 
 void spe_templates_clear(struct spe_recorder *r)
 {
-    memset(r->templates, 0, SPE_TEMPLATES * sizeof *r->templates);
+    memset(r->template_used, 0, SPE_TEMPLATES);
 }
 
 /* ---- records -------------------------------------------------------------------------- */
@@ -435,11 +440,12 @@ uint32_t spe_record_captures(const struct spe_counter *c, struct spe_recorder *r
             r->reason = SPE_REC_ORDER;
             break;
         }
-        const struct spe_template *t = template_find(r, cap->pc, r->el, r->ns);
-        if (!t || !t->used) {
+        int at = template_find(r, cap->pc, r->el, r->ns);
+        if (at < 0 || !r->template_used[at]) {
             r->reason = SPE_REC_TEMPLATE;
             break;
         }
+        const struct spe_template *t = &r->templates[at];
         if (t->kind == SPE_TPL_PYTHON
                 || (cap->mode == SPE_AT_END && !cap->next_pc)          /* live registers */
                 || (t->kind == SPE_TPL_BRANCH && cap->mode != SPE_NEXT_PC)

@@ -91,7 +91,6 @@ struct spe_template {
     uint64_t pc;
     uint64_t offset;        /* data address: immediate or literal offset (modulo 2^64) */
     uint64_t target;        /* conditional direct branch: its target */
-    uint8_t used;
     uint8_t el;
     uint8_t ns;
     uint8_t kind;           /* SPE_TPL_* */
@@ -148,6 +147,7 @@ struct spe_recorder {
     struct spe_lru *l1d, *llc, *tlb;
     struct spe_targets *targets;
     struct spe_template *templates;
+    uint8_t *template_used; /* SPE_TEMPLATES flags: the slot holds a template */
 };
 
 #endif
