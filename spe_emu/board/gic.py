@@ -643,7 +643,7 @@ class GicV3:
             return None
         best: tuple[int, int, int] | None = None
         for intid, irq in enumerate(self._irqs):
-            if not (irq.pending and irq.enabled and not irq.active):
+            if not (irq.enabled and not irq.active and irq.pending):  # (most are disabled)
                 continue
             if not self._distributor_group_enabled(irq.group):
                 continue

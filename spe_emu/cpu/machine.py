@@ -443,7 +443,7 @@ class Machine:
         page = self._xlate.get(key)
         if page is None:
             try:
-                page = mmu.translate(self.uc, va & ~0xFFF, regime, write=write) & ~0xFFF
+                page = mmu.translate(self.fast, va & ~0xFFF, regime, write=write) & ~0xFFF
             except TranslationFault as fault:
                 raise TranslationFault(va, fault.fsc) from None  # the address that faulted
             self._xlate[key] = page
@@ -639,7 +639,7 @@ class Machine:
                 s.data_va = info.data_address(pc, regs)
                 if s.data_va is not None and collect_pa:
                     try:
-                        s.data_pa = mmu.translate(uc, s.data_va, self._regime_el(ctx.el))
+                        s.data_pa = mmu.translate(self.fast, s.data_va, self._regime_el(ctx.el))
                     except TranslationFault:
                         s.data_pa = None
         if ts is not None:

@@ -11,14 +11,11 @@ documented FSC, never a silent guess.
 
 from __future__ import annotations
 
-import struct
-
-from unicorn import Uc
-
 from ..errors import GuestError
 from ..spe.buffer import TranslationFault
 from ..sysreg import reg
 from .context import HCR_EL2, SCTLR_ELX, SCTLR_ENC, TTBR0_ENC, TTBR1_EL1, banked
+from .fastuc import FastAccess
 
 TCR_EL1 = reg("TCR_EL1", (3, 0, 2, 0, 2), "TG1 31:30", "T1SZ 21:16", "EPD1 23", "TG0 15:14",
               "EPD0 7", "T0SZ 5:0")
@@ -33,22 +30,24 @@ FSC_PERMISSION = 0b001100
 BADDR_MASK = DESC.field("OA").mask  # (also TTBRn_ELx.BADDR[47:12] of a 4 KiB-aligned table)
 
 
-def translate(uc: Uc, va: int, regime_el: int, *, write: bool = False) -> int:
+def translate(mem: FastAccess, va: int, regime_el: int, *, write: bool = False) -> int:
     """Physical address of ``va`` in the stage 1 regime of ``regime_el`` (1 = EL1&0, 2, 3),
     checked like a privileged data access (AP[2] for a write; Arm ARM D8.4). PSTATE.PAN and
-    hierarchical (table) attributes are not modelled.
+    hierarchical (table) attributes are not modelled. ``mem`` reads the engine's system
+    registers and physical memory.
 
     Raises:
         TranslationFault: no valid mapping, unsupported granule, or a write to a read-only page
             (FSC = translation or permission fault with the level of the failing descriptor).
     """
     regime = max(regime_el, 1)
-    if regime == 1 and HCR_EL2.get(uc.cpr_read(*HCR_EL2.encoding.tuple), "VM"):
+    cpr = mem.cpr
+    if regime == 1 and HCR_EL2.get(cpr(HCR_EL2.encoding.tuple), "VM"):
         raise GuestError("stage 2 translation (HCR_EL2.VM == 1) is not modelled for the "
                          "emulator's own accesses (Profiling Buffer, semihosting)")
-    if not SCTLR_ELX.get(uc.cpr_read(*SCTLR_ENC[regime]), "M"):
+    if not SCTLR_ELX.get(cpr(SCTLR_ENC[regime]), "M"):
         return va
-    tcr = uc.cpr_read(*TCR_ENC[regime])
+    tcr = cpr(TCR_ENC[regime])
     top = (va >> 55) & 1
     if regime == 1:
         if top:
@@ -67,11 +66,11 @@ def translate(uc: Uc, va: int, regime_el: int, *, write: bool = False) -> int:
             raise TranslationFault(va, FSC_TRANSLATION)
     ia_bits = 64 - tsz
     level = 4 - (ia_bits - 12 + 8) // 9  # levels needed for ia_bits with 9 bits per level
-    table = uc.cpr_read(*ttbr) & BADDR_MASK
+    table = cpr(ttbr) & BADDR_MASK
     while True:
         shift = 12 + 9 * (3 - level)
         index = (va >> shift) & 0x1FF
-        desc = struct.unpack("<Q", bytes(uc.mem_read(table + 8 * index, 8)))[0]
+        desc = int.from_bytes(mem.read(table + 8 * index, 8), "little")
         if not DESC.get(desc, "VALID"):
             raise TranslationFault(va, FSC_TRANSLATION | max(level, 0))
         is_table = DESC.get(desc, "TYPE") == 1 and level < 3
