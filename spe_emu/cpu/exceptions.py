@@ -17,11 +17,11 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from unicorn import Uc
 from unicorn import arm64_const as A
 
 from ..sysreg import reg
 from .context import HCR_EL2, SCTLR_ELX, SCTLR_ENC, SPSR_ENC
+from .fastuc import FastAccess
 
 ESR = reg("ESR_ELx", (3, 0, 5, 2, 0), "EC 31:26", "IL 25", "ISS 24:0", doc="Arm ARM D19.2")
 ISS_SYSREG = reg("ISS_SYSREG", (3, 0, 5, 2, 0), "Op0 21:20", "Op2 19:17", "Op1 16:14",
@@ -88,14 +88,14 @@ class ExceptionEntry:
     vector: int
 
 
-def current_pstate(uc: Uc) -> int:
+def current_pstate(mem: FastAccess) -> int:
     """PSTATE in SPSR layout (Unicorn's UC_ARM64_REG_PSTATE read, which is QEMU's
     pstate_read(): NZCV, DAIF, EL, SP ...)."""
-    return uc.reg_read(A.UC_ARM64_REG_PSTATE)
+    return mem.reg(A.UC_ARM64_REG_PSTATE)
 
 
-def current_el(uc: Uc) -> int:
-    return PSTATE.get(current_pstate(uc), "EL")
+def current_el(mem: FastAccess) -> int:
+    return PSTATE.get(current_pstate(mem), "EL")
 
 
 def sp_bank(pstate: int) -> int:
@@ -103,17 +103,17 @@ def sp_bank(pstate: int) -> int:
     return PSTATE.get(pstate, "EL") if PSTATE.get(pstate, "SP") else 0
 
 
-def set_pstate(uc: Uc, new: int, sync_reg: tuple[int, int, int, int, int] = (3, 0, 12, 0, 0)
-               ) -> None:
+def set_pstate(mem: FastAccess, new: int,
+               sync_reg: tuple[int, int, int, int, int] = (3, 0, 12, 0, 0)) -> None:
     """Switch PSTATE (possibly changing EL and SP selection) the way QEMU's own exception
     code does: save the live SP into its bank, write PSTATE, load SP from the new bank, and
     rebuild QEMU's hflags with a CP-register write (re-writing ``sync_reg``, VBAR_EL1 by
     default) so translated code sees the new EL."""
-    old = current_pstate(uc)
-    uc.reg_write(SP_BANK[sp_bank(old)], uc.reg_read(A.UC_ARM64_REG_SP))
-    uc.reg_write(A.UC_ARM64_REG_PSTATE, new)
-    uc.reg_write(A.UC_ARM64_REG_SP, uc.reg_read(SP_BANK[sp_bank(new)]))
-    uc.cpr_write(*sync_reg, uc.cpr_read(*sync_reg))
+    old = current_pstate(mem)
+    mem.set_reg(SP_BANK[sp_bank(old)], mem.reg(A.UC_ARM64_REG_SP))
+    mem.set_reg(A.UC_ARM64_REG_PSTATE, new)
+    mem.set_reg(A.UC_ARM64_REG_SP, mem.reg(SP_BANK[sp_bank(new)]))
+    mem.set_cpr(sync_reg, mem.cpr(sync_reg))
 
 
 def vector_offset(from_el: int, target_el: int, pstate: int, kind: VectorKind) -> int:
@@ -125,7 +125,7 @@ def vector_offset(from_el: int, target_el: int, pstate: int, kind: VectorKind) -
     return base + int(kind)
 
 
-def take_exception(uc: Uc, target_el: int, kind: VectorKind, *, preferred_return: int,
+def take_exception(mem: FastAccess, target_el: int, kind: VectorKind, *, preferred_return: int,
                    syndrome: int | None = None) -> ExceptionEntry:
     """Take an exception to ``target_el`` (``AArch64.TakeException()``).
 
@@ -134,14 +134,14 @@ def take_exception(uc: Uc, target_el: int, kind: VectorKind, *, preferred_return
     = 0b1111, PSTATE.{SS, IL, BTYPE, UAO} = 0, PSTATE.PAN = 1 where FEAT_PAN sets it, and PC =
     VBAR_ELx + offset.
     """
-    old = current_pstate(uc)
+    old = current_pstate(mem)
     from_el = PSTATE.get(old, "EL")
     offset = vector_offset(from_el, target_el, old, kind)
-    vbar = uc.reg_read(VBAR_REG[target_el])
-    uc.cpr_write(*SPSR_ENC[target_el], old)
-    uc.reg_write(ELR_REG[target_el], preferred_return)
+    vbar = mem.reg(VBAR_REG[target_el])
+    mem.set_cpr(SPSR_ENC[target_el], old)
+    mem.set_reg(ELR_REG[target_el], preferred_return)
     if syndrome is not None:
-        uc.reg_write(ESR_REG[target_el], syndrome)
+        mem.set_reg(ESR_REG[target_el], syndrome)
     new = old
     for name, value in (("EL", target_el), ("SP", 1), ("D", 1), ("A", 1), ("I", 1), ("F", 1),
                         ("SS", 0), ("IL", 0), ("BTYPE", 0), ("UAO", 0)):
@@ -149,11 +149,10 @@ def take_exception(uc: Uc, target_el: int, kind: VectorKind, *, preferred_return
     # FEAT_PAN (AArch64.TakeException(): "if HavePANExt() && (PSTATE.EL == EL1 ||
     # (PSTATE.EL == EL2 && ELIsInHost(EL0))) && SCTLR[].SPAN == '0' then PSTATE.PAN = '1'"):
     # entry to EL1, or to EL2 in a host (HCR_EL2.{E2H, TGE} == {1, 1}).
-    hcr = uc.cpr_read(*HCR_EL2.encoding.tuple) if target_el == 2 else 0
+    hcr = mem.cpr(HCR_EL2.encoding.tuple) if target_el == 2 else 0
     in_host = HCR_EL2.get(hcr, "E2H") == 1 and HCR_EL2.get(hcr, "TGE") == 1
-    if (target_el == 1 or in_host) and not SCTLR_ELX.get(uc.cpr_read(*SCTLR_ENC[target_el]),
-                                                         "SPAN"):
+    if (target_el == 1 or in_host) and not SCTLR_ELX.get(mem.cpr(SCTLR_ENC[target_el]), "SPAN"):
         new = PSTATE.set(new, "PAN", 1)
-    set_pstate(uc, new, sync_reg=SPSR_ENC[target_el])
-    uc.reg_write(A.UC_ARM64_REG_PC, vbar + offset)
+    set_pstate(mem, new, sync_reg=SPSR_ENC[target_el])
+    mem.set_reg(A.UC_ARM64_REG_PC, vbar + offset)
     return ExceptionEntry(kind, from_el, target_el, syndrome, preferred_return, old, vbar + offset)

@@ -49,6 +49,23 @@ class FastAccess:
             raise UcError(err)
         return cp.val
 
+    def set_reg(self, reg_id: int, value: int) -> None:
+        """Write one register (X0-X30, SP, PC, PSTATE, ELR_ELx, ...)."""
+        self._one.value = value
+        err = uclib.uc_reg_write(self._uch, reg_id, self._one_ref)
+        if err:
+            raise UcError(err)
+
+    def set_cpr(self, enc: tuple[int, int, int, int, int], value: int) -> None:
+        """Write the system register with encoding ``enc`` = (op0, op1, CRn, CRm, op2), as
+        ``Uc.cpr_write`` does."""
+        cp = self._cp
+        cp.op0, cp.op1, cp.crn, cp.crm, cp.op2 = enc
+        cp.val = value
+        err = uclib.uc_reg_write(self._uch, UC_ARM64_REG_CP_REG, self._cp_ref)
+        if err:
+            raise UcError(err)
+
     def regs(self, reg_ids: tuple[int, ...]) -> dict[int, int]:
         """Several registers in one libunicorn call: ``{reg_id: value}``. Each register set gets
         its own zero-initialised buffers, so a 32-bit register's slot never holds stale upper

@@ -342,7 +342,7 @@ class Machine:
             # would (PA = PCT = 1), so PMSCR_EL1.{PA, PCT} alone decide (§3.3, docs/model.md).
             self.spu.regs["PMSCR_EL2"] = self.spu.table["PMSCR_EL2"].make(PA=1, PCT=1)
         pstate = PSTATE.make(EL=el, SP=1, D=1, A=1, I=1, F=1)
-        set_pstate(uc, pstate)
+        set_pstate(self.fast, pstate)
         uc.reg_write(A.UC_ARM64_REG_PC, entry)
         self._install_hooks()
 
@@ -478,7 +478,7 @@ class Machine:
 
     def _read_current(self, va: int, n: int) -> bytes:
         """Guest memory by VA in the current regime (semihosting, instruction fetch)."""
-        regime = self._regime_el(PSTATE.get(current_pstate(self.uc), "EL"))
+        regime = self._regime_el(PSTATE.get(current_pstate(self.fast), "EL"))
         out = bytearray()
         for page_va, start, end in page_chunks(va, n):
             try:
@@ -489,7 +489,7 @@ class Machine:
         return bytes(out)
 
     def _write_current(self, va: int, data: bytes) -> None:
-        regime = self._regime_el(PSTATE.get(current_pstate(self.uc), "EL"))
+        regime = self._regime_el(PSTATE.get(current_pstate(self.fast), "EL"))
         for page_va, start, end in page_chunks(va, len(data)):
             self._write_regime(page_va, data[start:end], regime)
 
@@ -536,7 +536,7 @@ class Machine:
         ctx = self.context()
         target = self._irq_target(ctx)
         if target < ctx.el or (target == ctx.el and
-                               PSTATE.get(current_pstate(self.uc), "I")):
+                               PSTATE.get(current_pstate(self.fast), "I")):
             return None
         return target
 
@@ -545,7 +545,7 @@ class Machine:
         target = self._deliverable_irq_target()
         if target is None:
             return False
-        take_exception(self.uc, target, VectorKind.IRQ, preferred_return=self.pc)
+        take_exception(self.fast, target, VectorKind.IRQ, preferred_return=self.pc)
         self._ctx = None
         self.irqs_taken += 1
         return True
@@ -738,27 +738,32 @@ class Machine:
 
     def _learn_blocks(self, blocks: list[tuple[int, bytes]]) -> None:
         """Give the native hook a verdict for every instruction it can capture in each block
-        (address, code) not learnt yet (:meth:`_verdicts`), all in one call, so that later
-        samples anywhere in them need no stop. Once per block address and length (forgotten
-        with the verdicts); a full table is emptied first (the places sampled from now on are
-        learnt again)."""
-        batch, keys = [], []
+        (address, code) not learnt yet (:meth:`_verdicts`), and the native recorder the
+        templates of their instructions at the current EL and Security state, each in one
+        call, so that later samples anywhere in them need no stop and no Python. Once per
+        block address and length (forgotten with the verdicts); a full table is emptied first
+        (the places sampled from now on are learnt again)."""
+        batch, new = [], {}
         for block, code in blocks:
             key = (block, len(code) // 4)
-            if key in self._learnt or key in keys:
+            if key in self._learnt or key in new:
                 continue
-            keys.append(key)
+            new[key] = code
             pairs = self._verdicts(code)[1]
             if pairs:
                 batch.append(struct.pack(native.VERDICT_BLOCK, block, key[1], len(pairs) // 4))
                 batch.append(pairs)
-        self._learnt.update(keys)
+        self._learnt.update(new)
         if batch:
             data = b"".join(batch)
             if not native.verdicts_add(self.counter, data):
                 self._forget_verdicts()
-                self._learnt.update(keys)
+                self._learnt.update(new)
                 native.verdicts_add(self.counter, data)
+        if new and self.records is not None:
+            ctx = self.context()
+            self.records.add_block_templates([(block, code) for (block, _), code in new.items()],
+                                             ctx.el, ctx.state_ns)
 
     @staticmethod
     def _prediction_mode(code: bytes, k: int) -> tuple[int, tuple | None]:
@@ -1201,7 +1206,7 @@ class Machine:
         """Execute a trapped MRS/MSR of an SPE or GIC register (``found`` from
         :meth:`_lookup`), or take the exception its access check asks for. Called from the
         INTR hook (the instruction UNDEFs in QEMU)."""
-        uc = self.uc
+        fast = self.fast
         ctx = self.context()
         verdict = self._sysreg_verdict(found, info.is_read, ctx)
         if verdict is Access.UNDEFINED:
@@ -1221,9 +1226,9 @@ class Machine:
                 value = self.gic.sysreg_read(spec.name)
                 self._irq_line_value = None
             if rt_reg is not None:
-                uc.reg_write(rt_reg, value)
+                fast.set_reg(rt_reg, value)
         else:
-            value = uc.reg_read(rt_reg) if rt_reg is not None else 0
+            value = fast.reg(rt_reg) if rt_reg is not None else 0
             self._account(self._retired_before(pc) + 1)
             if owner == "spe":
                 self.spu.write(spec.name, value, ctx)
@@ -1231,7 +1236,7 @@ class Machine:
                 self.gic.sysreg_write(spec.name, value)
             self._irq_line_value = None
             self._request_stop()
-        uc.reg_write(A.UC_ARM64_REG_PC, pc + 4)
+        fast.set_reg(A.UC_ARM64_REG_PC, pc + 4)
 
     def _undef_target(self, ctx: AccessContext) -> int:
         if ctx.el == 0:
@@ -1256,7 +1261,7 @@ class Machine:
         else:
             retired = self._retired_before(insn) + 1
         self._account(retired)
-        take_exception(self.uc, target, VectorKind.SYNC, preferred_return=preferred,
+        take_exception(self.fast, target, VectorKind.SYNC, preferred_return=preferred,
                        syndrome=syndrome)
         self._ctx = None
         self.exceptions_taken += 1

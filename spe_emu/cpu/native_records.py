@@ -12,6 +12,7 @@ accesses, unknown address forms) are recorded by Python, from the same model sta
 
 from __future__ import annotations
 
+import struct
 from functools import lru_cache
 
 from unicorn import arm64_const as A
@@ -56,26 +57,10 @@ class NativeRecords:
         s = self.recorder.s
         s.align = config.align_bytes
         s.not_taken_target = int(config.not_taken_target)
-        s.hdr_target = _header(P.address_packet(P.ADDR_BRANCH_TARGET, 0))
-        s.hdr_va = _header(P.address_packet(P.ADDR_DATA_VA, 0))
-        s.hdr_total = _header(P.counter_packet(P.COUNTER_TOTAL, 0))
-        s.hdr_issue = _header(P.counter_packet(P.COUNTER_ISSUE, 0))
-        s.hdr_xlat = _header(P.counter_packet(P.COUNTER_XLAT, 0))
-        s.hdr_timestamp = _header(P.timestamp_packet(0))
-        s.hdr_end = _header(P.end_packet())
-        for i, size in enumerate((1, 2, 4, 8)):   # the smallest payload that holds the events
-            s.hdr_events[i] = _header(P.events_packet(1 << (8 * size - 1)))
-        for name, value in (
-                ("ev_retired", P.EV_RETIRED), ("ev_not_taken", P.EV_NOT_TAKEN),
-                ("ev_mispred", P.EV_MISPRED), ("ev_l1d_access", P.EV_L1D_ACCESS),
-                ("ev_l1d_refill", P.EV_L1D_REFILL), ("ev_tlb_access", P.EV_TLB_ACCESS),
-                ("ev_tlb_walk", P.EV_TLB_WALK), ("ev_llc_access", P.EV_LLC_ACCESS),
-                ("ev_llc_miss", P.EV_LLC_MISS), ("lat_l1d_hit", R.L1D_HIT_CYCLES),
-                ("lat_llc_hit", R.LLC_HIT_CYCLES), ("lat_llc_miss", R.LLC_MISS_CYCLES),
-                ("lat_store", R.STORE_CYCLES), ("lat_walk", R.WALK_CYCLES),
-                ("lat_mispredict", R.MISPREDICT_PENALTY), ("lat_issue", R.ISSUE_CYCLES),
-                ("counter_max", P.COUNTER_MAX)):
+        fields, events = _fixed_fields()
+        for name, value in fields:
             setattr(s, name, value)
+        s.hdr_events[:] = events
 
     def begin(self, insn_index: int, next_pc: int, el: int, ns: int, timestamp: bool,
               collect_pa: bool, prefix: bytes, gap: int) -> None:
@@ -106,6 +91,15 @@ class NativeRecords:
         if not self.recorder.add_template(template):
             self.recorder.clear_templates()
             self.recorder.add_template(template)
+
+    def add_block_templates(self, blocks: list[tuple[int, bytes]], el: int, ns: int) -> None:
+        """Store the template of every instruction of the blocks (address, code) sampled at
+        ``el``/``ns``, ahead of their samples, in one native call (a full table is emptied
+        first)."""
+        data = b"".join(_block_template_bytes(block, code, el, ns) for block, code in blocks)
+        if not self.recorder.add_templates(data):
+            self.recorder.clear_templates()
+            self.recorder.add_templates(data)
 
     def clear_templates(self) -> None:
         """Code or its mapping may have changed."""
@@ -159,3 +153,38 @@ def _template(pc: int, el: int, ns: int, info: a64.InsnInfo) -> native.SpeTempla
 def _template_bytes(pc: int, el: int, ns: int, word: int) -> bytes:
     """:meth:`NativeRecords.template`, as the bytes of the struct."""
     return bytes(_template(pc, el, ns, a64.decode(word)))
+
+
+@lru_cache(maxsize=1)
+def _fixed_fields() -> tuple[tuple[tuple[str, int], ...], tuple[int, ...]]:
+    """The recorder's fixed inputs, computed once for the process from their declarations:
+    ((field, value) of the one-byte packet headers, event numbers and latencies, and
+    ``hdr_events``: the Events packet header for payloads of 1, 2, 4 and 8 bytes, the smallest
+    that holds the events)."""
+    fields = (
+        ("hdr_target", _header(P.address_packet(P.ADDR_BRANCH_TARGET, 0))),
+        ("hdr_va", _header(P.address_packet(P.ADDR_DATA_VA, 0))),
+        ("hdr_total", _header(P.counter_packet(P.COUNTER_TOTAL, 0))),
+        ("hdr_issue", _header(P.counter_packet(P.COUNTER_ISSUE, 0))),
+        ("hdr_xlat", _header(P.counter_packet(P.COUNTER_XLAT, 0))),
+        ("hdr_timestamp", _header(P.timestamp_packet(0))),
+        ("hdr_end", _header(P.end_packet())),
+        ("ev_retired", P.EV_RETIRED), ("ev_not_taken", P.EV_NOT_TAKEN),
+        ("ev_mispred", P.EV_MISPRED), ("ev_l1d_access", P.EV_L1D_ACCESS),
+        ("ev_l1d_refill", P.EV_L1D_REFILL), ("ev_tlb_access", P.EV_TLB_ACCESS),
+        ("ev_tlb_walk", P.EV_TLB_WALK), ("ev_llc_access", P.EV_LLC_ACCESS),
+        ("ev_llc_miss", P.EV_LLC_MISS), ("lat_l1d_hit", R.L1D_HIT_CYCLES),
+        ("lat_llc_hit", R.LLC_HIT_CYCLES), ("lat_llc_miss", R.LLC_MISS_CYCLES),
+        ("lat_store", R.STORE_CYCLES), ("lat_walk", R.WALK_CYCLES),
+        ("lat_mispredict", R.MISPREDICT_PENALTY), ("lat_issue", R.ISSUE_CYCLES),
+        ("counter_max", P.COUNTER_MAX))
+    events = tuple(_header(P.events_packet(1 << (8 * size - 1))) for size in (1, 2, 4, 8))
+    return fields, events
+
+
+@lru_cache(maxsize=1 << 12)
+def _block_template_bytes(block: int, code: bytes, el: int, ns: int) -> bytes:
+    """The templates of every instruction of the block ``code`` at ``block``, as the bytes of
+    consecutive structs (:meth:`NativeRecords.add_block_templates`)."""
+    return b"".join(_template_bytes(block + 4 * k, el, ns, word)
+                    for k, (word,) in enumerate(struct.iter_unpack("<I", code)))

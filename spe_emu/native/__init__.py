@@ -212,6 +212,7 @@ def _declare(lib: ctypes.CDLL) -> None:
             ("spe_lru_touch", (rec, u32, u64), ctypes.c_int),
             ("spe_target_swap", (rec, u64, u64, ctypes.POINTER(u64)), ctypes.c_int),
             ("spe_template_add", (rec, ctypes.POINTER(SpeTemplate)), ctypes.c_int),
+            ("spe_templates_add", (rec, ctypes.c_char_p, u32), ctypes.c_int),
             ("spe_templates_clear", (rec,), None),
             ("spe_record_captures", (ctypes.POINTER(SpeCounter), rec, u32, u32), u32),
             ("spe_verdicts_add", (ctypes.POINTER(SpeCounter), ctypes.c_char_p, u64),
@@ -262,6 +263,12 @@ class Recorder:
     def add_template(self, template: SpeTemplate) -> bool:
         """Store a template; False when its slots are full (clear, then add again)."""
         return bool(self.lib.spe_template_add(self.ref, ctypes.byref(template)))
+
+    def add_templates(self, data: bytes) -> bool:
+        """Store the templates of ``data`` (the bytes of consecutive ``SpeTemplate`` structs);
+        False when one found no room (the ones before it are stored)."""
+        return bool(self.lib.spe_templates_add(self.ref, data,
+                                               len(data) // ctypes.sizeof(SpeTemplate)))
 
     def clear_templates(self) -> None:
         self.lib.spe_templates_clear(self.ref)

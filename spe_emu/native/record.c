@@ -281,6 +281,16 @@ int spe_template_add(struct spe_recorder *r, const struct spe_template *t)
     return 1;
 }
 
+/* Stores `count` templates (an array); 1 when all were stored, 0 when one found no room (the
+ * ones before it are stored). */
+int spe_templates_add(struct spe_recorder *r, const struct spe_template *ts, uint32_t count)
+{
+    for (uint32_t i = 0; i < count; i++)
+        if (!spe_template_add(r, &ts[i]))
+            return 0;
+    return 1;
+}
+
 void spe_templates_clear(struct spe_recorder *r)
 {
     memset(r->template_used, 0, SPE_TEMPLATES);
