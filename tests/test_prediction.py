@@ -185,6 +185,7 @@ def test_largest_record_fits_the_bound():
     data = builder.build(s).data
     assert len(data) == 60
     assert len(data) <= RECORD_BYTES_BOUND
+    assert len(data) <= 1 << 6   # the smallest 2**PMSIDR_EL1.MaxSize (_record_room counts it)
 
 
 # ------------------------------------------------------------------ interval look-ahead ---
@@ -673,3 +674,19 @@ def test_a_block_learnt_at_a_stop_is_not_read_again_at_later_stops(tmp_path, mon
     assert stops.count(loop) > 10
     # learning read the block once; _predict reads it at each sample it predicts
     assert reads.count(loop) == 1 + m.sample_paths["predicted"]
+
+
+def test_capture_budget_leaves_room_for_a_pending_prediction(tmp_path):
+    # asm_loop at interval 256 in a 4 KiB buffer: near the buffer's end a sample predicted at
+    # its block's start (its record is written when the run gets past it, at _settle) is
+    # followed by captures in the same run. The capture budget counts that record, so the
+    # native batch never crosses the headroom (the SPU would raise AssertionError), and every
+    # sample is recorded, as many PMBIRQs as the reference run would take.
+    from pathlib import Path
+
+    from spe_emu.session import RunOptions, run_image
+    image = Path(__file__).resolve().parents[1] / "guests" / "asm_loop.elf"
+    result = run_image(image, RunOptions(outdir=tmp_path, interval=256, buffer_size=4096),
+                       console=None).result
+    assert result.samples > 1000 and result.records_written == result.samples
+    assert result.irqs_taken > 10 and result.pmbsr == 0

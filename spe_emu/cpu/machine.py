@@ -117,6 +117,8 @@ def control_offsets(code: bytes) -> list[int]:
 # both Context packets, PC, operation type, data VA and PA, events, three counters and a
 # timestamp, is 60 bytes; tests/test_prediction.py checks the bound).
 RECORD_BYTES_BOUND = 128
+# Pages from PMBPTR_EL1's on that captured samples' records may fill before Python checks again.
+RECORD_WINDOW_PAGES = 4
 PREDICTION_CACHE_ENTRIES = 1 << 16  # code sequences whose predictability is remembered
 SUCCESSOR_BLOCKS = 8     # blocks learnt ahead at a stop for lack of a verdict
 TCG_MAX_INSNS = 256      # the longest translated block seen from Unicorn 2.1 (instructions)
@@ -1128,22 +1130,23 @@ class Machine:
 
     def _record_room(self, ctx: AccessContext) -> int:
         """How many records can be written from PMBPTR_EL1 on with no Profiling Buffer
-        management event (§3.5.2, §3.5.3): each record (at most RECORD_BYTES_BOUND bytes plus
-        alignment padding) leaves 2**PMSIDR_EL1.MaxSize bytes below the limit, and lands in
-        PMBPTR_EL1's page or the next one, both of which translate for the owning regime."""
+        management event (§3.5.2, §3.5.3): each record (at most 2**PMSIDR_EL1.MaxSize bytes,
+        and RECORD_BYTES_BOUND, plus alignment padding) leaves 2**PMSIDR_EL1.MaxSize bytes
+        below the limit, and lands in PMBPTR_EL1's page or the RECORD_WINDOW_PAGES - 1 after
+        it, all of which translate for the owning regime."""
         ptr = self.spu.regs["PMBPTR_EL1"]
         _, owner_el = self.spu.owner(ctx)
         key = (ptr >> 12, owner_el)
         if key not in self._headroom_pages:
             try:
-                self._translate(ptr, owner_el, write=True)
-                self._translate((ptr | 0xFFF) + 1, owner_el, write=True)
+                for page in range(RECORD_WINDOW_PAGES):
+                    self._translate((ptr & ~0xFFF) + 0x1000 * page, owner_el, write=True)
             except TranslationFault:
                 return 0
             self._headroom_pages.add(key)
-        end = min(self.spu.buffer.headroom_end, (ptr | 0xFFF) + 1 + 0x1000)
-        # (RECORD_BYTES_BOUND + 2**Align <= 128 + 2048 < 4096: a record never spans 2 pages)
-        return max(0, (end - ptr) // (RECORD_BYTES_BOUND + self.cfg.spe.align_bytes))
+        end = min(self.spu.buffer.headroom_end, (ptr & ~0xFFF) + 0x1000 * RECORD_WINDOW_PAGES)
+        bound = min(RECORD_BYTES_BOUND, self.cfg.spe.max_record_bytes) + self.cfg.spe.align_bytes
+        return max(0, (end - ptr) // bound)
 
     def _collection(self, ctx: AccessContext) -> tuple:
         """(CollectTimeStamp(), CollectContextIDR1(), CollectContextIDR2(),
@@ -1486,7 +1489,9 @@ class Machine:
                 gap = self.spu.interval.fixed_gap(self.spu.regs["PMSIRR_EL1"])
                 if gap is not None:
                     c.event_at, c.limit = event, limit
-                    c.cap_budget = self._record_room(self.context())
+                    # (a pending predicted sample's record is written first, at _settle)
+                    c.cap_budget = max(0, self._record_room(self.context())
+                                       - (self._pending is not None))
                     c.gap = gap
             stops = c.stops
             start = c.insns

@@ -28,7 +28,7 @@ class NativeBuildError(SpeEmuError):
     """The native counter could not be found or compiled."""
 
 
-CAP_MAX = 64          # SPE_CAP_MAX
+CAP_MAX = 256         # SPE_CAP_MAX
 CAP_REGS = 33         # SPE_CAP_REGS: X0-X30, SP, NZCV
 VERDICTS = 4096       # SPE_VERDICTS
 

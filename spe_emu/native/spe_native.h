@@ -8,7 +8,7 @@
 
 #include <stdint.h>
 
-#define SPE_CAP_MAX 64      /* captures held before the hook stops for Python */
+#define SPE_CAP_MAX 256     /* captures held before the hook stops for Python */
 #define SPE_CAP_REGS 33     /* X0-X30, SP, NZCV (the order of Python's CAPTURE_REGS) */
 #define SPE_VERDICTS 4096   /* verdict table slots (power of two) */
 #define SPE_PROBES 8
