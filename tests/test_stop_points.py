@@ -112,3 +112,38 @@ def test_pmbidr_at_el3_and_pmsevfr_e1_res1(tmp_path):
 """ + EXIT
     m = run_asm(text, tmp_path, boot_el=3)
     assert xregs(m, 20, 21) == [0, 0b10]     # P reads 0 at EL3 (§4.3.1); E[1] is RES1 (§4.3.8)
+
+
+@pytest.mark.parametrize("change, value", [
+    ("msr pmsirr_el1, x9", 0x200),             # interval 512 from here on
+    ("msr pmsicr_el1, x9", 100),               # COUNT = 100
+    ("msr pmsfcr_el1, x9", 0x10002),           # FT, B: branches only
+    ("msr pmsevfr_el1, x9", 0x2),              # (E[1] only: the event filter is off)
+    ("msr pmbptr_el1, x9", BUF + 0x800),       # records go on further into the buffer
+])
+def test_spe_register_write_while_profiling(tmp_path, change, value):
+    # Profiling at EL1 (interval 256), then, after one sample, a write to an SPE register;
+    # the run goes on in a loop of loads and branches under the new value exactly as in the
+    # reference mode (the fast run loop re-plans only after the writes that change the
+    # interval plan or the capture budget: docs/model.md, "Run loops").
+    text = start(0b10) + f"""
+    movz x9, #{value >> 16:#x}, lsl #16
+    movk x9, #{value & 0xFFFF:#x}
+    movz x6, #{BUF >> 16:#x}, lsl #16
+""" + "    nop\n" * 300 + f"""
+    {change}
+    mov x4, #600
+loop:
+    ldr x5, [x6]
+    add x7, x7, x5
+    subs x4, x4, #1
+    b.ne loop
+""" + SPE_DRAIN + "\n    .balign 2048\nvectors:\n"
+    got = {}
+    for mode in MODES:
+        m = run_asm(text, tmp_path / mode, mode=mode)
+        assert not m.result.guest_errors
+        got[mode] = (m.result.samples, m.result.population, xregs(m, 21, 22, 23),
+                     bytes(m.uc.mem_read(BUF, 0x1000)))
+    assert got["fast"] == got["reference"]
+    assert got["fast"][0] >= 5

@@ -83,6 +83,12 @@ OP1_MIN_EL = {0: 1, 1: 1, 2: 1, 3: 0, 4: 2, 5: 2, 6: 3, 7: 1}
 # Writes that change the enable/owner/routing context (MSR hook: re-plan after them).
 WATCHED_WRITES = {r.encoding.tuple for r in (SCR_EL3, HCR_EL2, MDCR_EL2, MDCR_EL3)}
 DAIF_ENC = (3, 3, 4, 2, 1)  # MSR DAIF, Xt
+# SPE register writes after which the run loop re-plans (a stop): those that can change
+# StatisticalProfilingEnabled(), ProfilingBufferEnabled() or PMBIRQ, always; those that change
+# the interval plan or the capture budget, while profiling is enabled. The filter registers
+# are read at each record, and the others are read-only.
+SPE_ENABLE_WRITES = {"PMSCR_EL1", "PMSCR_EL12", "PMSCR_EL2", "PMBLIMITR_EL1", "PMBSR_EL1"}
+SPE_PLAN_WRITES = {"PMSIRR_EL1", "PMSICR_EL1", "PMBPTR_EL1"}
 # Writes that change stage 1 translation (SCTLR, TTBR0/1, TCR of EL1/EL2/EL3): flush the
 # host-side translation cache.
 TRANSLATION_WRITES = {enc for table in (SCTLR_ENC, TTBR0_ENC, banked(TTBR1_EL1), mmu.TCR_ENC)
@@ -1233,12 +1239,15 @@ class Machine:
         else:
             value = fast.reg(rt_reg) if rt_reg is not None else 0
             self._account(self._retired_before(pc) + 1)
+            self._irq_line_value = None
             if owner == "spe":
                 self.spu.write(spec.name, value, ctx)
+                if spec.name in SPE_ENABLE_WRITES or (self.enabled
+                                                      and spec.name in SPE_PLAN_WRITES):
+                    self._request_stop()
             else:
                 self.gic.sysreg_write(spec.name, value)
-            self._irq_line_value = None
-            self._request_stop()
+                self._request_stop()
         fast.set_reg(A.UC_ARM64_REG_PC, pc + 4)
 
     def _undef_target(self, ctx: AccessContext) -> int:
