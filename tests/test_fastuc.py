@@ -43,3 +43,21 @@ def test_reg_regs_and_memory():
     fast.write(0x1010, bytes.fromhex("1f2003d5aabb"))
     assert fast.word(0x1010) == 0xD503201F
     assert fast.read(0x1010, 6) == bytes(uc.mem_read(0x1010, 6))
+
+
+def test_writes_and_snapshot_agree_with_the_binding():
+    uc = engine()
+    fast = FastAccess(uc)
+    fast.set_reg(A.UC_ARM64_REG_X5, 0x8000_0000_0000_0001)
+    fast.set_cpr(MDCR_EL2.encoding.tuple, MDCR_EL2.make(E2PB=0b11))
+    fast.set_cpr(CONTEXTIDR_EL1.encoding.tuple, 0x1234)
+    assert uc.reg_read(A.UC_ARM64_REG_X5) == 0x8000_0000_0000_0001
+    assert uc.cpr_read(*MDCR_EL2.encoding.tuple) == MDCR_EL2.make(E2PB=0b11)
+    encs = (MDCR_EL2.encoding.tuple, CONTEXTIDR_EL1.encoding.tuple)
+    ids = (A.UC_ARM64_REG_X5, A.UC_ARM64_REG_PSTATE)
+    assert fast.snapshot(ids, encs) == (0x8000_0000_0000_0001, uc.reg_read(A.UC_ARM64_REG_PSTATE),
+                                        MDCR_EL2.make(E2PB=0b11), 0x1234)
+    # the buffers are reused: a second snapshot sees the new values
+    uc.reg_write(A.UC_ARM64_REG_X5, 7)
+    uc.cpr_write(*CONTEXTIDR_EL1.encoding.tuple, 0)
+    assert fast.snapshot(ids, encs)[::3] == (7, 0)

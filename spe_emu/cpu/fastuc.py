@@ -27,7 +27,7 @@ class FastAccess:
         self._word = ctypes.create_string_buffer(4)
         self._cp = UcRegCP64()
         self._cp_ref = ctypes.byref(self._cp)
-        self._batches: dict[tuple[int, ...], tuple] = {}
+        self._batches: dict[tuple, tuple] = {}
 
     def reg(self, reg_id: int) -> int:
         """One register (X0-X30, SP, PC, NZCV, PSTATE ...). 32-bit registers fill only the
@@ -82,6 +82,31 @@ class FastAccess:
         if err:
             raise UcError(err)
         return dict(zip(reg_ids, values))
+
+    def snapshot(self, reg_ids: tuple[int, ...], encs: tuple[tuple[int, int, int, int, int], ...]
+                 ) -> tuple[int, ...]:
+        """Registers ``reg_ids`` then the system registers with encodings ``encs`` (as
+        :meth:`cpr` reads them), in one libunicorn call: their values, in that order."""
+        key = (reg_ids, encs)
+        batch = self._batches.get(key)
+        if batch is None:
+            n = len(reg_ids)
+            values = (ctypes.c_uint64 * n)()
+            cps = (UcRegCP64 * len(encs))()
+            for cp, enc in zip(cps, encs):
+                cp.op0, cp.op1, cp.crn, cp.crm, cp.op2 = enc
+            ptrs = (ctypes.c_void_p * (n + len(encs)))(
+                *(ctypes.addressof(values) + 8 * i for i in range(n)),
+                *(ctypes.addressof(cp) for cp in cps))
+            ids = (ctypes.c_int32 * (n + len(encs)))(
+                *reg_ids, *(UC_ARM64_REG_CP_REG for _ in encs))
+            batch = self._batches[key] = (ids, ptrs, values, cps, n + len(encs))
+        ids, ptrs, values, cps, count = batch
+        ctypes.memset(values, 0, ctypes.sizeof(values))   # (32-bit registers fill half)
+        err = uclib.uc_reg_read_batch(self._uch, ids, ptrs, count)
+        if err:
+            raise UcError(err)
+        return (*values, *(cp.val for cp in cps))
 
     def word(self, pa: int) -> int:
         """The little-endian 32-bit word at physical address ``pa``."""

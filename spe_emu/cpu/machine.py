@@ -83,6 +83,8 @@ OP1_MIN_EL = {0: 1, 1: 1, 2: 1, 3: 0, 4: 2, 5: 2, 6: 3, 7: 1}
 # Writes that change the enable/owner/routing context (MSR hook: re-plan after them).
 WATCHED_WRITES = {r.encoding.tuple for r in (SCR_EL3, HCR_EL2, MDCR_EL2, MDCR_EL3)}
 DAIF_ENC = (3, 3, 4, 2, 1)  # MSR DAIF, Xt
+# The control registers of an AccessContext, in its field order (scr_el3 ... mdcr_el3).
+CONTEXT_ENCODINGS = tuple(r.encoding.tuple for r in (SCR_EL3, HCR_EL2, MDCR_EL2, MDCR_EL3))
 # SPE register writes after which the run loop re-plans (a stop): those that can change
 # StatisticalProfilingEnabled(), ProfilingBufferEnabled() or PMBIRQ, always; those that change
 # the interval plan or the capture budget, while profiling is enabled. The filter registers
@@ -406,12 +408,10 @@ class Machine:
         return ctx
 
     def _live_context(self) -> AccessContext:
-        fast = self.fast
-        return AccessContext(el=PSTATE.get(fast.reg(A.UC_ARM64_REG_PSTATE), "EL"),
-                             scr_el3=fast.cpr(SCR_EL3.encoding.tuple),
-                             hcr_el2=fast.cpr(HCR_EL2.encoding.tuple),
-                             mdcr_el2=fast.cpr(MDCR_EL2.encoding.tuple),
-                             mdcr_el3=fast.cpr(MDCR_EL3.encoding.tuple))
+        pstate, scr, hcr, mdcr2, mdcr3 = self.fast.snapshot((A.UC_ARM64_REG_PSTATE,),
+                                                            CONTEXT_ENCODINGS)
+        return AccessContext(el=PSTATE.get(pstate, "EL"), scr_el3=scr, hcr_el2=hcr,
+                             mdcr_el2=mdcr2, mdcr_el3=mdcr3)
 
     @property
     def pc(self) -> int:
