@@ -553,7 +553,7 @@ def test_evaluator_matches_execution(uc_machine, name, value, mask, align):
 def _verdict_batch(*blocks):
     """The batch native.verdicts_add takes: per block (pc, n, [(k, mode), ...])."""
     return b"".join(struct.pack(native.VERDICT_BLOCK, pc, n, len(pairs))
-                    + b"".join(struct.pack(native.VERDICT_PAIR, *p) for p in pairs)
+                    + b"".join(struct.pack(native.VERDICT_ENTRY, *p, 0, 0) for p in pairs)
                     for pc, n, pairs in blocks)
 
 
@@ -649,14 +649,18 @@ def test_blocks_a_learnt_block_leads_to_are_learnt_ahead(tmp_path, monkeypatch):
 
 
 def test_a_block_learnt_at_a_stop_is_not_read_again_at_later_stops(tmp_path, monkeypatch):
-    # The dependent-operand loop of test_dependent_operands_match_reference stops every time
-    # a sample falls on a load evaluated in Python (no verdict can exist for it). The first
-    # such stop learns the block and the ones it leads to; later stops there return at once.
+    # Dependent operands whose evaluation cannot read its load: ``ldr x2, [x3]`` reads 8 bytes
+    # across a page boundary, so neither the native evaluator nor Python's evaluates the
+    # operands of the instructions after it, and the run stops every time a sample falls on
+    # one of them. The first such stop learns the block and the ones it leads to; later stops
+    # there return at once (the block is read again only by _predict, which then splits it).
     body = "    ldr x2, [x3]\n    ldr x9, [x2]\n    add x14, x14, x9\n" * 4
     text = _loop(0b111011, 1600, body,
-                 f"    ldr x3, ={DATA:#x}\n    add x4, x3, #0x800\n    str x4, [x3]")
-    stops, reads = [], []
-    learn, code = SpeMachine._learn_stop_block, SpeMachine._block_code
+                 f"    ldr x3, ={DATA + 0xFFC:#x}\n    ldr x4, ={DATA + 0x800:#x}\n"
+                 f"    str x4, [x3]")
+    stops, reads, predictions = [], [], []
+    learn, code, predict = (SpeMachine._learn_stop_block, SpeMachine._block_code,
+                            SpeMachine._predict)
 
     def spy_learn(self, block, n, k):
         stops.append((block, n))
@@ -665,15 +669,20 @@ def test_a_block_learnt_at_a_stop_is_not_read_again_at_later_stops(tmp_path, mon
     def spy_code(self, block, n, ctx):
         reads.append((block, n))
         return code(self, block, n, ctx)
+
+    def spy_predict(self, block, k, n, index):
+        predictions.append((block, n))
+        return predict(self, block, k, n, index)
     monkeypatch.setattr(SpeMachine, "_learn_stop_block", spy_learn)
     monkeypatch.setattr(SpeMachine, "_block_code", spy_code)
+    monkeypatch.setattr(SpeMachine, "_predict", spy_predict)
     m, _ = _run_both(text, tmp_path, SpeConfig(seed=7))
-    assert m.sample_paths["evaluated"] > 10
+    assert m.sample_paths["split"] > 10
     # the page-aligned loop block: the body's 12 instructions, SUBS and B.NE
     loop = (min(block for block, _ in stops if block % 4096 == 0), 4 * 3 + 2)
     assert stops.count(loop) > 10
-    # learning read the block once; _predict reads it at each sample it predicts
-    assert reads.count(loop) == 1 + m.sample_paths["predicted"]
+    # learning read the block once; _predict reads it at each sample it tries to predict
+    assert reads.count(loop) == 1 + predictions.count(loop)
 
 
 def test_capture_budget_leaves_room_for_a_pending_prediction(tmp_path):
@@ -690,3 +699,36 @@ def test_capture_budget_leaves_room_for_a_pending_prediction(tmp_path):
                        console=None).result
     assert result.samples > 1000 and result.records_written == result.samples
     assert result.irqs_taken > 10 and result.pmbsr == 0
+
+
+def test_native_evaluator_matches_reference(tmp_path):
+    # Operands computed by earlier instructions of the block and overwritten later in it (so
+    # neither the block's start nor its end shows them), through every step the native
+    # evaluator runs: sign-extending loads (LDRSW, LDRSH into W), a byte load, register-offset
+    # addresses (LSL, SXTW, plain), SUB, MOV and a pre-index writeback. The hook captures those
+    # samples with the plan evaluated (no stop, records built natively: E1SPE | TS), and the
+    # records are the reference mode's.
+    body = """
+    ldrsw x2, [x3]
+    ldr x9, [x1, x2, lsl #3]
+    ldrsh w2, [x3]
+    ldr x6, [x1, w2, sxtw]
+    ldrb w2, [x3, #1]
+    ldr x8, [x1, x2]
+    sub x2, x3, #8
+    ldr x13, [x2, #8]
+    mov x2, x3
+    ldr x16, [x2, #16]
+    ldr x4, [x3, #-16]!
+    ldr x14, [x3, #16]
+    add x3, x3, #16
+    mov x2, xzr
+"""
+    text = _loop(0b100010, 1000, body,
+                 f"    ldr x3, ={DATA + 0x800:#x}\n    ldr x1, ={DATA:#x}\n"
+                 f"    mov x10, #-3\n    str x10, [x3]")
+    m, records = _run_both(text, tmp_path, SpeConfig(seed=11))
+    assert m.sample_paths["evaluated"] > 10
+    assert m.sample_paths["predicted"] == 0 and m.sample_paths["split"] == 0
+    vas = {r.data_va for r in records}
+    assert {DATA - 24, DATA - 3, DATA + 0xFF, DATA + 0x800, DATA + 0x810} <= vas

@@ -953,6 +953,11 @@ class Step:
     dests: tuple[int, ...]
     load: tuple[int, int] | None
     _run: Callable = field(repr=False, compare=False)
+    #: What the step does, for the native evaluator (spe_emu/native/counter.c): ("add" |
+    #: "sub", rd, rn, imm, mask), ("mov", rd, rm or None for XZR, mask) or ("load", rt or
+    #: None for XZR, size in bytes, sign-extension (0, 32 or 64), writeback increment or
+    #: None, address form); register fields are Unicorn ids.
+    op: tuple = field(default=(), compare=False)
 
     def run(self, pc: int, regs: Mapping[int, int],
             read: Callable[[int, int], int]) -> dict[int, int]:
@@ -971,7 +976,7 @@ def _eval_add_sub_imm(w: int) -> Step | None:
 
     def run(pc, regs, read):
         return {rd: (regs[rn] - imm if sub else regs[rn] + imm) & mask}
-    return Step(w, (rn,), (rd,), None, run)
+    return Step(w, (rn,), (rd,), None, run, ("sub" if sub else "add", rd, rn, imm, mask))
 
 
 def _eval_mov(w: int) -> Step | None:
@@ -981,9 +986,10 @@ def _eval_mov(w: int) -> Step | None:
     rm, rd = (w >> 16) & 31, X_REGS[w & 31]
     mask = M64 if w >> 31 else 0xFFFFFFFF
     if rm == 31:
-        return Step(w, (), (rd,), None, lambda pc, regs, read: {rd: 0})
+        return Step(w, (), (rd,), None, lambda pc, regs, read: {rd: 0}, ("mov", rd, None, mask))
     src = X_REGS[rm]
-    return Step(w, (src,), (rd,), None, lambda pc, regs, read: {rd: regs[src] & mask})
+    return Step(w, (src,), (rd,), None, lambda pc, regs, read: {rd: regs[src] & mask},
+                ("mov", rd, src, mask))
 
 
 def _eval_load(w: int) -> Step | None:
@@ -1029,7 +1035,8 @@ def _eval_load(w: int) -> Step | None:
         if dest is not None:
             out[dest] = value
         return out
-    return Step(w, tuple(info.reads), tuple(dests), (nbytes, extend), run)
+    return Step(w, tuple(info.reads), tuple(dests), (nbytes, extend), run,
+                ("load", dest, nbytes, extend, imm if writeback else None, addr_of))
 
 
 @lru_cache(maxsize=1 << 16)

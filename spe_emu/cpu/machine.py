@@ -54,7 +54,7 @@ from .context import (CNTHCTL_EL2, CNTKCTL_EL1, CONTEXTIDR_EL1, CONTEXTIDR_EL2, 
 from .exceptions import (EC, ELR_REG, ESR, FAR_REG, PSTATE, SPSR_ENC, VectorKind,
                          current_pstate, esr, set_pstate, sysreg_trap_iss, take_exception)
 from .fastuc import FastAccess
-from .native_records import CAPTURE_REGS, CAPTURE_SLOT, NativeRecords
+from .native_records import CAPTURE_REGS, CAPTURE_SLOT, NativeRecords, plan_steps
 from .qemu_state import ExceptionReader
 
 NEVER = (1 << 64) - 1
@@ -313,10 +313,11 @@ class Machine:
         self._pending: tuple | None = None
         self._relearnt_at: tuple[int, int] | None = None  # (PC, count) of the last relearn
         # How samples were reached (fast mode; for tests and benchmarks): "captured" by the
-        # native hook, "predicted" by Python (_predict; "evaluated": of those, by evaluating
-        # earlier instructions), "dropped" (of those: an earlier instruction took an
-        # exception), "split" (the block was retranslated to stop at the instruction). The
-        # others: at a block's first instruction.
+        # native hook, "predicted" by Python (_predict), "evaluated" (of those two, by
+        # evaluating earlier instructions of the block: in Python or by the hook's native
+        # evaluator), "dropped" (predicted, but an earlier instruction took an exception),
+        # "split" (the block was retranslated to stop at the instruction). The others: at a
+        # block's first instruction.
         self.sample_paths = {"predicted": 0, "evaluated": 0, "captured": 0, "dropped": 0,
                              "split": 0}
 
@@ -370,6 +371,9 @@ class Machine:
                                          0, 0)
         self.counter.event_at = NEVER
         self.counter.reg_read_batch = ctypes.cast(uclib.uc_reg_read_batch, ctypes.c_void_p).value
+        self.counter.vmem_translate = ctypes.cast(uclib.uc_vmem_translate, ctypes.c_void_p).value
+        self.counter.mem_read = ctypes.cast(uclib.uc_mem_read, ctypes.c_void_p).value
+        self.counter.ram_base, self.counter.ram_size = self.cfg.ram_base, self.cfg.ram_size
         for i, rid in enumerate(CAPTURE_REGS):
             self.counter.reg_ids[i] = rid
         if self.cfg.mode == "raw":
@@ -757,10 +761,10 @@ class Machine:
             if key in self._learnt or key in new:
                 continue
             new[key] = code
-            pairs = self._verdicts(code)[1]
-            if pairs:
-                batch.append(struct.pack(native.VERDICT_BLOCK, block, key[1], len(pairs) // 4))
-                batch.append(pairs)
+            verdicts, entries = self._verdicts(code)
+            if verdicts:
+                batch.append(struct.pack(native.VERDICT_BLOCK, block, key[1], len(verdicts)))
+                batch.append(entries)
         self._learnt.update(new)
         if batch:
             data = b"".join(batch)
@@ -838,25 +842,40 @@ class Machine:
     @lru_cache(maxsize=PREDICTION_CACHE_ENTRIES)
     def _verdicts(code: bytes) -> tuple[dict[int, int], bytes]:
         """How the native hook can capture each instruction of the block ``code``: at its
-        start or end (:meth:`_mode`), a final branch by the PC the block leaves to (even when
-        its operands are known at the start: the native recorder builds branch records from
-        that PC). Instruction 0 needs no verdict unless it is a final branch (without one it
-        is taken at the start). Returns ({k: mode}, the same as (k, mode) pairs packed for
-        :func:`native.verdicts_add`), remembered for the process (a pure function of the code;
-        the result is not to be changed)."""
+        start or end (:meth:`_mode`), with its operands evaluated from the start (an
+        evaluation plan the native evaluator runs: a load that cannot be read there makes it
+        stop instead), a final branch by the PC the block leaves to (even when its operands
+        are known at the start: the native recorder builds branch records from that PC).
+        Instruction 0 needs no verdict unless it is a final branch (without one it is taken at
+        the start). Returns ({k: mode}, the same as packed for :func:`native.verdicts_add`),
+        remembered for the process (a pure function of the code; the result is not to be
+        changed)."""
         n = len(code) // 4
         words = struct.unpack(f"<{n}I", code)
-        found = {}
-        for k in range(1, n - 1):
-            mode = Machine._mode(code, k)[0]
+        found: dict[int, int] = {}
+        entries = []
+
+        def add(k: int, mode: int, steps: bytes = b"") -> None:
+            found[k] = mode
+            entries.append(struct.pack(native.VERDICT_ENTRY, k, mode,
+                                       len(steps) // ctypes.sizeof(native.SpeStep), 0) + steps)
+
+        def add_predicted(k: int) -> None:
+            mode, plan = Machine._mode(code, k)
             if mode in (PREDICT_START, PREDICT_END):
-                found[k] = mode
+                add(k, mode)
+            elif mode == PREDICT_EVAL:
+                steps = plan_steps(words, plan[0])
+                if steps is not None:
+                    add(k, mode, steps)
+
+        for k in range(1, n - 1):
+            add_predicted(k)
         if Machine._final_branch(words, n - 1, a64.decode(words[-1])):
-            found[n - 1] = PREDICT_NEXT_PC
-        elif n > 1 and (mode := Machine._mode(code, n - 1)[0]) in (PREDICT_START, PREDICT_END):
-            found[n - 1] = mode
-        pairs = b"".join(struct.pack(native.VERDICT_PAIR, k, mode) for k, mode in found.items())
-        return found, pairs
+            add(n - 1, PREDICT_NEXT_PC)
+        elif n > 1:
+            add_predicted(n - 1)
+        return found, b"".join(entries)
 
     def _in_ram(self, pa: int, size: int) -> bool:
         """Whether ``size`` bytes at physical address ``pa`` are RAM (not MMIO)."""
@@ -1029,6 +1048,8 @@ class Machine:
         c = self.counter
         count = c.cap_count
         c.cap_count = c.completing = 0
+        self.sample_paths["evaluated"] += c.evaluated
+        c.evaluated = 0
         ctx = self.context()  # (no control state changes while captures are pending)
         go_on = self.pc if next_pc is None else next_pc
         interval = self.spu.interval

@@ -155,6 +155,52 @@ def _template_bytes(pc: int, el: int, ns: int, word: int) -> bytes:
     return bytes(_template(pc, el, ns, a64.decode(word)))
 
 
+def plan_steps(words: tuple[int, ...], plan: tuple[int, ...]) -> bytes | None:
+    """The steps of an evaluation plan (the indexes of the block's instructions ``words`` to
+    evaluate, in order: :meth:`spe_emu.cpu.machine.Machine._prediction_mode`) for the native
+    evaluator, as the bytes of ``SpeStep`` structs; None when a step is not one it runs."""
+    out = []
+    for j in plan:
+        step = a64.evaluator(words[j])
+        encoded = None if step is None else _step(step.op, 4 * j)
+        if encoded is None:
+            return None
+        out.append(bytes(encoded))
+    return b"".join(out)
+
+
+def _slot(reg: int | None) -> int:
+    return native.NO_REG if reg is None else CAPTURE_SLOT[reg]
+
+
+def _step(op: tuple, at: int) -> native.SpeStep | None:
+    """``a64.Step.op`` of the instruction at byte offset ``at`` in its block as a native step
+    (None: an address form the native evaluator does not know)."""
+    kind = op[0]
+    if kind in ("add", "sub"):
+        _, rd, rn, imm, mask = op
+        return native.SpeStep(kind=native.STEP_ADD if kind == "add" else native.STEP_SUB,
+                              dst=_slot(rd), src=_slot(rn), imm=imm, mask=mask, at=at)
+    if kind == "mov":
+        _, rd, rm, mask = op
+        return native.SpeStep(kind=native.STEP_MOV, dst=_slot(rd), src=_slot(rm), mask=mask,
+                              at=at)
+    _, rt, size, sext, wb, form = op
+    step = native.SpeStep(kind=native.STEP_LOAD, dst=_slot(rt), size=size, sext=sext,
+                          writeback=int(wb is not None), wb=wb or 0, at=at)
+    if isinstance(form, a64.BaseOffset):
+        step.form, step.src, step.imm = native.ADDR_BASE, _slot(form.base), form.offset & M64
+    elif isinstance(form, a64.Literal):
+        step.form, step.imm = native.ADDR_LITERAL, form.offset & M64
+    elif isinstance(form, a64.RegisterOffset):
+        step.form, step.src, step.index = (native.ADDR_REGOFF, _slot(form.base),
+                                           _slot(form.index))
+        step.extend, step.shift = form.extend, form.shift
+    else:
+        return None
+    return step
+
+
 @lru_cache(maxsize=1)
 def _fixed_fields() -> tuple[tuple[tuple[str, int], ...], tuple[int, ...]]:
     """The recorder's fixed inputs, computed once for the process from their declarations:

@@ -31,6 +31,9 @@ class NativeBuildError(SpeEmuError):
 CAP_MAX = 256         # SPE_CAP_MAX
 CAP_REGS = 33         # SPE_CAP_REGS: X0-X30, SP, NZCV
 VERDICTS = 4096       # SPE_VERDICTS
+STEPS = 4096          # SPE_STEPS
+STEP_ADD, STEP_SUB, STEP_MOV, STEP_LOAD = 1, 2, 3, 4   # SPE_STEP_*
+NO_REG = 0xFF         # SPE_NO_REG
 
 
 class SpeCapture(ctypes.Structure):
@@ -43,7 +46,19 @@ class SpeCapture(ctypes.Structure):
 
 class SpeVerdict(ctypes.Structure):
     _fields_ = [("pc", ctypes.c_uint64), ("n", ctypes.c_uint32), ("k", ctypes.c_uint16),
-                ("mode", ctypes.c_uint16)]
+                ("mode", ctypes.c_uint16), ("plan", ctypes.c_uint16),
+                ("plan_len", ctypes.c_uint16)]
+
+
+class SpeStep(ctypes.Structure):
+    """Mirror of ``struct spe_step``: one step of an evaluation plan (registers are capture
+    slots)."""
+
+    _fields_ = [("imm", ctypes.c_uint64), ("mask", ctypes.c_uint64), ("wb", ctypes.c_uint64),
+                ("at", ctypes.c_uint16),
+                *((name, ctypes.c_uint8) for name in (
+                    "kind", "dst", "src", "index", "form", "extend", "shift", "size", "sext",
+                    "writeback"))]
 
 
 class SpeCounter(ctypes.Structure):
@@ -58,7 +73,11 @@ class SpeCounter(ctypes.Structure):
                 ("cap_count", ctypes.c_uint64), ("completing", ctypes.c_uint64),
                 ("reg_read_batch", ctypes.c_void_p),
                 ("reg_ids", ctypes.c_int32 * (CAP_REGS + 1)),
-                ("caps", SpeCapture * CAP_MAX), ("verdicts", SpeVerdict * VERDICTS)]
+                ("vmem_translate", ctypes.c_void_p), ("mem_read", ctypes.c_void_p),
+                ("ram_base", ctypes.c_uint64), ("ram_size", ctypes.c_uint64),
+                ("step_count", ctypes.c_uint64), ("evaluated", ctypes.c_uint64),
+                ("caps", SpeCapture * CAP_MAX), ("verdicts", SpeVerdict * VERDICTS),
+                ("steps", SpeStep * STEPS)]
 
 
 # record.c (values of spe_native.h)
@@ -182,14 +201,15 @@ def verdict_add(counter: SpeCounter, pc: int, n: int, k: int, mode: int) -> bool
 
 def verdicts_add(counter: SpeCounter, batch: bytes) -> bool:
     """:func:`verdict_add` for several blocks in one call. ``batch`` holds, per block, its
-    address (u64), length (u32) and number of verdicts (u32), then that many (k, mode) pairs
-    (u16 each), all little-endian (:data:`VERDICT_BLOCK` and :data:`VERDICT_PAIR`). False when
-    one found no room (the ones before it are stored)."""
+    address (u64), length (u32) and number of verdicts (u32), then per verdict k, mode, the
+    number of steps of its evaluation plan and a zero (u16 each) followed by those steps (the
+    bytes of ``SpeStep`` structs), all little-endian (:data:`VERDICT_BLOCK`,
+    :data:`VERDICT_ENTRY`). False when one found no room (the ones before it are stored)."""
     return bool(library().spe_verdicts_add(ctypes.byref(counter), batch, len(batch)))
 
 
 #: struct formats of :func:`verdicts_add`'s batch: a block's header and one verdict.
-VERDICT_BLOCK, VERDICT_PAIR = "<QII", "<HH"
+VERDICT_BLOCK, VERDICT_ENTRY = "<QII", "<HHHH"
 
 
 def verdicts_clear(counter: SpeCounter) -> None:

@@ -56,13 +56,6 @@ static struct spe_verdict *verdict_find(struct spe_counter *c, uint64_t pc, uint
     return 0;
 }
 
-/* The mode of the verdict for instruction k of the n-instruction block at pc, or 0. */
-static int verdict_mode(struct spe_counter *c, uint64_t pc, uint32_t n, uint32_t k)
-{
-    const struct spe_verdict *v = verdict_find(c, pc, n, k);
-    return v && v->pc ? v->mode : 0;
-}
-
 /* Records how instruction k of the n-instruction block at pc can be captured; 0 if full. */
 int spe_verdict_add(struct spe_counter *c, uint64_t pc, uint32_t n, uint32_t k, uint32_t mode)
 {
@@ -73,13 +66,15 @@ int spe_verdict_add(struct spe_counter *c, uint64_t pc, uint32_t n, uint32_t k, 
     v->n = n;
     v->k = (uint16_t)k;
     v->mode = (uint16_t)mode;
+    v->plan = v->plan_len = 0;
     return 1;
 }
 
 /* Records the verdicts of several blocks. `batch` holds `size` bytes: per block, its address
- * (u64), length (u32) and number of verdicts (u32), then that many (k, mode) pairs (u16 each),
- * all little-endian. Returns 1 when every verdict was stored, 0 when one found no room (the
- * ones before it are stored). */
+ * (u64), length (u32) and number of verdicts (u32), then per verdict k, mode, the number of
+ * steps of its plan and a zero (u16 each), then the plan's steps (struct spe_step), all
+ * little-endian. Returns 1 when every verdict was stored, 0 when one found no room (in the
+ * table or for its steps; the ones before it are stored). */
 int spe_verdicts_add(struct spe_counter *c, const uint8_t *batch, uint64_t size)
 {
     uint64_t at = 0;
@@ -90,12 +85,21 @@ int spe_verdicts_add(struct spe_counter *c, const uint8_t *batch, uint64_t size)
         memcpy(&n, batch + at + 8, 4);
         memcpy(&count, batch + at + 12, 4);
         at += 16;
-        for (uint32_t i = 0; i < count && at + 4 <= size; i++, at += 4) {
-            uint16_t k, mode;
-            memcpy(&k, batch + at, 2);
-            memcpy(&mode, batch + at + 2, 2);
-            if (!spe_verdict_add(c, pc, n, k, mode))
+        for (uint32_t i = 0; i < count && at + 8 <= size; i++) {
+            uint16_t entry[4];
+            memcpy(entry, batch + at, 8);
+            at += 8;
+            uint64_t steps = entry[2];
+            if (at + steps * sizeof(struct spe_step) > size
+                    || c->step_count + steps > SPE_STEPS
+                    || !spe_verdict_add(c, pc, n, entry[0], entry[1]))
                 return 0;
+            struct spe_verdict *v = verdict_find(c, pc, n, entry[0]);
+            v->plan = (uint16_t)c->step_count;
+            v->plan_len = (uint16_t)steps;
+            memcpy(&c->steps[c->step_count], batch + at, steps * sizeof(struct spe_step));
+            c->step_count += steps;
+            at += steps * sizeof(struct spe_step);
         }
     }
     return 1;
@@ -105,6 +109,55 @@ void spe_verdicts_clear(struct spe_counter *c)
 {
     for (int i = 0; i < SPE_VERDICTS; i++)
         c->verdicts[i].pc = 0;
+    c->step_count = 0;
+}
+
+/* Runs the plan of an SPE_EVAL verdict for the block at `block` on the registers at its
+ * start (Machine._evaluate): 0 when a load would read outside RAM, across a page or from an
+ * address that does not translate for a read at the current EL (the run loop then stops and
+ * Python decides). */
+static int evaluate(void *uc, const struct spe_counter *c, const struct spe_verdict *v,
+                    uint64_t block, uint64_t *regs)
+{
+    for (uint32_t i = 0; i < v->plan_len; i++) {
+        const struct spe_step *st = &c->steps[v->plan + i];
+        uint64_t pc = block + st->at;
+        switch (st->kind) {
+        case SPE_STEP_ADD:
+            regs[st->dst] = (regs[st->src] + st->imm) & st->mask;
+            break;
+        case SPE_STEP_SUB:
+            regs[st->dst] = (regs[st->src] - st->imm) & st->mask;
+            break;
+        case SPE_STEP_MOV:
+            regs[st->dst] = st->src == SPE_NO_REG ? 0 : regs[st->src] & st->mask;
+            break;
+        case SPE_STEP_LOAD: {
+            uint64_t va = spe_address(st->form, st->src, st->index, st->extend, st->shift,
+                                      st->imm, regs, pc);
+            uint64_t pa, value = 0;
+            if ((va & 0xFFF) + st->size > 0x1000
+                    || c->vmem_translate(uc, va, 1 /* UC_PROT_READ */, &pa) != 0
+                    || pa < c->ram_base || pa + st->size > c->ram_base + c->ram_size
+                    || c->mem_read(uc, pa, &value, st->size) != 0)
+                return 0;
+            unsigned bits = 8 * st->size;
+            if (st->sext && bits < 64 && (value >> (bits - 1)) & 1) {
+                value |= ~0ull << bits;
+                if (st->sext == 32)
+                    value &= 0xFFFFFFFFull;
+            }
+            if (st->writeback)
+                regs[st->src] += st->wb;
+            if (st->dst != SPE_NO_REG)
+                regs[st->dst] = value;
+            break;
+        }
+        default:
+            return 0;
+        }
+    }
+    return 1;
 }
 
 static int read_regs(void *uc, struct spe_counter *c, uint64_t *regs)
@@ -125,14 +178,23 @@ static int try_capture(void *uc, uint64_t address, uint64_t n, struct spe_counte
             || c->cap_count >= SPE_CAP_MAX || c->insns + n > c->limit
             || c->event_at + c->gap < c->insns + n)
         return 0;
-    if ((mode = verdict_mode(c, address, (uint32_t)n, (uint32_t)k)) == 0) {
+    const struct spe_verdict *v = verdict_find(c, address, (uint32_t)n, (uint32_t)k);
+    if (!v || !v->pc) {
         if (k != 0)
             return 0;
         mode = SPE_AT_START;   /* the first instruction: the registers at the block's start */
+    } else {
+        mode = v->mode;
     }
     struct spe_capture *cap = &c->caps[c->cap_count];
     if (!read_regs(uc, c, cap->regs))
         return 0;
+    if (mode == SPE_EVAL) {
+        if (!evaluate(uc, c, v, address, cap->regs))
+            return 0;
+        c->evaluated++;
+        mode = SPE_AT_START;   /* (the registers as the sampled instruction sees them) */
+    }
     cap->index = c->event_at;
     cap->pc = address + 4 * k;
     cap->mode = (uint64_t)mode;

@@ -334,16 +334,7 @@ static uint64_t insn_address(uint64_t addr, uint32_t el, uint32_t ns)
 
 static uint64_t data_address(const struct spe_template *t, const uint64_t *regs, uint64_t pc)
 {
-    if (t->addr == SPE_ADDR_LITERAL)
-        return pc + t->offset;
-    if (t->addr == SPE_ADDR_BASE)
-        return regs[t->base] + t->offset;
-    uint64_t index = regs[t->index];
-    if (t->extend == SPE_EXTEND_UXTW)
-        index &= 0xFFFFFFFFull;
-    else if (t->extend == SPE_EXTEND_SXTW)
-        index = (uint64_t)(int64_t)(int32_t)(uint32_t)index;
-    return regs[t->base] + (index << t->shift);
+    return spe_address(t->addr, t->base, t->index, t->extend, t->shift, t->offset, regs, pc);
 }
 
 /* Builds the record of capture cap from template t at o; returns the end (before padding). */

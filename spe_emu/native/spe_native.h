@@ -12,9 +12,12 @@
 #define SPE_CAP_REGS 33     /* X0-X30, SP, NZCV (the order of Python's CAPTURE_REGS) */
 #define SPE_VERDICTS 4096   /* verdict table slots (power of two) */
 #define SPE_PROBES 8
+#define SPE_STEPS 4096      /* evaluation steps of the verdicts' plans */
 
 typedef int (*spe_stop_fn)(void *uc);
 typedef int (*spe_read_batch_fn)(void *uc, const int *regs, void **vals, int count);
+typedef int (*spe_translate_fn)(void *uc, uint64_t va, int prot, uint64_t *pa);
+typedef int (*spe_mem_read_fn)(void *uc, uint64_t pa, void *bytes, uint64_t size);
 
 /* How a sample is observed (Machine.PREDICT_*): registers at the start of its block, or at
  * the start of the next block entered (its end), which also gives the PC a final branch went
@@ -22,6 +25,56 @@ typedef int (*spe_read_batch_fn)(void *uc, const int *regs, void **vals, int cou
 #define SPE_AT_START 1
 #define SPE_NEXT_PC 2
 #define SPE_AT_END 3
+/* ... or the registers at the start of its block with the earlier instructions that compute
+ * its operands evaluated (a plan of steps; the capture is then SPE_AT_START). */
+#define SPE_EVAL 4
+
+/* Data address forms (spe_emu.cpu.a64 BaseOffset, Literal, RegisterOffset) */
+#define SPE_ADDR_NONE 0
+#define SPE_ADDR_BASE 1
+#define SPE_ADDR_LITERAL 2
+#define SPE_ADDR_REGOFF 3
+
+/* Index register extension (a64.EXTEND_*) */
+#define SPE_EXTEND_LSL 0
+#define SPE_EXTEND_UXTW 1
+#define SPE_EXTEND_SXTW 2
+
+/* The data address of an address form on captured registers (slots), at instruction pc. */
+static inline uint64_t spe_address(uint8_t form, uint8_t base, uint8_t index, uint8_t extend,
+                                   uint8_t shift, uint64_t offset, const uint64_t *regs,
+                                   uint64_t pc)
+{
+    if (form == SPE_ADDR_LITERAL)
+        return pc + offset;
+    if (form == SPE_ADDR_BASE)
+        return regs[base] + offset;
+    uint64_t value = regs[index];
+    if (extend == SPE_EXTEND_UXTW)
+        value &= 0xFFFFFFFFull;
+    else if (extend == SPE_EXTEND_SXTW)
+        value = (uint64_t)(int64_t)(int32_t)(uint32_t)value;
+    return regs[base] + (value << shift);
+}
+
+/* One evaluation step (spe_emu.cpu.a64.Step.op); registers are capture slots. */
+#define SPE_STEP_ADD 1
+#define SPE_STEP_SUB 2
+#define SPE_STEP_MOV 3      /* src 0xFF: XZR */
+#define SPE_STEP_LOAD 4     /* dst 0xFF: XZR */
+#define SPE_NO_REG 0xFF
+
+struct spe_step {
+    uint64_t imm;           /* ADD/SUB: the immediate; load: the address offset */
+    uint64_t mask;          /* ADD/SUB/MOV: the result mask (32 or 64 bits) */
+    uint64_t wb;            /* load with writeback: the base register's increment */
+    uint16_t at;            /* the instruction's byte offset in its block */
+    uint8_t kind, dst, src; /* SPE_STEP_*; src: the source (load: the base) */
+    uint8_t index, form, extend, shift;  /* load: the address form (SPE_ADDR_*) */
+    uint8_t size;           /* load: bytes */
+    uint8_t sext;           /* load: sign-extend to 32 or 64 bits, or 0 */
+    uint8_t writeback;      /* load: pre/post-index */
+};
 
 struct spe_capture {
     uint64_t index;                 /* instruction number of the sampled instruction */
@@ -35,7 +88,8 @@ struct spe_verdict {
     uint64_t pc;                    /* block address (0: empty slot) */
     uint32_t n;                     /* block length */
     uint16_t k;                     /* sampled instruction in it */
-    uint16_t mode;                  /* SPE_AT_START, SPE_NEXT_PC or SPE_AT_END */
+    uint16_t mode;                  /* SPE_AT_START, SPE_NEXT_PC, SPE_AT_END or SPE_EVAL */
+    uint16_t plan, plan_len;        /* SPE_EVAL: its steps, steps[plan .. plan + plan_len) */
 };
 
 struct spe_counter {
@@ -56,8 +110,15 @@ struct spe_counter {
     uint64_t completing;   /* 1 + the capture waiting for the next block entry, or 0 */
     spe_read_batch_fn reg_read_batch;  /* uc_reg_read_batch from libunicorn */
     int32_t reg_ids[SPE_CAP_REGS + 1]; /* Unicorn ids of the captured registers (+ padding) */
+    /* evaluation of SPE_EVAL plans: loads read RAM only, through the current regime */
+    spe_translate_fn vmem_translate;   /* uc_vmem_translate from libunicorn */
+    spe_mem_read_fn mem_read;          /* uc_mem_read from libunicorn */
+    uint64_t ram_base, ram_size;       /* bytes */
+    uint64_t step_count;               /* steps[] in use */
+    uint64_t evaluated;                /* captures whose operands a plan evaluated */
     struct spe_capture caps[SPE_CAP_MAX];
     struct spe_verdict verdicts[SPE_VERDICTS];
+    struct spe_step steps[SPE_STEPS];
 };
 
 /* ---- record.c: records of captured samples ------------------------------------------ */
@@ -67,17 +128,6 @@ struct spe_counter {
 #define SPE_TPL_LDST 2
 #define SPE_TPL_BRANCH 3
 #define SPE_TPL_PYTHON 4
-
-/* Data address forms (spe_emu.cpu.a64 BaseOffset, Literal, RegisterOffset) */
-#define SPE_ADDR_NONE 0
-#define SPE_ADDR_BASE 1
-#define SPE_ADDR_LITERAL 2
-#define SPE_ADDR_REGOFF 3
-
-/* Index register extension (a64.EXTEND_*) */
-#define SPE_EXTEND_LSL 0
-#define SPE_EXTEND_UXTW 1
-#define SPE_EXTEND_SXTW 2
 
 /* Branch flags */
 #define SPE_BR_COND 1       /* conditional (B.cond, CBZ/CBNZ, TBZ/TBNZ) */
