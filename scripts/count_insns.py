@@ -4,7 +4,8 @@ move with the host's speed.
 
 Wall-clock figures on a shared machine swing by 2x within minutes (README "Speed"); the number
 of host instructions a run executes does not. For each mode this script runs the guest under
-``valgrind --tool=callgrind`` twice, in fresh processes: two warm-up runs, then garbage
+``valgrind --tool=callgrind`` twice, in fresh processes with PYTHONHASHSEED=0 (set and dict
+orders, and so the work done, are the same every time): two warm-up runs, then garbage
 collection off and one or two counted runs. The difference of the two totals is the cost of
 one steady-state run (imports, warm-up and interpreter start-up cancel out). It prints host
 instructions per run for each mode and, for SPE modes, per sample above the profiling-off run

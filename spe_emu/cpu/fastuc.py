@@ -18,7 +18,7 @@ from unicorn.unicorn_py3.unicorn import uclib
 
 
 class FastAccess:
-    """Direct register and memory reads for one engine."""
+    """Direct register and memory reads and writes for one engine."""
 
     def __init__(self, uc: Uc):
         self._uch = uc._uch
