@@ -1260,14 +1260,15 @@ class Machine:
         else:
             value = fast.reg(rt_reg) if rt_reg is not None else 0
             self._account(self._retired_before(pc) + 1)
-            self._irq_line_value = None
             if owner == "spe":
+                # (PMBIRQ follows PMBSR_EL1.S: _pmbirq marks the IRQ line for recomputing)
                 self.spu.write(spec.name, value, ctx)
                 if spec.name in SPE_ENABLE_WRITES or (self.enabled
                                                       and spec.name in SPE_PLAN_WRITES):
                     self._request_stop()
             else:
                 self.gic.sysreg_write(spec.name, value)
+                self._irq_line_value = None
                 self._request_stop()
         fast.set_reg(A.UC_ARM64_REG_PC, pc + 4)
 
