@@ -175,8 +175,8 @@ def _slot(reg: int | None) -> int:
 
 def _step(op: tuple, at: int) -> native.SpeStep | None:
     """``a64.Step.op`` of the instruction at byte offset ``at`` in its block as a native step
-    (None: an address form the native evaluator does not know)."""
-    kind = op[0]
+    (None: a step or address form the native evaluator does not know)."""
+    kind = op[0] if op else None
     if kind in ("add", "sub"):
         _, rd, rn, imm, mask = op
         return native.SpeStep(kind=native.STEP_ADD if kind == "add" else native.STEP_SUB,
@@ -185,6 +185,8 @@ def _step(op: tuple, at: int) -> native.SpeStep | None:
         _, rd, rm, mask = op
         return native.SpeStep(kind=native.STEP_MOV, dst=_slot(rd), src=_slot(rm), mask=mask,
                               at=at)
+    if kind != "load":
+        return None
     _, rt, size, sext, wb, form = op
     step = native.SpeStep(kind=native.STEP_LOAD, dst=_slot(rt), size=size, sext=sext,
                           writeback=int(wb is not None), wb=wb or 0, at=at)
