@@ -504,11 +504,13 @@ loop:
 
 
 # ------------------------------------------------------------------ evaluator -------------
-EVAL_GROUPS = [  # (name, fixed value, mask, alignment): GPR loads and ADD/SUB/MOV
+EVAL_GROUPS = [  # (name, fixed value, mask, alignment): GPR loads, ADD(S)/SUB(S), MOV
     ("load unsigned offset", 0x39400000, 0x3F400000, 8),
     ("load unscaled/pre/post", 0x38400000, 0x3F600000, 1),
     ("load register offset", 0x38600800, 0x3F600C00, 8),
     ("add/sub immediate", 0x11000000, 0x3F800000, 1),
+    ("adds/subs immediate", 0x31000000, 0x3F800000, 1),
+    ("add/sub shifted register", 0x0B000000, 0x1F200000, 1),
     ("mov register", 0x2A0003E0, 0x7FE0FFE0, 1),
 ]
 
@@ -705,7 +707,8 @@ def test_native_evaluator_matches_reference(tmp_path):
     # Operands computed by earlier instructions of the block and overwritten later in it (so
     # neither the block's start nor its end shows them), through every step the native
     # evaluator runs: sign-extending loads (LDRSW, LDRSH into W), a byte load, register-offset
-    # addresses (LSL, SXTW, plain), SUB, MOV and a pre-index writeback. The hook captures those
+    # addresses (LSL, SXTW, plain), SUB, MOV, a pre-index writeback, flags from CMP (shifted
+    # register) and ADDS (immediate) for CINC, CSEL and CSET, and ADD with an ASR operand. The hook captures those
     # samples with the plan evaluated (no stop, records built natively: E1SPE | TS), and the
     # records are the reference mode's.
     body = """
@@ -723,6 +726,16 @@ def test_native_evaluator_matches_reference(tmp_path):
     ldr x14, [x3, #16]
     add x3, x3, #16
     mov x2, xzr
+    ldr x17, [x3]
+    cmp x17, x1
+    cinc x18, x18, hi
+    csel x19, x17, x1, lt
+    add x24, x1, x17, asr #2
+    ldr x25, [x24, #8]
+    adds x26, x17, #5
+    cset x27, mi
+    mov x17, xzr
+    cmn x24, #1
 """
     text = _loop(0b100010, 1000, body,
                  f"    ldr x3, ={DATA + 0x800:#x}\n    ldr x1, ={DATA:#x}\n"

@@ -954,9 +954,10 @@ class Step:
     load: tuple[int, int] | None
     _run: Callable = field(repr=False, compare=False)
     #: What the step does, for the native evaluator (spe_emu/native/counter.c): ("add" |
-    #: "sub", rd, rn, imm, mask), ("mov", rd, rm or None for XZR, mask) or ("load", rt or
-    #: None for XZR, size in bytes, sign-extension (0, 32 or 64), writeback increment or
-    #: None, address form); register fields are Unicorn ids.
+    #: "sub", rd, rn, operand2, mask, sets flags) with operand2 ("imm", value) or ("reg", rm,
+    #: shift type, amount), ("mov", rd, rm, mask) or ("load", rt, size in bytes,
+    #: sign-extension (0, 32 or 64), writeback increment or None, address form); register
+    #: fields are Unicorn ids, None for XZR.
     op: tuple = field(default=(), compare=False)
 
     def run(self, pc: int, regs: Mapping[int, int],
@@ -966,17 +967,79 @@ class Step:
         return self._run(pc, regs, read)
 
 
-def _eval_add_sub_imm(w: int) -> Step | None:
-    sf, sub, s = w >> 31, (w >> 30) & 1, (w >> 29) & 1
-    if s or (w >> 23) & 0x3F != 0b100010:          # ADDS/SUBS set flags: not evaluated
-        return None
-    imm = ((w >> 10) & 0xFFF) << (12 if (w >> 22) & 1 else 0)
-    rn, rd = _base_id((w >> 5) & 31), _base_id(w & 31)
-    mask = M64 if sf else 0xFFFFFFFF
+def _add_with_carry(x: int, y: int, carry: int, mask: int) -> tuple[int, int]:
+    """``AddWithCarry(x, y, carry)`` (Arm ARM, shared pseudocode) for 32 or 64 bits (``mask``):
+    (result, NZCV as Unicorn's UC_ARM64_REG_NZCV holds it, in bits 31:28)."""
+    bits = mask.bit_length()
+    unsigned = x + y + carry
+    result = unsigned & mask
+    signed = _sext(x, bits) + _sext(y, bits) + carry
+    n, z = result >> (bits - 1), int(result == 0)
+    c, v = int(result != unsigned), int(_sext(result, bits) != signed)
+    return result, n << 31 | z << 30 | c << 29 | v << 28
+
+
+def _shift_reg(value: int, kind: int, amount: int, mask: int) -> int:
+    """``ShiftReg()``: LSL (0), LSR (1) or ASR (2) of a 32- or 64-bit register value."""
+    value &= mask
+    if kind == 0:
+        return (value << amount) & mask
+    if kind == 1:
+        return value >> amount
+    return (_sext(value, mask.bit_length()) >> amount) & mask
+
+
+def _eval_add_sub(sub: int, flags: int, rd: int | None, rn: int | None, operand2: tuple,
+                  mask: int, w: int) -> Step:
+    """ADD/SUB/ADDS/SUBS with Rn (None: XZR) and ``operand2``, ("imm", value) or ("reg", Rm
+    or None for XZR, shift type, amount); Rd None is XZR (CMP/CMN). Flags as
+    ``AddWithCarry()`` gives them (Arm ARM C6.2 ADDS, SUBS)."""
+    rm = operand2[1] if operand2[0] == "reg" else None
+    sources = tuple(r for r in (rn, rm) if r is not None)
+    dests = tuple(r for r in (rd,) if r is not None) + ((UC_ARM64_REG_NZCV,) if flags else ())
 
     def run(pc, regs, read):
-        return {rd: (regs[rn] - imm if sub else regs[rn] + imm) & mask}
-    return Step(w, (rn,), (rd,), None, run, ("sub" if sub else "add", rd, rn, imm, mask))
+        x = regs[rn] & mask if rn is not None else 0
+        if operand2[0] == "imm":
+            y = operand2[1]
+        else:
+            y = _shift_reg(regs[rm] if rm is not None else 0, operand2[2], operand2[3], mask)
+        if sub:
+            y = ~y & mask
+        result, nzcv = _add_with_carry(x, y, sub, mask)
+        out = {rd: result} if rd is not None else {}
+        if flags:
+            out[UC_ARM64_REG_NZCV] = nzcv
+        return out
+    return Step(w, sources, dests, None, run,
+                ("sub" if sub else "add", rd, rn, operand2, mask, flags))
+
+
+def _eval_add_sub_imm(w: int) -> Step | None:
+    # ADD/ADDS/SUB/SUBS (immediate): Rn 31 is SP; Rd 31 is SP, or XZR when flags are set.
+    sf, sub, s = w >> 31, (w >> 30) & 1, (w >> 29) & 1
+    if (w >> 23) & 0x3F != 0b100010:
+        return None
+    imm = ((w >> 10) & 0xFFF) << (12 if (w >> 22) & 1 else 0)
+    rn = _base_id((w >> 5) & 31)
+    rd = (X_REGS[w & 31] if w & 31 != 31 else None) if s else _base_id(w & 31)
+    return _eval_add_sub(sub, s, rd, rn, ("imm", imm), M64 if sf else 0xFFFFFFFF, w)
+
+
+def _eval_add_sub_shifted(w: int) -> Step | None:
+    # ADD/ADDS/SUB/SUBS (shifted register): register 31 is XZR everywhere.
+    if w & 0x1F200000 != 0x0B000000:
+        return None
+    sf, sub, s = w >> 31, (w >> 30) & 1, (w >> 29) & 1
+    kind, amount = (w >> 22) & 3, (w >> 10) & 63
+    if kind == 3 or (not sf and amount >= 32):
+        return None                                 # reserved
+    rd, rn, rm = w & 31, (w >> 5) & 31, (w >> 16) & 31
+
+    def reg(n: int) -> int | None:
+        return X_REGS[n] if n != 31 else None
+    return _eval_add_sub(sub, s, reg(rd), reg(rn), ("reg", reg(rm), kind, amount),
+                         M64 if sf else 0xFFFFFFFF, w)
 
 
 def _eval_mov(w: int) -> Step | None:
@@ -1042,11 +1105,12 @@ def _eval_load(w: int) -> Step | None:
 @lru_cache(maxsize=1 << 16)
 def evaluator(word: int) -> Step | None:
     """A :class:`Step` for ``word`` when it is one of the instructions the run loop evaluates
-    to predict a sample's operands (docs/model.md, "Samples inside a block"): ADD/SUB
-    (immediate, no flags), MOV (register) and loads of a general-purpose register (every
-    addressing form but unprivileged, atomic and pointer-authenticated ones); else None."""
+    to predict a sample's operands (docs/model.md, "Samples inside a block"): ADD/SUB and
+    ADDS/SUBS (immediate and shifted register; CMP/CMN), MOV (register) and loads of a
+    general-purpose register (every addressing form but unprivileged, atomic and
+    pointer-authenticated ones); else None."""
     w = word & 0xFFFFFFFF
-    for make in (_eval_add_sub_imm, _eval_mov, _eval_load):
+    for make in (_eval_add_sub_imm, _eval_add_sub_shifted, _eval_mov, _eval_load):
         step = make(w)
         if step is not None:
             return step

@@ -178,9 +178,15 @@ def _step(op: tuple, at: int) -> native.SpeStep | None:
     (None: a step or address form the native evaluator does not know)."""
     kind = op[0] if op else None
     if kind in ("add", "sub"):
-        _, rd, rn, imm, mask = op
-        return native.SpeStep(kind=native.STEP_ADD if kind == "add" else native.STEP_SUB,
-                              dst=_slot(rd), src=_slot(rn), imm=imm, mask=mask, at=at)
+        _, rd, rn, operand2, mask, flags = op
+        step = native.SpeStep(kind=native.STEP_ADD if kind == "add" else native.STEP_SUB,
+                              dst=_slot(rd), src=_slot(rn), mask=mask, flags=int(flags),
+                              op2=native.NO_REG, at=at)
+        if operand2[0] == "imm":
+            step.imm = operand2[1]
+        elif operand2[1] is not None:          # (XZR, shifted, is the immediate 0)
+            step.op2, step.shift_type, step.shift = _slot(operand2[1]), *operand2[2:]
+        return step
     if kind == "mov":
         _, rd, rm, mask = op
         return native.SpeStep(kind=native.STEP_MOV, dst=_slot(rd), src=_slot(rm), mask=mask,

@@ -58,7 +58,7 @@ class SpeStep(ctypes.Structure):
                 ("at", ctypes.c_uint16),
                 *((name, ctypes.c_uint8) for name in (
                     "kind", "dst", "src", "index", "form", "extend", "shift", "size", "sext",
-                    "writeback"))]
+                    "writeback", "op2", "shift_type", "flags"))]
 
 
 class SpeCounter(ctypes.Structure):

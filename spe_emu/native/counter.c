@@ -112,6 +112,43 @@ void spe_verdicts_clear(struct spe_counter *c)
     c->step_count = 0;
 }
 
+/* ShiftReg() of a 32- or 64-bit value (mask): LSL 0, LSR 1, ASR 2. */
+static uint64_t shift_reg(uint64_t value, unsigned kind, unsigned amount, uint64_t mask)
+{
+    unsigned bits = mask == 0xFFFFFFFFull ? 32 : 64;
+    value &= mask;
+    if (kind == 0)
+        return (value << amount) & mask;
+    if (kind == 1)
+        return value >> amount;
+    int64_t sv = bits == 32 ? (int64_t)(int32_t)(uint32_t)value : (int64_t)value;
+    return (uint64_t)(sv >> amount) & mask;
+}
+
+/* ADD/SUB/ADDS/SUBS: AddWithCarry(Rn, operand2 or NOT(operand2), carry) (Arm ARM C6.2),
+ * the result to Rd and, for ADDS/SUBS, N, Z, C, V to NZCV (bits 31:28, as Unicorn holds it). */
+static void add_sub(const struct spe_step *st, uint64_t *regs)
+{
+    uint64_t mask = st->mask;
+    unsigned bits = mask == 0xFFFFFFFFull ? 32 : 64;
+    uint64_t x = st->src == SPE_NO_REG ? 0 : regs[st->src] & mask;
+    uint64_t y = st->op2 == SPE_NO_REG ? st->imm
+                 : shift_reg(regs[st->op2], st->shift_type, st->shift, mask);
+    uint64_t carry = st->kind == SPE_STEP_SUB;
+    if (carry)
+        y = ~y & mask;
+    unsigned __int128 sum = (unsigned __int128)x + y + carry;
+    uint64_t result = (uint64_t)sum & mask;
+    if (st->dst != SPE_NO_REG)
+        regs[st->dst] = result;
+    if (st->flags) {
+        uint64_t n = result >> (bits - 1) & 1, z = result == 0;
+        uint64_t c = bits == 64 ? (uint64_t)(sum >> 64) : (uint64_t)(sum >> 32) & 1;
+        uint64_t v = ((~(x ^ y) & (x ^ result)) >> (bits - 1)) & 1;
+        regs[SPE_NZCV_SLOT] = n << 31 | z << 30 | c << 29 | v << 28;
+    }
+}
+
 /* Runs the plan of an SPE_EVAL verdict for the block at `block` on the registers at its
  * start (Machine._evaluate): 0 when a load would read outside RAM, across a page or from an
  * address that does not translate for a read at the current EL (the run loop then stops and
@@ -124,10 +161,8 @@ static int evaluate(void *uc, const struct spe_counter *c, const struct spe_verd
         uint64_t pc = block + st->at;
         switch (st->kind) {
         case SPE_STEP_ADD:
-            regs[st->dst] = (regs[st->src] + st->imm) & st->mask;
-            break;
         case SPE_STEP_SUB:
-            regs[st->dst] = (regs[st->src] - st->imm) & st->mask;
+            add_sub(st, regs);
             break;
         case SPE_STEP_MOV:
             regs[st->dst] = st->src == SPE_NO_REG ? 0 : regs[st->src] & st->mask;

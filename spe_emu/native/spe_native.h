@@ -57,7 +57,9 @@ static inline uint64_t spe_address(uint8_t form, uint8_t base, uint8_t index, ui
     return regs[base] + (value << shift);
 }
 
-/* One evaluation step (spe_emu.cpu.a64.Step.op); registers are capture slots. */
+/* One evaluation step (spe_emu.cpu.a64.Step.op); registers are capture slots (NZCV:
+ * SPE_NZCV_SLOT). */
+#define SPE_NZCV_SLOT 32
 #define SPE_STEP_ADD 1
 #define SPE_STEP_SUB 2
 #define SPE_STEP_MOV 3      /* src 0xFF: XZR */
@@ -69,11 +71,16 @@ struct spe_step {
     uint64_t mask;          /* ADD/SUB/MOV: the result mask (32 or 64 bits) */
     uint64_t wb;            /* load with writeback: the base register's increment */
     uint16_t at;            /* the instruction's byte offset in its block */
-    uint8_t kind, dst, src; /* SPE_STEP_*; src: the source (load: the base) */
-    uint8_t index, form, extend, shift;  /* load: the address form (SPE_ADDR_*) */
+    uint8_t kind, dst, src; /* SPE_STEP_*; dst, src: SPE_NO_REG for XZR; src: the first
+                               source (load: the base) */
+    uint8_t index, form, extend, shift;  /* load: the address form (SPE_ADDR_*); ADD/SUB
+                               with a register: its shift amount */
     uint8_t size;           /* load: bytes */
     uint8_t sext;           /* load: sign-extend to 32 or 64 bits, or 0 */
     uint8_t writeback;      /* load: pre/post-index */
+    uint8_t op2;            /* ADD/SUB: the second source register, SPE_NO_REG: imm */
+    uint8_t shift_type;     /* ADD/SUB with a register: LSL 0, LSR 1, ASR 2 */
+    uint8_t flags;          /* ADDS/SUBS: NZCV is written too */
 };
 
 struct spe_capture {
