@@ -46,8 +46,9 @@ FORMS = [
     ("ldr x0, [x1], #8", {X_REGS[0], X_REGS[1]}),
     ("ldr x0, [x1, #8]!", {X_REGS[0], X_REGS[1]}),
     ("ldr x0, [x1, #8]", {X_REGS[0]}),
-    ("str x0, [x1, #8]", {X_REGS[0]}),            # (Rt of a store: allowed superset)
-    ("stp x29, x30, [sp, #-16]!", {X_REGS[29], X_REGS[30], SP}),
+    ("str x0, [x1, #8]", set()),                  # (a store writes no register)
+    ("str x0, [x1], #8", {X_REGS[1]}),
+    ("stp x29, x30, [sp, #-16]!", {SP}),
     ("ldp x2, x3, [x4]", {X_REGS[2], X_REGS[3]}),
     ("add x1, x1, #8", {X_REGS[1]}),
     ("add sp, sp, #16", {SP}),
@@ -79,6 +80,13 @@ FORMS = [
     ("svc #0", "unmodelled"),
     ("dc civac, x0", "unmodelled"),
 ]
+
+
+def test_atomics_and_pointer_auth_loads_are_not_taken_for_stores():
+    # Bits 23:22 are A:R in an atomic and M:S in LDRAA/LDRAB, not a load/store opc: both
+    # write Rt even when the bits are 0 (encodings from GNU as, -march=armv8.3-a).
+    assert written_registers(0xF8210062) == {X_REGS[2]}            # ldadd x1, x2, [x3]
+    assert written_registers(0xF8201CA4) == {X_REGS[4], X_REGS[5]}  # ldraa x4, [x5, #8]!
 
 
 @pytest.mark.parametrize("text,expected", FORMS, ids=[f[0] for f in FORMS])

@@ -859,12 +859,17 @@ def _written_ldst(w: int) -> tuple[int, ...] | None:
             return _x(rt)
         return None                                            # FEAT_MOPS and others
     simd = (w >> 26) & 1                                       # Rt/Rt2 are SIMD&FP registers
-    if kind == 0b10:                                           # pairs
-        return (*(() if simd else (*_x(rt), *_x(rt2))), *(wb if op2 & 1 else ()))
+    if kind == 0b10:                                           # pairs (L, bit 22: a load)
+        loaded = () if simd or not (w >> 22) & 1 else (*_x(rt), *_x(rt2))
+        return (*loaded, *(wb if op2 & 1 else ()))
     # kind 0b11: single register, every addressing mode
     op4 = (w >> 10) & 3
     writeback = op2 & 0b10 == 0 and op4 & 1
-    return (*(() if simd else _x(rt)), *(wb if writeback else ()))
+    # opc (bits 23:22) == 0 is a store in the unsigned-offset, unscaled/pre/post-index and
+    # register-offset forms; atomics and LDRAA/LDRAB (bit 21 set, bits 11:10 not 0b10) use
+    # those bits otherwise and write Rt.
+    store = (w >> 22) & 3 == 0 and ((w >> 24) & 1 or not (w >> 21) & 1 or op4 == 0b10)
+    return (*(() if simd or store else _x(rt)), *(wb if writeback else ()))
 
 
 def _written_simd_fp(w: int) -> tuple[int, ...]:
