@@ -1047,6 +1047,21 @@ def _eval_add_sub_shifted(w: int) -> Step | None:
                          M64 if sf else 0xFFFFFFFF, w)
 
 
+def _eval_move_wide(w: int) -> Step | None:
+    # MOVN/MOVZ (move wide immediate); MOVK keeps the other bits (not evaluated).
+    sf, opc, hw = w >> 31, (w >> 29) & 3, (w >> 21) & 3
+    if (w >> 23) & 0x3F != 0b100101 or opc in (0b01, 0b11) or (not sf and hw >= 2) \
+            or w & 31 == 31:
+        return None
+    mask = M64 if sf else 0xFFFFFFFF
+    value = ((w >> 5) & 0xFFFF) << (16 * hw)
+    if opc == 0b00:
+        value = ~value & mask
+    rd = X_REGS[w & 31]
+    return Step(w, (), (rd,), None, lambda pc, regs, read: {rd: value},
+                ("add", rd, None, ("imm", value), mask, False))
+
+
 def _eval_mov(w: int) -> Step | None:
     # MOV Xd, Xm / Wd, Wm: ORR (shifted register) with Rn = XZR, LSL #0.
     if w & 0x7FE0FFE0 != 0x2A0003E0 or w & 31 == 31:
@@ -1111,11 +1126,12 @@ def _eval_load(w: int) -> Step | None:
 def evaluator(word: int) -> Step | None:
     """A :class:`Step` for ``word`` when it is one of the instructions the run loop evaluates
     to predict a sample's operands (docs/model.md, "Samples inside a block"): ADD/SUB and
-    ADDS/SUBS (immediate and shifted register; CMP/CMN), MOV (register) and loads of a
-    general-purpose register (every addressing form but unprivileged, atomic and
+    ADDS/SUBS (immediate and shifted register; CMP/CMN), MOV (register), MOVZ/MOVN and loads
+    of a general-purpose register (every addressing form but unprivileged, atomic and
     pointer-authenticated ones); else None."""
     w = word & 0xFFFFFFFF
-    for make in (_eval_add_sub_imm, _eval_add_sub_shifted, _eval_mov, _eval_load):
+    for make in (_eval_add_sub_imm, _eval_add_sub_shifted, _eval_move_wide, _eval_mov,
+                 _eval_load):
         step = make(w)
         if step is not None:
             return step
