@@ -520,6 +520,8 @@ EVAL_GROUPS = [  # (name, fixed value, mask, alignment): GPR loads, ADD(S)/SUB(S
     ("adds/subs immediate", 0x31000000, 0x3F800000, 1),
     ("add/sub shifted register", 0x0B000000, 0x1F200000, 1),
     ("move wide", 0x12800000, 0x1F800000, 1),
+    ("store pre/post-index", 0x38000400, 0x3F600400, 16),
+    ("store pair writeback", 0x28800000, 0x3A400000, 16),
     ("mov register", 0x2A0003E0, 0x7FE0FFE0, 1),
 ]
 
@@ -717,8 +719,8 @@ def test_native_evaluator_matches_reference(tmp_path):
     # neither the block's start nor its end shows them), through every step the native
     # evaluator runs: sign-extending loads (LDRSW, LDRSH into W), a byte load, register-offset
     # addresses (LSL, SXTW, plain), SUB, MOV, a pre-index writeback, flags from CMP (shifted
-    # register) and ADDS (immediate) for CINC, CSEL and CSET, ADD with an ASR operand, and
-    # MOVZ/MOVN. The hook captures those
+    # register) and ADDS (immediate) for CINC, CSEL and CSET, ADD with an ASR operand,
+    # MOVZ/MOVN, and the base update of a pre-index store. The hook captures those
     # samples with the plan evaluated (no stop, records built natively: E1SPE | TS), and the
     # records are the reference mode's.
     body = """
@@ -751,12 +753,16 @@ def test_native_evaluator_matches_reference(tmp_path):
     mov x11, #-8
     ldr x15, [x3, x11]
     mov x11, xzr
+    str x11, [x28, #-32]!
+    ldr x12, [x28, #8]
+    add x28, x28, #32
 """
     text = _loop(0b100010, 1000, body,
                  f"    ldr x3, ={DATA + 0x800:#x}\n    ldr x1, ={DATA:#x}\n"
-                 f"    mov x10, #-3\n    str x10, [x3]")
+                 f"    mov x10, #-3\n    str x10, [x3]\n    mov x28, x3")
     m, records = _run_both(text, tmp_path, SpeConfig(seed=11))
     assert m.sample_paths["evaluated"] > 10
     assert m.sample_paths["predicted"] == 0 and m.sample_paths["split"] == 0
     vas = {r.data_va for r in records}
-    assert {DATA - 24, DATA - 3, DATA + 0xFF, DATA + 0x800, DATA + 0x810, DATA + 0x7F8} <= vas
+    assert {DATA - 24, DATA - 3, DATA + 0xFF, DATA + 0x800, DATA + 0x810, DATA + 0x7F8,
+            DATA + 0x7E8} <= vas

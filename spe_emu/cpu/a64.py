@@ -1062,6 +1062,31 @@ def _eval_move_wide(w: int) -> Step | None:
                 ("add", rd, None, ("imm", value), mask, False))
 
 
+def _eval_store_writeback(w: int) -> Step | None:
+    # STR* (immediate, pre/post-index) and STP/STNP-class pairs with writeback, of general or
+    # SIMD&FP registers: only the base register's update is evaluated (what is stored is not
+    # an operand of anything after it).
+    if (w >> 27) & 7 != 0b101 and (w >> 27) & 7 != 0b111:
+        return None
+    simd = (w >> 26) & 1
+    if (w >> 27) & 7 == 0b111:                      # single register
+        if (w >> 24) & 1 or (w >> 21) & 1 or not (w >> 10) & 1 or (w >> 22) & 3 != 0:
+            return None                             # not pre/post-index, or not a store
+        imm = _sext(w >> 12, 9)
+    else:                                           # pairs: bits 29:28 = 10, writeback, L = 0
+        if (w >> 28) & 3 != 0b10 or not (w >> 23) & 1 or (w >> 22) & 1:
+            return None
+        opc = w >> 30
+        if opc == 0b11 or (opc == 0b01 and not simd):
+            return None                             # unallocated, STGP
+        imm = _sext(w >> 15, 7) << ((2 + opc) if simd else (2 + (opc >> 1)))
+    base = _base_id((w >> 5) & 31)
+    inc = imm & M64
+    return Step(w, (base,), (base,), None,
+                lambda pc, regs, read: {base: (regs[base] + inc) & M64},
+                ("add", base, base, ("imm", inc), M64, False))
+
+
 def _eval_mov(w: int) -> Step | None:
     # MOV Xd, Xm / Wd, Wm: ORR (shifted register) with Rn = XZR, LSL #0.
     if w & 0x7FE0FFE0 != 0x2A0003E0 or w & 31 == 31:
@@ -1126,12 +1151,12 @@ def _eval_load(w: int) -> Step | None:
 def evaluator(word: int) -> Step | None:
     """A :class:`Step` for ``word`` when it is one of the instructions the run loop evaluates
     to predict a sample's operands (docs/model.md, "Samples inside a block"): ADD/SUB and
-    ADDS/SUBS (immediate and shifted register; CMP/CMN), MOV (register), MOVZ/MOVN and loads
-    of a general-purpose register (every addressing form but unprivileged, atomic and
-    pointer-authenticated ones); else None."""
+    ADDS/SUBS (immediate and shifted register; CMP/CMN), MOV (register), MOVZ/MOVN, loads of
+    a general-purpose register (every addressing form but unprivileged, atomic and
+    pointer-authenticated ones) and the base update of a store with writeback; else None."""
     w = word & 0xFFFFFFFF
     for make in (_eval_add_sub_imm, _eval_add_sub_shifted, _eval_move_wide, _eval_mov,
-                 _eval_load):
+                 _eval_load, _eval_store_writeback):
         step = make(w)
         if step is not None:
             return step
