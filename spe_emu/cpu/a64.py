@@ -973,15 +973,15 @@ class Step:
 
 
 def _add_with_carry(x: int, y: int, carry: int, mask: int) -> tuple[int, int]:
-    """``AddWithCarry(x, y, carry)`` (Arm ARM, shared pseudocode) for 32 or 64 bits (``mask``):
-    (result, NZCV as Unicorn's UC_ARM64_REG_NZCV holds it, in bits 31:28)."""
+    """``AddWithCarry(x, y, carry)`` (Arm ARM J1, shared/functions/integer) for 32 or 64 bits
+    (``mask``): (result, NZCV as Unicorn's UC_ARM64_REG_NZCV holds it: PSTATE.{N, Z, C, V})."""
     bits = mask.bit_length()
     unsigned = x + y + carry
     result = unsigned & mask
     signed = _sext(x, bits) + _sext(y, bits) + carry
     n, z = result >> (bits - 1), int(result == 0)
     c, v = int(result != unsigned), int(_sext(result, bits) != signed)
-    return result, n << 31 | z << 30 | c << 29 | v << 28
+    return result, PSTATE.make(N=n, Z=z, C=c, V=v)
 
 
 def _shift_reg(value: int, kind: int, amount: int, mask: int) -> int:

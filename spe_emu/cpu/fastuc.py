@@ -67,26 +67,15 @@ class FastAccess:
             raise UcError(err)
 
     def regs(self, reg_ids: tuple[int, ...]) -> dict[int, int]:
-        """Several registers in one libunicorn call: ``{reg_id: value}``. Each register set gets
-        its own zero-initialised buffers, so a 32-bit register's slot never holds stale upper
-        bits."""
-        batch = self._batches.get(reg_ids)
-        if batch is None:
-            n = len(reg_ids)
-            values = (ctypes.c_uint64 * n)()
-            ptrs = (ctypes.c_void_p * n)(*(ctypes.addressof(values) + 8 * i for i in range(n)))
-            ids = (ctypes.c_int32 * n)(*reg_ids)
-            batch = self._batches[reg_ids] = (ids, ptrs, values, n)
-        ids, ptrs, values, n = batch
-        err = uclib.uc_reg_read_batch(self._uch, ids, ptrs, n)
-        if err:
-            raise UcError(err)
-        return dict(zip(reg_ids, values))
+        """Several registers in one libunicorn call: ``{reg_id: value}`` (:meth:`snapshot`)."""
+        return dict(zip(reg_ids, self.snapshot(reg_ids, ())))
 
     def snapshot(self, reg_ids: tuple[int, ...], encs: tuple[tuple[int, int, int, int, int], ...]
                  ) -> tuple[int, ...]:
         """Registers ``reg_ids`` then the system registers with encodings ``encs`` (as
-        :meth:`cpr` reads them), in one libunicorn call: their values, in that order."""
+        :meth:`cpr` reads them), in one libunicorn call: their values, in that order. The
+        buffers are kept per (registers, encodings) and cleared before each read, so a 32-bit
+        register never shows stale upper bits."""
         key = (reg_ids, encs)
         batch = self._batches.get(key)
         if batch is None:

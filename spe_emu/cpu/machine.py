@@ -86,9 +86,10 @@ DAIF_ENC = (3, 3, 4, 2, 1)  # MSR DAIF, Xt
 # The control registers of an AccessContext, in its field order (scr_el3 ... mdcr_el3).
 CONTEXT_ENCODINGS = tuple(r.encoding.tuple for r in (SCR_EL3, HCR_EL2, MDCR_EL2, MDCR_EL3))
 # SPE register writes after which the run loop re-plans (a stop): those that can change
-# StatisticalProfilingEnabled(), ProfilingBufferEnabled() or PMBIRQ, always; those that change
-# the interval plan or the capture budget, while profiling is enabled. The filter registers
-# are read at each record, and the others are read-only.
+# StatisticalProfilingEnabled() (§3.2.3, Table 3), ProfilingBufferEnabled() or PMBIRQ (§3.5),
+# always; those that change the interval plan (§3.1) or the capture budget, while profiling is
+# enabled. The filter registers are read at each record (CollectRecord()), and the others are
+# read-only.
 SPE_ENABLE_WRITES = {"PMSCR_EL1", "PMSCR_EL12", "PMSCR_EL2", "PMBLIMITR_EL1", "PMBSR_EL1"}
 SPE_PLAN_WRITES = {"PMSIRR_EL1", "PMSICR_EL1", "PMBPTR_EL1"}
 # Writes that change stage 1 translation (SCTLR, TTBR0/1, TCR of EL1/EL2/EL3): flush the

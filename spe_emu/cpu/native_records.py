@@ -88,15 +88,17 @@ class NativeRecords:
 
     def add_template(self, template: native.SpeTemplate) -> None:
         """Store ``template``; a full table is emptied first (templates are learnt again)."""
-        if not self.recorder.add_template(template):
-            self.recorder.clear_templates()
-            self.recorder.add_template(template)
+        self._store(bytes(template))
 
     def add_block_templates(self, blocks: list[tuple[int, bytes]], el: int, ns: int) -> None:
         """Store the template of every instruction of the blocks (address, code) sampled at
-        ``el``/``ns``, ahead of their samples, in one native call (a full table is emptied
-        first)."""
-        data = b"".join(_block_template_bytes(block, code, el, ns) for block, code in blocks)
+        ``el``/``ns``, ahead of their samples, in one native call."""
+        self._store(b"".join(_block_template_bytes(block, code, el, ns)
+                             for block, code in blocks))
+
+    def _store(self, data: bytes) -> None:
+        """Store the templates of ``data`` (consecutive structs); a full table is emptied
+        first (templates are learnt again)."""
         if not self.recorder.add_templates(data):
             self.recorder.clear_templates()
             self.recorder.add_templates(data)

@@ -231,7 +231,6 @@ def _declare(lib: ctypes.CDLL) -> None:
             ("spe_recorder_free", (rec,), None),
             ("spe_lru_touch", (rec, u32, u64), ctypes.c_int),
             ("spe_target_swap", (rec, u64, u64, ctypes.POINTER(u64)), ctypes.c_int),
-            ("spe_template_add", (rec, ctypes.POINTER(SpeTemplate)), ctypes.c_int),
             ("spe_templates_add", (rec, ctypes.c_char_p, u32), ctypes.c_int),
             ("spe_templates_clear", (rec,), None),
             ("spe_record_captures", (ctypes.POINTER(SpeCounter), rec, u32, u32), u32),
@@ -279,10 +278,6 @@ class Recorder:
         if had < 0:
             raise MemoryError("record.c: no memory for the branch target table")
         return self._old.value if had else None
-
-    def add_template(self, template: SpeTemplate) -> bool:
-        """Store a template; False when its slots are full (clear, then add again)."""
-        return bool(self.lib.spe_template_add(self.ref, ctypes.byref(template)))
 
     def add_templates(self, data: bytes) -> bool:
         """Store the templates of ``data`` (the bytes of consecutive ``SpeTemplate`` structs);

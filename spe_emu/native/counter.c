@@ -56,8 +56,10 @@ static struct spe_verdict *verdict_find(struct spe_counter *c, uint64_t pc, uint
     return 0;
 }
 
-/* Records how instruction k of the n-instruction block at pc can be captured; 0 if full. */
-int spe_verdict_add(struct spe_counter *c, uint64_t pc, uint32_t n, uint32_t k, uint32_t mode)
+/* Stores how instruction k of the n-instruction block at pc can be captured (no plan); the
+ * verdict, or NULL when its probe sequence is full. */
+static struct spe_verdict *verdict_store(struct spe_counter *c, uint64_t pc, uint32_t n,
+                                         uint32_t k, uint32_t mode)
 {
     struct spe_verdict *v = k > 0xFFFF ? 0 : verdict_find(c, pc, n, k);
     if (!v)
@@ -67,7 +69,13 @@ int spe_verdict_add(struct spe_counter *c, uint64_t pc, uint32_t n, uint32_t k, 
     v->k = (uint16_t)k;
     v->mode = (uint16_t)mode;
     v->plan = v->plan_len = 0;
-    return 1;
+    return v;
+}
+
+/* Records how instruction k of the n-instruction block at pc can be captured; 0 if full. */
+int spe_verdict_add(struct spe_counter *c, uint64_t pc, uint32_t n, uint32_t k, uint32_t mode)
+{
+    return verdict_store(c, pc, n, k, mode) != 0;
 }
 
 /* Records the verdicts of several blocks. `batch` holds `size` bytes: per block, its address
@@ -90,11 +98,11 @@ int spe_verdicts_add(struct spe_counter *c, const uint8_t *batch, uint64_t size)
             memcpy(entry, batch + at, 8);
             at += 8;
             uint64_t steps = entry[2];
+            struct spe_verdict *v;
             if (at + steps * sizeof(struct spe_step) > size
                     || c->step_count + steps > SPE_STEPS
-                    || !spe_verdict_add(c, pc, n, entry[0], entry[1]))
+                    || !(v = verdict_store(c, pc, n, entry[0], entry[1])))
                 return 0;
-            struct spe_verdict *v = verdict_find(c, pc, n, entry[0]);
             v->plan = (uint16_t)c->step_count;
             v->plan_len = (uint16_t)steps;
             memcpy(&c->steps[c->step_count], batch + at, steps * sizeof(struct spe_step));
@@ -145,7 +153,7 @@ static void add_sub(const struct spe_step *st, uint64_t *regs)
         uint64_t n = result >> (bits - 1) & 1, z = result == 0;
         uint64_t c = bits == 64 ? (uint64_t)(sum >> 64) : (uint64_t)(sum >> 32) & 1;
         uint64_t v = ((~(x ^ y) & (x ^ result)) >> (bits - 1)) & 1;
-        regs[SPE_NZCV_SLOT] = n << 31 | z << 30 | c << 29 | v << 28;
+        regs[SPE_NZCV_SLOT] = n << 31 | z << 30 | c << 29 | v << 28;   /* PSTATE.{N,Z,C,V} */
     }
 }
 

@@ -271,7 +271,7 @@ static int template_find(const struct spe_recorder *r, uint64_t pc, uint32_t el,
 }
 
 /* Stores a template (its pc/el/ns select the slot); 0 when its probe sequence is full. */
-int spe_template_add(struct spe_recorder *r, const struct spe_template *t)
+static int template_add(struct spe_recorder *r, const struct spe_template *t)
 {
     int at = template_find(r, t->pc, t->el, t->ns);
     if (at < 0 || t->head_len > sizeof t->head)
@@ -286,7 +286,7 @@ int spe_template_add(struct spe_recorder *r, const struct spe_template *t)
 int spe_templates_add(struct spe_recorder *r, const struct spe_template *ts, uint32_t count)
 {
     for (uint32_t i = 0; i < count; i++)
-        if (!spe_template_add(r, &ts[i]))
+        if (!template_add(r, &ts[i]))
             return 0;
     return 1;
 }
