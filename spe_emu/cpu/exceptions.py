@@ -94,10 +94,6 @@ def current_pstate(mem: FastAccess) -> int:
     return mem.reg(A.UC_ARM64_REG_PSTATE)
 
 
-def current_el(mem: FastAccess) -> int:
-    return PSTATE.get(current_pstate(mem), "EL")
-
-
 def sp_bank(pstate: int) -> int:
     """Which SP_ELn the live SP is: SP_EL0 when PSTATE.SP == 0, else SP_EL<PSTATE.EL>."""
     return PSTATE.get(pstate, "EL") if PSTATE.get(pstate, "SP") else 0
