@@ -87,9 +87,10 @@ DAIF_ENC = (3, 3, 4, 2, 1)  # MSR DAIF, Xt
 CONTEXT_ENCODINGS = tuple(r.encoding.tuple for r in (SCR_EL3, HCR_EL2, MDCR_EL2, MDCR_EL3))
 # SPE register writes after which the run loop re-plans (a stop): those that can change
 # StatisticalProfilingEnabled() (§3.2.3, Table 3), ProfilingBufferEnabled() or PMBIRQ (§3.5),
-# always; those that change the interval plan (§3.1) or the capture budget, while profiling is
-# enabled. The filter registers are read at each record (CollectRecord()), and the others are
-# read-only.
+# unless profiling stays disabled at the current EL and PMBIRQ keeps its level (nothing is
+# planned then; an Exception level change re-plans anyway); those that change the interval plan
+# (§3.1) or the capture budget, while profiling is enabled. The filter registers are read at
+# each record (CollectRecord()), and the others are read-only.
 SPE_ENABLE_WRITES = {"PMSCR_EL1", "PMSCR_EL12", "PMSCR_EL2", "PMBLIMITR_EL1", "PMBSR_EL1"}
 SPE_PLAN_WRITES = {"PMSIRR_EL1", "PMSICR_EL1", "PMBPTR_EL1"}
 # Writes that change stage 1 translation (SCTLR, TTBR0/1, TCR of EL1/EL2/EL3): flush the
@@ -571,7 +572,8 @@ class Machine:
         self.gic.mmio_write(base + offset, size, value)
         self.replan = True
         self._irq_line_value = None
-        if self.cfg.mode == "fast":  # recognise a newly deliverable IRQ at the next block
+        if self.cfg.mode == "fast" and self._irq_line():
+            # recognise a newly deliverable IRQ at the next block
             self.counter.stop_at = min(self.counter.stop_at, self.counter.insns)
 
     # ------------------------------------------------------------------ population ---------
@@ -1264,13 +1266,19 @@ class Machine:
             if owner == "spe":
                 # (PMBIRQ follows PMBSR_EL1.S: _pmbirq marks the IRQ line for recomputing)
                 self.spu.write(spec.name, value, ctx)
-                if spec.name in SPE_ENABLE_WRITES or (self.enabled
-                                                      and spec.name in SPE_PLAN_WRITES):
-                    self._request_stop()
+                if self.enabled:
+                    if spec.name in SPE_ENABLE_WRITES or spec.name in SPE_PLAN_WRITES:
+                        self._request_stop()
+                elif spec.name in SPE_ENABLE_WRITES:
+                    # (self.replan: PMBIRQ changed level, via GicV3.on_change)
+                    if (self.cfg.mode != "fast" or self.replan
+                            or self.spu.profiling_enabled(ctx)):
+                        self._request_stop()
             else:
                 self.gic.sysreg_write(spec.name, value)
                 self._irq_line_value = None
-                self._request_stop()
+                if self.cfg.mode == "reference" or self._irq_line():
+                    self._request_stop()  # (nothing to take while the GIC's IRQ output is low)
         fast.set_reg(A.UC_ARM64_REG_PC, pc + 4)
 
     def _undef_target(self, ctx: AccessContext) -> int:
