@@ -131,6 +131,7 @@ RECORD_BYTES_BOUND = 128
 RECORD_WINDOW_PAGES = 4
 PREDICTION_CACHE_ENTRIES = 1 << 16  # code sequences whose predictability is remembered
 SUCCESSOR_BLOCKS = 8     # blocks learnt ahead at a stop for lack of a verdict
+LEARNT_PAGES_MAX = 256   # code pages whose learning is kept for the process (LearntCode)
 TCG_MAX_INSNS = 256      # the longest translated block seen from Unicorn 2.1 (instructions)
 PREDICT_NO, PREDICT_START, PREDICT_NEXT_PC, PREDICT_END, PREDICT_EVAL = 0, 1, 2, 3, 4
 # SYS with CRn == 7 and CRm == 1 or 5 is an instruction cache invalidation (IC IALLUIS,
@@ -256,6 +257,39 @@ def _block_ends(page: bytes) -> tuple[int, ...]:
     pure function of the page's bytes)."""
     return tuple(i for i, (word,) in enumerate(struct.iter_unpack("<I", page))
                  if _ends_block(word))
+
+
+class LearntCode:
+    """What the fast run loop learnt about code -- the native hook's verdicts, the recorder's
+    templates, the blocks learnt at a stop with their successors -- kept for the process per
+    4 KiB code page, with the page's bytes. A later machine running the same code gets all
+    of it when profiling is first enabled (:meth:`Machine._preload`) instead of stopping to
+    learn it again: verdicts and templates are pure functions of the code, its address and
+    the Exception level and Security state, so they hold wherever the page has the same bytes
+    at the same virtual address in the same translation regime. A page whose bytes differ is
+    learnt afresh.
+
+    Args:
+        max_pages: pages kept; when full, everything is forgotten.
+    """
+
+    def __init__(self, max_pages: int):
+        self.max_pages = max_pages
+        # (regime, EL, NS, VA page) -> (page bytes, {(block, length): (verdict batch bytes,
+        # template bytes)}, {(block, length) learnt at a stop})
+        self.pages: dict[tuple[int, int, int, int], tuple[bytes, dict, set]] = {}
+
+    def page(self, key: tuple[int, int, int, int], code: bytes) -> tuple[dict, set]:
+        """The (blocks, expanded) learnt on the page ``key`` holding ``code``."""
+        found = self.pages.get(key)
+        if found is None or found[0] != code:
+            if len(self.pages) >= self.max_pages:
+                self.pages.clear()
+            found = self.pages[key] = (code, {}, set())
+        return found[1], found[2]
+
+
+LEARNT_CODE = LearntCode(LEARNT_PAGES_MAX)
 
 
 class Machine:
@@ -600,6 +634,7 @@ class Machine:
                 # not allocate the recorder's tables).
                 self.records = NativeRecords(self.cfg.spe, native.CAP_MAX, RECORD_BYTES_BOUND)
                 self.spu.builder.model = self.records.recorder
+                self._preload()
         self.enabled = now
         self._collect = None
 
@@ -757,28 +792,68 @@ class Machine:
         templates of their instructions at the current EL and Security state, each in one
         call, so that later samples anywhere in them need no stop and no Python. Once per
         block address and length (forgotten with the verdicts); a full table is emptied first
-        (the places sampled from now on are learnt again)."""
-        batch, new = [], {}
+        (the places sampled from now on are learnt again). Kept for the process in
+        :data:`LEARNT_CODE`."""
+        ctx = self.context()
+        el, ns = ctx.el, ctx.state_ns
+        regime = self._regime_el(el)
+        batch, templates, new = [], [], {}
         for block, code in blocks:
             key = (block, len(code) // 4)
             if key in self._learnt or key in new:
                 continue
             new[key] = code
-            verdicts, entries = self._verdicts(code)
-            if verdicts:
-                batch.append(struct.pack(native.VERDICT_BLOCK, block, key[1], len(verdicts)))
-                batch.append(entries)
+            verdicts = self._verdict_batch(block, code)
+            tpl = b"" if self.records is None else NativeRecords.block_templates(block, code,
+                                                                                   el, ns)
+            batch.append(verdicts)
+            templates.append(tpl)
+            page = self._code_page(block, regime)
+            if page is not None:
+                LEARNT_CODE.page((regime, el, ns, block >> 12), page)[0][key] = (verdicts, tpl)
         self._learnt.update(new)
-        if batch:
-            data = b"".join(batch)
-            if not native.verdicts_add(self.counter, data):
-                self._forget_verdicts()
-                self._learnt.update(new)
-                native.verdicts_add(self.counter, data)
+        self._add_verdicts(b"".join(batch), new)
         if new and self.records is not None:
-            ctx = self.context()
-            self.records.add_block_templates([(block, code) for (block, _), code in new.items()],
-                                             ctx.el, ctx.state_ns)
+            self.records.add_templates(b"".join(templates))
+
+    def _add_verdicts(self, data: bytes, keys) -> bool:
+        """Give the native hook the verdict batch ``data`` of the blocks ``keys``; a full
+        table is emptied first (False: it does not fit even then)."""
+        if not data or native.verdicts_add(self.counter, data):
+            return True
+        self._forget_verdicts()
+        self._learnt.update(keys)
+        return bool(native.verdicts_add(self.counter, data))
+
+    def _preload(self) -> None:
+        """Give the native hook and recorder what :data:`LEARNT_CODE` holds for the code pages
+        that have the same bytes here (read through the current translation), as if it had
+        been learnt in this run."""
+        batch, templates, keys, expanded = [], [], set(), set()
+        for (regime, el, ns, va_page), (code, blocks, stopped) in LEARNT_CODE.pages.items():
+            if self._code_page(va_page << 12, regime) != code:
+                continue
+            for key, (verdicts, tpl) in blocks.items():
+                batch.append(verdicts)
+                templates.append(tpl)
+            keys.update(blocks)
+            expanded.update(stopped)
+        if not keys:
+            return
+        if self._add_verdicts(b"".join(batch), ()):
+            self._learnt.update(keys)
+            self._expanded.update(expanded)
+            self.records.add_templates(b"".join(templates))
+
+    @staticmethod
+    @lru_cache(maxsize=PREDICTION_CACHE_ENTRIES)
+    def _verdict_batch(block: int, code: bytes) -> bytes:
+        """The verdicts of the block ``code`` at ``block`` as packed for
+        :func:`native.verdicts_add` (empty: none); remembered for the process."""
+        verdicts, entries = Machine._verdicts(code)
+        if not verdicts:
+            return b""
+        return struct.pack(native.VERDICT_BLOCK, block, len(code) // 4, len(verdicts)) + entries
 
     @staticmethod
     def _prediction_mode(code: bytes, k: int) -> tuple[int, tuple | None]:
@@ -931,6 +1006,10 @@ class Machine:
         if code is None:
             return False
         self._expanded.add((block, n))
+        regime = self._regime_el(ctx.el)
+        page = self._code_page(block, regime)
+        if page is not None:
+            LEARNT_CODE.page((regime, ctx.el, ctx.state_ns, block >> 12), page)[1].add((block, n))
         captured = k in self._learn_block(block, code)
         self._learn_successors(block, code, ctx)
         return captured
