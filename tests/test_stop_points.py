@@ -20,6 +20,18 @@ def records(m):
     return list(iter_records(bytes(m.uc.mem_read(BUF, xregs(m, 21)[0] - BUF))))
 
 
+def outcomes(text: str, tmp_path, size: int) -> dict:
+    """Per run loop: (samples, population, PMBPTR_EL1/PMSICR_EL1/PMBSR_EL1 at the end, the
+    first ``size`` bytes of the buffer) of the program ``text`` ending in SPE_DRAIN."""
+    got = {}
+    for mode in MODES:
+        m = run_asm(text, tmp_path / mode, mode=mode)
+        assert not m.result.guest_errors
+        got[mode] = (m.result.samples, m.result.population, xregs(m, 21, 22, 23),
+                     bytes(m.uc.mem_read(BUF, size)))
+    return got
+
+
 def test_trap_in_the_middle_of_a_block_counts_only_retired_instructions(tmp_path):
     # EL0 loop whose first instruction (CNTVCT_EL0 read) traps at run time (CNTKCTL_EL1 = 0):
     # QEMU raises the trap in the middle of a translated block. E0SPE | E1SPE | TS.
@@ -139,12 +151,7 @@ loop:
     subs x4, x4, #1
     b.ne loop
 """ + SPE_DRAIN + "\n    .balign 2048\nvectors:\n"
-    got = {}
-    for mode in MODES:
-        m = run_asm(text, tmp_path / mode, mode=mode)
-        assert not m.result.guest_errors
-        got[mode] = (m.result.samples, m.result.population, xregs(m, 21, 22, 23),
-                     bytes(m.uc.mem_read(BUF, 0x1000)))
+    got = outcomes(text, tmp_path, 0x1000)
     assert got["fast"] == got["reference"]
     assert got["fast"][0] >= 5
 
@@ -253,11 +260,6 @@ def test_profiling_enabled_at_the_current_el_by_the_last_of_its_writes(tmp_path,
     msr pmbsr_el1, x0                  // S = 1: profiling disabled until cleared
 """ + "".join(w for name, w in writes.items() if name != last) + "    nop\n" * 40 \
         + writes[last] + "    nop\n" * 600 + SPE_DRAIN + "\n    .balign 2048\nvectors:\n"
-    got = {}
-    for mode in MODES:
-        m = run_asm(text, tmp_path / mode, mode=mode)
-        assert not m.result.guest_errors
-        got[mode] = (m.result.samples, m.result.population, xregs(m, 21, 22, 23),
-                     bytes(m.uc.mem_read(BUF, 0x400)))
+    got = outcomes(text, tmp_path, 0x400)
     assert got["fast"] == got["reference"]
     assert got["fast"][0] == 2                 # members 257 and 514 of the 600+ after it

@@ -833,7 +833,7 @@ class Machine:
         for (regime, el, ns, va_page), (code, blocks, stopped) in LEARNT_CODE.pages.items():
             if self._code_page(va_page << 12, regime) != code:
                 continue
-            for key, (verdicts, tpl) in blocks.items():
+            for verdicts, tpl in blocks.values():
                 batch.append(verdicts)
                 templates.append(tpl)
             keys.update(blocks)
@@ -1349,8 +1349,9 @@ class Machine:
                     if spec.name in SPE_ENABLE_WRITES or spec.name in SPE_PLAN_WRITES:
                         self._request_stop()
                 elif spec.name in SPE_ENABLE_WRITES:
-                    # (self.replan: PMBIRQ changed level, via GicV3.on_change)
-                    if (self.cfg.mode != "fast" or self.replan
+                    # (self.replan: PMBIRQ changed level, via GicV3.on_change; the reference
+                    # loop's per-EL enables are recomputed after every stop)
+                    if (self.cfg.mode == "reference" or self.replan
                             or self.spu.profiling_enabled(ctx)):
                         self._request_stop()
             else:
