@@ -92,6 +92,15 @@ def xregs(m: Machine, *ns: int) -> list[int]:
     return [m.uc.reg_read(X_REGS[n]) for n in ns]
 
 
+def drained(m: Machine, buf: int, size: int | None = None) -> tuple:
+    """What a program ending in SPE_DRAIN leaves: (samples, population, PMBPTR_EL1,
+    PMSICR_EL1 and PMBSR_EL1 at the end, the first ``size`` bytes of the buffer at ``buf``;
+    default: up to PMBPTR_EL1)."""
+    ptr = xregs(m, 21)[0]
+    return (m.result.samples, m.result.population, xregs(m, 21, 22, 23),
+            bytes(m.uc.mem_read(buf, ptr - buf if size is None else size)))
+
+
 def run_asm(text: str, tmp_path: Path, *, boot_el: int = 1, mode: str = "fast",
             spe: SpeConfig | None = None, stack: int = 0x4100_0000) -> Machine:
     """Assemble ``text`` (which sets nothing up itself but may use SP) and run it."""

@@ -4,7 +4,7 @@ a write fault's PMBPTR_EL1, and PMBIDR_EL1 / PMSEVFR_EL1 register details (§3.5
 §4.3.8)."""
 
 import pytest
-from asmrun import EL0_SKIP_HANDLER, EXIT, SPE_DRAIN, run_asm, spe_prologue, xregs
+from asmrun import EL0_SKIP_HANDLER, EXIT, SPE_DRAIN, drained, run_asm, spe_prologue, xregs
 
 from spe_emu.spe.packets import iter_records
 
@@ -27,8 +27,7 @@ def outcomes(text: str, tmp_path, size: int) -> dict:
     for mode in MODES:
         m = run_asm(text, tmp_path / mode, mode=mode)
         assert not m.result.guest_errors
-        got[mode] = (m.result.samples, m.result.population, xregs(m, 21, 22, 23),
-                     bytes(m.uc.mem_read(BUF, size)))
+        got[mode] = drained(m, BUF, size)
     return got
 
 

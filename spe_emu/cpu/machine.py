@@ -29,7 +29,7 @@ import struct
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
-from typing import Callable
+from typing import Callable, NamedTuple
 
 from unicorn import UC_ARCH_ARM64, UC_HOOK_BLOCK, UC_HOOK_CODE, UC_HOOK_INSN, UC_HOOK_INTR
 from unicorn import UC_MODE_ARM, UC_PROT_ALL, Uc, UcError
@@ -54,7 +54,8 @@ from .context import (CNTHCTL_EL2, CNTKCTL_EL1, CONTEXTIDR_EL1, CONTEXTIDR_EL2, 
 from .exceptions import (EC, ELR_REG, ESR, FAR_REG, PSTATE, SPSR_ENC, VectorKind,
                          current_pstate, esr, set_pstate, sysreg_trap_iss, take_exception)
 from .fastuc import FastAccess
-from .native_records import CAPTURE_REGS, CAPTURE_SLOT, NativeRecords, plan_steps
+from .native_records import (CAPTURE_REGS, CAPTURE_SLOT, NativeRecords, block_templates,
+                             plan_steps)
 from .qemu_state import ExceptionReader
 
 NEVER = (1 << 64) - 1
@@ -259,6 +260,14 @@ def _block_ends(page: bytes) -> tuple[int, ...]:
                  if _ends_block(word))
 
 
+class LearntPage(NamedTuple):
+    """One code page of :class:`LearntCode`."""
+    code: bytes                                          # the page's 4 KiB
+    blocks: dict[tuple[int, int], tuple[bytes, bytes]]   # (block, length) -> (verdict batch,
+    #                                                      template bytes)
+    expanded: set[tuple[int, int]]                       # (block, length) learnt at a stop
+
+
 class LearntCode:
     """What the fast run loop learnt about code -- the native hook's verdicts, the recorder's
     templates, the blocks learnt at a stop with their successors -- kept for the process per
@@ -275,18 +284,17 @@ class LearntCode:
 
     def __init__(self, max_pages: int):
         self.max_pages = max_pages
-        # (regime, EL, NS, VA page) -> (page bytes, {(block, length): (verdict batch bytes,
-        # template bytes)}, {(block, length) learnt at a stop})
-        self.pages: dict[tuple[int, int, int, int], tuple[bytes, dict, set]] = {}
+        self.pages: dict[tuple[int, int, int, int], LearntPage] = {}  # (regime, EL, NS, VA page)
 
-    def page(self, key: tuple[int, int, int, int], code: bytes) -> tuple[dict, set]:
-        """The (blocks, expanded) learnt on the page ``key`` holding ``code``."""
+    def page(self, key: tuple[int, int, int, int], code: bytes) -> LearntPage:
+        """What was learnt on the page ``key`` (regime, EL, NS, VA page) holding ``code``
+        (empty when it held other bytes)."""
         found = self.pages.get(key)
-        if found is None or found[0] != code:
+        if found is None or found.code != code:
             if len(self.pages) >= self.max_pages:
                 self.pages.clear()
-            found = self.pages[key] = (code, {}, set())
-        return found[1], found[2]
+            found = self.pages[key] = LearntPage(code, {}, set())
+        return found
 
 
 LEARNT_CODE = LearntCode(LEARNT_PAGES_MAX)
@@ -795,8 +803,6 @@ class Machine:
         (the places sampled from now on are learnt again). Kept for the process in
         :data:`LEARNT_CODE`."""
         ctx = self.context()
-        el, ns = ctx.el, ctx.state_ns
-        regime = self._regime_el(el)
         batch, templates, new = [], [], {}
         for block, code in blocks:
             key = (block, len(code) // 4)
@@ -804,25 +810,33 @@ class Machine:
                 continue
             new[key] = code
             verdicts = self._verdict_batch(block, code)
-            tpl = b"" if self.records is None else NativeRecords.block_templates(block, code,
-                                                                                   el, ns)
+            tpl = (b"" if self.records is None
+                   else block_templates(block, code, ctx.el, ctx.state_ns))
             batch.append(verdicts)
             templates.append(tpl)
-            page = self._code_page(block, regime)
-            if page is not None:
-                LEARNT_CODE.page((regime, el, ns, block >> 12), page)[0][key] = (verdicts, tpl)
+            learnt = self._learnt_page(block, ctx)
+            if learnt is not None:
+                learnt.blocks[key] = (verdicts, tpl)
+        self._add_verdicts(b"".join(batch))
         self._learnt.update(new)
-        self._add_verdicts(b"".join(batch), new)
         if new and self.records is not None:
             self.records.add_templates(b"".join(templates))
 
-    def _add_verdicts(self, data: bytes, keys) -> bool:
-        """Give the native hook the verdict batch ``data`` of the blocks ``keys``; a full
-        table is emptied first (False: it does not fit even then)."""
+    def _learnt_page(self, block: int, ctx: AccessContext) -> LearntPage | None:
+        """The :data:`LEARNT_CODE` page of ``block`` at ``ctx``'s EL and Security state (None:
+        its code page does not translate or is not RAM)."""
+        regime = self._regime_el(ctx.el)
+        page = self._code_page(block, regime)
+        if page is None:
+            return None
+        return LEARNT_CODE.page((regime, ctx.el, ctx.state_ns, block >> 12), page)
+
+    def _add_verdicts(self, data: bytes) -> bool:
+        """Give the native hook the verdict batch ``data``; a full table is emptied first (the
+        places sampled from now on are learnt again). False: it does not fit even then."""
         if not data or native.verdicts_add(self.counter, data):
             return True
         self._forget_verdicts()
-        self._learnt.update(keys)
         return bool(native.verdicts_add(self.counter, data))
 
     def _preload(self) -> None:
@@ -830,17 +844,17 @@ class Machine:
         that have the same bytes here (read through the current translation), as if it had
         been learnt in this run."""
         batch, templates, keys, expanded = [], [], set(), set()
-        for (regime, el, ns, va_page), (code, blocks, stopped) in LEARNT_CODE.pages.items():
-            if self._code_page(va_page << 12, regime) != code:
+        for (regime, _, _, va_page), learnt in LEARNT_CODE.pages.items():
+            if self._code_page(va_page << 12, regime) != learnt.code:
                 continue
-            for verdicts, tpl in blocks.values():
+            for verdicts, tpl in learnt.blocks.values():
                 batch.append(verdicts)
                 templates.append(tpl)
-            keys.update(blocks)
-            expanded.update(stopped)
+            keys.update(learnt.blocks)
+            expanded.update(learnt.expanded)
         if not keys:
             return
-        if self._add_verdicts(b"".join(batch), ()):
+        if self._add_verdicts(b"".join(batch)):
             self._learnt.update(keys)
             self._expanded.update(expanded)
             self.records.add_templates(b"".join(templates))
@@ -1006,10 +1020,7 @@ class Machine:
         if code is None:
             return False
         self._expanded.add((block, n))
-        regime = self._regime_el(ctx.el)
-        page = self._code_page(block, regime)
-        if page is not None:
-            LEARNT_CODE.page((regime, ctx.el, ctx.state_ns, block >> 12), page)[1].add((block, n))
+        self._learnt_page(block, ctx).expanded.add((block, n))  # (code was read from it)
         captured = k in self._learn_block(block, code)
         self._learn_successors(block, code, ctx)
         return captured
@@ -1357,8 +1368,10 @@ class Machine:
             else:
                 self.gic.sysreg_write(spec.name, value)
                 self._irq_line_value = None
+                # An IRQ is taken only while the GIC asserts it (IHI 0069 4.1; Arm ARM D1.3):
+                # with the output low there is nothing to take, so the run goes on.
                 if self.cfg.mode == "reference" or self._irq_line():
-                    self._request_stop()  # (nothing to take while the GIC's IRQ output is low)
+                    self._request_stop()
         fast.set_reg(A.UC_ARM64_REG_PC, pc + 4)
 
     def _undef_target(self, ctx: AccessContext) -> int:

@@ -90,16 +90,9 @@ class NativeRecords:
         """Store ``template``; a full table is emptied first (templates are learnt again)."""
         self._store(bytes(template))
 
-    @staticmethod
-    def block_templates(block: int, code: bytes, el: int, ns: int) -> bytes:
-        """The templates of every instruction of the block ``code`` at ``block`` sampled at
-        ``el``/``ns``, as the bytes of consecutive structs (for :meth:`add_templates`);
-        remembered for the process (a pure function of its arguments)."""
-        return _block_template_bytes(block, code, el, ns)
-
     def add_templates(self, data: bytes) -> None:
         """Store the templates of ``data`` (consecutive structs, e.g. of
-        :meth:`block_templates`) in one native call, ahead of their samples."""
+        :func:`block_templates`) in one native call, ahead of their samples."""
         self._store(data)
 
     def _store(self, data: bytes) -> None:
@@ -245,8 +238,10 @@ def _fixed_fields() -> tuple[tuple[tuple[str, int], ...], tuple[int, ...]]:
 
 
 @lru_cache(maxsize=1 << 12)
-def _block_template_bytes(block: int, code: bytes, el: int, ns: int) -> bytes:
-    """The templates of every instruction of the block ``code`` at ``block``, as the bytes of
-    consecutive structs (:meth:`NativeRecords.block_templates`)."""
+def block_templates(block: int, code: bytes, el: int, ns: int) -> bytes:
+    """The templates (:meth:`NativeRecords.template`) of every instruction of the block
+    ``code`` at ``block`` sampled at ``el``/``ns``, as the bytes of consecutive structs (for
+    :meth:`NativeRecords.add_templates`); remembered for the process (a pure function of its
+    arguments)."""
     return b"".join(_template_bytes(block + 4 * k, el, ns, word)
                     for k, (word,) in enumerate(struct.iter_unpack("<I", code)))
