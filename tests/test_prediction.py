@@ -458,6 +458,20 @@ def test_native_hook_stops_instead_of_capturing(case):
     assert (c.stop_block, c.stop_block_insns) == (0x8000, 10)
 
 
+def test_native_hook_sees_a_new_stop_point_after_counting_fast():
+    # Blocks that end before stop_at are counted on the hook's one-compare path (fast_limit);
+    # a stop_at set from Python afterwards (as a hook in the middle of a block does) must
+    # still stop the next block.
+    fake = FakeUnicorn()
+    c = _counter(fake, event=10**6)
+    for i in range(3):
+        _hook(c, 0x8000, 10)
+    assert fake.stops == 0 and c.insns == 1030 and c.fast_limit == 10**6
+    c.stop_at = c.insns
+    _hook(c, 0x8000, 10)
+    assert fake.stops == 1 and c.insns == 1030 and c.stop_block == 0x8000
+
+
 @pytest.mark.parametrize("mode", [2, 3])
 def test_native_hook_completes_a_capture_at_the_next_block(mode):
     # Modes 2 (branch outcome from the next PC) and 3 (registers at the block's end): the

@@ -262,3 +262,55 @@ def test_profiling_enabled_at_the_current_el_by_the_last_of_its_writes(tmp_path,
     got = outcomes(text, tmp_path, 0x400)
     assert got["fast"] == got["reference"]
     assert got["fast"][0] == 2                 # members 257 and 514 of the 600+ after it
+
+
+@pytest.mark.parametrize("buffer", ["disabled", "enabled"])
+def test_eret_and_daif_writes_stop_only_when_profiling_may_follow(tmp_path, buffer):
+    # 40 round trips EL1 -> EL0 (ERET) -> EL1 (SVC), each reading CNTVCT_EL0 and writing
+    # DAIFClr/DAIFSet. With PMBLIMITR_EL1.E == 0 and no IRQ asserted nothing the fast loop
+    # plans can change at them, so the native hook never stops; with E == 1 (PMSCR_EL1 = 0)
+    # profiling could be enabled at the Exception level an ERET returns to, and it stops
+    # after each. Either way virtual time is the reference mode's.
+    enable = "" if buffer == "disabled" else f"""
+    movz x1, #{(BUF + 0x10000) >> 16:#x}, lsl #16
+    orr x1, x1, #1
+    msr pmblimitr_el1, x1
+"""
+    text = """
+    adr x0, vectors
+    msr vbar_el1, x0
+""" + enable + """
+    movz x4, #40
+    mov x5, #0
+    adr x1, el0code
+    msr elr_el1, x1
+    msr spsr_el1, xzr
+    eret
+el0code:
+    nop
+    nop
+    svc #0
+    .balign 2048
+vectors:
+    .skip 0x400
+    mrs x6, cntvct_el0
+    add x5, x5, x6
+    msr daifclr, #2
+    msr daifset, #2
+    subs x4, x4, #1
+    b.eq finish
+    adr x1, el0code
+    msr elr_el1, x1
+    eret
+finish:
+    mov x0, #0
+""" + EXIT
+    got = {}
+    for mode in MODES:
+        m = run_asm(text, tmp_path / mode, mode=mode)
+        assert m.result.exit_status == 0, mode
+        got[mode] = (m.result.instructions, xregs(m, 5))
+        if mode == "fast":
+            stops = m.counter.stops
+    assert got["fast"] == got["reference"]
+    assert stops == 0 if buffer == "disabled" else stops >= 40

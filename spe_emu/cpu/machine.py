@@ -120,10 +120,12 @@ CONTROL_WORDS = re.compile(b"(?=" + word_pattern(0xFFFFFFFF, ERET_WORD) + b"|"
                            + word_pattern(DAIF_IMM_MASK, DAIF_IMM_VALUE) + b")", re.DOTALL)
 
 
-def control_offsets(code: bytes) -> list[int]:
+@lru_cache(maxsize=64)
+def control_offsets(code: bytes) -> tuple[int, ...]:
     """Byte offsets of the ERET and MSR DAIFSet/DAIFClr words in ``code`` (A64 words at
-    multiples of 4), in one scan at the regular expression engine's speed."""
-    return [m.start() for m in CONTROL_WORDS.finditer(code) if m.start() % 4 == 0]
+    multiples of 4), in one scan at the regular expression engine's speed (about 30 us per
+    KiB), remembered for the process: every run of a program loads the same segments."""
+    return tuple(m.start() for m in CONTROL_WORDS.finditer(code) if m.start() % 4 == 0)
 # Upper bound on the bytes of one record before alignment padding (the largest record, with
 # both Context packets, PC, operation type, data VA and PA, events, three counters and a
 # timestamp, is 60 bytes; tests/test_prediction.py checks the bound).
@@ -410,10 +412,9 @@ class Machine:
         uc.hook_add(UC_HOOK_INSN, self._on_mrs, None, 1, 0, A.UC_ARM64_INS_MRS)
         uc.hook_add(UC_HOOK_INSN, self._on_msr, None, 1, 0, A.UC_ARM64_INS_MSR)
         uc.hook_add(UC_HOOK_INSN, self._on_sys, None, 1, 0, A.UC_ARM64_INS_SYS)
-        self.counter = native.SpeCounter(0, 0, 0, NEVER,
-                                         ctypes.cast(uclib.uc_emu_stop, ctypes.c_void_p).value,
-                                         0, 0)
-        self.counter.event_at = NEVER
+        self.counter = native.SpeCounter(
+            emu_stop=ctypes.cast(uclib.uc_emu_stop, ctypes.c_void_p).value)
+        self.counter.stop_at = self.counter.event_at = NEVER
         self.counter.reg_read_batch = ctypes.cast(uclib.uc_reg_read_batch, ctypes.c_void_p).value
         self.counter.vmem_translate = ctypes.cast(uclib.uc_vmem_translate, ctypes.c_void_p).value
         self.counter.mem_read = ctypes.cast(uclib.uc_mem_read, ctypes.c_void_p).value
@@ -1534,10 +1535,20 @@ class Machine:
 
     def _on_control_insn(self, uc: Uc, address: int, size: int, _data) -> None:
         """ERET / MSR DAIFSet|DAIFClr: state changes after this instruction; stop at the next
-        block boundary (an ERET ends its block, so that is exactly after it)."""
+        block boundary (an ERET ends its block, so that is exactly after it) to re-plan.
+
+        Not when nothing planned can change: profiling is disabled and no re-plan is owed,
+        the GIC's IRQ output is low (no IRQ to take, whatever PSTATE.I and the Exception level)
+        and the Profiling Buffer cannot be enabled in any context
+        (:meth:`SPU.buffer_may_be_enabled`), so profiling stays disabled at the Exception level
+        returned to. Then only the cached context is dropped (the ERET executes right after
+        this hook)."""
+        self._ctx = None
+        if not (self.enabled or self.replan or self._irq_line()
+                or self.spu.buffer_may_be_enabled()):
+            return
         self._catch_up(self._insn_index(address), address)
         self.replan = True
-        self._ctx = None
         self.counter.stop_at = min(self.counter.stop_at, self.counter.insns)
 
     def _on_every_insn(self, uc: Uc, address: int, size: int, _data) -> None:

@@ -62,10 +62,14 @@ class SpeStep(ctypes.Structure):
 
 
 class SpeCounter(ctypes.Structure):
-    """Mirror of ``struct spe_counter`` in counter.c (all counts in instructions)."""
+    """Mirror of ``struct spe_counter`` in counter.c (all counts in instructions).
 
-    _fields_ = [("insns", ctypes.c_uint64), ("block_start", ctypes.c_uint64),
-                ("block_insns", ctypes.c_uint64), ("stop_at", ctypes.c_uint64),
+    ``stop_at`` is a property: setting it also zeroes ``fast_limit``, so the hook's next block
+    takes the slow path, which derives ``fast_limit`` from the new value."""
+
+    _fields_ = [("insns", ctypes.c_uint64), ("fast_limit", ctypes.c_uint64),
+                ("block_start", ctypes.c_uint64),
+                ("block_insns", ctypes.c_uint64), ("_stop_at", ctypes.c_uint64),
                 ("emu_stop", ctypes.c_void_p), ("stops", ctypes.c_uint64),
                 ("stop_block", ctypes.c_uint64), ("stop_block_insns", ctypes.c_uint64),
                 ("event_at", ctypes.c_uint64), ("gap", ctypes.c_uint64),
@@ -78,6 +82,16 @@ class SpeCounter(ctypes.Structure):
                 ("step_count", ctypes.c_uint64), ("evaluated", ctypes.c_uint64),
                 ("caps", SpeCapture * CAP_MAX), ("verdicts", SpeVerdict * VERDICTS),
                 ("steps", SpeStep * STEPS)]
+
+    @property
+    def stop_at(self) -> int:
+        """Stop before the block that holds instruction number ``stop_at``."""
+        return self._stop_at
+
+    @stop_at.setter
+    def stop_at(self, value: int) -> None:
+        self._stop_at = value
+        self.fast_limit = 0
 
 
 # record.c (values of spe_native.h)

@@ -259,8 +259,8 @@ static inline void count_block(struct spe_counter *c, uint64_t address, uint64_t
 }
 
 /* What the hook does besides counting: complete the last capture, then capture, stop, or
- * count the block. Kept out of line, and reached by a tail call, so that the common path
- * below needs no stack frame. */
+ * count the block; then derive fast_limit for the blocks after it. Kept out of line, and
+ * reached by a tail call, so that the common path below needs no stack frame. */
 static __attribute__((noinline)) void block_slow(void *uc, uint64_t address, uint64_t n,
                                                  struct spe_counter *c)
 {
@@ -277,19 +277,27 @@ static __attribute__((noinline)) void block_slow(void *uc, uint64_t address, uin
         c->stops++;
         c->stop_block = address;
         c->stop_block_insns = n;
+        c->fast_limit = c->stop_at;
         c->emu_stop(uc);
         return;
     }
     count_block(c, address, n);
+    c->fast_limit = c->completing ? 0 : c->stop_at;
 }
 
+/* The common path, one compare: the block ends by fast_limit (so it holds no stop point and
+ * no capture is completing). (A zero-size block, which Unicorn does not produce for A64 code,
+ * would only record itself as the current block here.) */
 void spe_block_hook(void *uc, uint64_t address, uint32_t size, struct spe_counter *c)
 {
-    uint64_t n = size >> 2;
-    if (__builtin_expect(n != 0 && !c->completing && c->insns + n <= c->stop_at, 1))
-        count_block(c, address, n);
-    else
-        block_slow(uc, address, n, c);
+    uint64_t n = size >> 2, end = c->insns + n;
+    if (__builtin_expect(end <= c->fast_limit, 1)) {
+        c->block_start = address;
+        c->block_insns = n;
+        c->insns = end;
+        return;
+    }
+    block_slow(uc, address, n, c);
 }
 
 #include <Python.h>

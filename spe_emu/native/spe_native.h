@@ -101,6 +101,9 @@ struct spe_verdict {
 
 struct spe_counter {
     uint64_t insns;        /* instructions of every block entered so far */
+    uint64_t fast_limit;   /* the hook counts a block without more checks if it ends by this
+                            * instruction number: stop_at, or 0 while a capture is completing
+                            * or after Python changed stop_at (block_slow derives it again) */
     uint64_t block_start;  /* address of the block being executed */
     uint64_t block_insns;  /* its length in instructions */
     uint64_t stop_at;      /* stop before the block holding instruction #stop_at */

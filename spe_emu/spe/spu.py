@@ -138,6 +138,13 @@ class Spu:
                 and self.table["PMBLIMITR_EL1"].get(self.regs["PMBLIMITR_EL1"], "E") == 1
                 and not self.pmbirq)
 
+    def buffer_may_be_enabled(self) -> bool:
+        """Whether ``ProfilingBufferEnabled()`` can be TRUE in any context: PMBLIMITR_EL1.E == 1
+        and PMBSR_EL1.S == 0 (its context-free terms). When False, profiling is disabled at
+        every Exception level and Security state until one of those registers is written."""
+        return (self.config.pmsver != 0 and not self.pmbirq
+                and self.table["PMBLIMITR_EL1"].get(self.regs["PMBLIMITR_EL1"], "E") == 1)
+
     def profiling_enabled(self, ctx: AccessContext) -> bool:
         """``StatisticalProfilingEnabled()`` at ctx.el (§3.2.3, Table 3)."""
         if not self.buffer_enabled(ctx):
