@@ -3,6 +3,8 @@ helper, PA and Context packets."""
 
 import struct
 
+import pytest
+
 from asmrun import EXIT, run_asm, xregs
 
 from spe_emu.asm import assemble, translate
@@ -107,3 +109,16 @@ def test_physical_address_and_context_packets(tmp_path):
     m = run_asm(spe_program(0b100010), tmp_path / "2")
     recs = list(iter_records(bytes(m.uc.mem_read(BUF, xregs(m, 21)[0] - BUF))))
     assert recs and all(r.data_pa is None and r.context is None for r in recs)
+
+
+def test_error_in_a_control_instruction_hook_ends_the_run(tmp_path, monkeypatch):
+    # The ERET / DAIF hooks are registered natively (not through the binding's hook_add): an
+    # exception in one must still end the run with that exception, not be printed and lost.
+    from spe_emu.cpu.machine import Machine
+
+    def broken(self, uc, address, size, data):
+        raise RuntimeError(f"hook at {address:#x}")
+
+    monkeypatch.setattr(Machine, "_on_control_insn", broken)
+    with pytest.raises(RuntimeError, match="hook at 0x4"):
+        run_asm("msr daifset, #2\nmov x0, #0\n" + EXIT, tmp_path)

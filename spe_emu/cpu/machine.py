@@ -140,6 +140,9 @@ PREDICT_NO, PREDICT_START, PREDICT_NEXT_PC, PREDICT_END, PREDICT_EVAL = 0, 1, 2,
 # SYS with CRn == 7 and CRm == 1 or 5 is an instruction cache invalidation (IC IALLUIS,
 # IC IALLU, IC IVAU): code may have changed.
 CRN_CACHE, CRM_IC = 7, (1, 5)
+# uc_cb_hookcode_t: (uc, address, size, user_data)
+CODE_HOOK = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint32,
+                             ctypes.c_void_p)
 
 
 @lru_cache(maxsize=4096)
@@ -353,6 +356,7 @@ class Machine:
         self._irq_line_value: bool | None = None
         self._ref_enabled: dict[int, bool] | None = None  # reference mode: EL -> enabled
         self._hooks_installed = False
+        self._hook_error: BaseException | None = None  # raised by a natively registered hook
         self.records: NativeRecords | None = None  # fast mode: the native record builder
         # A predicted sample: (instruction number, what was observed, PREDICT_* mode, undo
         # state or None): see _predict() and _settle().
@@ -424,19 +428,40 @@ class Machine:
         if self.cfg.mode == "raw":
             return
         if self.cfg.mode == "fast":
-            handle = ctypes.c_size_t()
-            add = uclib.uc_hook_add
-            add.argtypes = None
-            err = add(uc._uch, ctypes.byref(handle), UC_HOOK_BLOCK,
-                      ctypes.c_void_p(native.block_hook_address()), ctypes.byref(self.counter),
-                      ctypes.c_uint64(1), ctypes.c_uint64(0))
-            if err:
-                raise GuestError(f"cannot install the native block hook (uc error {err})")
+            self._native_hook(UC_HOOK_BLOCK, ctypes.c_void_p(native.block_hook_address()),
+                              ctypes.byref(self.counter), 1, 0)
+            # One callback object for every control instruction, registered directly: the
+            # binding's hook_add costs about 30 us per address and run.
+            self._control_callback = CODE_HOOK(self._guarded_control_insn)
             for addr in self._control_instruction_addresses():
-                uc.hook_add(UC_HOOK_CODE, self._on_control_insn, None, addr, addr + 3)
+                self._native_hook(UC_HOOK_CODE, self._control_callback, None, addr, addr + 3)
             # (self.records is made when profiling is first enabled: _refresh_enabled)
         else:
             uc.hook_add(UC_HOOK_CODE, self._on_every_insn)
+
+    def _native_hook(self, kind: int, callback, user_data, begin: int, end: int) -> None:
+        """``uc_hook_add`` without the binding's per-hook Python wrapper (the caller keeps
+        ``callback`` alive for the machine's lifetime).
+
+        Raises:
+            GuestError: Unicorn refused the hook.
+        """
+        add = uclib.uc_hook_add
+        add.argtypes = None
+        err = add(self.uc._uch, ctypes.byref(ctypes.c_size_t()), kind, callback, user_data,
+                  ctypes.c_uint64(begin), ctypes.c_uint64(end))
+        if err:
+            raise GuestError(f"cannot install a native hook (type {kind}, uc error {err})")
+
+    def _guarded_control_insn(self, _uch, address: int, size: int, _data) -> None:
+        """The control instructions' callback: :meth:`_on_control_insn`; an exception in it
+        stops the run and is raised by :meth:`_start` (ctypes would only print it)."""
+        try:
+            self._on_control_insn(self.uc, address, size, None)
+        except BaseException as exc:  # noqa: BLE001 -- re-raised after emu_start returns
+            if self._hook_error is None:
+                self._hook_error = exc
+            self.uc.emu_stop()
 
     def _control_instruction_addresses(self) -> list[int]:
         """Addresses of ERET and MSR DAIFSet/DAIFClr in executable segments."""
@@ -1602,6 +1627,9 @@ class Machine:
         except UcError as exc:
             raise GuestError(f"emulation stopped at PC {self.pc:#x} after {self.insns()} "
                              f"instructions: {exc}") from None
+        if self._hook_error is not None:
+            exc, self._hook_error = self._hook_error, None
+            raise exc
 
     def _run_fast(self, progress) -> RunResult:
         c = self.counter
