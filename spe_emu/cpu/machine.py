@@ -1562,15 +1562,14 @@ class Machine:
         """ERET / MSR DAIFSet|DAIFClr: state changes after this instruction; stop at the next
         block boundary (an ERET ends its block, so that is exactly after it) to re-plan.
 
-        Not when nothing planned can change: profiling is disabled and no re-plan is owed,
-        the GIC's IRQ output is low (no IRQ to take, whatever PSTATE.I and the Exception level)
-        and the Profiling Buffer cannot be enabled in any context
-        (:meth:`SPU.buffer_may_be_enabled`), so profiling stays disabled at the Exception level
-        returned to. Then only the cached context is dropped (the ERET executes right after
-        this hook)."""
+        Not when nothing planned can change: profiling is disabled, the GIC's IRQ output is
+        low (no IRQ to take, whatever PSTATE.I and the Exception level) and the Profiling
+        Buffer cannot be enabled in any context (:meth:`SPU.buffer_may_be_enabled`), so
+        profiling stays disabled at the Exception level returned to. (A re-plan owed for an
+        earlier write would find the same: it waits for the next stop.) Then only the cached
+        context is dropped (the ERET executes right after this hook)."""
         self._ctx = None
-        if not (self.enabled or self.replan or self._irq_line()
-                or self.spu.buffer_may_be_enabled()):
+        if not (self.enabled or self._irq_line() or self.spu.buffer_may_be_enabled()):
             return
         self._catch_up(self._insn_index(address), address)
         self.replan = True
