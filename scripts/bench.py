@@ -13,15 +13,20 @@ and prints a table of MIPS, ratio to raw, per-sample cost and peak RSS, then one
 per target. Each run is one ``run_image`` call timed with ``time.perf_counter()`` (machine set-up,
 image loading and the trace file included, the same for every mode). Before the counted runs
 every guest/mode pair gets one warm-up run that is not counted; the counted runs of a guest are
-interleaved across modes (repeat 1 of every mode, then repeat 2, ...) and the median is
-reported.
+interleaved across modes: each repeat runs every mode once, back to back (raw, spe-disabled,
+then the spe intervals; in reverse order on every other repeat), and medians over the repeats
+are reported. Comparisons between modes are made within a repeat: the host's speed changes
+between repeats (on a shared machine it switches by up to 1.6x within seconds), and the median
+of two modes' times taken separately can fall on either side of such a switch.
 
 Definitions:
     MIPS            instructions / median seconds. Raw mode does not count instructions, so
                     the count of the same guest's spe-disabled run is used (same firmware and
                     guest path, apart from one firmware console line).
-    ratio_to_raw    MIPS / raw MIPS of the same guest.
-    per_sample_us   (median t_spe - median t_spe_disabled) / samples * 1e6 (spe rows only).
+    ratio_to_raw    median over the repeats of that repeat's MIPS / its raw MIPS (the same
+                    guest), i.e. of (t_raw / t) * (instructions / raw instructions).
+    per_sample_us   median over the repeats of (t_spe - t_spe_disabled), / samples * 1e6 (spe
+                    rows only).
     peak_rss_mb     the process's peak RSS during that mode's runs (max over its runs), in MiB:
                     the high-water mark is reset (/proc/self/clear_refs, "5") after a
                     gc.collect() before every run and VmHWM read after it. Where that is not
@@ -219,8 +224,10 @@ class Runner:
         for m in timed:  # warm-up, not counted
             seconds, *_ = self.once(image, m.run_options(outdir / m.key), f"{guest} {m.key}")
             self.say(f"[dim]{guest:>14} {m.key:<13} warm-up  {seconds:8.3f} s[/dim]")
+        # raw and spe-disabled next to each other, the order reversed every other repeat
+        order = sorted(timed, key=lambda m: {"raw": 0, "spe-disabled": 1}.get(m.mode, 2))
         for r in range(repeats):
-            for m in timed:
+            for m in order if r % 2 == 0 else order[::-1]:
                 seconds, _, peak, result = self.once(image, m.run_options(outdir / m.key),
                                                      f"{guest} {m.key}")
                 meas = out[m.key]
@@ -253,6 +260,12 @@ class Runner:
 
 # ------------------------------------------------------------------------ report ----------
 
+def paired_median(a: list[float], b: list[float], combine) -> float:
+    """Median over the repeats r of ``combine(a[r], b[r])`` (both lists in repeat order, one
+    value per repeat)."""
+    return statistics.median(combine(x, y) for x, y in zip(a, b, strict=True))
+
+
 def rows_for(guest: str, modes: list[Mode], meas: dict[str, Measurement]) -> list[dict]:
     disabled = meas["spe-disabled"]
     raw = meas["raw"]
@@ -263,13 +276,18 @@ def rows_for(guest: str, modes: list[Mode], meas: dict[str, Measurement]) -> lis
         x = meas[m.key]
         insns = raw_insns if m.mode == "raw" else x.instructions
         mips = insns / x.median / 1e6
+        if m.mode == "reference":  # (run once, after the others)
+            ratio = mips / raw_mips
+        else:
+            ratio = paired_median(raw.seconds, x.seconds, lambda a, b: a / b) * insns / raw_insns
         per_sample = None
         if m.mode == "spe" and x.samples:
-            per_sample = (x.median - disabled.median) / x.samples * 1e6
+            per_sample = (paired_median(x.seconds, disabled.seconds, lambda a, b: a - b)
+                          / x.samples * 1e6)
         rows.append({
             "guest": guest, "mode": m.mode, "interval": m.interval,
             "mips": round(mips, 4),
-            "ratio_to_raw": round(mips / raw_mips, 4),
+            "ratio_to_raw": round(ratio, 4),
             "per_sample_us": None if per_sample is None else round(per_sample, 3),
             "peak_rss_mb": round(max(x.rss), 1),
             # not in the JSON:
@@ -414,6 +432,8 @@ def print_report(console: Console, rows: list[dict], memory: dict | None,
     console.print(f"  {rss.note}", highlight=False)
     console.print("  raw MIPS use the spe-disabled run's instruction count (raw mode does not "
                   "count instructions)", highlight=False)
+    console.print("  ratio to raw and per-sample us compare the modes within each repeat (run "
+                  "back to back), then take the median over the repeats", highlight=False)
     console.print()
     colour = {"PASS": "green", "FAIL": "bold red", "SKIP": "yellow"}
     for t in targets:
