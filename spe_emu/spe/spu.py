@@ -129,19 +129,17 @@ class Spu:
         return secure, 2 if el2_owns else 1
 
     def buffer_enabled(self, ctx: AccessContext) -> bool:
-        """``ProfilingBufferEnabled()`` (owning EL is AArch64 in this model)."""
-        if self.config.pmsver == 0:
+        """``ProfilingBufferEnabled()`` (§3.4.6; the owning EL is AArch64 in this model)."""
+        if not self.buffer_may_be_enabled():
             return False
         secure, _ = self.owner(ctx)
-        ns_bit = 0 if secure else 1
-        return (ns_bit == ctx.ns
-                and self.table["PMBLIMITR_EL1"].get(self.regs["PMBLIMITR_EL1"], "E") == 1
-                and not self.pmbirq)
+        return (0 if secure else 1) == ctx.ns
 
     def buffer_may_be_enabled(self) -> bool:
-        """Whether ``ProfilingBufferEnabled()`` can be TRUE in any context: PMBLIMITR_EL1.E == 1
-        and PMBSR_EL1.S == 0 (its context-free terms). When False, profiling is disabled at
-        every Exception level and Security state until one of those registers is written."""
+        """Whether ``ProfilingBufferEnabled()`` (§3.4.6) can be TRUE in any context: FEAT_SPE,
+        PMBLIMITR_EL1.E == 1 and PMBSR_EL1.S == 0 (its terms that do not depend on the
+        Security state or the owning Exception level). When False, profiling is disabled at
+        every Exception level until one of those registers is written."""
         return (self.config.pmsver != 0 and not self.pmbirq
                 and self.table["PMBLIMITR_EL1"].get(self.regs["PMBLIMITR_EL1"], "E") == 1)
 
