@@ -45,7 +45,7 @@ on every guest, per-sample cost at most 15 us; profiling disabled at least 0.9x 
 does not grow with records written.
 
 Usage:
-    python scripts/bench.py                              # every guest, 3 repeats
+    python scripts/bench.py                              # every guest, 7 repeats
     python scripts/bench.py --guest sort --guest interp --repeats 5 --json bench.json
     python scripts/bench.py --no-reference --check       # exit 1 if a target fails
 
@@ -465,8 +465,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--interval", action="append", type=int, metavar="N",
                    help=f"SPE interval for the spe rows; repeatable; default: "
                         f"{' '.join(map(str, DEFAULT_INTERVALS))}")
-    p.add_argument("--repeats", type=int, default=3, metavar="N",
-                   help="counted runs per guest and mode, median reported (default 3)")
+    p.add_argument("--repeats", type=int, default=7, metavar="N",
+                   help="counted runs per guest and mode, median reported (default 7: the "
+                        "paired medians need a few repeats to outvote a change of host speed)")
     p.add_argument("--no-reference", action="store_true",
                    help="skip the per-instruction reference mode (the slowest part)")
     p.add_argument("--reference-insns", type=int, metavar="N",
