@@ -464,7 +464,7 @@ def test_native_hook_sees_a_new_stop_point_after_counting_fast():
     # still stop the next block.
     fake = FakeUnicorn()
     c = _counter(fake, event=10**6)
-    for i in range(3):
+    for _ in range(3):
         _hook(c, 0x8000, 10)
     assert fake.stops == 0 and c.insns == 1030 and c.fast_limit == 10**6
     c.stop_at = c.insns

@@ -143,6 +143,9 @@ CRN_CACHE, CRM_IC = 7, (1, 5)
 # uc_cb_hookcode_t: (uc, address, size, user_data)
 CODE_HOOK = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint32,
                              ctypes.c_void_p)
+# uc_hook_add (variadic): a function object of our own, without the binding's argtypes, so
+# the binding's own prototype is left as it is (item access makes a new object each time).
+UC_HOOK_ADD = uclib["uc_hook_add"]
 
 
 @lru_cache(maxsize=4096)
@@ -446,10 +449,8 @@ class Machine:
         Raises:
             GuestError: Unicorn refused the hook.
         """
-        add = uclib.uc_hook_add
-        add.argtypes = None
-        err = add(self.uc._uch, ctypes.byref(ctypes.c_size_t()), kind, callback, user_data,
-                  ctypes.c_uint64(begin), ctypes.c_uint64(end))
+        err = UC_HOOK_ADD(self.uc._uch, ctypes.byref(ctypes.c_size_t()), kind, callback,
+                          user_data, ctypes.c_uint64(begin), ctypes.c_uint64(end))
         if err:
             raise GuestError(f"cannot install a native hook (type {kind}, uc error {err})")
 
