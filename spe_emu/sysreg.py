@@ -65,14 +65,31 @@ class Encoding:
         return f"S{self.op0}_{self.op1}_C{self.crn}_C{self.crm}_{self.op2}"
 
 
+class FieldAccess(enum.Enum):
+    """How software writes (and reads) a field: one mechanism for system and memory-mapped
+    registers (the per-field modes of amaranth-soc and Renode; Arm names them RW, RO, W1C ...).
+
+    RW: a write stores the written bits. RO: writes do not change it (reads return the state).
+    W1C: writing 1 clears a bit, 0 leaves it. W1S: writing 1 sets a bit, 0 leaves it.
+    WO: a write is acted on by the register's write hook; reads return zero.
+    """
+
+    RW = "RW"
+    RO = "RO"
+    W1C = "W1C"
+    W1S = "W1S"
+    WO = "WO"
+
+
 @dataclass(frozen=True, slots=True)
 class Field:
-    """A register field occupying bits ``msb:lsb`` (inclusive)."""
+    """A register field occupying bits ``msb:lsb`` (inclusive), with its write behaviour."""
 
     name: str
     msb: int
     lsb: int
     writable: bool = True
+    access: FieldAccess = FieldAccess.RW
     mask: int = field(init=False, repr=False, compare=False)
     """The field's bits in register position (derived)."""
 
@@ -80,6 +97,9 @@ class Field:
         if not 0 <= self.lsb <= self.msb <= 63:
             raise RegisterTableError(f"field {self.name} has bad bit range {self.msb}:{self.lsb}")
         object.__setattr__(self, "mask", ((1 << (self.msb - self.lsb + 1)) - 1) << self.lsb)
+        if not self.writable and self.access is FieldAccess.RW:
+            object.__setattr__(self, "access", FieldAccess.RO)
+        object.__setattr__(self, "writable", self.access is not FieldAccess.RO)
 
     def get(self, value: int) -> int:
         """Extract this field (right-aligned) from a register value."""
@@ -97,17 +117,44 @@ class Field:
 
 
 def parse_fields(*specs: str) -> tuple[Field, ...]:
-    """Build fields from ``"NAME msb:lsb"`` / ``"NAME bit"`` strings; a trailing ``" RO"`` marks a
-    field that software writes do not change (e.g. ``"S 17"`` then ``"P 4 RO"``)."""
+    """Build fields from ``"NAME msb:lsb"`` / ``"NAME bit"`` strings; a trailing access mode
+    (:class:`FieldAccess`: ``RO``, ``W1C``, ``W1S``, ``WO``; default RW) says how writes act,
+    e.g. ``"S 17"``, ``"P 4 RO"``, ``"RXIC 4 W1C"``."""
     out = []
     for spec in specs:
         parts = spec.split()
-        if len(parts) not in (2, 3) or (len(parts) == 3 and parts[2] != "RO"):
+        if len(parts) not in (2, 3):
             raise RegisterTableError(f"bad field spec {spec!r}")
+        try:
+            access = FieldAccess(parts[2]) if len(parts) == 3 else FieldAccess.RW
+        except ValueError:
+            raise RegisterTableError(f"bad field spec {spec!r}: unknown access mode "
+                                     f"{parts[2]!r}") from None
         name, bits = parts[0], parts[1]
         msb, _, lsb = bits.partition(":")
-        out.append(Field(name, int(msb), int(lsb or msb), writable=len(parts) == 2))
+        out.append(Field(name, int(msb), int(lsb or msb), access=access))
     return tuple(out)
+
+
+def fields_write(fields: Iterable[Field], old: int, written: int) -> int:
+    """The fields' value after software writes ``written`` over ``old``, each field by its
+    :class:`FieldAccess` (bits outside every field come out zero; the caller adds RES1).
+    One rule for system registers (:meth:`RegisterSpec.apply_write`) and memory-mapped ones
+    (:class:`spe_emu.platform.mmio.MmioRegister`)."""
+    out = 0
+    for f in fields:
+        m = f.mask
+        a = f.access
+        if a is FieldAccess.RW:
+            out |= written & m
+        elif a is FieldAccess.RO:
+            out |= old & m
+        elif a is FieldAccess.W1C:
+            out |= old & ~written & m
+        elif a is FieldAccess.W1S:
+            out |= (old | written) & m
+        # WO: acted on by the write hook, nothing is stored
+    return out
 
 
 AccessCheck = Callable[[Any, bool], Access]
@@ -215,8 +262,7 @@ class RegisterSpec:
     def apply_write(self, old: int, written: int) -> int:
         """Value after a direct write of ``written``: writable fields take the new bits, read-only
         fields keep theirs, RES0 bits read as zero, RES1 bits as one."""
-        wm = self.write_mask
-        return ((old & ~wm) | (written & wm)) & ~self.res0 & MASK64 | self.res1
+        return fields_write(self.fields, old, written) | self.res1
 
     def describe(self, value: int) -> str:
         """``NAME=0x... (F1=.. F2=..)`` for logs and error messages."""

@@ -1,0 +1,145 @@
+"""The board, described once: memory map, interrupt assignments, devices and their properties.
+
+Everything else that needs the board's layout is generated from :data:`VIRT` (or another
+:class:`BoardSpec`): the machine's bus (:mod:`spe_emu.platform.bus`), the device tree blob
+(:mod:`spe_emu.platform.dtb`), the firmware's C constants (``firmware/board.h``) and the
+memory-map table in docs/design.md (:mod:`spe_emu.platform.generate`; a test fails when a
+generated file is stale).
+
+The ``virt`` board follows QEMU's ``hw/arm/virt.c`` memory map and interrupt assignment, so
+software built for ``qemu-system-aarch64 -M virt`` finds its devices where it expects them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from ..errors import ConfigError
+from .clock import VirtualClock
+
+GIC_SPI_BASE = 32
+"""INTID of SPI 0."""
+GIC_PPI_BASE = 16
+"""INTID of PPI 0."""
+
+
+def spi(n: int) -> int:
+    """INTID of SPI ``n`` (device-tree cell 0 = SPI)."""
+    return GIC_SPI_BASE + n
+
+
+def ppi(n: int) -> int:
+    """INTID of PPI ``n`` (device-tree cell 1 = PPI)."""
+    return GIC_PPI_BASE + n
+
+
+@dataclass(frozen=True)
+class DeviceSpec:
+    """One device of a board.
+
+    Attributes:
+        kind: the registered device class (:data:`spe_emu.platform.device.DEVICE_TYPES`).
+        name: instance name, also the device-tree node name's stem.
+        base, size: the device's first register region (bytes).
+        regions: every (base, size) region, when there are several (GICD and GICR).
+        irqs: (output name, INTID) pairs: how the device's interrupt outputs are wired.
+        props: (name, value) pairs of device-specific settings (clock rate, ...).
+    """
+
+    kind: str
+    name: str
+    base: int
+    size: int
+    regions: tuple[tuple[int, int], ...] = ()
+    irqs: tuple[tuple[str, int], ...] = ()
+    props: tuple[tuple[str, Any], ...] = ()
+
+    @property
+    def all_regions(self) -> tuple[tuple[int, int], ...]:
+        return self.regions or ((self.base, self.size),)
+
+    def prop(self, name: str, default: Any = None) -> Any:
+        return dict(self.props).get(name, default)
+
+    def irq(self, output: str) -> int:
+        return dict(self.irqs)[output]
+
+
+@dataclass(frozen=True)
+class BoardSpec:
+    """A board: RAM, devices, and the PE's private interrupt assignments.
+
+    Attributes:
+        name: e.g. ``"virt"``.
+        ram_base: physical address of RAM (bytes).
+        ram_size: default RAM size (bytes; ``-m``).
+        devices: the memory-mapped devices.
+        ppis: the PE's private interrupts by name (INTIDs): the generic timers, PMBIRQ, the
+            PMU overflow interrupt.
+        kernel_offset: where a raw binary or Image without a header text_offset is loaded,
+            from ``ram_base`` (bytes; QEMU's KERNEL64_LOAD_ADDR).
+    """
+
+    name: str
+    ram_base: int
+    ram_size: int
+    devices: tuple[DeviceSpec, ...]
+    ppis: tuple[tuple[str, int], ...]
+    kernel_offset: int = 0x8_0000
+
+    def device(self, name: str) -> DeviceSpec:
+        for d in self.devices:
+            if d.name == name:
+                return d
+        raise ConfigError(f"board {self.name} has no device {name!r}")
+
+    def ppi(self, name: str) -> int:
+        return dict(self.ppis)[name]
+
+    def memory_map(self) -> list[tuple[str, int, int]]:
+        """(what, base, size) of every region, RAM included, by address."""
+        rows = [(f"{d.name} ({d.kind})", b, s) for d in self.devices for b, s in d.all_regions]
+        rows.append(("RAM", self.ram_base, self.ram_size))
+        return sorted(rows, key=lambda r: r[1])
+
+
+VIRT = BoardSpec(
+    name="virt",
+    ram_base=0x4000_0000,
+    ram_size=256 << 20,
+    devices=(
+        DeviceSpec("gicv3", "intc", 0x0800_0000, 0x1_0000,
+                   regions=((0x0800_0000, 0x1_0000), (0x080A_0000, 0x2_0000)),
+                   props=(("spis", 64),)),
+        DeviceSpec("pl011", "pl011", 0x0900_0000, 0x1000, irqs=(("intr", spi(1)),),
+                   props=(("clock-hz", 24_000_000),)),
+    ),
+    ppis=(("cntps", ppi(13)), ("cntp", ppi(14)), ("cntv", ppi(11)), ("cnthp", ppi(10)),
+          ("cnthv", ppi(12)), ("pmbirq", ppi(5)), ("pmu", ppi(7))),
+)
+"""QEMU's ``virt`` board (``hw/arm/virt.c`` base_memmap and a15irqmap): GICv3 distributor at
+0x0800_0000 and redistributor at 0x080A_0000, PL011 at 0x0900_0000 on SPI 1, RAM at
+0x4000_0000; generic timer PPIs 13/14/11/10 and 12 (INTIDs 29/30/27/26, 28), SPE's PMBIRQ
+on PPI 5 (INTID 21) and the PMU on PPI 7 (INTID 23)."""
+
+
+@dataclass
+class Platform:
+    """What devices may use of the machine: the clock, the output directory, the console and
+    the guest-error log.
+
+    Attributes:
+        clock: the board's virtual clock.
+        outdir: the run's output directory (device output files land there).
+        guest_error: logs a guest mistake (one line).
+        console: receives bytes written to the console (None: discarded).
+    """
+
+    clock: VirtualClock
+    outdir: Path
+    guest_error: Callable[[str], None]
+    console: Callable[[bytes], None] | None = None
+    stdin: Any = None
+    extra: dict[str, Any] = field(default_factory=dict)

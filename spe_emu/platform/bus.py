@@ -1,0 +1,96 @@
+"""The memory bus: RAM and devices mapped by (base, size) into the PE's physical address
+space. A device is added by mapping it; neither the machine nor the run loop names it
+(QEMU's MemoryRegion tree, Renode's SystemBus)."""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+from typing import Callable
+
+from unicorn import UC_PROT_ALL, Uc
+
+from ..errors import ConfigError
+from .device import Device
+
+
+@dataclass(frozen=True)
+class Mapping:
+    """One range of the physical address space (bytes)."""
+
+    name: str
+    base: int
+    size: int
+    device: Device | None  # None: RAM
+
+    @property
+    def end(self) -> int:
+        return self.base + self.size
+
+
+class Bus:
+    """The physical address map of one board.
+
+    Args:
+        uc: the engine whose address space this is.
+    """
+
+    def __init__(self, uc: Uc):
+        self.uc = uc
+        self._maps: list[Mapping] = []
+        self._bases: list[int] = []
+
+    def _add(self, m: Mapping) -> None:
+        if m.size <= 0 or m.base % 0x1000 or m.size % 0x1000:
+            raise ConfigError(f"{m.name}: base {m.base:#x} and size {m.size:#x} must be "
+                              f"positive multiples of 4 KiB")
+        i = bisect.bisect(self._bases, m.base)
+        for other in self._maps[max(0, i - 1):i + 1]:
+            if m.base < other.end and other.base < m.end:
+                raise ConfigError(f"{m.name} {m.base:#x}-{m.end:#x} overlaps {other.name} "
+                                  f"{other.base:#x}-{other.end:#x}")
+        self._maps.insert(i, m)
+        self._bases.insert(i, m.base)
+
+    def map_ram(self, name: str, base: int, size: int) -> None:
+        """Map ``size`` bytes of RAM at ``base`` (bytes; multiples of 4 KiB)."""
+        self._add(Mapping(name, base, size, None))
+        self.uc.mem_map(base, size, UC_PROT_ALL)
+
+    def map_device(self, device: Device, regions: tuple[tuple[int, int], ...] | None = None
+                   ) -> None:
+        """Map ``device`` at each (base, size) of ``regions`` (default: its own base and
+        size); the device sees offsets from its own base."""
+        for base, size in regions or ((device.base, device.size),):
+            self._add(Mapping(device.name, base, size, device))
+            delta = base - device.base
+            self.uc.mmio_map(base, size, self._reader(device, delta), None,
+                             self._writer(device, delta), None)
+
+    @staticmethod
+    def _reader(device: Device, delta: int) -> Callable:
+        def read(_uc: Uc, offset: int, size: int, _data) -> int:
+            return device.read(delta + offset, size)
+        return read
+
+    @staticmethod
+    def _writer(device: Device, delta: int) -> Callable:
+        def write(_uc: Uc, offset: int, size: int, value: int, _data) -> None:
+            device.write(delta + offset, size, value)
+        return write
+
+    def find(self, pa: int) -> Mapping | None:
+        """The mapping holding physical address ``pa``, or None (no RAM or device there)."""
+        i = bisect.bisect(self._bases, pa) - 1
+        if i >= 0 and pa < self._maps[i].end:
+            return self._maps[i]
+        return None
+
+    def is_ram(self, pa: int, size: int) -> bool:
+        """Whether [pa, pa + size) lies inside one RAM mapping."""
+        m = self.find(pa)
+        return m is not None and m.device is None and pa + size <= m.end
+
+    @property
+    def mappings(self) -> tuple[Mapping, ...]:
+        return tuple(self._maps)

@@ -1,0 +1,119 @@
+"""Virtual time: the one place where instructions become counter ticks, and the event queue
+devices schedule deadlines on.
+
+Model (docs/model.md, "Virtual time"): the system counter advances one tick per retired
+instruction, and by the ticks a PE spends waiting (WFI/WFE with an event scheduled: the wait
+ends at the next deadline, so a waiting PE advances time without retiring instructions).
+``CNTFRQ_EL0`` reads :data:`CNTFRQ_HZ`, so one tick is 10 ns. No host time reaches the guest.
+
+Devices (generic timer compare values, the instruction budget, ...) schedule
+:class:`Event` s at a tick and cancel them; the run loop asks for the next deadline as an
+instruction count (:meth:`VirtualClock.next_deadline_insns`), stops there and calls
+:meth:`VirtualClock.run_due`. QEMU's ``QEMUTimer`` on ``QEMU_CLOCK_VIRTUAL`` and Renode's
+``LimitTimer`` are the pattern.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from dataclasses import dataclass, field
+from typing import Callable
+
+NEVER = (1 << 64) - 1
+CNTFRQ_HZ = 100_000_000
+"""System counter frequency (Hz) that ``CNTFRQ_EL0`` reports: one tick per instruction is a
+100 MIPS PE."""
+
+
+@dataclass(order=True)
+class Event:
+    """A deadline on the virtual clock. ``when`` is in ticks; ``callback(now_ticks)`` runs at
+    the first run-loop stop at or after it (the loop stops exactly there)."""
+
+    when: int
+    seq: int
+    name: str = field(compare=False)
+    callback: Callable[[int], None] = field(compare=False, repr=False)
+    cancelled: bool = field(default=False, compare=False)
+
+
+class VirtualClock:
+    """The system counter (ticks) of one board, derived from the instructions retired.
+
+    Args:
+        retired: returns the instructions retired so far (the run loop's count).
+    """
+
+    def __init__(self, retired: Callable[[], int]):
+        self._retired = retired
+        self.idle_ticks = 0
+        """Ticks the PE spent waiting in WFI/WFE (no instructions retired meanwhile)."""
+        self._queue: list[Event] = []
+        self._seq = itertools.count()
+
+    # -- time -----------------------------------------------------------------------------
+    def ticks(self, retired: int | None = None) -> int:
+        """The system counter value (ticks) now, or after ``retired`` instructions."""
+        return (self._retired() if retired is None else retired) + self.idle_ticks
+
+    def insns_at(self, ticks: int) -> int:
+        """The instruction count at which the counter reaches ``ticks`` (never below 0)."""
+        return NEVER if ticks >= NEVER else max(0, ticks - self.idle_ticks)
+
+    def centiseconds(self) -> int:
+        """Elapsed virtual time in units of 10 ms (semihosting SYS_CLOCK)."""
+        return self.ticks() * 100 // CNTFRQ_HZ
+
+    # -- events ---------------------------------------------------------------------------
+    def schedule(self, when: int, name: str, callback: Callable[[int], None]) -> Event:
+        """Call ``callback(now)`` when the counter reaches ``when`` (ticks); returns the event
+        (pass it to :meth:`cancel`). A deadline already passed fires at the next stop."""
+        ev = Event(min(when, NEVER), next(self._seq), name, callback)
+        heapq.heappush(self._queue, ev)
+        return ev
+
+    def cancel(self, event: Event | None) -> None:
+        """Forget ``event`` (None and already-fired events are fine)."""
+        if event is not None:
+            event.cancelled = True
+
+    def _head(self) -> Event | None:
+        q = self._queue
+        while q and q[0].cancelled:
+            heapq.heappop(q)
+        return q[0] if q else None
+
+    def next_deadline(self) -> int:
+        """Ticks of the earliest pending event, or :data:`NEVER`."""
+        head = self._head()
+        return NEVER if head is None else head.when
+
+    def next_deadline_insns(self) -> int:
+        """The instruction count at which the earliest pending event is due, or NEVER."""
+        return self.insns_at(self.next_deadline())
+
+    def run_due(self, retired: int | None = None) -> int:
+        """Fire every event due at the current time (in deadline order; a callback may
+        schedule more); returns how many fired."""
+        now = self.ticks(retired)
+        fired = 0
+        while True:
+            head = self._head()
+            if head is None or head.when > now:
+                return fired
+            heapq.heappop(self._queue)
+            head.cancelled = True
+            head.callback(now)
+            fired += 1
+
+    def wait_for_event(self) -> bool:
+        """A PE waits (WFI) with nothing else to run: advance time to the next deadline.
+        Returns False when no event is scheduled (nothing can ever wake it by time)."""
+        when = self.next_deadline()
+        if when == NEVER:
+            return False
+        now = self.ticks()
+        if when > now:
+            self.idle_ticks += when - now
+        return True
