@@ -157,6 +157,23 @@ def fields_write(fields: Iterable[Field], old: int, written: int) -> int:
     return out
 
 
+class Replan(enum.Enum):
+    """What a write to a register may change for the run loop, which decides from it whether
+    to stop and re-plan after the write (spe_emu.cpu.machine, docs/model.md "Run loops").
+
+    NONE: nothing planned (storage, or read at each use). ENABLE: whether profiling is
+    enabled, the Profiling Buffer's state or PMBIRQ (SPE §3.2.3 Table 3, §3.4.6, §3.5).
+    PLAN: the interval counter's plan or the capture budget (§3.1), while profiling is
+    enabled. IRQ: the interrupt outputs of the GIC or a device (GICv3 IHI 0069 §4.1; the
+    generic timer, Arm ARM D11): stop only when an interrupt is then asserted.
+    """
+
+    NONE = "none"
+    ENABLE = "enable"
+    PLAN = "plan"
+    IRQ = "irq"
+
+
 AccessCheck = Callable[[Any, bool], Access]
 """An access check: ``check(ctx, is_read) -> Access``. ``ctx`` is the machine's view of the
 controlling registers (see :class:`spe_emu.cpu.machine.AccessContext`). Must be pure."""
@@ -182,6 +199,8 @@ class RegisterSpec:
         on_read / on_write: names of side-effect hooks the owning device implements
             (``device.<on_read>(spec) -> value``, ``device.<on_write>(spec, value)``); None means
             plain storage.
+        replan: what a write may change for the run loop (:class:`Replan`); None takes the
+            owner's default (:class:`spe_emu.platform.sysregs.SysregRegistry`).
         doc: spec section the register is described in.
     """
 
@@ -194,6 +213,7 @@ class RegisterSpec:
     check: AccessCheck = access_ok
     on_read: str | None = None
     on_write: str | None = None
+    replan: Replan | None = None
     doc: str = ""
     _by_name: Mapping[str, Field] = field(init=False, repr=False, compare=False)
 

@@ -41,12 +41,17 @@ from ..board.gic import GICD_BASE, GICD_SIZE, GICR_BASE, GICR_SIZE, ICC_REGISTER
 from ..board.loader import PF_X, Image
 from ..board.semihosting import Semihosting, SemihostExit
 from ..errors import ConfigError, GuestError, GuestRunaway
+from ..platform.board import VIRT, BoardSpec, Platform
+from ..platform.bus import Bus
+from ..platform.clock import CNTFRQ_HZ, VirtualClock
+from ..platform.device import DEVICE_TYPES, Device
+from ..platform.sysregs import SysregEntry, SysregRegistry
 from ..spe import packets as P
 from ..spe.buffer import TranslationFault, page_chunks
 from ..spe.config import SpeConfig
 from ..spe.records import Sample
 from ..spe.spu import Spu
-from ..sysreg import Access, RegisterSpec, reg
+from ..sysreg import Access, RegisterSpec, Replan, reg
 from . import a64, mmu
 from .context import (CNTHCTL_EL2, CNTKCTL_EL1, CONTEXTIDR_EL1, CONTEXTIDR_EL2, CPACR_EL1,
                       HCR_EL2, MDCR_EL2, MDCR_EL3, SCR_EL3, SCTLR_ENC, TTBR0_ENC, TTBR1_EL1,
@@ -77,7 +82,7 @@ ID_AA64PFR0_EL1 = reg("ID_AA64PFR0_EL1", (3, 0, 0, 4, 0), "GIC 27:24", read_only
 CNTVCT_EL0 = (3, 3, 14, 0, 2)
 CNTPCT_EL0 = (3, 3, 14, 0, 1)
 CNTFRQ_EL0 = (3, 3, 14, 0, 0)
-CNTFRQ_HZ = 100_000_000
+WFI_WORD = 0xD503207F
 # Minimum EL that can access a system register, by its op1 (Arm ARM C5.3 "op1 encodes the
 # lowest Exception level that can access the register"; op1 == 3 is EL0-accessible).
 OP1_MIN_EL = {0: 1, 1: 1, 2: 1, 3: 0, 4: 2, 5: 2, 6: 3, 7: 1}
@@ -86,14 +91,6 @@ WATCHED_WRITES = {r.encoding.tuple for r in (SCR_EL3, HCR_EL2, MDCR_EL2, MDCR_EL
 DAIF_ENC = (3, 3, 4, 2, 1)  # MSR DAIF, Xt
 # The control registers of an AccessContext, in its field order (scr_el3 ... mdcr_el3).
 CONTEXT_ENCODINGS = tuple(r.encoding.tuple for r in (SCR_EL3, HCR_EL2, MDCR_EL2, MDCR_EL3))
-# SPE register writes after which the run loop re-plans (a stop): those that can change
-# StatisticalProfilingEnabled() (§3.2.3, Table 3), ProfilingBufferEnabled() or PMBIRQ (§3.5),
-# unless profiling stays disabled at the current EL and PMBIRQ keeps its level (nothing is
-# planned then; an Exception level change re-plans anyway); those that change the interval plan
-# (§3.1) or the capture budget, while profiling is enabled. The filter registers are read at
-# each record (CollectRecord()), and the others are read-only.
-SPE_ENABLE_WRITES = {"PMSCR_EL1", "PMSCR_EL12", "PMSCR_EL2", "PMBLIMITR_EL1", "PMBSR_EL1"}
-SPE_PLAN_WRITES = {"PMSIRR_EL1", "PMSICR_EL1", "PMBPTR_EL1"}
 # Writes that change stage 1 translation (SCTLR, TTBR0/1, TCR of EL1/EL2/EL3): flush the
 # host-side translation cache.
 TRANSLATION_WRITES = {enc for table in (SCTLR_ENC, TTBR0_ENC, banked(TTBR1_EL1), mmu.TCR_ENC)
@@ -179,6 +176,26 @@ def _block_writes(code: bytes) -> tuple | None:
     return words, writes, before, after
 
 
+class GicCpuInterface:
+    """The GIC CPU interface's system registers (ICC_*) as a registry owner; QEMU does not
+    know them, so every access arrives through UNDEF (:mod:`spe_emu.platform.sysregs`)."""
+
+    table = ICC_REGISTERS
+    via_undef = True
+
+    def __init__(self, gic: GicV3):
+        self.gic = gic
+
+    def present(self) -> bool:
+        return True
+
+    def sysreg_read(self, spec: RegisterSpec, ctx: AccessContext) -> int:
+        return self.gic.sysreg_read(spec.name)
+
+    def sysreg_write(self, spec: RegisterSpec, value: int, ctx: AccessContext) -> None:
+        self.gic.sysreg_write(spec.name, value)
+
+
 @dataclass
 class MachineConfig:
     """How to build and run the machine.
@@ -197,6 +214,9 @@ class MachineConfig:
         console: receives guest console bytes as they are written.
         tcg_buffer_mb: size of Unicorn's translated-code buffer in MiB (QEMU flushes all
             translations when it is full); bounds the emulator's memory.
+        board: the board description (memory map, devices, interrupt assignment); RAM is
+            placed at ``ram_base`` with ``ram_size`` bytes whatever the board's default size.
+        stdin: where the console's input comes from (a binary file object), or None.
     """
 
     ram_base: int = 0x4000_0000
@@ -209,6 +229,8 @@ class MachineConfig:
     allow_el0_semihosting: bool = False
     console: Callable[[bytes], None] | None = None
     tcg_buffer_mb: int = 4
+    board: BoardSpec = VIRT
+    stdin: object = None
 
     def __post_init__(self) -> None:
         if self.boot_el not in (1, 2, 3):
@@ -319,19 +341,31 @@ class Machine:
         # Bound the translated-code cache: blocks split for samples are retranslated, and the
         # default 1 GiB buffer would grow with the number of samples until QEMU flushes it.
         self.uc.ctl_set_tcg_buffer_size(config.tcg_buffer_mb << 20)
-        self.uc.mem_map(config.ram_base, config.ram_size, UC_PROT_ALL)
         self.guest_errors: list[str] = []
+        self.clock = VirtualClock(self.insns)
+        self.bus = Bus(self.uc)
+        self.bus.map_ram("ram", config.ram_base, config.ram_size)
         self.gic = GicV3(log=self._guest_error)
         self.gic.on_change = self._irq_maybe_changed
         self.uc.mmio_map(GICD_BASE, GICD_SIZE, self._mmio_read, GICD_BASE, self._mmio_write,
                          GICD_BASE)
         self.uc.mmio_map(GICR_BASE, GICR_SIZE, self._mmio_read, GICR_BASE, self._mmio_write,
                          GICR_BASE)
+        self.platform = Platform(clock=self.clock, outdir=Path(config.outdir),
+                                 guest_error=self._guest_error, console=config.console,
+                                 stdin=config.stdin)
+        self.devices: dict[str, Device] = {}
+        for spec in config.board.devices:
+            if spec.kind != "gicv3" and spec.kind in DEVICE_TYPES:  # TEMP until pl011 lands
+                self._add_device(spec)
         self.spu = Spu(config.spe, self._spu_write, self._pmbirq)
+        self.sysregs = SysregRegistry()
+        self.sysregs.register(self.spu)
+        self.sysregs.register(GicCpuInterface(self.gic), Replan.IRQ)
         self.qemu_exception = ExceptionReader(self.uc)
         self.fast = FastAccess(self.uc)
         self.semihost = Semihosting(Path(config.outdir), self._read_current, self._write_current,
-                                    console=config.console, clock=self._centiseconds)
+                                    console=config.console, clock=self.clock.centiseconds)
         self.exit: SemihostExit | None = None
         self.irqs_taken = 0
         self.exceptions_taken = 0
@@ -342,6 +376,7 @@ class Machine:
         self.ref_insns = 0       # reference mode instruction count
         self.replan = True
         self._stop_requested = False
+        self._ref_deadline = NEVER  # reference mode: instruction count of the next clock event
         self.hold_irq_until = 0  # the sampled instruction completes before an IRQ is taken
         self._budget_spent = False
         self._ctx: AccessContext | None = None
@@ -375,6 +410,39 @@ class Machine:
                              "split": 0}
 
     # ------------------------------------------------------------------ set-up ------------
+    def _add_device(self, spec) -> Device:
+        """Build the registered device ``spec.kind``, map it on the bus and wire its
+        interrupt outputs into the GIC.
+
+        Raises:
+            ConfigError: no device of that kind is registered.
+        """
+        cls = DEVICE_TYPES.get(spec.kind)
+        if cls is None:
+            raise ConfigError(f"board {self.cfg.board.name}: no device model {spec.kind!r} "
+                              f"(known: {', '.join(sorted(DEVICE_TYPES))})")
+        dev = cls(spec, self.platform)
+        dev.on_change = self._device_changed
+        self.bus.map_device(dev, spec.all_regions)
+        for output, intid in spec.irqs:
+            dev.irqs[output].connect(lambda level, intid=intid: self.gic.set_level(intid, level))
+        self.devices[spec.name] = dev
+        return dev
+
+    def _device_changed(self) -> None:
+        """A device changed state the run loop acts on (an interrupt level, an event on the
+        clock): re-plan at the next block boundary (devices are accessed from inside a run,
+        through MMIO, or at a stop, from a clock event)."""
+        self.replan = True
+        self._irq_line_value = None
+        if self.cfg.mode == "fast" and self._hooks_installed:
+            self.counter.stop_at = min(self.counter.stop_at, self.counter.insns)
+        elif self.cfg.mode == "reference":
+            self._stop_requested = True
+            self._ref_deadline = 0  # stop at the next instruction: the clock may have news
+        else:
+            self.uc.emu_stop()
+
     def load(self, image: Image) -> None:
         """Copy an ELF image's PT_LOAD segments into RAM (by physical address)."""
         for seg in image.segments:
@@ -512,9 +580,6 @@ class Machine:
         if c.block_start <= addr < c.block_start + 4 * c.block_insns:
             return self._retired_before(addr)
         return c.insns
-
-    def _centiseconds(self) -> int:
-        return self.insns() * 100 // CNTFRQ_HZ
 
     def _regime_el(self, el: int) -> int:
         return max(el, 1)
@@ -1320,10 +1385,10 @@ class Machine:
         if info.exception == "hlt":
             return not self._is_semihosting_call(info, ctx)
         if info.sysreg is not None:
-            found = self._lookup(info.sysreg)
-            if found is None:
+            entry = self._lookup(info.sysreg)
+            if entry is None:
                 return ctx.el < OP1_MIN_EL[info.sysreg[1]]
-            return self._sysreg_verdict(found, info.is_read, ctx) is not Access.OK
+            return entry.verdict(info.is_read, ctx) is not Access.OK
         return False
 
     def _is_semihosting_call(self, info, ctx: AccessContext) -> bool:
@@ -1333,32 +1398,17 @@ class Machine:
                 and (ctx.el > 0 or self.cfg.allow_el0_semihosting))
 
     # ------------------------------------------------------------------ system registers ---
-    def _lookup(self, enc) -> tuple[str, RegisterSpec] | None:
-        spec = self.spu.table.by_encoding(enc)
-        if spec is not None:
-            return ("spe", spec)
-        spec = ICC_REGISTERS.by_encoding(enc)
-        if spec is not None:
-            return ("gic", spec)
-        return None
+    def _lookup(self, enc) -> SysregEntry | None:
+        """The registered register at ``enc`` (op0, op1, CRn, CRm, op2), or None."""
+        return self.sysregs.lookup(enc)
 
-    def _sysreg_verdict(self, found: tuple[str, RegisterSpec], is_read: bool,
-                        ctx: AccessContext) -> Access:
-        """The access check of one of spe_emu's registers (``found`` from :meth:`_lookup`)."""
-        owner, spec = found
-        if owner == "spe" and self.cfg.spe.pmsver == 0:
-            return Access.UNDEFINED
-        if not is_read and spec.read_only:
-            return Access.UNDEFINED
-        return spec.check(ctx, is_read)
-
-    def _emulate_sysreg(self, info, found: tuple[str, RegisterSpec], pc: int) -> None:
-        """Execute a trapped MRS/MSR of an SPE or GIC register (``found`` from
+    def _emulate_sysreg(self, info, entry: SysregEntry, pc: int) -> None:
+        """Execute a trapped MRS/MSR of a registered register (``entry`` from
         :meth:`_lookup`), or take the exception its access check asks for. Called from the
         INTR hook (the instruction UNDEFs in QEMU)."""
         fast = self.fast
         ctx = self.context()
-        verdict = self._sysreg_verdict(found, info.is_read, ctx)
+        verdict = entry.verdict(info.is_read, ctx)
         if verdict is Access.UNDEFINED:
             self._take_sync(ctx, self._undef_target(ctx), esr(EC.UNKNOWN), pc)
             return
@@ -1366,40 +1416,38 @@ class Machine:
             iss = sysreg_trap_iss(*info.sysreg, info.rt, info.is_read)
             self._take_sync(ctx, verdict.target_el, esr(EC.SYSREG, iss), pc)
             return
-        owner, spec = found
         rt_reg = a64.X_REGS[info.rt] if info.rt < 31 else None  # Rt == 31 is XZR
+        self._account(self._retired_before(pc) + 1)
         if info.is_read:
-            if owner == "spe":
-                self._account(self._retired_before(pc) + 1)
-                value = self.spu.read(spec.name, ctx)
-            else:
-                value = self.gic.sysreg_read(spec.name)
-                self._irq_line_value = None
+            value = entry.owner.sysreg_read(entry.spec, ctx)
+            self._irq_line_value = None  # (an acknowledge changes the GIC's outputs)
             if rt_reg is not None:
                 fast.set_reg(rt_reg, value)
         else:
             value = fast.reg(rt_reg) if rt_reg is not None else 0
-            self._account(self._retired_before(pc) + 1)
-            if owner == "spe":
-                # (PMBIRQ follows PMBSR_EL1.S: _pmbirq marks the IRQ line for recomputing)
-                self.spu.write(spec.name, value, ctx)
-                if self.enabled:
-                    if spec.name in SPE_ENABLE_WRITES or spec.name in SPE_PLAN_WRITES:
-                        self._request_stop()
-                elif spec.name in SPE_ENABLE_WRITES:
-                    # (self.replan: PMBIRQ changed level, via GicV3.on_change; the reference
-                    # loop's per-EL enables are recomputed after every stop)
-                    if (self.cfg.mode == "reference" or self.replan
-                            or self.spu.profiling_enabled(ctx)):
-                        self._request_stop()
-            else:
-                self.gic.sysreg_write(spec.name, value)
-                self._irq_line_value = None
-                # An IRQ is taken only while the GIC asserts it (IHI 0069 4.1; Arm ARM D1.3):
-                # with the output low there is nothing to take, so the run goes on.
-                if self.cfg.mode == "reference" or self._irq_line():
-                    self._request_stop()
+            entry.owner.sysreg_write(entry.spec, value, ctx)
+            self._irq_line_value = None
+            if self._stop_after_write(entry.replan, ctx):
+                self._request_stop()
         fast.set_reg(A.UC_ARM64_REG_PC, pc + 4)
+
+    def _stop_after_write(self, replan: Replan, ctx: AccessContext) -> bool:
+        """Whether a register write with this :class:`Replan` property stops the run to
+        re-plan (docs/model.md "Run loops").
+
+        ENABLE: while profiling is enabled always; otherwise when the reference loop must
+        recompute its per-EL enables, PMBIRQ changed level (``replan`` set through the GIC's
+        on_change) or profiling became enabled (§3.2.3 Table 3). PLAN: while profiling is
+        enabled (§3.1). IRQ: an IRQ is taken only while the GIC asserts it (IHI 0069 §4.1;
+        Arm ARM D1.3): with the output low the run goes on."""
+        if replan is Replan.ENABLE:
+            return (self.enabled or self.cfg.mode == "reference" or self.replan
+                    or self.spu.profiling_enabled(ctx))
+        if replan is Replan.PLAN:
+            return self.enabled
+        if replan is Replan.IRQ:
+            return self.cfg.mode == "reference" or self._irq_line()
+        return False
 
     def _undef_target(self, ctx: AccessContext) -> int:
         if ctx.el == 0:
@@ -1453,9 +1501,9 @@ class Machine:
             if self._is_semihosting_call(info, ctx):
                 self._semihost(pc)
                 return
-            found = self._lookup(info.sysreg) if info.sysreg is not None else None
-            if found is not None:
-                self._emulate_sysreg(info, found, pc)
+            entry = self._lookup(info.sysreg) if info.sysreg is not None else None
+            if entry is not None and entry.owner.via_undef:
+                self._emulate_sysreg(info, entry, pc)
                 return
         elif intno not in QEMU_SYNC_EXCEPTIONS:
             raise GuestError(f"unexpected exception {intno} from Unicorn at PC {pc:#x}")
@@ -1502,7 +1550,7 @@ class Machine:
             if not self._counter_access_allowed(enc):
                 return 0
             uc.reg_write(reg, CNTFRQ_HZ if enc == CNTFRQ_EL0
-                         else self._retired_before(self.pc))
+                         else self.clock.ticks(self._retired_before(self.pc)))
             return 1
         if enc in (ID_AA64DFR0_EL1.encoding.tuple, ID_AA64PFR0_EL1.encoding.tuple):
             ctx = self.context()
@@ -1589,6 +1637,10 @@ class Machine:
             self._budget_spent = True
             uc.emu_stop()
             return
+        if self.ref_insns >= self._ref_deadline:  # an event on the clock is due
+            self._ref_deadline = NEVER
+            uc.emu_stop()
+            return
         self.ref_insns += 1
         index = self.ref_insns - 1
         table = self._ref_enabled
@@ -1637,6 +1689,7 @@ class Machine:
         last_progress = 0
         irq_check = True  # the IRQ line or its masking may have changed since the last check
         while self.exit is None:
+            self.clock.run_due(c.insns)
             if self.replan:
                 irq_check = True
                 self._ctx = None
@@ -1650,12 +1703,14 @@ class Machine:
             event = NEVER
             if self.enabled:
                 event = self.acct + self.spu.interval.members_to_next_event() - 1
-            target = min(event, budget, self.hold_irq_until if hold else NEVER)
+            # (an event on the clock is due at or after the instruction count it converts to)
+            limit = min(budget, self.hold_irq_until if hold else NEVER,
+                        max(self.clock.next_deadline_insns(), c.insns))
+            target = min(event, limit)
             if target < c.insns:  # (never: every stop point is planned ahead of the run)
                 raise AssertionError(f"run loop passed its stop point {target} ({c.insns})")
             c.stop_at = target
             c.gap = 0
-            limit = min(budget, self.hold_irq_until if hold else NEVER)
             if event != NEVER and target == event:
                 # Let the native hook capture the samples it can (counter.c).
                 gap = self.spu.interval.fixed_gap(self.spu.regs["PMSIRR_EL1"])
@@ -1743,33 +1798,54 @@ class Machine:
             if progress and executed_to - last_progress > 5_000_000:
                 last_progress = executed_to
                 progress(executed_to)
-            if c.insns == start and c.stops == stops and not self.replan:
-                # emu_start returned without progress or a stop request: WFI
-                if self._deliverable_irq_target() is None:
-                    raise GuestError(f"WFI at PC {self.pc:#x} with no interrupt that can wake "
-                                     f"the PE")
+            if c.stops == stops and not self.replan and not self._stop_requested:
+                self._after_unplanned_return()
+            self._stop_requested = False
         return self._result()
+
+    def _after_unplanned_return(self) -> None:
+        """emu_start returned with no stop planned or requested: Unicorn stops after a WFI
+        (QEMU halts the PE). The PE waits for a wake-up event (Arm ARM D1.6.2 "Wait For
+        Interrupt"): an interrupt that the GIC asserts wakes it even when PSTATE masks it;
+        otherwise virtual time advances to the next event on the clock.
+
+        Raises:
+            GuestError: nothing is scheduled that could ever wake the PE.
+        """
+        pc = self.pc
+        try:
+            word = self._fetch(pc - 4, self.context().el)
+        except (TranslationFault, UcError):
+            return
+        if word != WFI_WORD or self._irq_line() or self.gic.fiq_line():
+            return
+        if not self.clock.wait_for_event():
+            raise GuestError(f"WFI at PC {pc - 4:#x} with no interrupt that can wake the PE "
+                             f"and no event scheduled")
 
     def _run_raw(self) -> RunResult:
         while self.exit is None:
+            self.clock.run_due()
             self._deliver_irq()
+            self.replan = False
             self._start(self.pc)
+            if self.exit is None and not self.replan:
+                self._after_unplanned_return()
         return self._result()
 
     def _run_reference(self, progress) -> RunResult:
         while self.exit is None:
+            self.clock.run_due()
             self._ref_enabled = None
             self._deliver_irq()
             self.replan = False
-            before = self.ref_insns
+            self._ref_deadline = self.clock.next_deadline_insns()
             self._start(self.pc)
             if self._budget_spent:
                 raise GuestRunaway(f"guest did not exit within {self.cfg.max_insns} "
                                    f"instructions (PC {self.pc:#x})")
-            if self.exit is None and self.ref_insns == before and not self.replan:
-                if self._deliverable_irq_target() is None:
-                    raise GuestError(f"WFI at PC {self.pc:#x} with no interrupt that can wake "
-                                     f"the PE")
+            if self.exit is None and not self.replan and not self._stop_requested:
+                self._after_unplanned_return()
         return self._result()
 
     def _result(self) -> RunResult:

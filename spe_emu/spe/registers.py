@@ -8,7 +8,7 @@ configuration, as data. Access checks are the pure pseudocode functions of §3.2
 from __future__ import annotations
 
 from ..cpu.context import HCR_EL2, MDCR_EL2, MDCR_EL3, AccessContext
-from ..sysreg import Access, RegisterTable, parse_fields, reg
+from ..sysreg import Access, RegisterTable, Replan, parse_fields, reg
 from .config import SpeConfig
 
 
@@ -119,12 +119,13 @@ def spe_registers(config: SpeConfig) -> RegisterTable:
         F=config.flag_updates, P=0, Align=config.align_code)
     return RegisterTable([
         reg("PMSCR_EL1", (3, 0, 9, 9, 0), "PCT 6", "TS 5", "PA 4", "CX 3", "E1SPE 1", "E0SPE 0",
-            check=check_statistical_profiling_access, on_write="write_control", doc="§4.3.5"),
+            check=check_statistical_profiling_access, on_write="write_control",
+            replan=Replan.ENABLE, doc="§4.3.5"),
         reg("PMSICR_EL1", (3, 0, 9, 9, 2), *pmsicr_fields,
             check=check_statistical_profiling_access, on_read="read_pmsicr",
-            on_write="write_pmsicr", doc="§4.3.10"),
+            on_write="write_pmsicr", replan=Replan.PLAN, doc="§4.3.10"),
         reg("PMSIRR_EL1", (3, 0, 9, 9, 3), "INTERVAL 31:8", "RND 0",
-            check=check_statistical_profiling_access, doc="§4.3.12"),
+            check=check_statistical_profiling_access, replan=Replan.PLAN, doc="§4.3.12"),
         reg("PMSFCR_EL1", (3, 0, 9, 9, 4), "ST 18", "LD 17", "B 16", "FL 2", "FT 1", "FE 0",
             check=check_statistical_profiling_access, doc="§4.3.9"),
         reg("PMSEVFR_EL1", (3, 0, 9, 9, 5), *MODEL_FILTER_EVENTS, res1=PMSEVFR_RES1,
@@ -133,16 +134,19 @@ def spe_registers(config: SpeConfig) -> RegisterTable:
             check=check_statistical_profiling_access, doc="§4.3.13"),
         pmsidr,
         reg("PMBLIMITR_EL1", (3, 0, 9, 10, 0), "LIMIT 63:12", "FM 2:1", "E 0",
-            check=check_profiling_buffer_access, on_write="write_control", doc="§4.3.2"),
+            check=check_profiling_buffer_access, on_write="write_control", replan=Replan.ENABLE,
+            doc="§4.3.2"),
         reg("PMBPTR_EL1", (3, 0, 9, 10, 1), "PTR 63:0",
-            check=check_profiling_buffer_access, doc="§4.3.3"),
+            check=check_profiling_buffer_access, replan=Replan.PLAN, doc="§4.3.3"),
         reg("PMBSR_EL1", (3, 0, 9, 10, 3), "EC 31:26", "DL 19", "EA 18", "S 17", "COLL 16",
             "MSS 15:0", check=check_profiling_buffer_access, on_write="write_control",
-            doc="§4.3.4"),
+            replan=Replan.ENABLE, doc="§4.3.4"),
         reg("PMBIDR_EL1", (3, 0, 9, 10, 7), "F 5 RO", "P 4 RO", "Align 3:0 RO", read_only=True,
             reset=pmbidr_reset, check=check_pmbidr_access, on_read="read_pmbidr", doc="§4.3.1"),
         reg("PMSCR_EL2", (3, 4, 9, 9, 0), "PCT 6", "TS 5", "PA 4", "CX 3", "E2SPE 1", "E0HSPE 0",
-            check=check_pmscr_el2_access, on_write="write_control", doc="§4.3.7"),
+            check=check_pmscr_el2_access, on_write="write_control", replan=Replan.ENABLE,
+            doc="§4.3.7"),
         reg("PMSCR_EL12", (3, 5, 9, 9, 0), "PCT 6", "TS 5", "PA 4", "CX 3", "E1SPE 1",
-            "E0SPE 0", check=check_pmscr_el12_access, doc="§4.3.6 (PMSCR_EL1 from EL2)"),
+            "E0SPE 0", check=check_pmscr_el12_access, replan=Replan.ENABLE,
+            doc="§4.3.6 (PMSCR_EL1 from EL2)"),
     ])

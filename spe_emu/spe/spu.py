@@ -17,6 +17,7 @@ from .config import SpeConfig
 from .filters import collect_record
 from .interval import IntervalCounter, Xorshift64
 from .records import RecordBuilder, Sample
+from ..sysreg import RegisterSpec
 from .registers import ALIASES, redirect, spe_registers
 
 
@@ -62,6 +63,20 @@ class Spu:
         self._enabled_for: tuple[tuple | None, bool] = (None, False)
 
     # -- register access (after the access check passed) -------------------------------------
+    via_undef = True
+    """The registry reaches the SPE registers through UNDEF: QEMU does not know them
+    (:class:`spe_emu.platform.sysregs.SysregOwner`)."""
+
+    def present(self) -> bool:
+        """The PMS*/PMB* registers exist only when FEAT_SPE is implemented (PMSVer != 0)."""
+        return self.config.pmsver != 0
+
+    def sysreg_read(self, spec: RegisterSpec, ctx: AccessContext) -> int:
+        return self.read(spec.name, ctx)
+
+    def sysreg_write(self, spec: RegisterSpec, value: int, ctx: AccessContext) -> None:
+        self.write(spec.name, value, ctx)
+
     def read(self, name: str, ctx: AccessContext) -> int:
         """Direct read of register ``name`` (after its access check), with VHE redirection."""
         name = redirect(name, ctx)

@@ -1,0 +1,89 @@
+"""The system-register registry: each owner (the SPU, the GIC CPU interface, the generic
+timer, ...) registers its table; the trap dispatcher looks registers up here and names no
+owner (QEMU's ``define_arm_cp_regs``: the GIC registers its own ICC_* cpregs).
+
+An owner implements :class:`SysregOwner`. Its access checks are pure functions on the
+register entries (:attr:`spe_emu.sysreg.RegisterSpec.check`) returning an
+:class:`~spe_emu.sysreg.Access` verdict; the dispatcher (``Machine._emulate_sysreg``) turns a
+verdict into UNDEFINED or a trap with the right syndrome (Arm ARM D19.2.2 EC 0x18).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from ..errors import RegisterTableError
+from ..sysreg import Access, RegisterSpec, RegisterTable, Replan
+
+
+class SysregOwner(Protocol):
+    """What an owner of system registers provides.
+
+    Attributes:
+        table: its registers.
+        via_undef: True when QEMU does not know the registers (every access UNDEFs in Unicorn
+            and is emulated from the exception hook: SPE, ICC_*); False when QEMU knows them
+            and the MRS/MSR instruction hook supplies the value (the generic timer).
+    """
+
+    table: RegisterTable
+    via_undef: bool
+
+    def present(self) -> bool:
+        """Whether the registers exist (e.g. PMSVer != 0); absent ones are UNDEFINED."""
+
+    def sysreg_read(self, spec: RegisterSpec, ctx: Any) -> int:
+        """The value an MRS of ``spec`` returns (the access check passed)."""
+
+    def sysreg_write(self, spec: RegisterSpec, value: int, ctx: Any) -> None:
+        """Perform an MSR of ``value`` to ``spec`` (the access check passed)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SysregEntry:
+    """One registered register: its owner, its declaration and what a write to it may change
+    for the run loop."""
+
+    owner: SysregOwner
+    spec: RegisterSpec
+    replan: Replan
+
+    def verdict(self, is_read: bool, ctx: Any) -> Access:
+        """The access verdict: UNDEFINED when the owner's registers are absent or for a write
+        to a read-only register, else the register's own check (pure)."""
+        if not self.owner.present():
+            return Access.UNDEFINED
+        if not is_read and self.spec.read_only:
+            return Access.UNDEFINED
+        return self.spec.check(ctx, is_read)
+
+
+class SysregRegistry:
+    """Registered system registers by encoding (op0, op1, CRn, CRm, op2)."""
+
+    def __init__(self) -> None:
+        self._by_enc: dict[tuple[int, int, int, int, int], SysregEntry] = {}
+
+    def register(self, owner: SysregOwner, replan: Replan = Replan.NONE) -> None:
+        """Add every register of ``owner.table``; ``replan`` is the default for registers that
+        do not declare their own.
+
+        Raises:
+            RegisterTableError: an encoding is registered already.
+        """
+        for spec in owner.table:
+            enc = spec.encoding.tuple
+            if enc in self._by_enc:
+                raise RegisterTableError(f"{spec.name} ({spec.encoding}) is registered already "
+                                         f"as {self._by_enc[enc].spec.name}")
+            self._by_enc[enc] = SysregEntry(owner, spec, spec.replan or replan)
+
+    def lookup(self, enc: tuple[int, int, int, int, int]) -> SysregEntry | None:
+        """The entry at ``enc``, or None when no owner registered it."""
+        return self._by_enc.get(enc)
+
+    def encodings(self, via_undef: bool) -> list[tuple[int, int, int, int, int]]:
+        """Encodings registered by owners reached through UNDEF (True) or the MRS/MSR
+        instruction hook (False)."""
+        return [e for e, entry in self._by_enc.items() if entry.owner.via_undef == via_undef]
