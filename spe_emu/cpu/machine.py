@@ -36,6 +36,7 @@ from unicorn import UC_MODE_ARM, UC_PROT_ALL, Uc, UcError
 from unicorn import arm64_const as A
 from unicorn.unicorn_py3.unicorn import uclib
 
+from .. import devices  # noqa: F401 -- the device models register themselves
 from .. import native
 from ..board.gic import GICD_BASE, GICD_SIZE, GICR_BASE, GICR_SIZE, ICC_REGISTERS, GicV3
 from ..board.loader import PF_X, Image
@@ -82,6 +83,8 @@ ID_AA64PFR0_EL1 = reg("ID_AA64PFR0_EL1", (3, 0, 0, 4, 0), "GIC 27:24", read_only
 CNTVCT_EL0 = (3, 3, 14, 0, 2)
 CNTPCT_EL0 = (3, 3, 14, 0, 1)
 CNTFRQ_EL0 = (3, 3, 14, 0, 0)
+ISR_EL1 = reg("ISR_EL1", (3, 0, 12, 1, 0), "A 8", "I 7", "F 6", read_only=True,
+              doc="Arm ARM D19.2 ISR_EL1")
 WFI_WORD = 0xD503207F
 # Minimum EL that can access a system register, by its op1 (Arm ARM C5.3 "op1 encodes the
 # lowest Exception level that can access the register"; op1 == 3 is EL0-accessible).
@@ -356,7 +359,7 @@ class Machine:
                                  stdin=config.stdin)
         self.devices: dict[str, Device] = {}
         for spec in config.board.devices:
-            if spec.kind != "gicv3" and spec.kind in DEVICE_TYPES:  # TEMP until pl011 lands
+            if spec.kind != "gicv3":
                 self._add_device(spec)
         self.spu = Spu(config.spe, self._spu_write, self._pmbirq)
         self.sysregs = SysregRegistry()
@@ -663,37 +666,51 @@ class Machine:
         self._irq_line_value = None
 
     def _irq_line(self) -> bool:
-        """The GIC's IRQ output, recomputed only after GIC state may have changed."""
+        """Whether the GIC asserts IRQ or FIQ to the PE, recomputed only after GIC state may
+        have changed."""
         if self._irq_line_value is None:
-            self._irq_line_value = self.gic.irq_line()
+            self._irq_line_value = self.gic.irq_line() or self.gic.fiq_line()
         return self._irq_line_value
 
-    def _irq_target(self, ctx: AccessContext) -> int:
-        if SCR_EL3.get(ctx.scr_el3, "IRQ"):
+    @staticmethod
+    def _interrupt_target(ctx: AccessContext, kind: VectorKind) -> int:
+        """The EL a physical IRQ or FIQ is routed to (Arm ARM D1.3.5: SCR_EL3.IRQ/FIQ, then
+        HCR_EL2.IMO/FMO or TGE when EL2 is enabled)."""
+        scr_bit, hcr_bit = ("IRQ", "IMO") if kind is VectorKind.IRQ else ("FIQ", "FMO")
+        if SCR_EL3.get(ctx.scr_el3, scr_bit):
             return 3
-        if ctx.el2_enabled and (HCR_EL2.get(ctx.hcr_el2, "IMO") or ctx.tge):
+        if ctx.el2_enabled and (HCR_EL2.get(ctx.hcr_el2, hcr_bit) or ctx.tge):
             return 2
         return 1
 
-    def _deliverable_irq_target(self) -> int | None:
-        """The EL a pending IRQ would be taken to now, or None: the GIC asserts it, it is not
-        routed below the current EL, and PSTATE.I masks it only when taken to the current EL
-        (Arm ARM D1.3)."""
+    def _deliverable_interrupt(self) -> tuple[VectorKind, int] | None:
+        """The interrupt that would be taken now, as (IRQ or FIQ, target EL), or None: the GIC
+        asserts it, it is not routed below the current EL, and PSTATE.I/F masks it only when
+        taken to the current EL (Arm ARM D1.3.6). FIQ is taken first when both are."""
         if not self._irq_line():
             return None
         ctx = self.context()
-        target = self._irq_target(ctx)
-        if target < ctx.el or (target == ctx.el and
-                               PSTATE.get(current_pstate(self.fast), "I")):
-            return None
-        return target
+        pstate = current_pstate(self.fast)
+        for kind, asserted, mask in ((VectorKind.FIQ, self.gic.fiq_line, "F"),
+                                     (VectorKind.IRQ, self.gic.irq_line, "I")):
+            if asserted():
+                target = self._interrupt_target(ctx, kind)
+                if target > ctx.el or (target == ctx.el and not PSTATE.get(pstate, mask)):
+                    return kind, target
+        return None
+
+    def _deliverable_irq_target(self) -> int | None:
+        """The EL a pending interrupt would be taken to now, or None."""
+        found = self._deliverable_interrupt()
+        return None if found is None else found[1]
 
     def _deliver_irq(self) -> bool:
-        """Take a pending, deliverable IRQ; True if one was taken."""
-        target = self._deliverable_irq_target()
-        if target is None:
+        """Take a pending, deliverable IRQ or FIQ; True if one was taken."""
+        found = self._deliverable_interrupt()
+        if found is None:
             return False
-        take_exception(self.fast, target, VectorKind.IRQ, preferred_return=self.pc)
+        kind, target = found
+        take_exception(self.fast, target, kind, preferred_return=self.pc)
         self._ctx = None
         self.irqs_taken += 1
         return True
@@ -1546,6 +1563,12 @@ class Machine:
         changes -- only when the access is permitted; otherwise QEMU executes the MRS and
         raises the trap or UNDEF itself (returning 0)."""
         enc = (cp.op0, cp.op1, cp.crn, cp.crm, cp.op2)
+        if enc == ISR_EL1.encoding.tuple:
+            ctx = self.context()
+            if ctx.el == 0:
+                return 0  # UNDEFINED at EL0: QEMU raises it
+            uc.reg_write(reg, self._isr_el1(ctx))
+            return 1
         if enc in (CNTVCT_EL0, CNTPCT_EL0, CNTFRQ_EL0):
             if not self._counter_access_allowed(enc):
                 return 0
@@ -1565,6 +1588,17 @@ class Machine:
             uc.reg_write(reg, value)
             return 1
         return 0
+
+    def _isr_el1(self, ctx: AccessContext) -> int:
+        """ISR_EL1 (Arm ARM D19.2): I and F show the physical IRQ/FIQ the GIC asserts, or, at
+        EL1 with EL2 enabled and HCR_EL2.IMO/FMO set, the virtual ones HCR_EL2.VI/VF request.
+        A (SError) reads 0: no SError is ever pending in this model."""
+        virtual = ctx.el == 1 and ctx.el2_enabled
+        i = (HCR_EL2.get(ctx.hcr_el2, "VI") if virtual and HCR_EL2.get(ctx.hcr_el2, "IMO")
+             else self.gic.irq_line())
+        f = (HCR_EL2.get(ctx.hcr_el2, "VF") if virtual and HCR_EL2.get(ctx.hcr_el2, "FMO")
+             else self.gic.fiq_line())
+        return ISR_EL1.make(I=int(i), F=int(f))
 
     def _counter_access_allowed(self, enc) -> bool:
         """EL0 needs CNTKCTL_EL1.EL0VCTEN/EL0PCTEN (either for CNTFRQ_EL0); EL1 reads of
@@ -1817,7 +1851,7 @@ class Machine:
             word = self._fetch(pc - 4, self.context().el)
         except (TranslationFault, UcError):
             return
-        if word != WFI_WORD or self._irq_line() or self.gic.fiq_line():
+        if word != WFI_WORD or self._irq_line():
             return
         if not self.clock.wait_for_event():
             raise GuestError(f"WFI at PC {pc - 4:#x} with no interrupt that can wake the PE "
@@ -1850,6 +1884,8 @@ class Machine:
 
     def _result(self) -> RunResult:
         self.semihost.close_all()
+        for dev in self.devices.values():
+            dev.close()
         st = self.spu.stats
         return RunResult(
             exit_status=self.exit.status if self.exit else None,
