@@ -1,44 +1,210 @@
-"""A minimal VMSAv8-64 stage 1 table walker for the host side of the emulator.
+"""A VMSAv8-64 stage 1 table walker for the host side of the emulator.
 
 The SPU writes records through the *owning* translation regime as a privileged write (SPE
 supplement §3.4, §3.5.3), and semihosting reads guest buffers by virtual address, whatever EL
 the PE is executing at. Unicorn's own ``uc_vmem_translate`` translates with the current EL's
-permissions, so spe_emu walks the tables itself: 4 KiB granule, TTBR0/TTBR1 for the EL1&0
-regime, TTBR0 for EL2 and EL3, block and page descriptors, AP[2] write permission. Anything
-else (16/64 KiB granules, stage 2) raises :class:`spe_emu.spe.buffer.TranslationFault` with a
-documented FSC, never a silent guess.
+permissions, so spe_emu walks the tables itself: the 4 KiB, 16 KiB and 64 KiB translation
+granules (Arm ARM D8.2 "Translation granules"), TTBR0/TTBR1 for the EL1&0 regime, TTBR0 for EL2
+and EL3, table, block and page descriptors (Arm ARM D8.3 "Translation table descriptor
+formats"), AP[2] write permission, with a 48-bit output address (no FEAT_LPA / FEAT_LPA2 /
+FEAT_LVA). Stage 2 raises :class:`spe_emu.errors.GuestError`, never a silent guess.
+
+The walk of one table tree (:func:`walk`) takes the granule, the input address size and the
+start level as arguments, so a stage 2 walk (VTCR_EL2.{TG0, T0SZ, SL0}, concatenated start
+tables) can reuse it; only :func:`translate` knows about stage 1 registers.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Callable
+
 from ..errors import GuestError
 from ..spe.buffer import TranslationFault
-from ..sysreg import reg
+from ..sysreg import RegisterSpec, reg
 from .context import HCR_EL2, SCTLR_ELX, SCTLR_ENC, TTBR0_ENC, TTBR1_EL1, banked
 from .fastuc import FastAccess
 
-TCR_EL1 = reg("TCR_EL1", (3, 0, 2, 0, 2), "TG1 31:30", "T1SZ 21:16", "EPD1 23", "TG0 15:14",
-              "EPD0 7", "T0SZ 5:0")
-TCR_EL23 = reg("TCR_EL2", (3, 4, 2, 0, 2), "TG0 15:14", "T0SZ 5:0")  # (TCR_EL3: same layout)
+TCR_EL1 = reg("TCR_EL1", (3, 0, 2, 0, 2), "TBI1 38", "TBI0 37", "TG1 31:30", "EPD1 23",
+              "T1SZ 21:16", "TG0 15:14", "EPD0 7", "T0SZ 5:0", doc="Arm ARM D19.2")
+TCR_EL23 = reg("TCR_EL2", (3, 4, 2, 0, 2), "TBI 20", "TG0 15:14", "T0SZ 5:0",
+               doc="Arm ARM D19.2 (HCR_EL2.E2H == 0; TCR_EL3 has the same layout)")
 TCR_ENC = banked(TCR_EL1.encoding.tuple)
-# Stage 1 VMSAv8-64 descriptor (Arm ARM D8.3): AP[2:1] are bits 7:6.
+TTBR = reg("TTBRn_ELx", TTBR0_ENC[1], "ASID 63:48", "BADDR 47:1", "CnP 0", doc="Arm ARM D19.2")
+# VMSAv8-64 descriptor, stage 1, 48-bit OA (Arm ARM D8.3). OA is the widest address field (a
+# 4 KiB granule's next-level table or page address); a granule or block size clears its low
+# bits (the 16 KiB / 64 KiB bits 13:12 / 15:12 are RES0, or OA[51:48] with FEAT_LPA).
 DESC = reg("DESC", (3, 0, 0, 0, 0), "UXN 54", "PXN 53", "OA 47:12", "AF 10", "AP2 7",
-           "AP1 6", "TYPE 1", "VALID 0")
+           "AP1 6", "TYPE 1", "VALID 0", doc="Arm ARM D8.3")
 
 FSC_TRANSLATION = 0b000100
 FSC_PERMISSION = 0b001100
-BADDR_MASK = DESC.field("OA").mask  # (also TTBRn_ELx.BADDR[47:12] of a 4 KiB-aligned table)
+OA_MASK = DESC.field("OA").mask
+FINAL_LEVEL = 3
+# TxSZ range without FEAT_LVA (minimum 16: 48-bit input) and FEAT_TTST (maximum 39).
+TXSZ_MIN, TXSZ_MAX = 16, 39
+
+
+@dataclass(frozen=True, slots=True)
+class Granule:
+    """One translation granule (Arm ARM D8.2 "Translation granules"): a table is one granule of
+    8-byte descriptors, so each level resolves ``page_shift - 3`` bits of the input address,
+    and a descriptor at ``level`` maps ``1 << level_shift(level)`` bytes.
+
+    Attributes:
+        name: "4KB", "16KB", "64KB".
+        page_shift: log2 of the granule size (the page and table alignment).
+        block_levels: the levels at which a block descriptor is valid with a 48-bit OA
+            (``AArch64.BlockDescSupported()``); elsewhere descriptor bits[1:0] == 0b01 are an
+            invalid descriptor (D8.3).
+    """
+
+    name: str
+    page_shift: int
+    block_levels: frozenset[int]
+
+    @property
+    def index_bits(self) -> int:
+        """Input address bits one granule-sized table resolves (9, 11 or 13)."""
+        return self.page_shift - 3
+
+    def level_shift(self, level: int) -> int:
+        """log2 of the size a descriptor at ``level`` maps (the lowest IA bit its index uses)."""
+        return self.page_shift + self.index_bits * (FINAL_LEVEL - level)
+
+    def start_level(self, ia_bits: int) -> int:
+        """Level of the initial lookup for an ``ia_bits`` input address (stage 1,
+        ``AArch64.S1StartLevel()``: 4 - RoundUp((ia_bits - page_shift) / index_bits))."""
+        return FINAL_LEVEL - (ia_bits - self.page_shift - 1) // self.index_bits
+
+
+GRANULE_4K = Granule("4KB", 12, frozenset({1, 2}))
+GRANULE_16K = Granule("16KB", 14, frozenset({2}))
+GRANULE_64K = Granule("64KB", 16, frozenset({2}))
+# TCR_ELx.TG0 and TCR_EL1.TG1 encodings (Arm ARM D19.2; note TG1 encodes differently). The
+# reserved values (TG0 0b11, TG1 0b00) take the granule Unicorn 2.1.4 walks with (see
+# translate()): QEMU 5.0 reads TG0[0] as "64K" and TG0[1] as "16K", 64K first, and TG1 0b00
+# as neither, so 4K.
+TG0_GRANULE = {0b00: GRANULE_4K, 0b01: GRANULE_64K, 0b10: GRANULE_16K, 0b11: GRANULE_64K}
+TG1_GRANULE = {0b00: GRANULE_4K, 0b01: GRANULE_16K, 0b10: GRANULE_4K, 0b11: GRANULE_64K}
+
+
+@dataclass(frozen=True, slots=True)
+class VaRange:
+    """Where the TCR fields of one VA range are: the lower range (TTBR0_ELx) of any regime, or
+    the upper range (TTBR1_EL1) of EL1&0."""
+
+    tcr: RegisterSpec
+    tsz: str
+    tg: str
+    granules: dict[int, Granule]
+    tbi: str
+    epd: str | None       # (EL2 and EL3 have no EPD: their walks cannot be disabled)
+    ttbr: tuple[int, int, int, int, int]
+    upper: bool
+
+
+EL1_LOWER = VaRange(TCR_EL1, "T0SZ", "TG0", TG0_GRANULE, "TBI0", "EPD0", TTBR0_ENC[1], False)
+EL1_UPPER = VaRange(TCR_EL1, "T1SZ", "TG1", TG1_GRANULE, "TBI1", "EPD1", TTBR1_EL1, True)
+ELX_LOWER = {el: VaRange(TCR_EL23, "T0SZ", "TG0", TG0_GRANULE, "TBI", None, TTBR0_ENC[el], False)
+             for el in (2, 3)}
+
+
+@dataclass(frozen=True, slots=True)
+class Leaf:
+    """The block or page descriptor a walk ended on, its level and the output address."""
+
+    desc: int
+    level: int
+    oa: int
+
+
+def initial_table(ttbr: int, granule: Granule, ia_bits: int, level: int) -> int:
+    """Base address of the initial lookup's table from a TTBRn_ELx value: BADDR aligned to the
+    size of that table, 8 << (ia_bits - level_shift(level)) bytes, the lower bits being RES0
+    (``AArch64.S1TTBaseAddress()``; v8.0: "baselowerbound" in
+    ``AArch64.TranslationTableWalk()``). A 4 KiB granule table starting at level 1 with a
+    39-bit input address is 4 KiB; with 36 bits it is 512 bytes."""
+    table_bytes = 8 << (ia_bits - granule.level_shift(level))
+    return ttbr & TTBR.field("BADDR").mask & ~(table_bytes - 1)
+
+
+def walk(read_desc: Callable[[int], int], ia: int, table: int, granule: Granule, ia_bits: int,
+         level: int) -> Leaf:
+    """Walk one translation table tree (Arm ARM D8.2, D8.3; ``AArch64.S1Walk()``).
+
+    ``table`` is the initial table's address, ``level`` its level and ``ia_bits`` the input
+    address size: the initial table has ``1 << (ia_bits - level_shift(level))`` entries (so the
+    IA bits above ``ia_bits``, all ones in an upper range, are not part of its index); every
+    later table is one granule. ``read_desc(pa)`` reads one 64-bit descriptor.
+
+    Descriptor bits[1:0] (``AArch64.DecodeDescriptorType()``): 0bx0 invalid; 0b11 a table
+    before the final level, a page at level 3; 0b01 a block at a level of
+    ``granule.block_levels``, invalid anywhere else (including level 3). A table's next-level
+    address is OA[47:page_shift]; a leaf's output address is OA[47:level_shift(level)] with the
+    IA below it (the descriptor bits in between are RES0 and ignored).
+
+    Raises:
+        TranslationFault: an invalid descriptor, FSC = translation fault at its level.
+    """
+    index_bits = ia_bits - granule.level_shift(level)
+    table_mask = OA_MASK & ~((1 << granule.page_shift) - 1)
+    while True:
+        shift = granule.level_shift(level)
+        index = (ia >> shift) & ((1 << index_bits) - 1)
+        desc = read_desc(table + 8 * index)
+        if not DESC.get(desc, "VALID"):
+            raise TranslationFault(ia, FSC_TRANSLATION | level)
+        if DESC.get(desc, "TYPE"):
+            if level < FINAL_LEVEL:
+                table = desc & table_mask
+                level += 1
+                index_bits = granule.index_bits
+                continue
+        elif level not in granule.block_levels:
+            raise TranslationFault(ia, FSC_TRANSLATION | level)
+        size_mask = (1 << shift) - 1
+        return Leaf(desc, level, (desc & OA_MASK & ~size_mask) | (ia & size_mask))
+
+
+def va_range(regime: int, va: int) -> VaRange:
+    """The VA range ``va`` selects: VA bit 55 picks TTBR0/TTBR1 in EL1&0
+    (``AArch64.GetVARange()``); EL2 and EL3 have the lower range only."""
+    if regime == 1:
+        return EL1_UPPER if (va >> 55) & 1 else EL1_LOWER
+    return ELX_LOWER[regime]
 
 
 def translate(mem: FastAccess, va: int, regime_el: int, *, write: bool = False) -> int:
     """Physical address of ``va`` in the stage 1 regime of ``regime_el`` (1 = EL1&0, 2, 3),
-    checked like a privileged data access (AP[2] for a write; Arm ARM D8.4). PSTATE.PAN and
-    hierarchical (table) attributes are not modelled. ``mem`` reads the engine's system
-    registers and physical memory.
+    checked like a privileged data access (AP[2] for a write; Arm ARM D8.4). ``mem`` reads the
+    engine's system registers and physical memory.
+
+    Before the walk (``AArch64.S1Translate()``; v8.0: ``AArch64.TranslationTableWalk()``,
+    "basefound" / "disabled"), a translation fault at level 0:
+
+    - the VA is out of its range (``AArch64.VAIsOutOfRange()``): VA[top:64-TxSZ] must be all
+      zeros for the lower range, all ones for the upper range (TTBR1_EL1), top being 55 with
+      TCR_ELx.TBIx == 1 (the tag byte is ignored), else 63;
+    - TCR_EL1.EPDx == 1 disables walks of the range.
+
+    TxSZ outside 16..39 is CONSTRAINED UNPREDICTABLE (Unpredictable_RESTnSZ: a fault, or the
+    nearest supported value); as Unicorn 2.1.4 does, it is clamped.
+
+    A reserved TGx value (TCR_ELx.TG0 == 0b11, TCR_EL1.TG1 == 0b00) is treated as an
+    IMPLEMENTATION DEFINED choice among the implemented granules (Arm ARM D19.2 TCR_ELx.TGx,
+    CONSTRAINED UNPREDICTABLE). spe_emu makes the choice Unicorn 2.1.4 makes, checked against
+    ``uc_vmem_translate`` in tests/test_mmu_granules.py: TG0 == 0b11 is 64 KiB, TG1 == 0b00 is
+    4 KiB (:data:`TG0_GRANULE`, :data:`TG1_GRANULE`).
+
+    Not modelled: PSTATE.PAN, hierarchical (table) attributes, the Access flag (an AF == 0
+    descriptor translates), TCR_ELx.IPS / address size faults, TBID (every access is a data
+    access), HCR_EL2.E2H (EL2 is walked as the single-range EL2 regime).
 
     Raises:
-        TranslationFault: no valid mapping, unsupported granule, or a write to a read-only page
-            (FSC = translation or permission fault with the level of the failing descriptor).
+        TranslationFault: no valid mapping or a write to a read-only page (FSC = translation or
+            permission fault with the level of the failing descriptor).
+        GuestError: stage 2 is enabled for the EL1&0 regime (HCR_EL2.VM == 1).
     """
     regime = max(regime_el, 1)
     cpr = mem.cpr
@@ -48,39 +214,19 @@ def translate(mem: FastAccess, va: int, regime_el: int, *, write: bool = False) 
     if not SCTLR_ELX.get(cpr(SCTLR_ENC[regime]), "M"):
         return va
     tcr = cpr(TCR_ENC[regime])
-    top = (va >> 55) & 1
-    if regime == 1:
-        if top:
-            tsz, tg, ttbr = TCR_EL1.get(tcr, "T1SZ"), TCR_EL1.get(tcr, "TG1"), TTBR1_EL1
-            if tg != 0b10:
-                raise TranslationFault(va, FSC_TRANSLATION)
-        else:
-            tsz, tg, ttbr = TCR_EL1.get(tcr, "T0SZ"), TCR_EL1.get(tcr, "TG0"), TTBR0_ENC[1]
-            if tg != 0b00:
-                raise TranslationFault(va, FSC_TRANSLATION)
-    else:
-        if top:
-            raise TranslationFault(va, FSC_TRANSLATION)
-        tsz, tg, ttbr = TCR_EL23.get(tcr, "T0SZ"), TCR_EL23.get(tcr, "TG0"), TTBR0_ENC[regime]
-        if tg != 0b00:
-            raise TranslationFault(va, FSC_TRANSLATION)
-    ia_bits = 64 - tsz
-    level = 4 - (ia_bits - 12 + 8) // 9  # levels needed for ia_bits with 9 bits per level
-    table = cpr(ttbr) & BADDR_MASK
-    while True:
-        shift = 12 + 9 * (3 - level)
-        index = (va >> shift) & 0x1FF
-        desc = int.from_bytes(mem.read(table + 8 * index, 8), "little")
-        if not DESC.get(desc, "VALID"):
-            raise TranslationFault(va, FSC_TRANSLATION | max(level, 0))
-        is_table = DESC.get(desc, "TYPE") == 1 and level < 3
-        if level == 3 and DESC.get(desc, "TYPE") != 1:
-            raise TranslationFault(va, FSC_TRANSLATION | 3)
-        if is_table:
-            table = desc & BADDR_MASK
-            level += 1
-            continue
-        if write and DESC.get(desc, "AP2"):  # read-only
-            raise TranslationFault(va, FSC_PERMISSION | level)
-        block_mask = (1 << shift) - 1
-        return (desc & BADDR_MASK & ~block_mask) | (va & block_mask)
+    rng = va_range(regime, va)
+    ia_bits = 64 - min(max(rng.tcr.get(tcr, rng.tsz), TXSZ_MIN), TXSZ_MAX)
+    top = 55 if rng.tcr.get(tcr, rng.tbi) else 63
+    ones = (1 << (top + 1 - ia_bits)) - 1       # VA[top:ia_bits]
+    if (va >> ia_bits) & ones != (ones if rng.upper else 0):
+        raise TranslationFault(va, FSC_TRANSLATION)  # (level 0)
+    if rng.epd is not None and rng.tcr.get(tcr, rng.epd):
+        raise TranslationFault(va, FSC_TRANSLATION)  # (level 0)
+    granule = rng.granules[rng.tcr.get(tcr, rng.tg)]
+    level = granule.start_level(ia_bits)
+    table = initial_table(cpr(rng.ttbr), granule, ia_bits, level)
+    leaf = walk(lambda pa: int.from_bytes(mem.read(pa, 8), "little"), va, table, granule,
+                ia_bits, level)
+    if write and DESC.get(leaf.desc, "AP2"):  # read-only
+        raise TranslationFault(va, FSC_PERMISSION | leaf.level)
+    return leaf.oa
