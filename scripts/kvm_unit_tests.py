@@ -1,0 +1,520 @@
+#!/usr/bin/env python3
+"""Run kvm-unit-tests' arm64 tests on QEMU and on ``spe-emu run --machine virt``, side by side.
+
+    python scripts/kvm_unit_tests.py --tree PATH [--build/--no-build] [--tests NAME,...]
+                                     [--qemu/--no-qemu] [--spe-emu CMD] [--json FILE]
+
+PATH is a kvm-unit-tests checkout you provide (nothing is downloaded). Unless it is already
+built, it is configured with ``./configure --arch=arm64 --cross-prefix=aarch64-linux-gnu-``
+(Debian's gcc-aarch64-linux-gnu) and built with make. Each test named with --tests (default:
+selftest-setup, selftest-vectors-kernel, selftest-vectors-user, gicv3-active, timer, psci) is
+looked up in PATH/arm/unittests.cfg, which gives its file, test_args (the -append command
+line), qemu_params and timeout, and is then run with one PE:
+
+* on ``qemu-system-aarch64 -nodefaults -machine virt,gic-version=3 -accel tcg -cpu max
+  -smp 1`` plus the devices arm/run adds (chr-testdev on virtio-serial, pci-testdev,
+  ``-serial stdio``), the test's -append/qemu_params, and ``-initrd`` with the environ file
+  that arm/run generates under TCG (TARGET=qemu, QEMU_ACCEL=tcg, ERRATA_FORCE=y);
+* on ``CMD run --machine virt --kernel X.flat [--append ARGS] [--initrd ENV] [-m SIZE]
+  --boot-el 1`` (the EL QEMU's virt machine enters without virtualization=on).
+
+Both get the unittests.cfg timeout (default 90 s; timer: 10 s). A test whose test_args state
+the CPU count (``smp=N``, selftest-setup) has it rewritten to the PE count used (1), as
+run_tests.sh would pass a matching -smp.
+
+How kvm-unit-tests reports a result (lib/arm/io.c exit(), lib/report.c, scripts/arch-run.bash,
+scripts/vmm.bash, scripts/runtime.bash): the test prints ``SUMMARY: N tests[, F unexpected
+failures][, S skipped]`` on the UART, and exit(code) prints ``EXIT: STATUS=<(code << 1) | 1>``,
+then writes ``<code>q`` to chr-testdev (QEMU then exits with that same status) if a
+virtio-console is present, then calls PSCI SYSTEM_OFF (a VMM without chr-testdev exits 0),
+then halts in a WFI loop. Status 1 is PASS, 77 SKIP (every test skipped), 3 FAIL (unexpected
+failures), 127 abort(). For QEMU the exit status is read as qemu_fixup_return_code does (0
+without a signal is an error; 1 with non-warning stderr is a QEMU failure); for spe-emu as for
+kvmtool (run_test_status): exit 0 stands for 1 and the ``EXIT: STATUS=`` line gives the
+status. A timeout, a signal, a missing command or an exit without a status line is FAIL, shown
+with the first error line.
+
+The table has one row per test; the exit status is 0 only if spe-emu passes wherever QEMU
+passes (with --no-qemu: if spe-emu fails nowhere; with --spe-emu '': if QEMU fails nowhere),
+1 otherwise, 2 for a usage or build error.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import click
+
+DEFAULT_TESTS = (
+    "selftest-setup",
+    "selftest-vectors-kernel",
+    "selftest-vectors-user",
+    "gicv3-active",
+    "timer",
+    "psci",
+)
+CROSS_PREFIX = "aarch64-linux-gnu-"
+DEFAULT_TIMEOUT_S = 90.0  # scripts/runtime.bash: timeout=${TIMEOUT:-${11:-90s}}
+SMP = 1  # spe-emu models one PE
+BOOT_EL = 1  # QEMU -M virt without virtualization=on enters the kernel at EL1
+# What arm/run's initrd_create puts in the -initrd environ under TCG (host-specific version
+# strings left out: none of the arm tests reads them).
+ENVIRON = "TARGET=qemu\nQEMU_ACCEL=tcg\nERRATA_FORCE=y\n"
+
+EXIT_RE = re.compile(r"^EXIT: STATUS=(\d+)", re.M)
+SUMMARY_RE = re.compile(r"^SUMMARY: (.*)$")
+REPORT_RE = re.compile(r"^(PASS|FAIL|SKIP|XFAIL|XPASS|KFAIL): ", re.M)
+
+
+class UsageError(Exception):
+    """A problem with the arguments or the tree: reported in one line, exit status 2."""
+
+
+# ---------------------------------------------------------------------------------------------
+# arm/unittests.cfg
+
+
+@dataclass
+class UnitTest:
+    name: str
+    file: str = ""
+    smp: str = "1"
+    test_args: str = ""
+    params: str = ""
+    groups: str = ""
+    arch: str = ""
+    timeout: str = ""
+    accel: str = ""
+    disabled_if: str = ""
+
+    def append_args(self, smp: int) -> tuple[str | None, bool]:
+        """The -append string (None if no test_args) and whether smp=N was rewritten."""
+        if not self.test_args.strip():
+            return None, False
+        text = " ".join(shlex.split(self.test_args))  # what the eval in run() hands to -append
+        fixed = re.sub(r"(?<!\S)smp=\d+(?!\S)", f"smp={smp}", text)
+        return fixed, fixed != text
+
+    def param_words(self) -> list[str]:
+        return shlex.split(self.params) if self.params.strip() else []
+
+    def timeout_s(self) -> float:
+        return parse_duration(self.timeout) if self.timeout else DEFAULT_TIMEOUT_S
+
+
+def parse_duration(text: str) -> float:
+    """A timeout(1) duration: a number with an optional s/m/h/d suffix."""
+    m = re.fullmatch(r"\s*([0-9.]+)\s*([smhd]?)\s*", text)
+    if not m:
+        raise UsageError(f"bad timeout {text!r} in unittests.cfg")
+    return float(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}[m.group(2)]
+
+
+def parse_unittests_cfg(text: str) -> dict[str, UnitTest]:
+    """Parse arm/unittests.cfg the way scripts/common.bash's for_each_unittest reads it."""
+    tests: dict[str, UnitTest] = {}
+    cur: UnitTest | None = None
+    lines = iter(text.splitlines())
+    simple = ("file", "smp", "test_args", "groups", "arch", "timeout", "accel", "disabled_if")
+    for raw in lines:
+        line = raw.strip()
+        m = re.fullmatch(r"\[(.*)\]", line)
+        if m:
+            cur = UnitTest(m.group(1))
+            tests[cur.name] = cur
+            continue
+        if cur is None:
+            continue
+        m = re.fullmatch(r"(extra_params|qemu_params)\s*=\s*(.*)", line)
+        if m:
+            value = m.group(2)
+            if value.startswith('"""'):
+                parts = [value[3:]]
+                while not parts[-1].rstrip().endswith('"""'):
+                    nxt = next(lines, None)
+                    if nxt is None:
+                        break
+                    parts.append(nxt.strip())
+                value = " ".join(p for p in parts if p).rstrip()
+                value = value[:-3] if value.endswith('"""') else value
+            cur.params = value
+            continue
+        m = re.fullmatch(r"(\w+)\s*=\s*(.*)", line)
+        if m and m.group(1) in simple:
+            setattr(cur, m.group(1), m.group(2))
+    return tests
+
+
+# ---------------------------------------------------------------------------------------------
+# building the tree
+
+
+def read_config_mak(tree: Path) -> dict[str, str]:
+    values = {}
+    for line in (tree / "config.mak").read_text(errors="replace").splitlines():
+        m = re.fullmatch(r"([A-Z_][A-Z0-9_]*)=(.*)", line.strip())
+        if m:
+            values[m.group(1)] = m.group(2)
+    return values
+
+
+def run_build_step(cmd: list[str], tree: Path) -> None:
+    click.echo(f"+ (cd {tree} && {shlex.join(cmd)})", err=True)
+    proc = subprocess.run(cmd, cwd=tree, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True, errors="replace")
+    if proc.returncode != 0:
+        tail = "\n".join(proc.stdout.splitlines()[-15:])
+        raise UsageError(f"{shlex.join(cmd)} failed with status {proc.returncode}:\n{tail}")
+
+
+def ensure_built(tree: Path, flats: list[Path], build: bool) -> None:
+    config = tree / "config.mak"
+    if config.exists():
+        arch = read_config_mak(tree).get("ARCH")
+        if arch != "arm64":
+            raise UsageError(f"{tree} is configured for ARCH={arch}, not arm64; "
+                             "run 'make distclean' there or point --tree at another checkout")
+        if all(f.exists() for f in flats):
+            return
+    missing = [str(f.relative_to(tree)) for f in flats if not f.exists()]
+    if not build:
+        raise UsageError(f"{tree} is not built (missing: {', '.join(missing) or 'config.mak'}); "
+                         "drop --no-build")
+    if not (tree / "configure").exists() or not (tree / "arm").is_dir():
+        raise UsageError(f"{tree} does not look like a kvm-unit-tests tree (no configure, arm/)")
+    if shutil.which(CROSS_PREFIX + "gcc") is None:
+        raise UsageError(f"{CROSS_PREFIX}gcc not found; "
+                         "apt-get install gcc-aarch64-linux-gnu binutils-aarch64-linux-gnu")
+    if not config.exists():
+        run_build_step(["./configure", "--arch=arm64", f"--cross-prefix={CROSS_PREFIX}"], tree)
+    run_build_step(["make", f"-j{os.cpu_count() or 1}"], tree)
+    missing = [str(f) for f in flats if not f.exists()]
+    if missing:
+        raise UsageError(f"build finished but these are missing: {', '.join(missing)}")
+
+
+# ---------------------------------------------------------------------------------------------
+# running and judging
+
+
+@dataclass
+class Outcome:
+    vmm: str
+    command: list[str]
+    status: str = "FAIL"  # PASS, FAIL, SKIP
+    reason: str = ""
+    summary: str = ""
+    returncode: int | None = None
+    exit_status: int | None = None  # from the "EXIT: STATUS=" line
+    seconds: float = 0.0
+    timeout_s: float = 0.0
+    reports: dict[str, int] = field(default_factory=dict)
+    args_adjusted: bool = False
+    stdout: str = ""
+    stderr: str = ""
+
+
+def first_error_line(stderr: str, stdout: str) -> str:
+    lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
+    for ln in lines:
+        if re.match(r"(\w*Error|error|ERROR|fatal|Fatal)\b", ln):
+            return ln
+    if lines:
+        return lines[0]
+    out = [ln.strip() for ln in stdout.splitlines() if ln.strip()]
+    return out[-1] if out else "(no output)"
+
+
+def extract_summary(stdout: str) -> str:
+    """runtime.bash extract_summary: the SUMMARY line among the last 5 lines."""
+    for line in stdout.splitlines()[-5:]:
+        m = SUMMARY_RE.match(line)
+        if m:
+            return f"({m.group(1)})"
+    return ""
+
+
+def execute(cmd: list[str], timeout_s: float, vmm: str) -> tuple[Outcome, bool, str]:
+    """Run cmd: the raw outcome, whether it timed out, and the OS error if it did not start."""
+    out = Outcome(vmm=vmm, command=cmd, timeout_s=timeout_s)
+    start = time.monotonic()
+    try:
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, start_new_session=True)
+    except OSError as exc:
+        return out, False, f"{cmd[0]}: {exc.strerror or exc}"
+    timed_out = False
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        for sig, grace in ((signal.SIGTERM, 1.0), (signal.SIGKILL, None)):
+            try:
+                os.killpg(proc.pid, sig)  # the session we started for this command only
+            except ProcessLookupError:
+                break
+            try:
+                proc.wait(timeout=grace)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        stdout, stderr = proc.communicate()
+    out.seconds = time.monotonic() - start
+    out.returncode = proc.returncode
+    out.stdout = stdout.decode(errors="replace").replace("\r", "")
+    out.stderr = stderr.decode(errors="replace").replace("\r", "")
+    return out, timed_out, ""
+
+
+def judge(out: Outcome, timed_out: bool, start_error: str) -> Outcome:
+    """Turn the raw outcome into PASS/FAIL/SKIP as kvm-unit-tests' scripts do."""
+    if start_error:
+        out.status, out.reason = "FAIL", start_error
+        return out
+    out.summary = extract_summary(out.stdout)
+    out.reports = {}
+    for kind in REPORT_RE.findall(out.stdout):
+        out.reports[kind] = out.reports.get(kind, 0) + 1
+    m = EXIT_RE.search(out.stdout)
+    out.exit_status = int(m.group(1)) if m else None
+    rc = out.returncode
+    if timed_out:
+        out.status, out.reason = "FAIL", f"timeout; duration={out.timeout_s:g}s"
+        return out
+    if rc is not None and rc < 0:
+        out.status, out.reason = "FAIL", f"terminated on {signal.Signals(-rc).name}"
+        return out
+
+    if out.vmm == "qemu":
+        # vmm.bash qemu_fixup_return_code; QEMU exits (code << 1) | 1 through chr-testdev.
+        real_errors = [ln for ln in out.stderr.splitlines()
+                       if ln.strip() and "warning" not in ln.lower()]
+        if rc == 0:
+            ret = 1  # "Exiting with zero (non-debugexit) is an error" ...
+            if out.exit_status is not None:  # ... unless the test printed its status
+                ret = 0 if out.exit_status == 1 else out.exit_status  # (run_test_status)
+        elif rc == 1:
+            ret = 1 if real_errors else 0
+        else:
+            ret = rc
+    else:
+        # vmm.bash kvmtool_fixup_return_code + arch-run.bash run_test_status: exit 0 means
+        # "look at the EXIT: STATUS line"; a VMM that passes the status on exits with it.
+        ret = 1 if rc == 0 else rc
+        if out.exit_status is not None and ret in (1, out.exit_status):
+            ret = 0 if out.exit_status == 1 else out.exit_status
+        elif rc == 0:
+            out.status = "FAIL"
+            out.reason = "exited 0 without an 'EXIT: STATUS=' line"
+            return out
+
+    if ret == 0:
+        out.status = "PASS"
+    elif ret == 77:
+        out.status = "SKIP"
+    else:
+        out.status = "FAIL"
+        if out.exit_status is not None and ret == out.exit_status != 1:
+            out.reason = "abort()" if ret == 127 else f"exit status {ret}"
+        else:
+            out.reason = f"exit status {rc}: {first_error_line(out.stderr, out.stdout)}"
+    return out
+
+
+def qemu_command(qemu: str, flat: Path, test: UnitTest, append: str | None,
+                 environ: Path | None) -> list[str]:
+    """arm/run's command line (TCG), with GICv3 and one PE."""
+    cmd = [qemu, "-nodefaults", "-machine", "virt,gic-version=3", "-accel", "tcg",
+           "-cpu", "max",
+           "-device", "virtio-serial-device",
+           "-device", "virtconsole,chardev=ctd", "-chardev", "testdev,id=ctd",
+           "-device", "pci-testdev",
+           "-display", "none", "-serial", "stdio",
+           "-kernel", str(flat), "-smp", str(SMP)]
+    if append is not None:
+        cmd += ["-append", append]
+    cmd += test.param_words()
+    if environ is not None:
+        cmd += ["-initrd", str(environ)]
+    return cmd
+
+
+def spe_emu_command(spe: list[str], flat: Path, test: UnitTest, append: str | None,
+                    environ: Path | None) -> tuple[list[str], str]:
+    """The spe-emu command line, or an empty list and why the test's qemu_params cannot map."""
+    cmd = [*spe, "run", "--machine", "virt", "--kernel", str(flat)]
+    if append is not None:
+        cmd += ["--append", append]
+    if environ is not None:
+        cmd += ["--initrd", str(environ)]
+    words = test.param_words()
+    i = 0
+    while i < len(words):
+        word = words[i]
+        value = words[i + 1] if i + 1 < len(words) else ""
+        if word == "-m" and value:
+            cmd += ["-m", value]  # QEMU's unit is MiB when no suffix is given
+        elif word in ("-machine", "-M") and value:
+            for opt in value.split(","):
+                if opt not in ("virt", "gic-version=3"):
+                    return [], f"qemu_params {word} {value} has no spe-emu equivalent"
+        else:
+            return [], f"qemu_params {word!r} has no spe-emu equivalent"
+        i += 2
+    cmd += ["--boot-el", str(BOOT_EL)]
+    return cmd, ""
+
+
+def not_applicable(test: UnitTest) -> str:
+    if test.arch and test.arch != "arm64":
+        return f"{test.arch} only"
+    if test.accel and test.accel != "tcg":
+        return f"{test.accel} only"
+    if "gic-version=2" in test.params:
+        return "GICv2 only"
+    return ""
+
+
+def write_log(logs: Path | None, name: str, out: Outcome) -> None:
+    if logs is None:
+        return
+    logs.mkdir(parents=True, exist_ok=True)
+    text = (f"$ {shlex.join(out.command)}\n# status={out.status} rc={out.returncode} "
+            f"{out.seconds:.2f}s {out.reason}\n--- stdout\n{out.stdout}--- stderr\n{out.stderr}")
+    (logs / f"{name}.{out.vmm}.log").write_text(text)
+
+
+def cell(out: Outcome | None) -> str:
+    if out is None:
+        return "-"
+    detail = out.summary if out.status == "PASS" or not out.reason else out.reason
+    if out.status == "SKIP" and out.summary:
+        detail = out.summary
+    return f"{out.status} {out.seconds:5.2f}s {detail}".rstrip()
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--tree", required=True, type=click.Path(file_okay=False, path_type=Path),
+              help="kvm-unit-tests checkout (built here if needed).")
+@click.option("--build/--no-build", default=True, show_default=True,
+              help="Configure and build the tree if the test binaries are missing.")
+@click.option("--tests", "tests_opt", default=",".join(DEFAULT_TESTS), show_default=True,
+              help="Comma-separated test names from arm/unittests.cfg.")
+@click.option("--qemu/--no-qemu", "use_qemu", default=True, show_default=True,
+              help="Run the QEMU baseline.")
+@click.option("--qemu-binary", default=lambda: os.environ.get("QEMU", "qemu-system-aarch64"),
+              show_default="$QEMU or qemu-system-aarch64")
+@click.option("--spe-emu", "spe_emu", default="spe-emu", show_default=True,
+              help="Command that starts spe-emu (split like a shell would); '' to skip it.")
+@click.option("--environ/--no-environ", default=True, show_default=True,
+              help="Pass arm/run's TCG environ file as -initrd/--initrd.")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write machine-readable results here.")
+@click.option("--logs", type=click.Path(file_okay=False, path_type=Path),
+              help="Write each run's command line and output to DIR/<test>.<vmm>.log.")
+def main(tree: Path, build: bool, tests_opt: str, use_qemu: bool, qemu_binary: str,
+         spe_emu: str, environ: bool, json_path: Path | None, logs: Path | None) -> None:
+    try:
+        code = run_all(tree.resolve(), build, tests_opt, use_qemu, qemu_binary, spe_emu,
+                       environ, json_path, logs)
+    except UsageError as exc:
+        click.echo(f"error: {exc}", err=True)
+        code = 2
+    sys.exit(code)
+
+
+def run_all(tree: Path, build: bool, tests_opt: str, use_qemu: bool, qemu_binary: str,
+            spe_emu: str, environ: bool, json_path: Path | None, logs: Path | None) -> int:
+    cfg_path = tree / "arm" / "unittests.cfg"
+    if not cfg_path.exists():
+        raise UsageError(f"{cfg_path} not found: is --tree a kvm-unit-tests checkout?")
+    cfg = parse_unittests_cfg(cfg_path.read_text(errors="replace"))
+    names = [n.strip() for n in tests_opt.split(",") if n.strip()]
+    unknown = [n for n in names if n not in cfg]
+    if unknown:
+        raise UsageError(f"not in arm/unittests.cfg: {', '.join(unknown)}")
+    tests = [cfg[n] for n in names]
+    flats = sorted({tree / "arm" / t.file for t in tests})
+    ensure_built(tree, flats, build)
+    spe_cmd = shlex.split(spe_emu)
+    if not use_qemu and not spe_cmd:
+        raise UsageError("nothing to run: --no-qemu and --spe-emu ''")
+
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="kut-") as tmp:
+        env_file = None
+        if environ:
+            env_file = Path(tmp) / "environ"
+            env_file.write_text(ENVIRON)
+        for test in tests:
+            flat = tree / "arm" / test.file
+            append, adjusted = test.append_args(SMP)
+            row = {"name": test.name, "file": test.file, "cfg_smp": test.smp,
+                   "test_args": test.test_args, "params": test.params,
+                   "timeout_s": test.timeout_s(), "qemu": None, "spe_emu": None}
+            na = not_applicable(test)
+            if na:
+                row["not_applicable"] = na
+            if use_qemu:
+                if na:
+                    q = Outcome("qemu", [], status="SKIP", reason=na)
+                else:
+                    cmd = qemu_command(qemu_binary, flat, test, append, env_file)
+                    q = judge(*execute(cmd, test.timeout_s(), "qemu"))
+                q.args_adjusted = adjusted
+                write_log(logs, test.name, q)
+                row["qemu"] = q
+            if spe_cmd:
+                cmd, why = spe_emu_command(spe_cmd, flat, test, append, env_file)
+                if na or why:
+                    s = Outcome("spe-emu", cmd, status="SKIP", reason=na or why)
+                else:
+                    s = judge(*execute(cmd, test.timeout_s(), "spe-emu"))
+                s.args_adjusted = adjusted
+                write_log(logs, test.name, s)
+                row["spe_emu"] = s
+            rows.append(row)
+            click.echo(f"{test.name:<26} qemu: {cell(row['qemu']):<40} "
+                       f"spe-emu: {cell(row['spe_emu'])}")
+
+    ok = True
+    for row in rows:
+        q, s = row["qemu"], row["spe_emu"]
+        if q is not None and s is not None:
+            row["ok"] = q.status != "PASS" or s.status == "PASS"
+        elif s is not None:
+            row["ok"] = s.status != "FAIL"
+        else:
+            row["ok"] = q.status != "FAIL"
+        ok &= row["ok"]
+    if json_path is not None:
+        doc = {"tree": str(tree), "smp": SMP, "boot_el": BOOT_EL,
+               "environ": ENVIRON if environ else None, "ok": ok, "tests": []}
+        for row in rows:
+            item = dict(row)
+            for key in ("qemu", "spe_emu"):
+                if item[key] is not None:
+                    d = asdict(item[key])
+                    d["stdout_tail"] = "\n".join(d.pop("stdout").splitlines()[-20:])
+                    d["stderr_tail"] = "\n".join(d.pop("stderr").splitlines()[-20:])
+                    item[key] = d
+            doc["tests"].append(item)
+        json_path.write_text(json.dumps(doc, indent=2) + "\n")
+    click.echo("OK" if ok else
+               "NOT OK: " + ", ".join(r["name"] for r in rows if not r["ok"]))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    main()
