@@ -78,8 +78,9 @@ class BoardSpec:
         devices: the memory-mapped devices.
         ppis: the PE's private interrupts by name (INTIDs): the generic timers, PMBIRQ, the
             PMU overflow interrupt.
-        kernel_offset: where a raw binary or Image without a header text_offset is loaded,
-            from ``ram_base`` (bytes; QEMU's KERNEL64_LOAD_ADDR).
+        kernel_offset: where a raw binary, or an arm64 Image whose header has no image_size
+            (kernels before v3.17), is loaded, from ``ram_base`` (bytes; QEMU's
+            KERNEL64_LOAD_ADDR; see :mod:`spe_emu.platform.boot`).
     """
 
     name: str
