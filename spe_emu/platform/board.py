@@ -25,6 +25,11 @@ GIC_PPI_BASE = 16
 """INTID of PPI 0."""
 
 
+GICR_FRAME_BYTES = 0x1_0000
+"""Bytes of one GICv3 redistributor frame: a PE's redistributor is its RD_base frame followed
+by its SGI_base frame (GICv3 §12.10), so PE n's RD_base is at ``2 * n`` frames."""
+
+
 def spi(n: int) -> int:
     """INTID of SPI ``n`` (device-tree cell 0 = SPI)."""
     return GIC_SPI_BASE + n

@@ -48,7 +48,7 @@ import fdt
 
 from ..errors import ConfigError
 from ..sysreg import parse_fields
-from .board import GIC_PPI_BASE, GIC_SPI_BASE, BoardSpec, DeviceSpec
+from .board import GIC_PPI_BASE, GIC_SPI_BASE, GICR_FRAME_BYTES, BoardSpec, DeviceSpec
 
 # -- constants of the bindings ---------------------------------------------------------------
 GIC_SPI = 0
@@ -75,9 +75,8 @@ TIMER_PPIS = ("cntps", "cntp", "cntv", "cnthp")
 """``board.ppis`` names of the timer's interrupts in binding order: secure physical,
 non-secure physical, virtual, hypervisor physical; ``cnthv`` (hypervisor virtual) may follow."""
 
-GICR_FRAMES_BYTES = 0x2_0000
-"""Bytes of one PE's GICv3 redistributor: the RD_base and SGI_base 64 KiB frames (GICv3
-§12.10)."""
+GICR_BYTES_PER_PE = 2 * GICR_FRAME_BYTES
+"""Bytes of one PE's GICv3 redistributor: the RD_base and SGI_base frames."""
 
 MPIDR_AFFINITY = {f.name: f for f in parse_fields("Aff3 39:32", "Aff2 23:16", "Aff1 15:8",
                                                   "Aff0 7:0")}
@@ -357,7 +356,7 @@ def _ppi(board: BoardSpec, name: str) -> int:
 
 
 def _check_redistributors(gic: DeviceSpec, n_cpus: int) -> None:
-    room = sum(size for _, size in gic.all_regions[1:]) // GICR_FRAMES_BYTES
+    room = sum(size for _, size in gic.all_regions[1:]) // GICR_BYTES_PER_PE
     if n_cpus > room:
         raise ConfigError(f"{n_cpus} PEs but {gic.name}'s redistributor regions hold {room}")
 
