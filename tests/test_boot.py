@@ -19,7 +19,7 @@ from spe_emu.asm import assemble
 from spe_emu.errors import ConfigError, ImageError
 from spe_emu.platform import boot as boot_mod
 from spe_emu.platform.board import VIRT
-from spe_emu.platform.boot import BootImage, load_kernel, load_kernel_with_dtb
+from spe_emu.platform.boot import load_kernel, load_kernel_with_dtb
 
 MiB = 1 << 20
 RAM = 256 * MiB

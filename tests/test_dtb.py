@@ -9,7 +9,6 @@ import dataclasses
 import shutil
 import struct
 import subprocess
-from pathlib import Path
 
 import fdt
 import pytest
