@@ -25,6 +25,11 @@ GIC_PPI_BASE = 16
 """INTID of PPI 0."""
 
 
+GICR_FRAME_BYTES = 0x1_0000
+"""Bytes of one GICv3 redistributor frame: a PE's redistributor is its RD_base frame followed
+by its SGI_base frame (GICv3 §12.10), so PE n's RD_base is at ``2 * n`` frames."""
+
+
 def spi(n: int) -> int:
     """INTID of SPI ``n`` (device-tree cell 0 = SPI)."""
     return GIC_SPI_BASE + n
@@ -78,8 +83,9 @@ class BoardSpec:
         devices: the memory-mapped devices.
         ppis: the PE's private interrupts by name (INTIDs): the generic timers, PMBIRQ, the
             PMU overflow interrupt.
-        kernel_offset: where a raw binary or Image without a header text_offset is loaded,
-            from ``ram_base`` (bytes; QEMU's KERNEL64_LOAD_ADDR).
+        kernel_offset: where a raw binary, or an arm64 Image whose header has no image_size
+            (kernels before v3.17), is loaded, from ``ram_base`` (bytes; QEMU's
+            KERNEL64_LOAD_ADDR; see :mod:`spe_emu.platform.boot`).
     """
 
     name: str
