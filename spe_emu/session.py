@@ -15,7 +15,11 @@ from typing import Callable
 
 from .board.loader import Image, load_elf
 from .cpu.machine import Machine, MachineConfig, RunResult
-from .errors import ConfigError
+from .cpu.a64 import X_REGS
+from .errors import ConfigError, ImageError
+from .platform.board import VIRT, BoardSpec
+from .platform.boot import BootImage, load_kernel
+from .platform.dtb import build_dtb
 from .spe.config import SpeConfig
 from .spe.registers import spe_registers
 
@@ -99,6 +103,101 @@ class RunOptions:
         pmslatfr = t["PMSLATFR_EL1"].make(MINLAT=self.min_latency or 0)
         return {"PMSCR_EL1": pmscr, "PMSIRR_EL1": pmsirr, "PMSFCR_EL1": pmsfcr,
                 "PMSEVFR_EL1": 0, "PMSLATFR_EL1": pmslatfr}
+
+
+BOARDS: dict[str, BoardSpec] = {VIRT.name: VIRT}
+"""Boards ``--machine`` accepts."""
+MAX_DTB_FILE = 2 << 20
+"""Largest ``--dtb`` file accepted (bytes; Linux's limit for a DTB at boot)."""
+
+
+@dataclass
+class KernelOptions:
+    """A ``--machine`` run: software built for the board boots as on qemu-system-aarch64
+    (``-kernel``, ``-initrd``, ``-append``, ``-dtb``, ``-m``).
+
+    Attributes:
+        board: the board name (``virt``).
+        kernel: an arm64 Linux Image (gzip or not), a raw binary or an ELF.
+        initrd: an initial RAM disk (``/chosen/linux,initrd-*``).
+        append: the kernel command line (``/chosen/bootargs``).
+        dtb: a device tree blob to use instead of the generated one.
+        ram_size: bytes of RAM at the board's RAM base.
+        dumpdtb: write the generated DTB here and do not run.
+    """
+
+    board: str = "virt"
+    kernel: Path | None = None
+    initrd: Path | None = None
+    append: str = ""
+    dtb: Path | None = None
+    ram_size: int = VIRT.ram_size
+    dumpdtb: Path | None = None
+
+    def board_spec(self) -> BoardSpec:
+        try:
+            return BOARDS[self.board]
+        except KeyError:
+            raise ConfigError(f"--machine {self.board!r}: known boards are "
+                              f"{', '.join(sorted(BOARDS))}") from None
+
+
+def psci_conduit(boot_el: int) -> str | None:
+    """The PSCI conduit the board emulates, by the Exception level software boots at (as
+    QEMU's virt board): ``hvc`` when it boots at EL1 (EL2 is the emulator's), ``smc`` at EL2
+    (EL3 is the emulator's), none at EL3 (the software is the firmware)."""
+    return {1: "hvc", 2: "smc"}.get(boot_el)
+
+
+def board_dtb(kopts: KernelOptions, boot_el: int, spe: bool,
+              initrd: tuple[int, int] | None = None) -> bytes:
+    """The device tree blob of a ``--machine`` run: ``--dtb``'s file, or generated from the
+    board description (:func:`spe_emu.platform.dtb.build_dtb`).
+
+    Raises:
+        ConfigError: an unreadable or oversized ``--dtb`` file, or a bad board option.
+    """
+    if kopts.dtb is not None:
+        try:
+            size = kopts.dtb.stat().st_size
+            if size > MAX_DTB_FILE:
+                raise ConfigError(f"--dtb {kopts.dtb}: {size} bytes (at most {MAX_DTB_FILE})")
+            return kopts.dtb.read_bytes()
+        except OSError as exc:
+            raise ConfigError(f"--dtb {kopts.dtb}: {exc.strerror or exc}") from None
+    return build_dtb(kopts.board_spec(), ram_size=kopts.ram_size, bootargs=kopts.append,
+                     initrd=initrd, psci_method=psci_conduit(boot_el), spe=spe)
+
+
+def prepare_kernel_machine(kopts: KernelOptions, opts: "RunOptions",
+                           console: Callable[[bytes], None] | None = None,
+                           stdin=None) -> Machine:
+    """A ``--machine`` machine with ``kopts.kernel`` (and initrd, DTB) placed as
+    qemu-system-aarch64 places them and the PE reset at the entry point, at
+    ``opts.boot_el``, with x0 = the DTB's address for a Linux-protocol boot (x1-x3 = 0).
+
+    Raises:
+        ImageError: a missing or malformed kernel; ConfigError: something does not fit.
+    """
+    if kopts.kernel is None:
+        raise ConfigError("--machine needs --kernel IMAGE")
+    board = kopts.board_spec()
+    boot: BootImage = load_kernel(kopts.kernel, board, kopts.ram_size, kopts.initrd)
+    spe = opts.spe.pmsver != 0 and opts.mode != "raw"
+    if boot.dtb_addr is not None:
+        boot = boot.with_dtb(board_dtb(kopts, opts.boot_el, spe, boot.initrd))
+    mcfg = MachineConfig(ram_base=board.ram_base, ram_size=kopts.ram_size,
+                         boot_el=opts.boot_el, mode=opts.mode,
+                         spe=opts.spe.with_(seed=opts.seed), outdir=Path(opts.outdir),
+                         max_insns=opts.max_insns, console=console, board=board,
+                         psci=psci_conduit(opts.boot_el), stdin=stdin)
+    machine = Machine(mcfg)
+    for addr, data in boot.segments:
+        machine.uc.mem_write(addr, data)
+    machine.reset(boot.entry)
+    machine.uc.reg_write(X_REGS[0], boot.x0)
+    machine.boot = boot
+    return machine
 
 
 @dataclass

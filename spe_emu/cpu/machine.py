@@ -136,6 +136,7 @@ PREDICTION_CACHE_ENTRIES = 1 << 16  # code sequences whose predictability is rem
 SUCCESSOR_BLOCKS = 8     # blocks learnt ahead at a stop for lack of a verdict
 LEARNT_PAGES_MAX = 256   # code pages whose learning is kept for the process (LearntCode)
 TCG_MAX_INSNS = 256      # the longest translated block seen from Unicorn 2.1 (instructions)
+MASKED_IRQ_POLL = 4096   # instructions between checks while an interrupt is asserted but masked
 PREDICT_NO, PREDICT_START, PREDICT_NEXT_PC, PREDICT_END, PREDICT_EVAL = 0, 1, 2, 3, 4
 # SYS with CRn == 7 and CRm == 1 or 5 is an instruction cache invalidation (IC IALLUIS,
 # IC IALLU, IC IVAU): code may have changed.
@@ -220,6 +221,8 @@ class MachineConfig:
         board: the board description (memory map, devices, interrupt assignment); RAM is
             placed at ``ram_base`` with ``ram_size`` bytes whatever the board's default size.
         stdin: where the console's input comes from (a binary file object), or None.
+        psci: the PSCI conduit the emulator answers (``"hvc"`` or ``"smc"``: calls through
+            it are PSCI calls, not exceptions), or None.
     """
 
     ram_base: int = 0x4000_0000
@@ -234,6 +237,7 @@ class MachineConfig:
     tcg_buffer_mb: int = 4
     board: BoardSpec = VIRT
     stdin: object = None
+    psci: str | None = None
 
     def __post_init__(self) -> None:
         if self.boot_el not in (1, 2, 3):
@@ -248,6 +252,8 @@ class MachineConfig:
             raise ConfigError(f"tcg_buffer_mb={self.tcg_buffer_mb!r}: must be 4..1024")
         if self.max_insns <= 0:
             raise ConfigError(f"max_insns={self.max_insns!r}: must be positive")
+        if self.psci not in (None, "hvc", "smc"):
+            raise ConfigError(f"psci={self.psci!r}: must be 'hvc', 'smc' or None")
 
 
 @dataclass
@@ -1707,9 +1713,9 @@ class Machine:
             return self._run_raw()
         return self._run_fast(progress)
 
-    def _start(self, pc: int, until: int = 0) -> None:
+    def _start(self, pc: int, until: int = 0, count: int = 0) -> None:
         try:
-            self.uc.emu_start(pc, until)
+            self.uc.emu_start(pc, until, 0, count)
         except UcError as exc:
             raise GuestError(f"emulation stopped at PC {self.pc:#x} after {self.insns()} "
                              f"instructions: {exc}") from None
@@ -1739,7 +1745,7 @@ class Machine:
                 event = self.acct + self.spu.interval.members_to_next_event() - 1
             # (an event on the clock is due at or after the instruction count it converts to)
             limit = min(budget, self.hold_irq_until if hold else NEVER,
-                        max(self.clock.next_deadline_insns(), c.insns))
+                        max(self.clock.next_deadline_insns(), c.insns), self._poll_at(c.insns))
             target = min(event, limit)
             if target < c.insns:  # (never: every stop point is planned ahead of the run)
                 raise AssertionError(f"run loop passed its stop point {target} ({c.insns})")
@@ -1837,6 +1843,12 @@ class Machine:
             self._stop_requested = False
         return self._result()
 
+    def _poll_at(self, insns: int) -> int:
+        """While the GIC asserts an interrupt that PSTATE masks, the instruction count at which
+        to look again (the unmasking MSR DAIFClr or ERET may be in code no control hook
+        covers: docs/model.md "Interrupts"); else NEVER."""
+        return insns + MASKED_IRQ_POLL if self._irq_line() else NEVER
+
     def _after_unplanned_return(self) -> None:
         """emu_start returned with no stop planned or requested: Unicorn stops after a WFI
         (QEMU halts the PE). The PE waits for a wake-up event (Arm ARM D1.6.2 "Wait For
@@ -1862,7 +1874,7 @@ class Machine:
             self.clock.run_due()
             self._deliver_irq()
             self.replan = False
-            self._start(self.pc)
+            self._start(self.pc, count=MASKED_IRQ_POLL if self._irq_line() else 0)
             if self.exit is None and not self.replan:
                 self._after_unplanned_return()
         return self._result()
@@ -1873,7 +1885,8 @@ class Machine:
             self._ref_enabled = None
             self._deliver_irq()
             self.replan = False
-            self._ref_deadline = self.clock.next_deadline_insns()
+            self._ref_deadline = min(self.clock.next_deadline_insns(),
+                                     self._poll_at(self.ref_insns))
             self._start(self.pc)
             if self._budget_spent:
                 raise GuestRunaway(f"guest did not exit within {self.cfg.max_insns} "
