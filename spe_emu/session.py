@@ -280,3 +280,66 @@ def run_image(image_path: Path, opts: RunOptions,
     }
     (outdir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     return Session(result, outdir, trace_path, summary)
+
+
+def parse_ram_size(text: str) -> int:
+    """``-m`` as qemu-system-aarch64 reads it: a number of MiB, or a number with a K, M, G or
+    T suffix (bytes). Returns bytes.
+
+    Raises:
+        ConfigError: not a size, or not a positive multiple of 2 MiB.
+    """
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+    t = text.strip().upper().removesuffix("B")
+    try:
+        if t and t[-1] in units:
+            size = int(float(t[:-1]) * units[t[-1]])
+        else:
+            size = int(t) << 20
+    except ValueError:
+        raise ConfigError(f"-m {text!r}: not a size (e.g. 256, 512M, 1G)") from None
+    if size <= 0 or size % (2 << 20):
+        raise ConfigError(f"-m {text!r}: must be a positive multiple of 2 MiB")
+    return size
+
+
+def run_kernel(kopts: KernelOptions, opts: RunOptions,
+               console: Callable[[bytes], None] | None = None,
+               progress: Callable[[int], None] | None = None, stdin=None) -> Session:
+    """Boot ``kopts.kernel`` on the board and run it until it powers off (PSCI SYSTEM_OFF) or
+    exits through semihosting; ``summary.json`` (and the console log) land in
+    ``opts.outdir``. With ``kopts.dumpdtb`` the DTB is written there and nothing runs.
+
+    Raises:
+        ImageError: bad kernel; ConfigError: bad option; GuestRunaway / GuestError.
+    """
+    outdir = Path(opts.outdir)
+    if kopts.dumpdtb is not None:
+        boot = load_kernel(kopts.kernel, kopts.board_spec(), kopts.ram_size, kopts.initrd) \
+            if kopts.kernel is not None else None
+        spe = opts.spe.pmsver != 0 and opts.mode != "raw"
+        blob = board_dtb(kopts, opts.boot_el, spe, boot.initrd if boot else None)
+        try:
+            kopts.dumpdtb.write_bytes(blob)
+        except OSError as exc:
+            raise ConfigError(f"--dumpdtb {kopts.dumpdtb}: {exc.strerror or exc}") from None
+        return Session(None, outdir, outdir / TRACE_NAME, {"dumpdtb": str(kopts.dumpdtb)})
+    try:
+        outdir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"output directory {outdir}: {exc.strerror or exc}") from None
+    machine = prepare_kernel_machine(kopts, opts, console, stdin)
+    result = machine.run(progress=progress)
+    summary = {
+        "machine": kopts.board,
+        "kernel": str(kopts.kernel),
+        "format": machine.boot.format,
+        "initrd": str(kopts.initrd) if kopts.initrd else None,
+        "append": kopts.append,
+        "ram_size": kopts.ram_size,
+        "mode": opts.mode,
+        "boot_el": opts.boot_el,
+        **{k: v for k, v in asdict(result).items() if k != "console"},
+    }
+    (outdir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    return Session(result, outdir, outdir / TRACE_NAME, summary)

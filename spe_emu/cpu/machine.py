@@ -38,6 +38,7 @@ from unicorn.unicorn_py3.unicorn import uclib
 
 from .. import devices  # noqa: F401 -- the device models register themselves
 from .. import native
+from ..devices.psci import Psci, PsciAction
 from ..board.gic import GICD_BASE, GICD_SIZE, GICR_BASE, GICR_SIZE, ICC_REGISTERS, GicV3
 from ..board.loader import PF_X, Image
 from ..board.semihosting import Semihosting, SemihostExit
@@ -256,6 +257,22 @@ class MachineConfig:
             raise ConfigError(f"psci={self.psci!r}: must be 'hvc', 'smc' or None")
 
 
+@dataclass(frozen=True)
+class MachineExit:
+    """How the guest ended its run.
+
+    Attributes:
+        status: the exit status (semihosting: the guest's; PSCI SYSTEM_OFF: 0).
+        reason: the semihosting ADP_Stopped_* reason code, or None.
+        via: ``"semihosting"``, ``"psci-system-off"``, ``"psci-system-reset"`` or
+            ``"psci-cpu-off"``.
+    """
+
+    status: int
+    reason: int | None
+    via: str
+
+
 @dataclass
 class RunResult:
     """What a run produced (counts in instructions unless named otherwise)."""
@@ -276,6 +293,8 @@ class RunResult:
     pmbsr: int
     pmbptr: int
     pmsicr: int
+    exit_via: str | None = None
+    """How the run ended (:attr:`MachineExit.via`)."""
 
 
 @lru_cache(maxsize=1 << 16)
@@ -375,7 +394,8 @@ class Machine:
         self.fast = FastAccess(self.uc)
         self.semihost = Semihosting(Path(config.outdir), self._read_current, self._write_current,
                                     console=config.console, clock=self.clock.centiseconds)
-        self.exit: SemihostExit | None = None
+        self.exit: MachineExit | None = None
+        self.psci = Psci() if config.psci else None
         self.irqs_taken = 0
         self.exceptions_taken = 0
         self.images: list[Image] = []
@@ -1519,6 +1539,10 @@ class Machine:
         insn = pc - 4 if intno in (INTNO_SVC, INTNO_HVC, INTNO_SMC) else pc
         self._catch_up(self._insn_index(insn), pc)
         ctx = self.context()
+        if (intno in (INTNO_HVC, INTNO_SMC) and self.psci is not None and ctx.el > 0
+                and self.cfg.psci == ("hvc" if intno == INTNO_HVC else "smc")):
+            self._psci_call(insn)
+            return
         if intno == INTNO_UNDEF:
             info = a64.decode(self._fetch(pc, ctx.el))
             if self._is_semihosting_call(info, ctx):
@@ -1550,6 +1574,21 @@ class Machine:
             return esr(EC.SYSREG, sysreg_trap_iss(0, op1, 4, crm, op2, 31, False))
         return esr(EC.UNKNOWN)
 
+    def _psci_call(self, insn: int) -> None:
+        """An HVC or SMC through the board's PSCI conduit (at ``insn``; the PC is already
+        after it): the emulator is the firmware that answers it (Arm DEN 0022,
+        :class:`spe_emu.devices.psci.Psci`). X0 takes the result; SYSTEM_OFF, CPU_OFF of the
+        one PE and SYSTEM_RESET end the run (docs/model.md "PSCI")."""
+        self._account(self._retired_before(insn) + 1)
+        fid, *args = (self.fast.reg(a64.X_REGS[i]) for i in range(4))
+        result = self.psci.call(fid, tuple(args))
+        if result.action in (PsciAction.POWER_OFF, PsciAction.RESET):
+            status = result.exit_status if result.exit_status is not None else 0
+            self.exit = MachineExit(status, None, f"psci-{result.reason}")
+            self._request_stop()
+            return
+        self.fast.set_reg(a64.X_REGS[0], result.x0_value)
+
     def _semihost(self, pc: int) -> None:
         op = self.uc.reg_read(A.UC_ARM64_REG_X0) & 0xFFFFFFFF
         param = self.uc.reg_read(A.UC_ARM64_REG_X1)
@@ -1557,7 +1596,7 @@ class Machine:
         try:
             result = self.semihost.call(op, param)
         except SemihostExit as done:
-            self.exit = done
+            self.exit = MachineExit(done.status, done.reason, "semihosting")
             self.uc.reg_write(A.UC_ARM64_REG_PC, pc + 4)
             self._request_stop()
             return
@@ -1903,6 +1942,7 @@ class Machine:
         return RunResult(
             exit_status=self.exit.status if self.exit else None,
             exit_reason=self.exit.reason if self.exit else None,
+            exit_via=self.exit.via if self.exit else None,
             instructions=self.insns(), population=st.population, samples=st.samples,
             records_written=st.records_written, bytes_written=st.bytes_written,
             filtered_out=st.filtered_out, management_events=len(st.management_events),

@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ..errors import SpeEmuError
-from ..session import RunOptions, run_image
+from ..session import KernelOptions, RunOptions, parse_ram_size, run_image, run_kernel
 
 
 def _fail(message: str) -> None:
@@ -28,7 +28,20 @@ def main() -> None:
 
 
 @main.command()
-@click.argument("image", type=click.Path(path_type=Path))
+@click.argument("image", type=click.Path(path_type=Path), required=False)
+@click.option("--machine", "machine", default=None, metavar="BOARD",
+              help="Boot software built for this board (virt), as qemu-system-aarch64 -M.")
+@click.option("--kernel", type=click.Path(path_type=Path), default=None,
+              help="With --machine: Linux Image (gzip or not), raw binary or ELF to boot.")
+@click.option("--initrd", type=click.Path(path_type=Path), default=None,
+              help="With --machine: initial RAM disk.")
+@click.option("--append", default="", help="With --machine: kernel command line.")
+@click.option("--dtb", type=click.Path(path_type=Path), default=None,
+              help="With --machine: use this device tree blob instead of the generated one.")
+@click.option("-m", "memory", default=None, metavar="SIZE",
+              help="With --machine: RAM size (MiB, or with a K/M/G suffix; default 256M).")
+@click.option("--dumpdtb", type=click.Path(path_type=Path), default=None,
+              help="With --machine: write the generated device tree blob here and exit.")
 @click.option("--interval", default=4096, show_default=True,
               help="Sampling interval in operations (multiple of 256).")
 @click.option("--seed", default=0, show_default=True, help="Seed of the interval randomiser.")
@@ -55,11 +68,21 @@ def main() -> None:
               help="Run loop: reference = per-instruction oracle (slow); raw = no SPE model.")
 @click.option("-o", "--out", "outdir", type=click.Path(path_type=Path), default=Path("spe-out"),
               show_default=True, help="Output directory (trace, summary.json, guest files).")
-def run(image, interval, seed, random, filters, min_latency, timestamps, context, pa,
-        exclude_kernel, no_profiling, buffer_size, boot_el, no_firmware, firmware_path,
-        max_insns, mode, outdir) -> None:
+def run(image, machine, kernel, initrd, append, dtb, memory, dumpdtb, interval, seed, random,
+        filters, min_latency, timestamps, context, pa, exclude_kernel, no_profiling,
+        buffer_size, boot_el, no_firmware, firmware_path, max_insns, mode, outdir) -> None:
     """Run IMAGE with SPE enabled and write the trace plus a JSON summary into the output
-    directory."""
+    directory; or, with --machine virt --kernel FILE, boot software built for QEMU's virt
+    board (console on stdout and console.log)."""
+    if machine is not None or kernel is not None:
+        if image is not None:
+            _fail(f"IMAGE ({image}) and --kernel are exclusive: with --machine, give the "
+                  f"program as --kernel")
+        _run_machine(machine or "virt", kernel, initrd, append, dtb, memory, dumpdtb,
+                     boot_el, max_insns, mode, outdir, seed)
+        return
+    if image is None:
+        _fail("missing IMAGE (or --machine virt --kernel FILE)")
     opts = RunOptions(interval=interval, seed=seed, random=random,
                       filters=tuple(f for f in filters.split(",") if f),
                       min_latency=min_latency, timestamps=timestamps, context=context,
@@ -93,6 +116,33 @@ def run(image, interval, seed, random, filters, min_latency, timestamps, context
         table.add_row(name, str(value))
     Console().print(table)
     click.echo(f"trace: {session.trace_path}  summary: {session.outdir / 'summary.json'}")
+    if r.exit_status:
+        sys.exit(r.exit_status if 0 < r.exit_status < 256 else 1)
+
+
+def _run_machine(board, kernel, initrd, append, dtb, memory, dumpdtb, boot_el, max_insns,
+                 mode, outdir, seed) -> None:
+    """``run --machine``: the console goes to stdout as the guest writes it; the exit status
+    is the guest's (0 after PSCI SYSTEM_OFF)."""
+    def echo(data: bytes) -> None:
+        sys.stdout.buffer.write(data)
+        sys.stdout.flush()
+
+    try:
+        kopts = KernelOptions(board=board, kernel=kernel, initrd=initrd, append=append,
+                              dtb=dtb, dumpdtb=dumpdtb)
+        if memory is not None:
+            kopts.ram_size = parse_ram_size(memory)
+        kopts.board_spec()
+        opts = RunOptions(boot_el=boot_el, firmware=False, max_insns=max_insns, mode=mode,
+                          outdir=outdir, seed=seed)
+        opts.validate()
+        session = run_kernel(kopts, opts, console=echo)
+    except SpeEmuError as exc:
+        _fail(str(exc))
+    if dumpdtb is not None:
+        return
+    r = session.result
     if r.exit_status:
         sys.exit(r.exit_status if 0 < r.exit_status < 256 else 1)
 
