@@ -1,0 +1,1 @@
+"""Models of firmware and board services that are not memory-mapped registers (PSCI)."""
