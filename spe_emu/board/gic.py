@@ -85,9 +85,6 @@ DEFAULT_NUM_SPIS = 64
 MAX_NUM_SPIS = 960
 """ITLinesNumber = 30: the largest SPI INTID 32 * 31 - 1 = 991 stays below the special
 INTIDs 1020..1023 (IHI 0069, GICD_TYPER)."""
-NUM_SPIS = DEFAULT_NUM_SPIS
-NUM_INTIDS = 32 + NUM_SPIS
-"""Default board: INTIDs 0..15 SGIs, 16..31 PPIs, 32..95 SPIs."""
 PRI_BITS = 5
 PRIORITY_MASK = (0xFF << (8 - PRI_BITS)) & 0xFF
 """Implemented bits of a priority value (0xF8)."""
@@ -538,7 +535,8 @@ ICC_REGISTERS = RegisterTable([
          check=icc_el1_access, on_read="_icc_bpr_read", on_write="_icc_bpr_write"),
     _icc("ICC_CTLR_EL1", (3, 0, 12, 12, 4), *_CTLR_ID_FIELDS, "EOImode 1", "CBPR 0",
          resets={"PRIbits": PRI_BITS - 1}, check=icc_el1_access),
-    _icc("ICC_SRE_EL1", (3, 0, 12, 12, 5), *_SRE_FIELDS, resets=dict(DIB=1, DFB=1, SRE=1), check=icc_el1_access),
+    _icc("ICC_SRE_EL1", (3, 0, 12, 12, 5), *_SRE_FIELDS, resets=dict(DIB=1, DFB=1, SRE=1),
+         check=icc_el1_access),
     _icc("ICC_IGRPEN0_EL1", (3, 0, 12, 12, 6), "Enable 0", check=icc_el1_access),
     _icc("ICC_IGRPEN1_EL1", (3, 0, 12, 12, 7), "Enable 0", check=icc_el1_access),
     _icc("ICC_SRE_EL2", (3, 4, 12, 9, 5), "Enable 3", *_SRE_FIELDS,

@@ -291,8 +291,8 @@ class Psci:
             return _ret(PsciReturn.NOT_SUPPORTED)
         mask = MASK64 if is64 else MASK32
         x1, x2, x3 = (a & mask for a in args)
-        handler: Callable[[int, int, int, PeState], PsciResult] = getattr(self,
-                                                                          function.handler)
+        handler: Callable[[int, int, int, PeState], PsciResult]
+        handler = getattr(self, function.handler)
         return handler(x1, x2, x3, pe)
 
     def implemented(self, function_id: int, pe_state: PeState | None = None) -> bool:
