@@ -1,5 +1,5 @@
-"""Device models. Importing this package registers every device kind in
+"""Device models and board services. Importing this package registers every device kind in
 :data:`spe_emu.platform.device.DEVICE_TYPES` (each module registers its classes with
-``class X(Device, kind="...")``)."""
+``class X(Device, kind="...")``); :mod:`.psci` is the firmware service PSCI."""
 
 from . import pl011  # noqa: F401  (registers kind "pl011")
