@@ -39,7 +39,7 @@ from unicorn.unicorn_py3.unicorn import uclib
 from .. import devices  # noqa: F401 -- the device models register themselves
 from .. import native
 from ..devices.psci import Psci, PsciAction
-from ..board.gic import GICD_BASE, GICD_SIZE, GICR_BASE, GICR_SIZE, ICC_REGISTERS, GicV3
+from ..board.gic import ICC_REGISTERS, GicDevice
 from ..board.loader import PF_X, Image
 from ..board.semihosting import Semihosting, SemihostExit
 from ..errors import ConfigError, GuestError, GuestRunaway
@@ -67,7 +67,6 @@ from .qemu_state import ExceptionReader
 
 NEVER = (1 << 64) - 1
 PSTATE_EL = PSTATE.field("EL")
-PMBIRQ_INTID = 21
 SEMIHOST_IMM = 0xF000
 INTNO_UNDEF, INTNO_SVC, INTNO_PREFETCH_ABORT, INTNO_DATA_ABORT = 1, 2, 3, 4
 INTNO_BKPT, INTNO_HVC, INTNO_HYP_TRAP, INTNO_SMC = 7, 11, 12, 13
@@ -136,6 +135,7 @@ RECORD_WINDOW_PAGES = 4
 PREDICTION_CACHE_ENTRIES = 1 << 16  # code sequences whose predictability is remembered
 SUCCESSOR_BLOCKS = 8     # blocks learnt ahead at a stop for lack of a verdict
 LEARNT_PAGES_MAX = 256   # code pages whose learning is kept for the process (LearntCode)
+INTERRUPT_CONTROLLER = "gicv3"  # the device kind the PE's IRQ/FIQ inputs come from
 TCG_MAX_INSNS = 256      # the longest translated block seen from Unicorn 2.1 (instructions)
 MASKED_IRQ_POLL = 4096   # instructions between checks while an interrupt is asserted but masked
 PREDICT_NO, PREDICT_START, PREDICT_NEXT_PC, PREDICT_END, PREDICT_EVAL = 0, 1, 2, 3, 4
@@ -188,7 +188,7 @@ class GicCpuInterface:
     table = ICC_REGISTERS
     via_undef = True
 
-    def __init__(self, gic: GicV3):
+    def __init__(self, gic: GicDevice):
         self.gic = gic
 
     def present(self) -> bool:
@@ -373,19 +373,18 @@ class Machine:
         self.clock = VirtualClock(self.insns)
         self.bus = Bus(self.uc)
         self.bus.map_ram("ram", config.ram_base, config.ram_size)
-        self.gic = GicV3(log=self._guest_error)
-        self.gic.on_change = self._irq_maybe_changed
-        self.uc.mmio_map(GICD_BASE, GICD_SIZE, self._mmio_read, GICD_BASE, self._mmio_write,
-                         GICD_BASE)
-        self.uc.mmio_map(GICR_BASE, GICR_SIZE, self._mmio_read, GICR_BASE, self._mmio_write,
-                         GICR_BASE)
         self.platform = Platform(clock=self.clock, outdir=Path(config.outdir),
                                  guest_error=self._guest_error, console=config.console,
                                  stdin=config.stdin)
         self.devices: dict[str, Device] = {}
-        for spec in config.board.devices:
-            if spec.kind != "gicv3":
-                self._add_device(spec)
+        # The interrupt controller first: the other devices' outputs are wired into it.
+        specs = sorted(config.board.devices, key=lambda d: d.kind != INTERRUPT_CONTROLLER)
+        if not specs or specs[0].kind != INTERRUPT_CONTROLLER:
+            raise ConfigError(f"board {config.board.name}: no {INTERRUPT_CONTROLLER} device")
+        self.gic = self._add_device(specs[0])
+        self._pmbirq_input = self.gic.input(config.board.ppi("pmbirq"))
+        for spec in specs[1:]:
+            self._add_device(spec)
         self.spu = Spu(config.spe, self._spu_write, self._pmbirq)
         self.sysregs = SysregRegistry()
         self.sysregs.register(self.spu)
@@ -454,23 +453,31 @@ class Machine:
         dev.on_change = self._device_changed
         self.bus.map_device(dev, spec.all_regions)
         for output, intid in spec.irqs:
-            dev.irqs[output].connect(lambda level, intid=intid: self.gic.set_level(intid, level))
+            dev.irqs[output].connect(self.gic.input(intid))
         self.devices[spec.name] = dev
         return dev
 
     def _device_changed(self) -> None:
         """A device changed state the run loop acts on (an interrupt level, an event on the
-        clock): re-plan at the next block boundary (devices are accessed from inside a run,
-        through MMIO, or at a stop, from a clock event)."""
+        clock): re-plan, and stop at the next block boundary when an interrupt is now
+        asserted or an event is due before the planned stop (devices are accessed from
+        inside a run, through MMIO or system registers, or at a stop, from a clock event)."""
         self.replan = True
         self._irq_line_value = None
-        if self.cfg.mode == "fast" and self._hooks_installed:
+        if not self._hooks_installed or self.cfg.mode == "raw":
+            # (raw: no instruction count to stop by; uc_emu_stop from an MMIO callback would
+            # restart the access. The change is seen at the next stop.)
+            return
+        fast = self.cfg.mode == "fast"
+        planned = max(self.insns(), self.counter.stop_at) if fast else self._ref_deadline
+        deadline = self.clock.next_deadline_insns()
+        if not (self._irq_line() or (deadline != NEVER and deadline < planned)):
+            return
+        if fast:
             self.counter.stop_at = min(self.counter.stop_at, self.counter.insns)
-        elif self.cfg.mode == "reference":
+        else:
             self._stop_requested = True
             self._ref_deadline = 0  # stop at the next instruction: the clock may have news
-        else:
-            self.uc.emu_stop()
 
     def load(self, image: Image) -> None:
         """Copy an ELF image's PT_LOAD segments into RAM (by physical address)."""
@@ -684,11 +691,7 @@ class Machine:
 
     # ------------------------------------------------------------------ interrupts ---------
     def _pmbirq(self, level: bool) -> None:
-        self.gic.set_level(PMBIRQ_INTID, level)
-        self._irq_line_value = None
-
-    def _irq_maybe_changed(self) -> None:
-        self.replan = True
+        self._pmbirq_input(level)
         self._irq_line_value = None
 
     def _irq_line(self) -> bool:
@@ -740,18 +743,6 @@ class Machine:
         self._ctx = None
         self.irqs_taken += 1
         return True
-
-    # ------------------------------------------------------------------ MMIO ---------------
-    def _mmio_read(self, uc: Uc, offset: int, size: int, base: int) -> int:
-        return self.gic.mmio_read(base + offset, size)
-
-    def _mmio_write(self, uc: Uc, offset: int, size: int, value: int, base: int) -> None:
-        self.gic.mmio_write(base + offset, size, value)
-        self.replan = True
-        self._irq_line_value = None
-        if self.cfg.mode == "fast" and self._irq_line():
-            # recognise a newly deliverable IRQ at the next block
-            self.counter.stop_at = min(self.counter.stop_at, self.counter.insns)
 
     # ------------------------------------------------------------------ population ---------
     def _account(self, upto: int) -> None:
