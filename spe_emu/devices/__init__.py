@@ -2,4 +2,5 @@
 :data:`spe_emu.platform.device.DEVICE_TYPES` (each module registers its classes with
 ``class X(Device, kind="...")``); :mod:`.psci` is the firmware service PSCI."""
 
+from . import generic_timer  # noqa: F401  (registers kind "generic_timer")
 from . import pl011  # noqa: F401  (registers kind "pl011")
