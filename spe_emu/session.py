@@ -13,10 +13,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from .board.loader import Image, load_elf
+from .board.loader import PF_R, PF_W, PF_X, Image, Segment, load_elf
 from .cpu.machine import Machine, MachineConfig, RunResult
 from .cpu.a64 import X_REGS
-from .errors import ConfigError, ImageError
+from .errors import ConfigError
 from .platform.board import VIRT, BoardSpec
 from .platform.boot import BootImage, load_kernel
 from .platform.dtb import build_dtb
@@ -194,6 +194,14 @@ def prepare_kernel_machine(kopts: KernelOptions, opts: "RunOptions",
     machine = Machine(mcfg)
     for addr, data in boot.segments:
         machine.uc.mem_write(addr, data)
+    # The kernel's code, for the control-instruction scan (ERET, MSR DAIFSet/DAIFClr) and
+    # for naming PCs: an ELF's own segments, else the loaded file as one executable segment.
+    if boot.format == "elf":
+        machine.images.append(load_elf(kopts.kernel))
+    else:
+        addr, data = boot.segments[0]
+        machine.images.append(Image(Path(kopts.kernel), boot.entry, [
+            Segment(addr, addr, data, len(data), PF_R | PF_W | PF_X)]))
     machine.reset(boot.entry)
     machine.uc.reg_write(X_REGS[0], boot.x0)
     machine.boot = boot

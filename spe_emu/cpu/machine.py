@@ -32,8 +32,9 @@ from pathlib import Path
 from typing import Callable, NamedTuple
 
 from unicorn import UC_ARCH_ARM64, UC_HOOK_BLOCK, UC_HOOK_CODE, UC_HOOK_INSN, UC_HOOK_INTR
-from unicorn import UC_MODE_ARM, UC_PROT_ALL, Uc, UcError
+from unicorn import UC_MODE_ARM, Uc, UcError
 from unicorn import arm64_const as A
+from unicorn.unicorn_py3.arch.arm64 import CpReg, UcRegCP64
 from unicorn.unicorn_py3.unicorn import uclib
 
 from .. import devices  # noqa: F401 -- the device models register themselves
@@ -45,7 +46,7 @@ from ..board.semihosting import Semihosting, SemihostExit
 from ..errors import ConfigError, GuestError, GuestRunaway
 from ..platform.board import VIRT, BoardSpec, Platform
 from ..platform.bus import Bus
-from ..platform.clock import CNTFRQ_HZ, VirtualClock
+from ..platform.clock import VirtualClock
 from ..platform.device import DEVICE_TYPES, Device
 from ..platform.sysregs import SysregEntry, SysregRegistry
 from ..spe import packets as P
@@ -53,9 +54,9 @@ from ..spe.buffer import TranslationFault, page_chunks
 from ..spe.config import SpeConfig
 from ..spe.records import Sample
 from ..spe.spu import Spu
-from ..sysreg import Access, RegisterSpec, Replan, reg
+from ..sysreg import Access, Replan, reg
 from . import a64, mmu
-from .context import (CNTHCTL_EL2, CNTKCTL_EL1, CONTEXTIDR_EL1, CONTEXTIDR_EL2, CPACR_EL1,
+from .context import (CONTEXTIDR_EL1, CONTEXTIDR_EL2, CPACR_EL1,
                       HCR_EL2, MDCR_EL2, MDCR_EL3, SCR_EL3, SCTLR_ENC, TTBR0_ENC, TTBR1_EL1,
                       AccessContext, banked)
 from .exceptions import (EC, ELR_REG, ESR, FAR_REG, PSTATE, SPSR_ENC, VectorKind,
@@ -80,9 +81,6 @@ FAR_ECS = {0x20, 0x21, 0x22, 0x24, 0x25, 0x34, 0x35}
 # Registers QEMU implements but whose value spe_emu presents (MRS hook returns our value).
 ID_AA64DFR0_EL1 = reg("ID_AA64DFR0_EL1", (3, 0, 0, 5, 0), "PMSVer 35:32", read_only=True)
 ID_AA64PFR0_EL1 = reg("ID_AA64PFR0_EL1", (3, 0, 0, 4, 0), "GIC 27:24", read_only=True)
-CNTVCT_EL0 = (3, 3, 14, 0, 2)
-CNTPCT_EL0 = (3, 3, 14, 0, 1)
-CNTFRQ_EL0 = (3, 3, 14, 0, 0)
 ISR_EL1 = reg("ISR_EL1", (3, 0, 12, 1, 0), "A 8", "I 7", "F 6", read_only=True,
               doc="Arm ARM D19.2 ISR_EL1")
 WFI_WORD = 0xD503207F
@@ -143,6 +141,11 @@ PREDICT_NO, PREDICT_START, PREDICT_NEXT_PC, PREDICT_END, PREDICT_EVAL = 0, 1, 2,
 # IC IALLU, IC IVAU): code may have changed.
 CRN_CACHE, CRM_IC = 7, (1, 5)
 # uc_cb_hookcode_t: (uc, address, size, user_data)
+SYS_HOOK = ctypes.CFUNCTYPE(ctypes.c_uint32, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p,
+                            ctypes.c_void_p)  # (uc, reg, uc_arm64_cp_reg *, user data)
+# CNTPCT_EL0 and CNTVCT_EL0, in the native table's order (spe_native.h spe_counter_reads)
+COUNTER_READS = ((3, 3, 14, 0, 1), (3, 3, 14, 0, 2))
+MASK64 = (1 << 64) - 1
 CODE_HOOK = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint32,
                              ctypes.c_void_p)
 # uc_hook_add (variadic): a function object of our own, without the binding's argtypes, so
@@ -194,11 +197,15 @@ class GicCpuInterface:
     def present(self) -> bool:
         return True
 
-    def sysreg_read(self, spec: RegisterSpec, ctx: AccessContext) -> int:
-        return self.gic.sysreg_read(spec.name)
+    @staticmethod
+    def context(ctx: AccessContext) -> AccessContext:
+        return ctx
 
-    def sysreg_write(self, spec: RegisterSpec, value: int, ctx: AccessContext) -> None:
-        self.gic.sysreg_write(spec.name, value)
+    def sysreg_read(self, name: str, ctx: AccessContext) -> int:
+        return self.gic.sysreg_read(name)
+
+    def sysreg_write(self, name: str, value: int, ctx: AccessContext) -> None:
+        self.gic.sysreg_write(name, value)
 
 
 @dataclass
@@ -370,13 +377,15 @@ class Machine:
         # default 1 GiB buffer would grow with the number of samples until QEMU flushes it.
         self.uc.ctl_set_tcg_buffer_size(config.tcg_buffer_mb << 20)
         self.guest_errors: list[str] = []
-        self.clock = VirtualClock(self.insns)
+        self._retired_now: int | None = None  # set while a hook reads the clock mid-block
+        self.clock = VirtualClock(self._clock_retired)
         self.bus = Bus(self.uc)
         self.bus.map_ram("ram", config.ram_base, config.ram_size)
         self.platform = Platform(clock=self.clock, outdir=Path(config.outdir),
                                  guest_error=self._guest_error, console=config.console,
                                  stdin=config.stdin)
         self.devices: dict[str, Device] = {}
+        self.sysregs = SysregRegistry()
         # The interrupt controller first: the other devices' outputs are wired into it.
         specs = sorted(config.board.devices, key=lambda d: d.kind != INTERRUPT_CONTROLLER)
         if not specs or specs[0].kind != INTERRUPT_CONTROLLER:
@@ -386,9 +395,8 @@ class Machine:
         for spec in specs[1:]:
             self._add_device(spec)
         self.spu = Spu(config.spe, self._spu_write, self._pmbirq)
-        self.sysregs = SysregRegistry()
-        self.sysregs.register(self.spu)
-        self.sysregs.register(GicCpuInterface(self.gic), Replan.IRQ)
+        self.sysregs.register(self.spu, self.spu.table)
+        self.sysregs.register(GicCpuInterface(self.gic), ICC_REGISTERS, Replan.IRQ)
         self.qemu_exception = ExceptionReader(self.uc)
         self.fast = FastAccess(self.uc)
         self.semihost = Semihosting(Path(config.outdir), self._read_current, self._write_current,
@@ -451,7 +459,10 @@ class Machine:
                               f"(known: {', '.join(sorted(DEVICE_TYPES))})")
         dev = cls(spec, self.platform)
         dev.on_change = self._device_changed
-        self.bus.map_device(dev, spec.all_regions)
+        if spec.size:
+            self.bus.map_device(dev, spec.all_regions)
+        if dev.SYSREGS is not None:
+            self.sysregs.register(dev, dev.SYSREGS, Replan.IRQ)
         for output, intid in spec.irqs:
             dev.irqs[output].connect(self.gic.input(intid))
         self.devices[spec.name] = dev
@@ -520,7 +531,6 @@ class Machine:
         self._hooks_installed = True
         uc = self.uc
         uc.hook_add(UC_HOOK_INTR, self._on_intr)
-        uc.hook_add(UC_HOOK_INSN, self._on_mrs, None, 1, 0, A.UC_ARM64_INS_MRS)
         uc.hook_add(UC_HOOK_INSN, self._on_msr, None, 1, 0, A.UC_ARM64_INS_MSR)
         uc.hook_add(UC_HOOK_INSN, self._on_sys, None, 1, 0, A.UC_ARM64_INS_SYS)
         self.counter = native.SpeCounter(
@@ -532,6 +542,21 @@ class Machine:
         self.counter.ram_base, self.counter.ram_size = self.cfg.ram_base, self.cfg.ram_size
         for i, rid in enumerate(CAPTURE_REGS):
             self.counter.reg_ids[i] = rid
+        if self.cfg.mode == "fast":
+            # Counter reads (CNTPCT_EL0/CNTVCT_EL0) answered natively; every other MRS, and a
+            # read the table does not cover, goes to _on_mrs (_mrs_fallback).
+            reads = self.counter_reads = native.SpeCounterReads()
+            reads.counter = ctypes.pointer(self.counter)
+            reads.reg_read = ctypes.cast(uclib.uc_reg_read, ctypes.c_void_p).value
+            reads.reg_write = ctypes.cast(uclib.uc_reg_write, ctypes.c_void_p).value
+            reads.pc_id, reads.pstate_id = A.UC_ARM64_REG_PC, A.UC_ARM64_REG_PSTATE
+            self._mrs_callback = SYS_HOOK(self._mrs_fallback)
+            reads.fallback = ctypes.cast(self._mrs_callback, ctypes.c_void_p).value
+            self._native_hook(UC_HOOK_INSN, ctypes.c_void_p(native.mrs_hook_address()),
+                              ctypes.byref(reads), 1, 0, A.UC_ARM64_INS_MRS)
+        else:
+            self.counter_reads = None
+            uc.hook_add(UC_HOOK_INSN, self._on_mrs, None, 1, 0, A.UC_ARM64_INS_MRS)
         if self.cfg.mode == "raw":
             return
         if self.cfg.mode == "fast":
@@ -546,15 +571,18 @@ class Machine:
         else:
             uc.hook_add(UC_HOOK_CODE, self._on_every_insn)
 
-    def _native_hook(self, kind: int, callback, user_data, begin: int, end: int) -> None:
+    def _native_hook(self, kind: int, callback, user_data, begin: int, end: int,
+                     *insn: int) -> None:
         """``uc_hook_add`` without the binding's per-hook Python wrapper (the caller keeps
-        ``callback`` alive for the machine's lifetime).
+        ``callback`` alive for the machine's lifetime); ``insn``: the instruction of a
+        UC_HOOK_INSN hook.
 
         Raises:
             GuestError: Unicorn refused the hook.
         """
         err = UC_HOOK_ADD(self.uc._uch, ctypes.byref(ctypes.c_size_t()), kind, callback,
-                          user_data, ctypes.c_uint64(begin), ctypes.c_uint64(end))
+                          user_data, ctypes.c_uint64(begin), ctypes.c_uint64(end),
+                          *(ctypes.c_int(i) for i in insn))
         if err:
             raise GuestError(f"cannot install a native hook (type {kind}, uc error {err})")
 
@@ -1453,13 +1481,13 @@ class Machine:
         rt_reg = a64.X_REGS[info.rt] if info.rt < 31 else None  # Rt == 31 is XZR
         self._account(self._retired_before(pc) + 1)
         if info.is_read:
-            value = entry.owner.sysreg_read(entry.spec, ctx)
+            value = entry.owner.sysreg_read(entry.spec.name, ctx)
             self._irq_line_value = None  # (an acknowledge changes the GIC's outputs)
             if rt_reg is not None:
                 fast.set_reg(rt_reg, value)
         else:
             value = fast.reg(rt_reg) if rt_reg is not None else 0
-            entry.owner.sysreg_write(entry.spec, value, ctx)
+            entry.owner.sysreg_write(entry.spec.name, value, ctx)
             self._irq_line_value = None
             if self._stop_after_write(entry.replan, ctx):
                 self._request_stop()
@@ -1594,22 +1622,95 @@ class Machine:
         self.uc.reg_write(A.UC_ARM64_REG_X0, result & ((1 << 64) - 1))
         self.uc.reg_write(A.UC_ARM64_REG_PC, pc + 4)
 
+    def _mrs_fallback(self, _uch, reg: int, cp_ptr, _data) -> int:
+        """The native MRS hook's fallback (fast mode): fills the counter-read table when it is
+        invalid, then :meth:`_on_mrs`; an exception stops the run and is raised by
+        :meth:`_start`."""
+        try:
+            cp = ctypes.cast(cp_ptr, ctypes.POINTER(UcRegCP64)).contents
+            if not self.counter_reads.valid:
+                self._fill_counter_reads()
+            return self._on_mrs(self.uc, reg, CpReg(cp.crn, cp.crm, cp.op0, cp.op1, cp.op2,
+                                                    cp.val), None)
+        except BaseException as exc:  # noqa: BLE001 -- re-raised after emu_start returns
+            if self._hook_error is None:
+                self._hook_error = exc
+            self.uc.emu_stop()
+            return 0
+
+    def _fill_counter_reads(self) -> None:
+        """The native counter-read table for the present control state, from the registered
+        owner's own access checks and values (the rules stay in Python): for each EL and
+        counter, whether a read is permitted and the offset from the instruction count
+        (valid until an MSR or a wait changes the control state or the idle time)."""
+        reads = self.counter_reads
+        ctx = self.context()
+        allowed = 0
+        self._retired_now = 0
+        try:
+            for el in range(4):
+                ctx_el = replace(ctx, el=el)
+                for which, enc in enumerate(COUNTER_READS):
+                    entry = self.sysregs.lookup(enc)
+                    if (entry is None or entry.owner.via_undef
+                            or entry.verdict(True, ctx_el) is not Access.OK):
+                        continue
+                    value = entry.owner.sysreg_read(entry.spec.name, ctx_el)
+                    reads.offset[el][which] = -value & MASK64
+                    allowed |= 1 << (2 * el + which)
+        finally:
+            self._retired_now = None
+        reads.allowed = allowed
+        reads.valid = 1
+
+    def _counter_reads_changed(self) -> None:
+        """The control state or the idle time changed: the native table is refilled at the
+        next MRS that reaches Python."""
+        if self.counter_reads is not None:
+            self.counter_reads.valid = 0
+
+    def _clock_retired(self) -> int:
+        """Instructions retired, for the clock: exact at the instruction a hook runs for."""
+        return self.insns() if self._retired_now is None else self._retired_now
+
+    def _hooked_sysreg(self, entry: SysregEntry, is_read: bool, value: int = 0) -> int | None:
+        """An MRS/MSR of a register QEMU knows and a registered owner answers (the generic
+        timer), from the instruction hook: the value read (or 0 after a write), or None when
+        the access check does not pass -- QEMU then executes the instruction and raises the
+        same trap or UNDEF itself (returning 1 from the hook where QEMU's own check fails
+        re-executes the instruction forever: ../shared/notes/unicorn-aarch64-facts.md)."""
+        ctx = self.context()
+        if entry.verdict(is_read, ctx) is not Access.OK:
+            return None
+        pc = self.pc
+        self._account(self._retired_before(pc) + 1)
+        self._retired_now = self._retired_before(pc)
+        try:
+            if is_read:
+                return entry.owner.sysreg_read(entry.spec.name, ctx)
+            entry.owner.sysreg_write(entry.spec.name, value, ctx)
+            return 0
+        finally:
+            self._retired_now = None
+
     def _on_mrs(self, uc: Uc, reg: int, cp, _data) -> int:
-        """Supply spe_emu's values for the generic counters (virtual time) and the ID fields it
-        changes -- only when the access is permitted; otherwise QEMU executes the MRS and
-        raises the trap or UNDEF itself (returning 0)."""
+        """Supply the values of registers QEMU knows but spe_emu models: registered owners
+        (the generic timer on virtual time), ISR_EL1 and the ID fields spe_emu changes --
+        only when the access is permitted; otherwise QEMU executes the MRS and raises the
+        trap or UNDEF itself (returning 0)."""
         enc = (cp.op0, cp.op1, cp.crn, cp.crm, cp.op2)
+        entry = self.sysregs.lookup(enc)
+        if entry is not None and not entry.owner.via_undef:
+            value = self._hooked_sysreg(entry, True)
+            if value is None:
+                return 0
+            uc.reg_write(reg, value)
+            return 1
         if enc == ISR_EL1.encoding.tuple:
             ctx = self.context()
             if ctx.el == 0:
                 return 0  # UNDEFINED at EL0: QEMU raises it
             uc.reg_write(reg, self._isr_el1(ctx))
-            return 1
-        if enc in (CNTVCT_EL0, CNTPCT_EL0, CNTFRQ_EL0):
-            if not self._counter_access_allowed(enc):
-                return 0
-            uc.reg_write(reg, CNTFRQ_HZ if enc == CNTFRQ_EL0
-                         else self.clock.ticks(self._retired_before(self.pc)))
             return 1
         if enc in (ID_AA64DFR0_EL1.encoding.tuple, ID_AA64PFR0_EL1.encoding.tuple):
             ctx = self.context()
@@ -1636,20 +1737,6 @@ class Machine:
              else self.gic.fiq_line())
         return ISR_EL1.make(I=int(i), F=int(f))
 
-    def _counter_access_allowed(self, enc) -> bool:
-        """EL0 needs CNTKCTL_EL1.EL0VCTEN/EL0PCTEN (either for CNTFRQ_EL0); EL1 reads of
-        CNTPCT_EL0 need CNTHCTL_EL2.EL1PCTEN when EL2 is enabled (Arm ARM D11.2; the HCR_EL2.E2H
-        forms are not modelled)."""
-        ctx = self.context()
-        if ctx.el == 0:
-            k = self.uc.cpr_read(*CNTKCTL_EL1.encoding.tuple)
-            v, p = CNTKCTL_EL1.get(k, "EL0VCTEN"), CNTKCTL_EL1.get(k, "EL0PCTEN")
-            return bool({CNTVCT_EL0: v, CNTPCT_EL0: p, CNTFRQ_EL0: v or p}[enc])
-        if ctx.el == 1 and enc == CNTPCT_EL0 and ctx.el2_enabled:
-            return bool(CNTHCTL_EL2.get(self.uc.cpr_read(*CNTHCTL_EL2.encoding.tuple),
-                                        "EL1PCTEN"))
-        return True
-
     def _on_sys(self, uc: Uc, reg: int, cp, _data) -> int:
         """SYS instructions (op0 == 1): a TLBI invalidates the host translation cache."""
         self._catch_up(NEVER)  # (a SYS is never before a predicted or captured sample)
@@ -1661,7 +1748,16 @@ class Machine:
 
     def _on_msr(self, uc: Uc, reg: int, cp, _data) -> int:
         self._catch_up(NEVER)  # (an MSR is never before a predicted or captured sample)
+        self._counter_reads_changed()
         enc = (cp.op0, cp.op1, cp.crn, cp.crm, cp.op2)
+        entry = self.sysregs.lookup(enc)
+        if entry is not None and not entry.owner.via_undef:
+            # The owner performs the write, and QEMU then executes it as well (returning 0):
+            # QEMU's copy of the trap controls (CNTKCTL_EL1, CNTHCTL_EL2) is what it raises
+            # the traps of later MRS/MSR by when the owner's verdict is not OK
+            # (:meth:`_hooked_sysreg`), so both must hold the same value.
+            self._hooked_sysreg(entry, False, cp.val)
+            return 0
         if enc in TRANSLATION_WRITES:
             self._flush_translations()
             return 0
@@ -1791,7 +1887,6 @@ class Machine:
                                        - (self._pending is not None))
                     c.gap = gap
             stops = c.stops
-            start = c.insns
             capturing = c.gap
             pc = self.pc
             self._start(pc)
@@ -1895,6 +1990,7 @@ class Machine:
             return
         if word != WFI_WORD or self._irq_line():
             return
+        self._counter_reads_changed()
         if not self.clock.wait_for_event():
             raise GuestError(f"WFI at PC {pc - 4:#x} with no interrupt that can wake the PE "
                              f"and no event scheduled")

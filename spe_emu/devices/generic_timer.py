@@ -362,6 +362,13 @@ class GenericTimer(Device, kind="generic_timer"):
 
     SYSREGS: ClassVar[RegisterTable] = TIMER_REGISTERS
     IRQ_OUTPUTS = IRQ_OUTPUTS
+    via_undef = False
+    """QEMU knows these registers: the machine answers them from its MRS/MSR instruction hooks
+    (:class:`spe_emu.platform.sysregs.SysregOwner`)."""
+
+    @staticmethod
+    def present() -> bool:
+        return True
 
     @classmethod
     def for_board(cls, board: BoardSpec, platform: "Platform", name: str = "timer"

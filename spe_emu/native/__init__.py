@@ -102,6 +102,23 @@ REC_DONE, REC_DROP, REC_TEMPLATE, REC_PYTHON, REC_ORDER = 0, 1, 2, 3, 4
 TEMPLATE_HEAD = 19    # bytes of spe_template.head
 
 
+class SpeCounterReads(ctypes.Structure):
+    """Mirror of ``struct spe_counter_reads`` (spe_native.h): counter reads answered by
+    ``spe_mrs_hook``."""
+
+    _fields_ = [("valid", ctypes.c_uint64), ("allowed", ctypes.c_uint64),
+                ("offset", (ctypes.c_uint64 * 2) * 4),
+                ("counter", ctypes.POINTER(SpeCounter)), ("reg_read", ctypes.c_void_p),
+                ("reg_write", ctypes.c_void_p), ("fallback", ctypes.c_void_p),
+                ("pc_id", ctypes.c_int32), ("pstate_id", ctypes.c_int32),
+                ("answered", ctypes.c_uint64)]
+
+
+def mrs_hook_address() -> int:
+    """Address of ``spe_mrs_hook`` for ``uc_hook_add(UC_HOOK_INSN, ..., UC_ARM64_INS_MRS)``."""
+    return ctypes.cast(library().spe_mrs_hook, ctypes.c_void_p).value
+
+
 class SpeTemplate(ctypes.Structure):
     """Mirror of ``struct spe_template``: what one instruction puts in its record."""
 
@@ -197,10 +214,12 @@ def _layout_matches(lib: ctypes.CDLL) -> bool:
                 source_digest():
             return False
         sizes = [ctypes.c_uint64.in_dll(lib, name).value for name in (
-            "spe_counter_size", "spe_recorder_size", "spe_template_size")]
+            "spe_counter_size", "spe_recorder_size", "spe_template_size",
+            "spe_counter_reads_size")]
     except ValueError:
         return False
-    return sizes == [ctypes.sizeof(t) for t in (SpeCounter, SpeRecorder, SpeTemplate)]
+    return sizes == [ctypes.sizeof(t) for t in (SpeCounter, SpeRecorder, SpeTemplate,
+                                                SpeCounterReads)]
 
 
 def verdict_add(counter: SpeCounter, pc: int, n: int, k: int, mode: int) -> bool:

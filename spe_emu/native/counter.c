@@ -34,6 +34,7 @@
 #endif
 const char spe_source_digest[17] = SPE_SOURCE_DIGEST;
 const uint64_t spe_counter_size = sizeof(struct spe_counter);
+const uint64_t spe_counter_reads_size = sizeof(struct spe_counter_reads);
 
 static uint32_t verdict_slot(uint64_t pc, uint32_t n, uint32_t k)
 {
@@ -304,3 +305,27 @@ void spe_block_hook(void *uc, uint64_t address, uint32_t size, struct spe_counte
 static struct PyModuleDef spe_counter_module = {PyModuleDef_HEAD_INIT, "_counter",
     "Native block-hook instruction counter (used through ctypes).", -1, NULL};
 PyMODINIT_FUNC PyInit__counter(void) { return PyModule_Create(&spe_counter_module); }
+
+/* UC_HOOK_INSN (MRS) callback: CNTPCT_EL0 / CNTVCT_EL0 from the instruction count, when the
+ * table says the read is permitted at the current EL; everything else goes to the Python hook.
+ * (Returning 1 skips the MRS with our value in Xt: QEMU knows these registers.) */
+uint32_t spe_mrs_hook(void *uc, int reg, const struct uc_arm64_cp *cp,
+                      struct spe_counter_reads *r)
+{
+    if (r->valid && cp->op0 == 3 && cp->op1 == 3 && cp->crn == 14 && cp->crm == 0
+            && (cp->op2 == 1 || cp->op2 == 2)) {
+        uint64_t pstate = 0, pc = 0;
+        r->reg_read(uc, r->pstate_id, &pstate);
+        unsigned el = (unsigned)(pstate >> 2) & 3, which = cp->op2 - 1;
+        if ((r->allowed >> (2 * el + which)) & 1) {
+            struct spe_counter *c = r->counter;
+            r->reg_read(uc, r->pc_id, &pc);
+            uint64_t retired = c->insns - c->block_insns + (pc - c->block_start) / 4;
+            uint64_t value = retired - r->offset[el][which];
+            r->reg_write(uc, reg, &value);
+            r->answered++;
+            return 1;
+        }
+    }
+    return r->fallback(uc, reg, cp, r);
+}

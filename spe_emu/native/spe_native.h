@@ -210,4 +210,30 @@ struct spe_recorder {
     uint8_t *template_used; /* SPE_TEMPLATES flags: the slot holds a template */
 };
 
+/* Counter reads answered natively (counter.c spe_mrs_hook): MRS CNTPCT_EL0 (which 0) and
+ * CNTVCT_EL0 (which 1). Python fills it from the registered owner's own access checks and
+ * values (spe_emu.cpu.machine, Machine._fill_counter_reads): `allowed` bit 2 * EL + which
+ * says the read is permitted at that EL, and the value is the instructions retired before
+ * the MRS minus offset[EL][which] (mod 2^64). valid == 0: every MRS goes to `fallback` (the
+ * Python hook), which fills the table again. */
+struct uc_arm64_cp {        /* Unicorn's uc_arm64_cp_reg */
+    uint32_t crn, crm, op0, op1, op2;
+    uint64_t val;
+};
+typedef uint32_t (*spe_sys_hook_fn)(void *uc, int reg, const struct uc_arm64_cp *cp,
+                                    void *user_data);
+typedef int (*spe_reg_io_fn)(void *uc, int regid, void *value);
+
+struct spe_counter_reads {
+    uint64_t valid;
+    uint64_t allowed;
+    uint64_t offset[4][2];
+    struct spe_counter *counter;
+    spe_reg_io_fn reg_read;     /* uc_reg_read from libunicorn */
+    spe_reg_io_fn reg_write;    /* uc_reg_write */
+    spe_sys_hook_fn fallback;   /* the Python MRS hook */
+    int32_t pc_id, pstate_id;   /* UC_ARM64_REG_PC, UC_ARM64_REG_PSTATE */
+    uint64_t answered;          /* reads answered natively (for tests and benchmarks) */
+};
+
 #endif

@@ -38,6 +38,9 @@ class Device:
     """
 
     REGISTERS: ClassVar[RegisterMap | None] = None
+    SYSREGS: ClassVar[Any] = None
+    """A device that owns system registers (a :class:`~spe_emu.sysreg.RegisterTable`) is a
+    :class:`~spe_emu.platform.sysregs.SysregOwner`; the machine registers it."""
     IRQ_OUTPUTS: ClassVar[tuple[str, ...]] = ()
     kind: ClassVar[str] = ""
 

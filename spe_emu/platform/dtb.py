@@ -250,22 +250,23 @@ def _pl011_node(spec: DeviceSpec, tree: DtTree) -> DtNode:
     return node
 
 
-NODE_BUILDERS: dict[str, Callable[[DeviceSpec, DtTree], DtNode]] = {
+NODE_BUILDERS: dict[str, Callable[[DeviceSpec, DtTree], DtNode] | None] = {
     "gicv3": _gicv3_node,
     "pl011": _pl011_node,
+    "generic_timer": None,  # the /timer node is built from board.ppis (_timer_node)
 }
 """Device kind -> function building its node."""
 
 INTERRUPT_CONTROLLER_KINDS = frozenset({"gicv3"})
 
 
-def _device_node(spec: DeviceSpec, tree: DtTree) -> DtNode:
+def _device_node(spec: DeviceSpec, tree: DtTree) -> DtNode | None:
     try:
         build = NODE_BUILDERS[spec.kind]
     except KeyError:
         raise ConfigError(f"device {spec.name}: no device-tree node for kind {spec.kind!r} "
                           f"(add one to spe_emu.platform.dtb.NODE_BUILDERS)") from None
-    return build(spec, tree)
+    return None if build is None else build(spec, tree)
 
 
 # -- the blob --------------------------------------------------------------------------------
@@ -316,7 +317,7 @@ def build_dtb(board: BoardSpec, *, ram_size: int, bootargs: str = "",
     _check_redistributors(intcs[0], len(cpu_mpidrs))
 
     root = DtNode("/")
-    device_nodes = [_device_node(d, tree) for d in board.devices]
+    device_nodes = [n for n in (_device_node(d, tree) for d in board.devices) if n is not None]
     root.add("interrupt-parent", tree.phandle(_unit(intcs[0].name, intcs[0].base)))
     root.add("#address-cells", tree.address_cells)
     root.add("#size-cells", tree.size_cells)

@@ -27,17 +27,20 @@ class SysregOwner(Protocol):
             and the MRS/MSR instruction hook supplies the value (the generic timer).
     """
 
-    table: RegisterTable
     via_undef: bool
 
     def present(self) -> bool:
         """Whether the registers exist (e.g. PMSVer != 0); absent ones are UNDEFINED."""
 
-    def sysreg_read(self, spec: RegisterSpec, ctx: Any) -> int:
-        """The value an MRS of ``spec`` returns (the access check passed)."""
+    def context(self, ctx: Any) -> Any:
+        """The access checks' input: ``ctx``, with whatever control state the owner keeps
+        itself (the generic timer adds CNTKCTL_EL1 and CNTHCTL_EL2)."""
 
-    def sysreg_write(self, spec: RegisterSpec, value: int, ctx: Any) -> None:
-        """Perform an MSR of ``value`` to ``spec`` (the access check passed)."""
+    def sysreg_read(self, name: str, ctx: Any) -> int:
+        """The value an MRS of register ``name`` returns (the access check passed)."""
+
+    def sysreg_write(self, name: str, value: int, ctx: Any) -> None:
+        """Perform an MSR of ``value`` to register ``name`` (the access check passed)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +59,7 @@ class SysregEntry:
             return Access.UNDEFINED
         if not is_read and self.spec.read_only:
             return Access.UNDEFINED
-        return self.spec.check(ctx, is_read)
+        return self.spec.check(self.owner.context(ctx), is_read)
 
 
 class SysregRegistry:
@@ -65,14 +68,15 @@ class SysregRegistry:
     def __init__(self) -> None:
         self._by_enc: dict[tuple[int, int, int, int, int], SysregEntry] = {}
 
-    def register(self, owner: SysregOwner, replan: Replan = Replan.NONE) -> None:
-        """Add every register of ``owner.table``; ``replan`` is the default for registers that
-        do not declare their own.
+    def register(self, owner: SysregOwner, table: RegisterTable,
+                 replan: Replan = Replan.NONE) -> None:
+        """Add every register of ``table``, owned by ``owner``; ``replan`` is the default for
+        registers that do not declare their own.
 
         Raises:
             RegisterTableError: an encoding is registered already.
         """
-        for spec in owner.table:
+        for spec in table:
             enc = spec.encoding.tuple
             if enc in self._by_enc:
                 raise RegisterTableError(f"{spec.name} ({spec.encoding}) is registered already "

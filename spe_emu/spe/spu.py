@@ -17,7 +17,6 @@ from .config import SpeConfig
 from .filters import collect_record
 from .interval import IntervalCounter, Xorshift64
 from .records import RecordBuilder, Sample
-from ..sysreg import RegisterSpec
 from .registers import ALIASES, redirect, spe_registers
 
 
@@ -71,11 +70,16 @@ class Spu:
         """The PMS*/PMB* registers exist only when FEAT_SPE is implemented (PMSVer != 0)."""
         return self.config.pmsver != 0
 
-    def sysreg_read(self, spec: RegisterSpec, ctx: AccessContext) -> int:
-        return self.read(spec.name, ctx)
+    @staticmethod
+    def context(ctx: AccessContext) -> AccessContext:
+        """The access checks need nothing beyond the PE's context (§3.2.3, §3.4.6)."""
+        return ctx
 
-    def sysreg_write(self, spec: RegisterSpec, value: int, ctx: AccessContext) -> None:
-        self.write(spec.name, value, ctx)
+    def sysreg_read(self, name: str, ctx: AccessContext) -> int:
+        return self.read(name, ctx)
+
+    def sysreg_write(self, name: str, value: int, ctx: AccessContext) -> None:
+        self.write(name, value, ctx)
 
     def read(self, name: str, ctx: AccessContext) -> int:
         """Direct read of register ``name`` (after its access check), with VHE redirection."""
