@@ -24,6 +24,10 @@ from .context import HCR_EL2, SCTLR_ELX, SCTLR_ENC, SPSR_ENC
 from .fastuc import FastAccess
 
 ESR = reg("ESR_ELx", (3, 0, 5, 2, 0), "EC 31:26", "IL 25", "ISS 24:0", doc="Arm ARM D19.2")
+ABORT_ISS = reg("ISS_ABORT", (3, 0, 5, 2, 0), "ISV 24", "EA 9", "S1PTW 7", "WnR 6", "FSC 5:0",
+                doc="Arm ARM D19.2 ISS encoding for an exception from a Data/Instruction Abort")
+FSC_SYNC_EXTERNAL = 0b010000
+"""FSC: synchronous External abort, not on a translation table walk."""
 ISS_SYSREG = reg("ISS_SYSREG", (3, 0, 5, 2, 0), "Op0 21:20", "Op2 19:17", "Op1 16:14",
                  "CRn 13:10", "Rt 9:5", "CRm 4:1", "Direction 0",
                  doc="Arm ARM D19.2 ISS encoding for an exception from MSR, MRS or System "
@@ -42,6 +46,10 @@ class EC(enum.IntEnum):
     HVC64 = 0x16
     SMC64 = 0x17
     SYSREG = 0x18
+    IABORT_LOWER = 0x20
+    IABORT_SAME = 0x21
+    DABORT_LOWER = 0x24
+    DABORT_SAME = 0x25
     BRK64 = 0x3C
 
 

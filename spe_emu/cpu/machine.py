@@ -31,7 +31,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Callable, NamedTuple
 
-from unicorn import UC_ARCH_ARM64, UC_HOOK_BLOCK, UC_HOOK_CODE, UC_HOOK_INSN, UC_HOOK_INTR
+from unicorn import (UC_ARCH_ARM64, UC_ERR_FETCH_UNMAPPED, UC_ERR_READ_UNMAPPED,
+                     UC_ERR_WRITE_UNMAPPED, UC_HOOK_BLOCK, UC_HOOK_CODE, UC_HOOK_INSN,
+                     UC_HOOK_INTR, UC_HOOK_MEM_UNMAPPED, UC_MEM_FETCH_UNMAPPED,
+                     UC_MEM_WRITE_UNMAPPED)
 from unicorn import UC_MODE_ARM, Uc, UcError
 from unicorn import arm64_const as A
 from unicorn.unicorn_py3.arch.arm64 import CpReg, UcRegCP64
@@ -59,7 +62,7 @@ from . import a64, mmu
 from .context import (CONTEXTIDR_EL1, CONTEXTIDR_EL2, CPACR_EL1,
                       HCR_EL2, MDCR_EL2, MDCR_EL3, SCR_EL3, SCTLR_ENC, TTBR0_ENC, TTBR1_EL1,
                       AccessContext, banked)
-from .exceptions import (EC, ELR_REG, ESR, FAR_REG, PSTATE, SPSR_ENC, VectorKind,
+from .exceptions import (ABORT_ISS, EC, ELR_REG, ESR, FSC_SYNC_EXTERNAL, FAR_REG, PSTATE, SPSR_ENC, VectorKind,
                          current_pstate, esr, set_pstate, sysreg_trap_iss, take_exception)
 from .fastuc import FastAccess
 from .native_records import (CAPTURE_REGS, CAPTURE_SLOT, NativeRecords, block_templates,
@@ -145,6 +148,7 @@ SYS_HOOK = ctypes.CFUNCTYPE(ctypes.c_uint32, ctypes.c_void_p, ctypes.c_int, ctyp
                             ctypes.c_void_p)  # (uc, reg, uc_arm64_cp_reg *, user data)
 # CNTPCT_EL0 and CNTVCT_EL0, in the native table's order (spe_native.h spe_counter_reads)
 COUNTER_READS = ((3, 3, 14, 0, 1), (3, 3, 14, 0, 2))
+UNMAPPED_ERRORS = {UC_ERR_READ_UNMAPPED, UC_ERR_WRITE_UNMAPPED, UC_ERR_FETCH_UNMAPPED}
 MASK64 = (1 << 64) - 1
 CODE_HOOK = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint32,
                              ctypes.c_void_p)
@@ -412,6 +416,7 @@ class Machine:
         self.ref_insns = 0       # reference mode instruction count
         self.replan = True
         self._stop_requested = False
+        self._unmapped: tuple[int, int] | None = None  # (UC_MEM_*, VA) of a failed access
         self._ref_deadline = NEVER  # reference mode: instruction count of the next clock event
         self.hold_irq_until = 0  # the sampled instruction completes before an IRQ is taken
         self._budget_spent = False
@@ -531,6 +536,7 @@ class Machine:
         self._hooks_installed = True
         uc = self.uc
         uc.hook_add(UC_HOOK_INTR, self._on_intr)
+        uc.hook_add(UC_HOOK_MEM_UNMAPPED, self._on_unmapped)
         uc.hook_add(UC_HOOK_INSN, self._on_msr, None, 1, 0, A.UC_ARM64_INS_MSR)
         uc.hook_add(UC_HOOK_INSN, self._on_sys, None, 1, 0, A.UC_ARM64_INS_SYS)
         self.counter = native.SpeCounter(
@@ -1593,6 +1599,40 @@ class Machine:
             return esr(EC.SYSREG, sysreg_trap_iss(0, op1, 4, crm, op2, 31, False))
         return esr(EC.UNKNOWN)
 
+    def _on_unmapped(self, _uc: Uc, access: int, address: int, _size: int, _value: int,
+                     _data) -> bool:
+        """A fetch, load or store reached an address with no RAM or device behind it: note
+        it (Unicorn then ends emu_start with UC_ERR_*_UNMAPPED, and :meth:`_start` takes the
+        abort). ``address`` is the virtual address of the access."""
+        if self._unmapped is None:
+            self._unmapped = (access, address)
+        return False
+
+    def _external_abort(self, access: int, va: int) -> None:
+        """The synchronous External abort an access to no RAM or device is on the board's
+        bus (Arm ARM D1.3.4 "External aborts"; QEMU's virt board: unassigned accesses fault):
+        an Instruction Abort for a fetch (EC 0x20/0x21, ELR = FAR = the fetched address), a
+        Data Abort for a load or store (EC 0x24/0x25, WnR for a store, FAR = its VA, ELR =
+        the instruction), FSC 0b010000, ISV = 0, routed like any abort: to EL3 when
+        SCR_EL3.EA is set, else to EL2 from EL0 with HCR_EL2.TGE, else to the current EL (EL1
+        from EL0) (AArch64.TakeException; D19.2 ISS encoding for aborts)."""
+        ctx = self.context()
+        pc = self.pc
+        if SCR_EL3.get(ctx.scr_el3, "EA"):
+            target = 3
+        else:
+            target = max(self._undef_target(ctx), ctx.el)
+        lower = target > ctx.el
+        if access == UC_MEM_FETCH_UNMAPPED:
+            ec = EC.IABORT_LOWER if lower else EC.IABORT_SAME
+            iss = ABORT_ISS.make(FSC=FSC_SYNC_EXTERNAL)
+        else:
+            ec = EC.DABORT_LOWER if lower else EC.DABORT_SAME
+            iss = ABORT_ISS.make(FSC=FSC_SYNC_EXTERNAL,
+                                 WnR=int(access == UC_MEM_WRITE_UNMAPPED))
+        self.uc.reg_write(FAR_REG[target], va)
+        self._take_sync(ctx, target, esr(ec, iss), pc)
+
     def _psci_call(self, insn: int) -> None:
         """An HVC or SMC through the board's PSCI conduit (at ``insn``; the PC is already
         after it): the emulator is the firmware that answers it (Arm DEN 0022,
@@ -1840,11 +1880,15 @@ class Machine:
         return self._run_fast(progress)
 
     def _start(self, pc: int, until: int = 0, count: int = 0) -> None:
+        self._unmapped = None
         try:
             self.uc.emu_start(pc, until, 0, count)
         except UcError as exc:
-            raise GuestError(f"emulation stopped at PC {self.pc:#x} after {self.insns()} "
-                             f"instructions: {exc}") from None
+            if exc.errno in UNMAPPED_ERRORS and self._unmapped is not None:
+                self._external_abort(*self._unmapped)
+            else:
+                raise GuestError(f"emulation stopped at PC {self.pc:#x} after {self.insns()} "
+                                 f"instructions: {exc}") from None
         if self._hook_error is not None:
             exc, self._hook_error = self._hook_error, None
             raise exc
