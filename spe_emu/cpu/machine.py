@@ -50,6 +50,7 @@ from ..errors import ConfigError, GuestError, GuestRunaway
 from ..platform.board import VIRT, BoardSpec, Platform
 from ..platform.bus import Bus
 from ..platform.clock import VirtualClock
+from ..platform.console import POLL_TICKS, ConsoleInput, usable_input
 from ..platform.device import DEVICE_TYPES, Device
 from ..platform.sysregs import SysregEntry, SysregRegistry
 from ..spe import packets as P
@@ -473,6 +474,26 @@ class Machine:
         self.devices[spec.name] = dev
         return dev
 
+    def _start_console_input(self) -> None:
+        """Offer host input (``cfg.stdin``) to the board's console device every
+        :data:`~spe_emu.platform.console.POLL_TICKS` of virtual time
+        (:mod:`spe_emu.platform.console`)."""
+        stream = usable_input(self.cfg.stdin)
+        device = self.devices.get(self.cfg.board.console)
+        if stream is None or device is None or not hasattr(device, "feed"):
+            return
+        self._console_in = (ConsoleInput(stream), device)
+        self.clock.schedule(self.clock.ticks() + POLL_TICKS, "console-input",
+                            self._poll_console)
+
+    def _poll_console(self, now: int) -> None:
+        source, device = self._console_in
+        data = source.read(device.rx_space())
+        if data:
+            device.feed(data)
+        if not source.eof:
+            self.clock.schedule(now + POLL_TICKS, "console-input", self._poll_console)
+
     def _device_changed(self) -> None:
         """A device changed state the run loop acts on (an interrupt level, an event on the
         clock): re-plan, and stop at the next block boundary when an interrupt is now
@@ -529,6 +550,7 @@ class Machine:
         set_pstate(self.fast, pstate)
         uc.reg_write(A.UC_ARM64_REG_PC, entry)
         self._install_hooks()
+        self._start_console_input()
 
     def _install_hooks(self) -> None:
         if self._hooks_installed:

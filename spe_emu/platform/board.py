@@ -86,6 +86,7 @@ class BoardSpec:
         kernel_offset: where a raw binary, or an arm64 Image whose header has no image_size
             (kernels before v3.17), is loaded, from ``ram_base`` (bytes; QEMU's
             KERNEL64_LOAD_ADDR; see :mod:`spe_emu.platform.boot`).
+        console: the device that takes console input (and ``/chosen/stdout-path`` names).
     """
 
     name: str
@@ -94,6 +95,7 @@ class BoardSpec:
     devices: tuple[DeviceSpec, ...]
     ppis: tuple[tuple[str, int], ...]
     kernel_offset: int = 0x8_0000
+    console: str = "pl011"
 
     def device(self, name: str) -> DeviceSpec:
         for d in self.devices:

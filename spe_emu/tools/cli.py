@@ -137,7 +137,7 @@ def _run_machine(board, kernel, initrd, append, dtb, memory, dumpdtb, boot_el, m
         opts = RunOptions(boot_el=boot_el, firmware=False, max_insns=max_insns, mode=mode,
                           outdir=outdir, seed=seed)
         opts.validate()
-        session = run_kernel(kopts, opts, console=echo)
+        session = run_kernel(kopts, opts, console=echo, stdin=sys.stdin.buffer)
     except SpeEmuError as exc:
         _fail(str(exc))
     if dumpdtb is not None:

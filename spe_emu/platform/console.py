@@ -1,0 +1,69 @@
+"""Host input for the board's console device, offered at deterministic points of virtual time.
+
+The console device (the board's ``console``, e.g. the PL011) takes bytes through
+``feed(data)`` when ``rx_space()`` says it has room. The machine polls the host every
+:data:`POLL_TICKS` of virtual time while input is attached (a clock event), and when the PE
+waits in WFI. From a pipe or a file the poll reads exactly the room there is (blocking until
+that many bytes or end of file), so the same input gives the same run; from a terminal it
+reads what has been typed (interactive input is timing-dependent by nature).
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import stat
+from typing import BinaryIO
+
+POLL_TICKS = 100_000
+"""Ticks between input polls (1 ms at CNTFRQ_EL0 = 100 MHz)."""
+
+
+def usable_input(stream: BinaryIO | None) -> BinaryIO | None:
+    """``stream`` if it is a terminal, a pipe or a regular file (stdin worth reading), else
+    None (closed, /dev/null or another character device)."""
+    if stream is None:
+        return None
+    try:
+        fd = stream.fileno()
+        mode = os.fstat(fd).st_mode
+    except (OSError, ValueError, AttributeError):
+        return None
+    if os.isatty(fd) or stat.S_ISFIFO(mode) or stat.S_ISREG(mode):
+        return stream
+    return None
+
+
+class ConsoleInput:
+    """Reads host input for the console device.
+
+    Args:
+        stream: a binary file object with a file descriptor.
+    """
+
+    def __init__(self, stream: BinaryIO):
+        self.fd = stream.fileno()
+        self.interactive = os.isatty(self.fd)
+        self.eof = False
+
+    def read(self, room: int) -> bytes:
+        """Up to ``room`` bytes: from a terminal what is waiting now (maybe nothing); from a
+        pipe or file exactly ``room`` bytes unless the input ends first (then
+        :attr:`eof` is set)."""
+        if self.eof or room <= 0:
+            return b""
+        if self.interactive:
+            ready, _, _ = select.select([self.fd], [], [], 0)
+            if not ready:
+                return b""
+            data = os.read(self.fd, room)
+            self.eof = not data
+            return data
+        out = bytearray()
+        while len(out) < room:
+            chunk = os.read(self.fd, room - len(out))
+            if not chunk:
+                self.eof = True
+                break
+            out += chunk
+        return bytes(out)
