@@ -12,7 +12,7 @@ import re
 
 from keystone import KS_ARCH_ARM64, KS_MODE_LITTLE_ENDIAN, Ks, KsError
 
-from .board.gic import ICC_REGISTERS
+from .devices.gicv3 import ICC_REGISTERS
 from .errors import SpeEmuError
 from .spe.config import SpeConfig
 from .spe.registers import spe_registers

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from .board.loader import PF_R, PF_W, PF_X, Image, Segment, load_elf
+from .platform.loader import PF_R, PF_W, PF_X, Image, Segment, load_elf
 from .cpu.machine import Machine, MachineConfig, RunResult
 from .cpu.a64 import X_REGS
 from .errors import ConfigError

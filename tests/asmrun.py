@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from spe_emu.asm import assemble
-from spe_emu.board.loader import Image, Segment
+from spe_emu.platform.loader import Image, Segment
 from spe_emu.cpu.a64 import X_REGS
 from spe_emu.cpu.machine import Machine, MachineConfig
 from spe_emu.spe.config import SpeConfig

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from spe_emu.board.loader import load_elf
+from spe_emu.platform.loader import load_elf
 from spe_emu.spe.packets import iter_records
 from spe_emu.tools.cli import main
 from spe_emu.tools.decode import summarize

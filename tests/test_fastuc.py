@@ -4,7 +4,7 @@ reg_read / cpr_read / mem_read return."""
 from unicorn import UC_ARCH_ARM64, UC_MODE_ARM, UC_PROT_ALL, Uc
 from unicorn import arm64_const as A
 
-from spe_emu.cpu.context import CONTEXTIDR_EL1, HCR_EL2, MDCR_EL2, MDCR_EL3
+from spe_emu.arch.context import CONTEXTIDR_EL1, HCR_EL2, MDCR_EL2, MDCR_EL3
 from spe_emu.cpu.exceptions import PSTATE
 from spe_emu.cpu.fastuc import FastAccess
 

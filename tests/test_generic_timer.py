@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from spe_emu.cpu.context import HCR_EL2, SCR_EL3, AccessContext
+from spe_emu.arch.context import HCR_EL2, SCR_EL3, AccessContext
 from spe_emu.devices.generic_timer import (CNTHCTL_EL2, CNTKCTL_EL1, IRQ_OUTPUTS, TIMER_REGISTERS,
                                            GenericTimer, redirect, timer_output,
                                            virtual_offset_applies)

@@ -10,11 +10,11 @@ from asmrun import EXIT, run_asm, xregs
 from qemu_probe import needs_qemu
 from qemu_probe import run as run_on_qemu
 
-from spe_emu.board.gic import (
+from spe_emu.devices.gicv3 import (
     GICD_BASE, GICR_BASE, ICC_REGISTERS, WRITE_ONLY, GicDevice, GicV3, icc_el1_access,
     icc_el2_access, icc_el3_access,
 )
-from spe_emu.cpu.context import AccessContext
+from spe_emu.arch.context import AccessContext
 from spe_emu.errors import ConfigError, DeviceError
 from spe_emu.platform.board import VIRT, DeviceSpec, Platform
 from spe_emu.platform.clock import VirtualClock

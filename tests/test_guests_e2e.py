@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from spe_emu.board.loader import PF_X, load_elf
-from spe_emu.board.semihosting import Semihosting
+from spe_emu.platform.loader import PF_X, load_elf
+from spe_emu.devices.semihosting import Semihosting
 from spe_emu.session import RunOptions, default_firmware, run_image
 from spe_emu.spe import packets as P
 from spe_emu.spe.packets import iter_records

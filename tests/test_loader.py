@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from spe_emu.board.loader import PF_R, PF_W, PF_X, Image, Segment, load_elf
+from spe_emu.platform.loader import PF_R, PF_W, PF_X, Image, Segment, load_elf
 from spe_emu.errors import ImageError
 
 EM_AARCH64, EM_X86_64 = 183, 62

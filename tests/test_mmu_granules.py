@@ -1,4 +1,4 @@
-"""spe_emu's stage 1 walker (spe_emu.cpu.mmu) for the 4 KiB, 16 KiB and 64 KiB granules, in the
+"""spe_emu's stage 1 walker (spe_emu.arch.mmu) for the 4 KiB, 16 KiB and 64 KiB granules, in the
 EL1&0 (TTBR0 and TTBR1), EL2 and EL3 regimes, against Unicorn's own walker.
 
 Translation tables are built in Unicorn RAM by :class:`Tables`, which also keeps a Python model of
@@ -27,8 +27,8 @@ from unicorn import arm64_const as A
 from unicorn import unicorn_const as U
 from unicorn.unicorn_py3.unicorn import uclib
 
-from spe_emu.cpu import mmu
-from spe_emu.cpu.context import HCR_EL2, SCR_EL3
+from spe_emu.arch import mmu
+from spe_emu.arch.context import HCR_EL2, SCR_EL3
 from spe_emu.cpu.exceptions import PSTATE, set_pstate
 from spe_emu.cpu.fastuc import FastAccess
 from spe_emu.errors import GuestError

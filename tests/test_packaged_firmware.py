@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from spe_emu.board.loader import load_elf
+from spe_emu.platform.loader import load_elf
 from spe_emu.session import FIRMWARE_CONFIG_SYMBOL, FIRMWARE_MAGIC, default_firmware
 
 ROOT = Path(__file__).resolve().parents[1]

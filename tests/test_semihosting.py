@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from spe_emu.board.semihosting import (
+from spe_emu.devices.semihosting import (
     FEATURES_DATA, TICK_HZ, SemihostExit, Semihosting,
 )
 from spe_emu.errors import SemihostingError

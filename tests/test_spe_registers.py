@@ -3,7 +3,7 @@
 
 import pytest
 
-from spe_emu.cpu.context import AccessContext
+from spe_emu.arch.context import AccessContext
 from spe_emu.spe.config import SpeConfig
 from spe_emu.spe.registers import spe_registers
 from spe_emu.sysreg import Access

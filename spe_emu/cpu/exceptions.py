@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from unicorn import arm64_const as A
 
 from ..sysreg import reg
-from .context import HCR_EL2, SCTLR_ELX, SCTLR_ENC, SPSR_ENC
+from ..arch.context import HCR_EL2, SCTLR_ELX, SCTLR_ENC, SPSR_ENC
 from .fastuc import FastAccess
 
 ESR = reg("ESR_ELx", (3, 0, 5, 2, 0), "EC 31:26", "IL 25", "ISS 24:0", doc="Arm ARM D19.2")

@@ -43,9 +43,9 @@ from unicorn.unicorn_py3.unicorn import uclib
 from .. import devices  # noqa: F401 -- the device models register themselves
 from .. import native
 from ..devices.psci import Psci, PsciAction
-from ..board.gic import ICC_REGISTERS, GicDevice
-from ..board.loader import PF_X, Image
-from ..board.semihosting import Semihosting, SemihostExit
+from ..devices.gicv3 import ICC_REGISTERS, GicDevice
+from ..platform.loader import PF_X, Image
+from ..devices.semihosting import Semihosting, SemihostExit
 from ..errors import ConfigError, GuestError, GuestRunaway
 from ..platform.board import VIRT, BoardSpec, Platform
 from ..platform.bus import Bus
@@ -59,8 +59,9 @@ from ..spe.config import SpeConfig
 from ..spe.records import Sample
 from ..spe.spu import Spu
 from ..sysreg import Access, Replan, reg
-from . import a64, mmu
-from .context import (CONTEXTIDR_EL1, CONTEXTIDR_EL2, CPACR_EL1,
+from ..arch import mmu
+from . import a64
+from ..arch.context import (CONTEXTIDR_EL1, CONTEXTIDR_EL2, CPACR_EL1,
                       HCR_EL2, MDCR_EL2, MDCR_EL3, SCR_EL3, SCTLR_ENC, TTBR0_ENC, TTBR1_EL1,
                       AccessContext, banked)
 from .exceptions import (ABORT_ISS, EC, ELR_REG, ESR, FSC_SYNC_EXTERNAL, FAR_REG, PSTATE, SPSR_ENC, VectorKind,

@@ -18,7 +18,7 @@ lines; the board wires them to PPIs (``BoardSpec.ppis``: cntp 30, cntv 27, cnthp
 on ``virt``).
 
 Access checks are pure functions of a :class:`TimerAccessContext`: the PE's
-:class:`~spe_emu.cpu.context.AccessContext` plus the two controls this device owns
+:class:`~spe_emu.arch.context.AccessContext` plus the two controls this device owns
 (CNTKCTL_EL1, CNTHCTL_EL2). Callers use :meth:`GenericTimer.access`, which builds it.
 
 Modelled: FEAT_VHE (host redirection of CNTP_*/CNTV_* to CNTHP_*/CNTHV_*, CNTKCTL_EL1 at EL2
@@ -43,7 +43,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Callable, ClassVar
 
-from ..cpu.context import HCR_EL2, AccessContext
+from ..arch.context import HCR_EL2, AccessContext
 from ..errors import DeviceError
 from ..platform.board import BoardSpec, DeviceSpec
 from ..platform.clock import CNTFRQ_HZ, NEVER, Event

@@ -41,7 +41,7 @@ from elftools.common.exceptions import ELFError
 from elftools.construct import ConstructError
 from elftools.elf.elffile import ELFFile
 
-from ..board.loader import ELF_MAGIC, load_elf
+from ..platform.loader import ELF_MAGIC, load_elf
 from ..errors import ConfigError, ImageError
 from ..sysreg import parse_fields
 from .board import BoardSpec

@@ -9,34 +9,13 @@ PMBSR_EL1.S"); the owner recomputes the line after every change.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Iterator
+from typing import Callable
 
-from ..errors import GuestError
+from ..arch.faults import FSC_TRANSLATION_L3, TranslationFault, page_chunks  # noqa: F401
 from ..sysreg import RegisterTable
 from .config import SpeConfig
 from .registers import BSC_FILLED, EC_OTHER, EC_STAGE1_ABORT, PMBSR_MSS_ABORT, PMBSR_MSS_OTHER
 
-FSC_TRANSLATION_L3 = 0b000111
-
-
-class TranslationFault(GuestError):
-    """Raised by a translate callback: the VA has no valid stage 1 mapping for the access (a
-    GuestError, so a fault the host itself cannot get past ends the run with one line)."""
-
-    def __init__(self, va: int, fsc: int = FSC_TRANSLATION_L3):
-        super().__init__(f"translation fault at {va:#x}")
-        self.va = va
-        self.fsc = fsc
-
-
-def page_chunks(va: int, size: int) -> Iterator[tuple[int, int, int]]:
-    """Split ``size`` bytes at ``va`` at 4 KiB page boundaries: (VA, start, end) of each piece,
-    start/end being offsets into the ``size`` bytes (guest memory is translated per page)."""
-    done = 0
-    while done < size:
-        chunk = min(size - done, 0x1000 - ((va + done) & 0xFFF))
-        yield va + done, done, done + chunk
-        done += chunk
 
 
 @dataclass(slots=True)

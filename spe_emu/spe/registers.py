@@ -7,7 +7,7 @@ configuration, as data. Access checks are the pure pseudocode functions of §3.2
 
 from __future__ import annotations
 
-from ..cpu.context import HCR_EL2, MDCR_EL2, MDCR_EL3, AccessContext
+from ..arch.context import HCR_EL2, MDCR_EL2, MDCR_EL3, AccessContext
 from ..sysreg import Access, RegisterTable, Replan, parse_fields, reg
 from .config import SpeConfig
 

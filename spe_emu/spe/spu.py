@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-from ..cpu.context import HCR_EL2, MDCR_EL2, MDCR_EL3, AccessContext
+from ..arch.context import HCR_EL2, MDCR_EL2, MDCR_EL3, AccessContext
 from .buffer import ManagementEvent, ProfilingBuffer
 from .config import SpeConfig
 from .filters import collect_record

@@ -62,7 +62,7 @@ import functools
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Callable
 
-from ..cpu.context import AccessContext
+from ..arch.context import AccessContext
 from ..errors import ConfigError, DeviceError, RegisterTableError
 from ..platform.device import Device
 from ..sysreg import Access, Field, RegisterSpec, RegisterTable, parse_fields, reg

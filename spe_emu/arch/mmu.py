@@ -17,13 +17,21 @@ tables) can reuse it; only :func:`translate` knows about stage 1 registers.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Protocol
 
 from ..errors import GuestError
-from ..spe.buffer import TranslationFault
 from ..sysreg import RegisterSpec, reg
 from .context import HCR_EL2, SCTLR_ELX, SCTLR_ENC, TTBR0_ENC, TTBR1_EL1, banked
-from .fastuc import FastAccess
+from .faults import TranslationFault
+
+
+class PhysicalView(Protocol):
+    """What the walker reads: system registers by encoding and physical memory (the machine's
+    :class:`spe_emu.cpu.fastuc.FastAccess` is one)."""
+
+    def cpr(self, enc: tuple[int, int, int, int, int]) -> int: ...
+
+    def read(self, pa: int, size: int) -> bytes: ...
 
 TCR_EL1 = reg("TCR_EL1", (3, 0, 2, 0, 2), "TBI1 38", "TBI0 37", "TG1 31:30", "EPD1 23",
               "T1SZ 21:16", "TG0 15:14", "EPD0 7", "T0SZ 5:0", doc="Arm ARM D19.2")
@@ -175,7 +183,7 @@ def va_range(regime: int, va: int) -> VaRange:
     return ELX_LOWER[regime]
 
 
-def translate(mem: FastAccess, va: int, regime_el: int, *, write: bool = False) -> int:
+def translate(mem: PhysicalView, va: int, regime_el: int, *, write: bool = False) -> int:
     """Physical address of ``va`` in the stage 1 regime of ``regime_el`` (1 = EL1&0, 2, 3),
     checked like a privileged data access (AP[2] for a write; Arm ARM D8.4). ``mem`` reads the
     engine's system registers and physical memory.

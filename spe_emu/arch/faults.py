@@ -1,0 +1,31 @@
+"""Translation faults of the emulator's own accesses (the stage 1 walker's verdicts), shared by
+the SPU's Profiling Buffer writes and the machine's host-side accesses (Arm ARM D8.3,
+"Translation faults"), and the split of an access at 4 KiB page boundaries."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from ..errors import GuestError
+
+FSC_TRANSLATION_L3 = 0b000111
+
+
+class TranslationFault(GuestError):
+    """Raised by a translate callback: the VA has no valid stage 1 mapping for the access (a
+    GuestError, so a fault the host itself cannot get past ends the run with one line)."""
+
+    def __init__(self, va: int, fsc: int = FSC_TRANSLATION_L3):
+        super().__init__(f"translation fault at {va:#x}")
+        self.va = va
+        self.fsc = fsc
+
+
+def page_chunks(va: int, size: int) -> Iterator[tuple[int, int, int]]:
+    """Split ``size`` bytes at ``va`` at 4 KiB page boundaries: (VA, start, end) of each piece,
+    start/end being offsets into the ``size`` bytes (guest memory is translated per page)."""
+    done = 0
+    while done < size:
+        chunk = min(size - done, 0x1000 - ((va + done) & 0xFFF))
+        yield va + done, done, done + chunk
+        done += chunk
