@@ -64,9 +64,10 @@ from . import a64
 from ..arch.context import (CONTEXTIDR_EL1, CONTEXTIDR_EL2, CPACR_EL1,
                       HCR_EL2, MDCR_EL2, MDCR_EL3, SCR_EL3, SCTLR_ENC, TTBR0_ENC, TTBR1_EL1,
                       AccessContext, banked)
-from .exceptions import (ABORT_ISS, EC, ELR_REG, ESR, FSC_SYNC_EXTERNAL, FAR_REG, PSTATE, SPSR_ENC, VectorKind,
-                         current_pstate, esr, set_pstate, sysreg_trap_iss, take_exception)
+from .exceptions import (EC, ELR_REG, ESR, FAR_REG, PSTATE, SPSR_ENC, VectorKind,
+                         current_pstate, esr, set_pstate, sysreg_trap_iss)
 from .fastuc import FastAccess
+from .pe import ISR_EL1, ProcessingElement
 from .native_records import (CAPTURE_REGS, CAPTURE_SLOT, NativeRecords, block_templates,
                              plan_steps)
 from .qemu_state import ExceptionReader
@@ -86,8 +87,6 @@ FAR_ECS = {0x20, 0x21, 0x22, 0x24, 0x25, 0x34, 0x35}
 # Registers QEMU implements but whose value spe_emu presents (MRS hook returns our value).
 ID_AA64DFR0_EL1 = reg("ID_AA64DFR0_EL1", (3, 0, 0, 5, 0), "PMSVer 35:32", read_only=True)
 ID_AA64PFR0_EL1 = reg("ID_AA64PFR0_EL1", (3, 0, 0, 4, 0), "GIC 27:24", read_only=True)
-ISR_EL1 = reg("ISR_EL1", (3, 0, 12, 1, 0), "A 8", "I 7", "F 6", read_only=True,
-              doc="Arm ARM D19.2 ISR_EL1")
 WFI_WORD = 0xD503207F
 # Minimum EL that can access a system register, by its op1 (Arm ARM C5.3 "op1 encodes the
 # lowest Exception level that can access the register"; op1 == 3 is EL0-accessible).
@@ -405,6 +404,7 @@ class Machine:
         self.sysregs.register(GicCpuInterface(self.gic), ICC_REGISTERS, Replan.IRQ)
         self.qemu_exception = ExceptionReader(self.uc)
         self.fast = FastAccess(self.uc)
+        self.pe = ProcessingElement(self.fast, self.gic.irq_line, self.gic.fiq_line)
         self.semihost = Semihosting(Path(config.outdir), self._read_current, self._write_current,
                                     console=config.console, clock=self.clock.centiseconds)
         self.exit: MachineExit | None = None
@@ -758,32 +758,11 @@ class Machine:
             self._irq_line_value = self.gic.irq_line() or self.gic.fiq_line()
         return self._irq_line_value
 
-    @staticmethod
-    def _interrupt_target(ctx: AccessContext, kind: VectorKind) -> int:
-        """The EL a physical IRQ or FIQ is routed to (Arm ARM D1.3.5: SCR_EL3.IRQ/FIQ, then
-        HCR_EL2.IMO/FMO or TGE when EL2 is enabled)."""
-        scr_bit, hcr_bit = ("IRQ", "IMO") if kind is VectorKind.IRQ else ("FIQ", "FMO")
-        if SCR_EL3.get(ctx.scr_el3, scr_bit):
-            return 3
-        if ctx.el2_enabled and (HCR_EL2.get(ctx.hcr_el2, hcr_bit) or ctx.tge):
-            return 2
-        return 1
-
     def _deliverable_interrupt(self) -> tuple[VectorKind, int] | None:
-        """The interrupt that would be taken now, as (IRQ or FIQ, target EL), or None: the GIC
-        asserts it, it is not routed below the current EL, and PSTATE.I/F masks it only when
-        taken to the current EL (Arm ARM D1.3.6). FIQ is taken first when both are."""
+        """(IRQ or FIQ, target EL) of the interrupt the PE would take now, or None."""
         if not self._irq_line():
             return None
-        ctx = self.context()
-        pstate = current_pstate(self.fast)
-        for kind, asserted, mask in ((VectorKind.FIQ, self.gic.fiq_line, "F"),
-                                     (VectorKind.IRQ, self.gic.irq_line, "I")):
-            if asserted():
-                target = self._interrupt_target(ctx, kind)
-                if target > ctx.el or (target == ctx.el and not PSTATE.get(pstate, mask)):
-                    return kind, target
-        return None
+        return self.pe.deliverable_interrupt(self.context())
 
     def _deliverable_irq_target(self) -> int | None:
         """The EL a pending interrupt would be taken to now, or None."""
@@ -796,7 +775,7 @@ class Machine:
         if found is None:
             return False
         kind, target = found
-        take_exception(self.fast, target, kind, preferred_return=self.pc)
+        self.pe.take(target, kind, self.pc)
         self._ctx = None
         self.irqs_taken += 1
         return True
@@ -1501,7 +1480,7 @@ class Machine:
         ctx = self.context()
         verdict = entry.verdict(info.is_read, ctx)
         if verdict is Access.UNDEFINED:
-            self._take_sync(ctx, self._undef_target(ctx), esr(EC.UNKNOWN), pc)
+            self._take_sync(ctx, self.pe.sync_target(ctx), esr(EC.UNKNOWN), pc)
             return
         if verdict is not Access.OK:
             iss = sysreg_trap_iss(*info.sysreg, info.rt, info.is_read)
@@ -1540,11 +1519,6 @@ class Machine:
             return self.cfg.mode == "reference" or self._irq_line()
         return False
 
-    def _undef_target(self, ctx: AccessContext) -> int:
-        if ctx.el == 0:
-            return 2 if ctx.el2_enabled and ctx.tge else 1
-        return ctx.el
-
     def _take_sync(self, ctx: AccessContext, target: int, syndrome: int, preferred: int,
                    insn: int | None = None) -> None:
         """Synchronous exception caused by the instruction at ``insn`` (default: ``preferred``,
@@ -1563,8 +1537,7 @@ class Machine:
         else:
             retired = self._retired_before(insn) + 1
         self._account(retired)
-        take_exception(self.fast, target, VectorKind.SYNC, preferred_return=preferred,
-                       syndrome=syndrome)
+        self.pe.take(target, VectorKind.SYNC, preferred, syndrome)
         self._ctx = None
         self.exceptions_taken += 1
         self._request_stop()
@@ -1632,29 +1605,14 @@ class Machine:
         return False
 
     def _external_abort(self, access: int, va: int) -> None:
-        """The synchronous External abort an access to no RAM or device is on the board's
-        bus (Arm ARM D1.3.4 "External aborts"; QEMU's virt board: unassigned accesses fault):
-        an Instruction Abort for a fetch (EC 0x20/0x21, ELR = FAR = the fetched address), a
-        Data Abort for a load or store (EC 0x24/0x25, WnR for a store, FAR = its VA, ELR =
-        the instruction), FSC 0b010000, ISV = 0, routed like any abort: to EL3 when
-        SCR_EL3.EA is set, else to EL2 from EL0 with HCR_EL2.TGE, else to the current EL (EL1
-        from EL0) (AArch64.TakeException; D19.2 ISS encoding for aborts)."""
+        """The synchronous External abort of an access to no RAM or device on the board's
+        bus (:meth:`ProcessingElement.external_abort`; QEMU's virt board faults them too):
+        FAR = the access's VA, ELR = the instruction (the fetched address for a fetch)."""
         ctx = self.context()
-        pc = self.pc
-        if SCR_EL3.get(ctx.scr_el3, "EA"):
-            target = 3
-        else:
-            target = max(self._undef_target(ctx), ctx.el)
-        lower = target > ctx.el
-        if access == UC_MEM_FETCH_UNMAPPED:
-            ec = EC.IABORT_LOWER if lower else EC.IABORT_SAME
-            iss = ABORT_ISS.make(FSC=FSC_SYNC_EXTERNAL)
-        else:
-            ec = EC.DABORT_LOWER if lower else EC.DABORT_SAME
-            iss = ABORT_ISS.make(FSC=FSC_SYNC_EXTERNAL,
-                                 WnR=int(access == UC_MEM_WRITE_UNMAPPED))
+        target, syndrome = self.pe.external_abort(ctx, fetch=access == UC_MEM_FETCH_UNMAPPED,
+                                                  write=access == UC_MEM_WRITE_UNMAPPED)
         self.uc.reg_write(FAR_REG[target], va)
-        self._take_sync(ctx, target, esr(ec, iss), pc)
+        self._take_sync(ctx, target, syndrome, self.pc)
 
     def _psci_call(self, insn: int) -> None:
         """An HVC or SMC through the board's PSCI conduit (at ``insn``; the PC is already
@@ -1773,7 +1731,7 @@ class Machine:
             ctx = self.context()
             if ctx.el == 0:
                 return 0  # UNDEFINED at EL0: QEMU raises it
-            uc.reg_write(reg, self._isr_el1(ctx))
+            uc.reg_write(reg, self.pe.isr_el1(ctx))
             return 1
         if enc in (ID_AA64DFR0_EL1.encoding.tuple, ID_AA64PFR0_EL1.encoding.tuple):
             ctx = self.context()
@@ -1788,17 +1746,6 @@ class Machine:
             uc.reg_write(reg, value)
             return 1
         return 0
-
-    def _isr_el1(self, ctx: AccessContext) -> int:
-        """ISR_EL1 (Arm ARM D19.2): I and F show the physical IRQ/FIQ the GIC asserts, or, at
-        EL1 with EL2 enabled and HCR_EL2.IMO/FMO set, the virtual ones HCR_EL2.VI/VF request.
-        A (SError) reads 0: no SError is ever pending in this model."""
-        virtual = ctx.el == 1 and ctx.el2_enabled
-        i = (HCR_EL2.get(ctx.hcr_el2, "VI") if virtual and HCR_EL2.get(ctx.hcr_el2, "IMO")
-             else self.gic.irq_line())
-        f = (HCR_EL2.get(ctx.hcr_el2, "VF") if virtual and HCR_EL2.get(ctx.hcr_el2, "FMO")
-             else self.gic.fiq_line())
-        return ISR_EL1.make(I=int(i), F=int(f))
 
     def _on_sys(self, uc: Uc, reg: int, cp, _data) -> int:
         """SYS instructions (op0 == 1): a TLBI invalidates the host translation cache."""

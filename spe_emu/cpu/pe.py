@@ -1,0 +1,111 @@
+"""The processing element's exception and interrupt model: where each exception is routed,
+when an interrupt is taken, and the architectural entry itself (Arm ARM D1.3 "Exceptions",
+pseudocode ``AArch64.TakeException()``). The run loops (:mod:`spe_emu.cpu.machine`) decide
+*when* they look (at their stop points) and account retired instructions; what is taken, to
+which Exception level and with which syndrome is decided here.
+
+The PE's interrupt inputs are the interrupt controller's IRQ and FIQ outputs (level
+functions); its state is reached through :class:`~spe_emu.cpu.fastuc.FastAccess`.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from ..arch.context import HCR_EL2, SCR_EL3, AccessContext
+from ..sysreg import reg
+from .exceptions import (ABORT_ISS, EC, FAR_REG, FSC_SYNC_EXTERNAL, PSTATE, ExceptionEntry,
+                         VectorKind, current_pstate, esr, take_exception)
+from .fastuc import FastAccess
+
+ISR_EL1 = reg("ISR_EL1", (3, 0, 12, 1, 0), "A 8", "I 7", "F 6", read_only=True,
+              doc="Arm ARM D19.2 ISR_EL1")
+
+
+class ProcessingElement:
+    """One PE's exception routing and entry.
+
+    Args:
+        mem: the engine's registers (and memory).
+        irq, fiq: the interrupt controller's IRQ and FIQ outputs to this PE (levels).
+    """
+
+    def __init__(self, mem: FastAccess, irq: Callable[[], bool], fiq: Callable[[], bool]):
+        self.mem = mem
+        self.irq = irq
+        self.fiq = fiq
+
+    # -- routing ------------------------------------------------------------------------
+    @staticmethod
+    def sync_target(ctx: AccessContext) -> int:
+        """The EL a synchronous exception generated at ``ctx.el`` that no control routes
+        elsewhere is taken to (UNDEFINED, aborts): EL1 from EL0 (EL2 with HCR_EL2.TGE),
+        else the current EL (Arm ARM D1.3.3)."""
+        if ctx.el == 0:
+            return 2 if ctx.el2_enabled and ctx.tge else 1
+        return ctx.el
+
+    @staticmethod
+    def interrupt_target(ctx: AccessContext, kind: VectorKind) -> int:
+        """The EL a physical IRQ or FIQ is routed to (Arm ARM D1.3.5: SCR_EL3.IRQ/FIQ, then
+        HCR_EL2.IMO/FMO or TGE when EL2 is enabled)."""
+        scr_bit, hcr_bit = ("IRQ", "IMO") if kind is VectorKind.IRQ else ("FIQ", "FMO")
+        if SCR_EL3.get(ctx.scr_el3, scr_bit):
+            return 3
+        if ctx.el2_enabled and (HCR_EL2.get(ctx.hcr_el2, hcr_bit) or ctx.tge):
+            return 2
+        return 1
+
+    def deliverable_interrupt(self, ctx: AccessContext) -> tuple[VectorKind, int] | None:
+        """The interrupt that would be taken now, as (IRQ or FIQ, target EL), or None: the
+        controller asserts it, it is not routed below the current EL, and PSTATE.I/F masks it
+        only when it is taken to the current EL (Arm ARM D1.3.6). FIQ first when both are."""
+        pstate = None
+        for kind, asserted, mask in ((VectorKind.FIQ, self.fiq, "F"),
+                                     (VectorKind.IRQ, self.irq, "I")):
+            if asserted():
+                target = self.interrupt_target(ctx, kind)
+                if target > ctx.el:
+                    return kind, target
+                if target == ctx.el:
+                    pstate = current_pstate(self.mem) if pstate is None else pstate
+                    if not PSTATE.get(pstate, mask):
+                        return kind, target
+        return None
+
+    def isr_el1(self, ctx: AccessContext) -> int:
+        """ISR_EL1 (Arm ARM D19.2): I and F show the physical IRQ/FIQ asserted, or, at EL1
+        with EL2 enabled and HCR_EL2.IMO/FMO set, the virtual ones HCR_EL2.VI/VF request. A
+        (SError) reads 0: no SError is ever pending in this model."""
+        virtual = ctx.el == 1 and ctx.el2_enabled
+        i = (HCR_EL2.get(ctx.hcr_el2, "VI") if virtual and HCR_EL2.get(ctx.hcr_el2, "IMO")
+             else self.irq())
+        f = (HCR_EL2.get(ctx.hcr_el2, "VF") if virtual and HCR_EL2.get(ctx.hcr_el2, "FMO")
+             else self.fiq())
+        return ISR_EL1.make(I=int(i), F=int(f))
+
+    def external_abort(self, ctx: AccessContext, *, fetch: bool, write: bool
+                       ) -> tuple[int, int]:
+        """(target EL, ESR value) of the synchronous External abort of an access that reached
+        no memory or device (Arm ARM D1.3.4): an Instruction Abort for a fetch (EC 0x20 from a
+        lower EL, 0x21 without a change of EL), a Data Abort otherwise (EC 0x24/0x25, WnR for
+        a store); FSC 0b010000, ISV = 0. Routed to EL3 when SCR_EL3.EA is set, else as
+        :meth:`sync_target` (D19.2 ISS encoding for an exception from an abort)."""
+        target = 3 if SCR_EL3.get(ctx.scr_el3, "EA") else self.sync_target(ctx)
+        lower = target > ctx.el
+        if fetch:
+            ec = EC.IABORT_LOWER if lower else EC.IABORT_SAME
+            iss = ABORT_ISS.make(FSC=FSC_SYNC_EXTERNAL)
+        else:
+            ec = EC.DABORT_LOWER if lower else EC.DABORT_SAME
+            iss = ABORT_ISS.make(FSC=FSC_SYNC_EXTERNAL, WnR=int(write))
+        return target, esr(ec, iss)
+
+    # -- entry --------------------------------------------------------------------------
+    def take(self, target: int, kind: VectorKind, preferred_return: int,
+             syndrome: int | None = None, far: int | None = None) -> ExceptionEntry:
+        """Enter the exception (``AArch64.TakeException()``; FAR_ELx first when given)."""
+        if far is not None:
+            self.mem.set_reg(FAR_REG[target], far)
+        return take_exception(self.mem, target, kind, preferred_return=preferred_return,
+                              syndrome=syndrome)
