@@ -136,25 +136,47 @@ def parse_fields(*specs: str) -> tuple[Field, ...]:
     return tuple(out)
 
 
+@dataclass(frozen=True, slots=True)
+class WriteMasks:
+    """The access modes of a register's fields as bit masks, so that a write acts on every
+    field at once (:meth:`apply`); built once per register by :func:`write_masks`.
+
+    Attributes:
+        rw, ro, w1c, w1s: the bits of the fields with that access mode (WO fields, RES0 and
+            RES1 bits are in none of them).
+    """
+
+    rw: int = 0
+    ro: int = 0
+    w1c: int = 0
+    w1s: int = 0
+
+    def apply(self, old: int, written: int) -> int:
+        """The fields' value after software writes ``written`` over ``old`` (see
+        :func:`fields_write`)."""
+        return ((written & self.rw) | (old & self.ro) | (old & ~written & self.w1c)
+                | ((old | written) & self.w1s))
+
+
+def write_masks(fields: Iterable[Field]) -> WriteMasks:
+    """The :class:`WriteMasks` of ``fields`` (by each field's :class:`FieldAccess`)."""
+    masks = {FieldAccess.RW: 0, FieldAccess.RO: 0, FieldAccess.W1C: 0, FieldAccess.W1S: 0,
+             FieldAccess.WO: 0}
+    for f in fields:
+        masks[f.access] |= f.mask
+    return WriteMasks(masks[FieldAccess.RW], masks[FieldAccess.RO], masks[FieldAccess.W1C],
+                      masks[FieldAccess.W1S])
+
+
 def fields_write(fields: Iterable[Field], old: int, written: int) -> int:
     """The fields' value after software writes ``written`` over ``old``, each field by its
-    :class:`FieldAccess` (bits outside every field come out zero; the caller adds RES1).
+    :class:`FieldAccess` (bits outside every field come out zero; the caller adds RES1):
+    RW fields take the written bits, RO fields keep theirs, W1C bits written 1 clear, W1S bits
+    written 1 set, WO fields store nothing (the register's write hook acts on them).
     One rule for system registers (:meth:`RegisterSpec.apply_write`) and memory-mapped ones
-    (:class:`spe_emu.platform.mmio.MmioRegister`)."""
-    out = 0
-    for f in fields:
-        m = f.mask
-        a = f.access
-        if a is FieldAccess.RW:
-            out |= written & m
-        elif a is FieldAccess.RO:
-            out |= old & m
-        elif a is FieldAccess.W1C:
-            out |= old & ~written & m
-        elif a is FieldAccess.W1S:
-            out |= (old | written) & m
-        # WO: acted on by the write hook, nothing is stored
-    return out
+    (:class:`spe_emu.platform.mmio.MmioRegister`); both keep their fields'
+    :class:`WriteMasks` so that a write costs the same whatever the number of fields."""
+    return write_masks(fields).apply(old, written)
 
 
 class Replan(enum.Enum):
@@ -216,6 +238,7 @@ class RegisterSpec:
     replan: Replan | None = None
     doc: str = ""
     _by_name: Mapping[str, Field] = field(init=False, repr=False, compare=False)
+    _write: WriteMasks = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         seen = 0
@@ -229,6 +252,7 @@ class RegisterSpec:
         if len(names) != len(self.fields):
             raise RegisterTableError(f"{self.name}: duplicate field name")
         object.__setattr__(self, "_by_name", names)
+        object.__setattr__(self, "_write", write_masks(self.fields))
         if self.reset is None:
             object.__setattr__(self, "reset", self.res1)
         if self.reset & self.res0:
@@ -281,8 +305,8 @@ class RegisterSpec:
 
     def apply_write(self, old: int, written: int) -> int:
         """Value after a direct write of ``written``: writable fields take the new bits, read-only
-        fields keep theirs, RES0 bits read as zero, RES1 bits as one."""
-        return fields_write(self.fields, old, written) | self.res1
+        fields keep theirs, RES0 bits read as zero, RES1 bits as one (:func:`fields_write`)."""
+        return self._write.apply(old, written) | self.res1
 
     def describe(self, value: int) -> str:
         """``NAME=0x... (F1=.. F2=..)`` for logs and error messages."""

@@ -46,8 +46,11 @@ Model
   frames hold the values QEMU presents (those of an Arm GIC-500: part numbers 0x492/0x493).
 
 Device habits (see shared/notes/style-anchors.md): the MMIO register map is declared once
-below (:func:`gicd_map`, ``GICR_RD_MAP``, ``GICR_SGI_MAP``) and validated when built; the CPU
-interface registers are declared once in :data:`ICC_REGISTERS`; the IRQ and FIQ lines are pure
+below (:func:`gicd_map`, ``GICR_RD_MAP``, ``GICR_SGI_MAP``) with the platform's machinery
+(:class:`~spe_emu.platform.mmio.RegisterMap` of
+:class:`~spe_emu.platform.mmio.MmioRegister`: per-field access modes RW/RO/W1S/W1C, RAZ/WI
+registers without fields, the per-interrupt arrays bound to the interrupts' state by
+:class:`~spe_emu.platform.mmio.PerItem`) and validated when built; the CPU interface registers are declared once in :data:`ICC_REGISTERS`; the IRQ and FIQ lines are pure
 functions of the state (:meth:`GicV3.irq_line`, :meth:`GicV3.fiq_line`) and ``on_change`` is
 called after every change; guest mistakes are logged through ``log`` and never raised; host
 mistakes (an address outside the GIC, a bad access size, an unknown register name, a bad
@@ -57,14 +60,14 @@ SPI count) raise :class:`~spe_emu.errors.DeviceError` or :class:`~spe_emu.errors
 
 from __future__ import annotations
 
-import enum
 import functools
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Callable
 
 from ..arch.context import AccessContext
-from ..errors import ConfigError, DeviceError, RegisterTableError
+from ..errors import ConfigError, DeviceError
 from ..platform.device import Device
+from ..platform.mmio import MmioRegister, PerItem, RegisterMap, raz_wi
 from ..sysreg import Access, Field, RegisterSpec, RegisterTable, parse_fields, reg
 
 if TYPE_CHECKING:
@@ -123,109 +126,12 @@ def check_num_spis(num_spis: int) -> int:
 # ---------------------------------------------------------------------------------------------
 
 
-class Kind(enum.Enum):
-    """How a memory-mapped register behaves."""
-
-    RW = "rw"          # storage; only writable fields change
-    RO = "ro"          # constant reset value; writes are a logged guest error
-    RAZ_WI = "raz/wi"  # reads zero, writes ignored silently (architecturally RAZ/WI)
-    W1S = "w1s"        # per-interrupt bits: read the state, write 1 to set
-    W1C = "w1c"        # per-interrupt bits: read the state, write 1 to clear
-
-
-@dataclass(frozen=True)
-class IrqArray:
-    """A register array holding one ``bits``-wide field per interrupt.
-
-    ``attr`` names the per-interrupt state (:class:`_Irq` attribute); ``implemented`` masks the
-    bits of each field that exist (e.g. 0xF8 for priorities, 0b10 for Int_config);
-    ``first_intid`` is the INTID of bit 0 of element 0.
-    """
-
-    attr: str
-    bits: int
-    first_intid: int
-    implemented: int = 1
-
-
-@dataclass(frozen=True)
-class MmioReg:
-    """One memory-mapped register (or a register array of ``count`` elements).
-
-    Attributes:
-        name: architectural name; arrays use the name of the first element's group,
-            e.g. ``GICD_ISENABLER<n>``.
-        offset: byte offset of element 0 inside its frame.
-        kind: :class:`Kind`.
-        width: element size in bytes (4, or 8 for 64-bit registers, which also accept 32-bit
-            accesses to either half).
-        count: number of elements (stride = width).
-        reset: reset value of every element (RW/RO kinds).
-        fields: ``Field``s from :func:`spe_emu.sysreg.parse_fields`; for RW registers only
-            writable fields change on a write.
-        irqs: for W1S/W1C/RW per-interrupt arrays, the mapping onto interrupt state.
-        byte_access: byte accesses are allowed (priority and target arrays).
-        on_write: name of a ``GicV3`` hook called after a write, ``hook(reg, index)``.
-        doc: where the register is described.
-    """
-
-    name: str
-    offset: int
-    kind: Kind
-    width: int = 4
-    count: int = 1
-    reset: int = 0
-    fields: tuple[Field, ...] = ()
-    irqs: IrqArray | None = None
-    byte_access: bool = False
-    on_write: str | None = None
-    doc: str = ""
-
-    def __post_init__(self) -> None:
-        if self.width not in (4, 8) or self.count < 1 or self.offset % self.width:
-            raise RegisterTableError(f"{self.name}: bad width/count/alignment")
-        seen = 0
-        for f in self.fields:
-            if f.mask & seen or f.msb >= 8 * self.width:
-                raise RegisterTableError(f"{self.name}: field {f.name} overlaps or is too wide")
-            seen |= f.mask
-        if self.fields and self.reset & ~seen:
-            raise RegisterTableError(f"{self.name}: reset {self.reset:#x} sets RES0 bits")
-        if self.kind in (Kind.W1S, Kind.W1C) and self.irqs is None:
-            raise RegisterTableError(f"{self.name}: W1S/W1C need a per-interrupt mapping")
-        if self.irqs is not None and self.kind not in (Kind.RW, Kind.W1S, Kind.W1C):
-            raise RegisterTableError(f"{self.name}: a per-interrupt mapping needs RW/W1S/W1C")
-        if self.irqs is not None and (8 * self.width) % self.irqs.bits:
-            raise RegisterTableError(f"{self.name}: per-interrupt fields do not tile the register")
-
-    @property
-    def size(self) -> int:
-        return self.width * self.count
-
-    @property
-    def write_mask(self) -> int:
-        """Bits a write changes (RW registers): the writable fields."""
-        out = 0
-        for f in self.fields:
-            if f.writable:
-                out |= f.mask
-        return out
-
-    def field(self, name: str) -> Field:
-        for f in self.fields:
-            if f.name == name:
-                return f
-        raise RegisterTableError(f"{self.name} has no field {name}")
-
-    def get(self, value: int, name: str) -> int:
-        return self.field(name).get(value)
-
-    def set(self, value: int, name: str, field_value: int) -> int:
-        return self.field(name).set(value, field_value)
-
-    def make(self, **values: int) -> int:
-        """A value built from field values by name (others zero)."""
-        return _value(self.fields, **values)
+_HALVES = frozenset({4, 8})
+"""Access sizes of a 64-bit register: the whole register or either 32-bit half."""
+_BYTES = frozenset({1, 4})
+"""Access sizes of a byte-accessible 32-bit register (priority and target arrays)."""
+_RO_WRITE = "_write_ro"
+"""The :class:`GicV3` hook that logs a write to a read-only register as a guest error."""
 
 
 def _value(fields: tuple[Field, ...], **values: int) -> int:
@@ -237,35 +143,94 @@ def _value(fields: tuple[Field, ...], **values: int) -> int:
     return out
 
 
-def _ro(name: str, offset: int, *fields: str, width: int = 4, **values: int) -> MmioReg:
-    """A read-only identification register whose value is built from field values."""
-    parsed = parse_fields(*fields)
-    return MmioReg(name, offset, Kind.RO, width=width, fields=parsed,
-                   reset=_value(parsed, **values), doc=f"IHI 0069 Programmers' model, {name}")
+def _ro(name: str, offset: int, *fields: str, width: int = 4, **values: int) -> MmioRegister:
+    """A read-only register (identification, configuration) whose value is built from field
+    values; a write is a logged guest error."""
+    parsed = parse_fields(*(f"{f} RO" for f in fields))
+    return MmioRegister(name, offset, parsed, width=width, reset=_value(parsed, **values),
+                        sizes=_HALVES if width == 8 else frozenset(), on_write=_RO_WRITE,
+                        doc=f"IHI 0069 Programmers' model, {name}")
 
 
 def _rw(name: str, offset: int, *fields: str, on_write: str | None = None, doc: str = "",
-        **reset: int) -> MmioReg:
-    """A storage register; ``reset`` gives the reset value by field name."""
+        **reset: int) -> MmioRegister:
+    """A storage register (each field by its access mode); ``reset`` gives the reset value by
+    field name."""
     parsed = parse_fields(*fields)
-    return MmioReg(name, offset, Kind.RW, fields=parsed, reset=_value(parsed, **reset),
-                   on_write=on_write, doc=doc or f"IHI 0069 Programmers' model, {name}")
+    return MmioRegister(name, offset, parsed, reset=_value(parsed, **reset), on_write=on_write,
+                        doc=doc or f"IHI 0069 Programmers' model, {name}")
 
 
-def _irq_regs(name: str, base: int, first_intid: int, n_intids: int, kind: Kind, attr: str,
-              bits: int = 1, implemented: int = 1, byte_access: bool = False) -> MmioReg:
+def _irq_regs(name: str, base: int, first_intid: int, n_intids: int, field: str, access: str,
+              attr: str, *, bits: int = 1, implemented: tuple[int, int] | None = None,
+              read_attr: str | None = None, flag: bool = False, sizes: frozenset[int] = frozenset(),
+              on_write: str | None = None, doc: str = "") -> MmioRegister:
     """A per-interrupt register array covering ``n_intids`` interrupts from ``first_intid``,
-    placed where the architecture puts them (``base + first_intid * bits / 8``)."""
+    placed where the architecture puts them (``base + first_intid * bits / 8``): one
+    ``bits``-wide field per interrupt, named ``field.format(x=x)`` for x = 0..32/bits-1, with
+    access mode ``access`` (:class:`~spe_emu.sysreg.FieldAccess`), bound to the
+    :class:`_Irq` attribute ``attr`` (:class:`~spe_emu.platform.mmio.PerItem`).
+    ``implemented`` (msb, lsb inside the slot; default the whole slot) are the bits that
+    exist; the others are RAZ/WI (RES0)."""
     per_reg = 32 // bits
-    return MmioReg(name, base + (first_intid // per_reg) * 4, kind,
-                   count=n_intids // per_reg, irqs=IrqArray(attr, bits, first_intid, implemented),
-                   byte_access=byte_access, doc=f"IHI 0069 Programmers' model, {name}")
+    msb, lsb = implemented or (bits - 1, 0)
+    fields = parse_fields(*(f"{field.format(x=x)} {x * bits + msb}:{x * bits + lsb} {access}"
+                            for x in range(per_reg)))
+    return MmioRegister(name, base + (first_intid // per_reg) * 4, fields,
+                        count=n_intids // per_reg, sizes=sizes,
+                        per_item=PerItem("_irqs", attr, bits, first_intid, read_attr, flag),
+                        on_write=on_write, doc=doc or f"IHI 0069 Programmers' model, {name}")
+
+
+def _irq_state_regs(frame: str, first_intid: int, n_intids: int,
+                    n: str) -> tuple[MmioRegister, ...]:
+    """The group, enable, pending, active, priority and configuration arrays of a frame
+    (``frame`` ``"GICD"`` or ``"GICR"``; ``n`` the register-number suffix, ``"<n>"`` or
+    ``"0"``), for ``n_intids`` interrupts from ``first_intid``. Set-pending and
+    clear-pending act on the pending latch and read the pending state (which also follows a
+    level-sensitive input, IHI 0069 §4.1)."""
+    def regs(suffix: str, *args, **kw) -> MmioRegister:
+        return _irq_regs(f"{frame}_{suffix}{n}", *args, **kw)
+
+    return (
+        regs("IGROUPR", 0x0080, first_intid, n_intids, "Group_status_bit{x}", "RW", "group"),
+        regs("ISENABLER", 0x0100, first_intid, n_intids, "Set_enable_bit{x}", "W1S", "enabled",
+             flag=True),
+        regs("ICENABLER", 0x0180, first_intid, n_intids, "Clear_enable_bit{x}", "W1C",
+             "enabled", flag=True),
+        regs("ISPENDR", 0x0200, first_intid, n_intids, "Set_pending_bit{x}", "W1S", "latch",
+             read_attr="pending", flag=True),
+        regs("ICPENDR", 0x0280, first_intid, n_intids, "Clear_pending_bit{x}", "W1C", "latch",
+             read_attr="pending", flag=True),
+        regs("ISACTIVER", 0x0300, first_intid, n_intids, "Set_active_bit{x}", "W1S", "active",
+             flag=True),
+        regs("ICACTIVER", 0x0380, first_intid, n_intids, "Clear_active_bit{x}", "W1C",
+             "active", flag=True),
+    )
+
+
+def _priority_regs(frame: str, first_intid: int, n_intids: int) -> MmioRegister:
+    """``GICx_IPRIORITYR<n>``: 8-bit fields of which the top PRI_BITS are implemented (the
+    low bits RAZ/WI), byte-accessible."""
+    return _irq_regs(f"{frame}_IPRIORITYR<n>", 0x0400, first_intid, n_intids,
+                     "Priority_offset_{x}B", "RW", "priority", bits=8,
+                     implemented=(7, 8 - PRI_BITS), sizes=_BYTES)
+
+
+def _config_regs(name: str, first_intid: int, n_intids: int, access: str = "RW",
+                 **kw) -> MmioRegister:
+    """``GICx_ICFGR<n>``: Int_config<x> [2x+1:2x], bit 2x+1 edge (1) or level (0); bit 2x is
+    RES0 (IHI 0069)."""
+    return _irq_regs(name, 0x0C00, first_intid, n_intids, "Int_config{x}", access, "config",
+                     bits=2, implemented=(1, 1), **kw)
 
 
 def _raz(name: str, offset: int, count: int = 1, width: int = 4, byte_access: bool = False,
-         doc: str = "") -> MmioReg:
-    return MmioReg(name, offset, Kind.RAZ_WI, width=width, count=count, byte_access=byte_access,
-                   doc=doc)
+         doc: str = "") -> MmioRegister:
+    """A RAZ/WI register (array) (:func:`~spe_emu.platform.mmio.raz_wi`): reads zero, writes
+    are ignored without a log."""
+    sizes = _HALVES if width == 8 else _BYTES if byte_access else frozenset()
+    return raz_wi(name, offset, width=width, count=count, sizes=sizes, doc=doc)
 
 
 _ARE_RAZ = "RAZ/WI: affinity routing is enabled, INTIDs 0..31 live in the redistributor"
@@ -293,7 +258,7 @@ _JEP106 = parse_fields("DES_1 6:4", "DES_0 3:0")
 """The 7-bit JEP106 identity code split over PIDR2/PIDR1."""
 
 
-def _id_registers(frame: str, part_number: int) -> tuple[MmioReg, ...]:
+def _id_registers(frame: str, part_number: int) -> tuple[MmioRegister, ...]:
     """The 12 ID registers of a frame: 64 KiB frame (SIZE 4 = 2^4 4 KiB blocks), Arm's JEP106
     code, ``part_number``, ArchRev 3, CoreSight component class 0xF (CoreLink/PrimeCell)."""
     part = {f.name: f.get(part_number) for f in _PART}
@@ -313,7 +278,7 @@ def _id_registers(frame: str, part_number: int) -> tuple[MmioReg, ...]:
 
 
 @functools.lru_cache(maxsize=None)
-def gicd_map(num_spis: int = DEFAULT_NUM_SPIS) -> tuple[MmioReg, ...]:
+def gicd_map(num_spis: int = DEFAULT_NUM_SPIS) -> RegisterMap:
     """The distributor frame (64 KiB at GICD_BASE) of a GIC with ``num_spis`` SPIs.
 
     Raises:
@@ -321,26 +286,19 @@ def gicd_map(num_spis: int = DEFAULT_NUM_SPIS) -> tuple[MmioReg, ...]:
     """
     check_num_spis(num_spis)
     n_intids = 32 + num_spis
-    spi_regs: tuple[MmioReg, ...] = ()
+    spi_regs: tuple[MmioRegister, ...] = ()
     if num_spis:
         spi_regs = (
-            _irq_regs("GICD_IGROUPR<n>", 0x0080, 32, num_spis, Kind.RW, "group"),
-            _irq_regs("GICD_ISENABLER<n>", 0x0100, 32, num_spis, Kind.W1S, "enabled"),
-            _irq_regs("GICD_ICENABLER<n>", 0x0180, 32, num_spis, Kind.W1C, "enabled"),
-            _irq_regs("GICD_ISPENDR<n>", 0x0200, 32, num_spis, Kind.W1S, "pending"),
-            _irq_regs("GICD_ICPENDR<n>", 0x0280, 32, num_spis, Kind.W1C, "pending"),
-            _irq_regs("GICD_ISACTIVER<n>", 0x0300, 32, num_spis, Kind.W1S, "active"),
-            _irq_regs("GICD_ICACTIVER<n>", 0x0380, 32, num_spis, Kind.W1C, "active"),
-            _irq_regs("GICD_IPRIORITYR<n>", 0x0400, 32, num_spis, Kind.RW, "priority", bits=8,
-                      implemented=PRIORITY_MASK, byte_access=True),
-            _irq_regs("GICD_ICFGR<n>", 0x0C00, 32, num_spis, Kind.RW, "config", bits=2,
-                      implemented=0b10),
-            MmioReg("GICD_IROUTER<n>", 0x6000 + 8 * 32, Kind.RW, width=8, count=num_spis,
-                    fields=parse_fields("Aff3 39:32", "Interrupt_Routing_Mode 31",
-                                        "Aff2 23:16", "Aff1 15:8", "Aff0 7:0"),
-                    doc=f"IHI 0069 GICD_IROUTER<n>, n = 32..{n_intids - 1}"),
+            *_irq_state_regs("GICD", 32, num_spis, "<n>"),
+            _priority_regs("GICD", 32, num_spis),
+            _config_regs("GICD_ICFGR<n>", 32, num_spis),
+            MmioRegister("GICD_IROUTER<n>", 0x6000 + 8 * 32,
+                         parse_fields("Aff3 39:32", "Interrupt_Routing_Mode 31", "Aff2 23:16",
+                                      "Aff1 15:8", "Aff0 7:0"),
+                         width=8, count=num_spis, sizes=_HALVES,
+                         doc=f"IHI 0069 GICD_IROUTER<n>, n = 32..{n_intids - 1}"),
         )
-    return (
+    return RegisterMap((
         _rw("GICD_CTLR", 0x0000, "RWP 31 RO", "DS 6 RO", "ARE_NS 4 RO", "EnableGrp1NS 1",
             "EnableGrp0 0", DS=1, ARE_NS=1,
             doc="IHI 0069 GICD_CTLR, DS == 1 view (bit 1 = Group 1 enable, bit 4 = ARE)"),
@@ -369,13 +327,13 @@ def gicd_map(num_spis: int = DEFAULT_NUM_SPIS) -> tuple[MmioReg, ...]:
         _raz("GICD_SPENDSGIR<n>", 0x0F20, count=4, byte_access=True, doc=_ARE_RAZ),
         *spi_regs,
         *_id_registers("GICD", GICD_PART_NUMBER),
-    )
+    ), GICD_SIZE)
 
 
-GICD_MAP: tuple[MmioReg, ...] = gicd_map(DEFAULT_NUM_SPIS)
+GICD_MAP: RegisterMap = gicd_map(DEFAULT_NUM_SPIS)
 """Distributor frame of the default board (64 SPIs)."""
 
-GICR_RD_MAP: tuple[MmioReg, ...] = (
+GICR_RD_MAP = RegisterMap((
     _rw("GICR_CTLR", 0x0000, "UWP 31 RO", "RWP 3 RO", "CES 1 RO",
         doc="IHI 0069 GICR_CTLR: no LPIs (CES 0, EnableLPIs RES0), no DPG; writes have no "
             "effect"),
@@ -394,64 +352,23 @@ GICR_RD_MAP: tuple[MmioReg, ...] = (
     _raz("GICR_PROPBASER", 0x0070, width=8, doc="RAZ/WI: no LPIs"),
     _raz("GICR_PENDBASER", 0x0078, width=8, doc="RAZ/WI: no LPIs"),
     *_id_registers("GICR", GICR_PART_NUMBER),
-)
+), GICR_SGI_OFFSET)
 """Redistributor RD_base frame (GICR_BASE)."""
 
-GICR_SGI_MAP: tuple[MmioReg, ...] = (
-    _irq_regs("GICR_IGROUPR0", 0x0080, 0, 32, Kind.RW, "group"),
-    _irq_regs("GICR_ISENABLER0", 0x0100, 0, 32, Kind.W1S, "enabled"),
-    _irq_regs("GICR_ICENABLER0", 0x0180, 0, 32, Kind.W1C, "enabled"),
-    _irq_regs("GICR_ISPENDR0", 0x0200, 0, 32, Kind.W1S, "pending"),
-    _irq_regs("GICR_ICPENDR0", 0x0280, 0, 32, Kind.W1C, "pending"),
-    _irq_regs("GICR_ISACTIVER0", 0x0300, 0, 32, Kind.W1S, "active"),
-    _irq_regs("GICR_ICACTIVER0", 0x0380, 0, 32, Kind.W1C, "active"),
-    _irq_regs("GICR_IPRIORITYR<n>", 0x0400, 0, 32, Kind.RW, "priority", bits=8,
-              implemented=PRIORITY_MASK, byte_access=True),
-    MmioReg("GICR_ICFGR0", 0x0C00, Kind.RO, reset=0xAAAA_AAAA,
-            doc="IHI 0069 GICR_ICFGR0: SGIs are always edge-triggered"),
-    _irq_regs("GICR_ICFGR1", 0x0C00, 16, 16, Kind.RW, "config", bits=2, implemented=0b10),
+GICR_SGI_MAP = RegisterMap((
+    *_irq_state_regs("GICR", 0, 32, "0"),
+    _priority_regs("GICR", 0, 32),
+    _config_regs("GICR_ICFGR0", 0, 16, "RO", on_write=_RO_WRITE,
+                 doc="IHI 0069 GICR_ICFGR0: SGIs are always edge-triggered (0b10 each)"),
+    _config_regs("GICR_ICFGR1", 16, 16),
     _raz("GICR_IGRPMODR0", 0x0D00, doc=_DS_RAZ),
     _raz("GICR_NSACR", 0x0E00, doc=_DS_RAZ),
-)
+), GICR_SIZE - GICR_SGI_OFFSET)
 """Redistributor SGI_base frame (GICR_BASE + 0x1_0000)."""
 
-
-@dataclass(frozen=True)
-class _Frame:
-    name: str
-    size: int
-    words: dict[int, tuple[MmioReg, int, int]]
-    """4-byte-aligned offset -> (register, element index, byte offset inside the element)."""
-
-
-def _build_frame(name: str, size: int, regs: tuple[MmioReg, ...]) -> _Frame:
-    """Index a frame's registers by word offset; refuses overlapping declarations."""
-    words: dict[int, tuple[MmioReg, int, int]] = {}
-    for r in regs:
-        if r.offset + r.size > size:
-            raise RegisterTableError(f"{r.name} lies outside the {name} frame")
-        for i in range(r.count):
-            for sub in range(0, r.width, 4):
-                off = r.offset + i * r.width + sub
-                if off in words:
-                    raise RegisterTableError(f"{r.name} overlaps {words[off][0].name} at {off:#x}")
-                words[off] = (r, i, sub)
-    return _Frame(name, size, words)
-
-
-@functools.lru_cache(maxsize=None)
-def _frames(num_spis: int) -> tuple[_Frame, _Frame, _Frame]:
-    """GICD, GICR RD_base and GICR SGI_base frames (offsets from each frame's base)."""
-    return (_build_frame("GICD", GICD_SIZE, gicd_map(num_spis)),
-            _build_frame("GICR", GICR_SGI_OFFSET, GICR_RD_MAP),
-            _build_frame("GICR_SGI", GICR_SIZE - GICR_SGI_OFFSET, GICR_SGI_MAP))
-
-
-_frames(DEFAULT_NUM_SPIS)   # validate the default maps at import
-_RD_BY_NAME = {r.name: r for r in GICR_RD_MAP + GICR_SGI_MAP}
-_GICD_CTLR = GICD_MAP[0]
-_GICR_WAKER = _RD_BY_NAME["GICR_WAKER"]
-_GICD_IROUTER = next(r for r in GICD_MAP if r.name == "GICD_IROUTER<n>")
+_GICD_CTLR = GICD_MAP["GICD_CTLR"]
+_GICR_WAKER = GICR_RD_MAP["GICR_WAKER"]
+_GICD_IROUTER = GICD_MAP["GICD_IROUTER<n>"]
 
 # ---------------------------------------------------------------------------------------------
 # CPU interface system registers
@@ -604,10 +521,6 @@ class _Irq:
         edge-triggered: the latch."""
         return self.latch or (self.level and not self.edge)
 
-    @pending.setter
-    def pending(self, value: bool) -> None:
-        self.latch = bool(value)
-
 
 class GicV3:
     """GICv3 distributor + one redistributor + one CPU interface (see the module docstring).
@@ -637,10 +550,10 @@ class GicV3:
         self.num_spis = check_num_spis(num_spis)
         self.num_intids = 32 + num_spis
         self.redistributor_awake_at_reset = bool(redistributor_awake_at_reset)
-        gicd, gicr_rd, gicr_sgi = _frames(num_spis)
-        self._frames = ((gicd, gicd_base), (gicr_rd, gicr_base),
-                        (gicr_sgi, gicr_base + GICR_SGI_OFFSET))
-        self._mmio_regs = {r.name: r for r in gicd_map(num_spis) + GICR_RD_MAP + GICR_SGI_MAP}
+        self._frames: tuple[tuple[str, int, RegisterMap], ...] = (
+            ("GICD", gicd_base, gicd_map(num_spis)), ("GICR", gicr_base, GICR_RD_MAP),
+            ("GICR_SGI", gicr_base + GICR_SGI_OFFSET, GICR_SGI_MAP))
+        """(name in guest-error messages, base address, register map) of each frame."""
         self.on_change: Callable[[], None] | None = None
         self.reset()
 
@@ -652,11 +565,17 @@ class GicV3:
         ``redistributor_awake_at_reset``. Calls ``on_change``."""
         self._irqs = [_Irq(config=0b10 if intid < 16 else 0)
                       for intid in range(self.num_intids)]
-        self._mmio = {r.name: [r.reset] * r.count
-                      for r in self._mmio_regs.values() if r.kind == Kind.RW and r.irqs is None}
+        self._mmio: dict[str, list[int]] = {}
+        for _, _, regs in self._frames:
+            self._mmio.update(regs.reset_values())
         if self.redistributor_awake_at_reset:
             self._mmio[_GICR_WAKER.name][0] = _GICR_WAKER.make(ProcessorSleep=0,
                                                                ChildrenAsleep=0)
+        self._storage: dict[str, list] = {
+            r.name: self._mmio[r.name] if r.per_item is None else getattr(self, r.per_item.items)
+            for _, _, regs in self._frames for r in regs.registers}
+        """Register name -> what :meth:`MmioRegister.read`/``write`` act on: the element
+        values, or the interrupts (``_irqs``) of a per-interrupt array."""
         self._icc = ICC_REGISTERS.reset_values()
         self._changed()
 
@@ -672,96 +591,53 @@ class GicV3:
         decoded = self._decode(addr, size, "read")
         if decoded is None:
             return 0
-        r, index, shift = decoded
-        value = self._read_element(r, index)
-        return (value >> shift) & ((1 << (8 * size)) - 1)
+        r, index, byte = decoded
+        return (r.read(self._storage[r.name], index) >> (8 * byte)) & ((1 << (8 * size)) - 1)
 
     def mmio_write(self, addr: int, size: int, value: int) -> None:
         """Write ``size`` bytes of ``value`` at physical ``addr`` inside GICD or GICR.
 
-        Writes to read-only registers, unknown offsets or with an unsupported size are ignored
-        and logged; RAZ/WI registers ignore writes silently. Raises :class:`DeviceError` as
-        :meth:`mmio_read` does.
+        Each field acts by its access mode (:meth:`MmioRegister.write`). Writes to read-only
+        registers, unknown offsets or with an unsupported size are ignored and logged; RAZ/WI
+        registers ignore writes silently. Raises :class:`DeviceError` as :meth:`mmio_read`
+        does.
         """
         decoded = self._decode(addr, size, "write")
         if decoded is None:
             return
-        r, index, shift = decoded
-        value &= (1 << (8 * size)) - 1
-        if 8 * size < 8 * r.width:   # narrow access: merge into the element
-            mask = ((1 << (8 * size)) - 1) << shift
-            value = (self._read_element(r, index) & ~mask) | (value << shift)
-        self._write_element(r, index, value)
+        r, index, byte = decoded
+        old, written = r.write(self._storage[r.name], index, value, byte, size)
+        if r.on_write is not None:
+            getattr(self, r.on_write)(r, index, old, written)
         self._changed()
 
-    def _decode(self, addr: int, size: int, what: str) -> tuple[MmioReg, int, int] | None:
+    def _decode(self, addr: int, size: int, what: str) -> tuple[MmioRegister, int, int] | None:
+        """``(register, element, byte in the element)`` of an access, or None (logged) when no
+        register takes it."""
         if size not in (1, 2, 4, 8):
             raise DeviceError(f"gic: {what} of size {size} at {addr:#x}: size must be 1/2/4/8")
-        found = next(((f, base) for f, base in self._frames if base <= addr < base + f.size),
-                     None)
-        if found is None:
+        for frame, base, regs in self._frames:
+            off = addr - base
+            if 0 <= off < regs.size:
+                break
+        else:
             raise DeviceError(f"gic: {what} at {addr:#x} is outside the GIC frames")
-        frame, base = found
-        off = addr - base
-        where = f"{frame.name}+{off:#06x} (size {size})"
-        entry = frame.words.get(off & ~3)
-        if entry is None:
-            self._guest_error(f"{what} of unknown offset {where}")
+        found = regs.at(off)
+        if found is None:
+            self._guest_error(f"{what} of unknown offset {frame}+{off:#06x} (size {size})")
             return None
-        r, index, sub = entry
-        byte_in_element = sub + (off & 3)
-        ok = (off % size == 0) and (
-            size == r.width
-            or (size == 4 and r.width == 8)
-            or (size == 1 and r.byte_access))
-        if not ok:
-            self._guest_error(f"{what} of {r.name} with unsupported size/alignment at {where}")
+        r = found[0]
+        if size not in r.sizes or off % size:
+            self._guest_error(f"{what} of {r.name} with unsupported size/alignment at "
+                              f"{frame}+{off:#06x} (size {size})")
             return None
-        return r, index, 8 * byte_in_element
+        return found
 
-    def _read_element(self, r: MmioReg, index: int) -> int:
-        if r.kind == Kind.RAZ_WI:
-            return 0
-        if r.kind == Kind.RO:
-            return r.reset
-        if r.irqs is None:
-            return self._mmio[r.name][index]
-        a = r.irqs
-        per_reg = 8 * r.width // a.bits
-        first = a.first_intid + index * per_reg
-        value = 0
-        for i in range(per_reg):
-            value |= (int(getattr(self._irqs[first + i], a.attr)) & a.implemented) << (i * a.bits)
-        return value
+    def _write_ro(self, r: MmioRegister, index: int, old: int, written: int) -> None:
+        """A write to a read-only register: nothing changed (its fields are RO); logged."""
+        self._guest_error(f"write of {written:#x} to read-only {r.name} ignored")
 
-    def _write_element(self, r: MmioReg, index: int, value: int) -> None:
-        if r.kind == Kind.RAZ_WI:
-            return
-        if r.kind == Kind.RO:
-            self._guest_error(f"write of {value:#x} to read-only {r.name} ignored")
-            return
-        if r.irqs is None:
-            old = self._mmio[r.name][index]
-            self._mmio[r.name][index] = (old & ~r.write_mask) | (value & r.write_mask)
-            if r.on_write:
-                getattr(self, r.on_write)(r, index)
-            return
-        a = r.irqs
-        per_reg = 8 * r.width // a.bits
-        first = a.first_intid + index * per_reg
-        for i in range(per_reg):
-            field_value = (value >> (i * a.bits)) & ((1 << a.bits) - 1)
-            irq = self._irqs[first + i]
-            if r.kind == Kind.W1S:
-                if field_value & 1:
-                    setattr(irq, a.attr, True)
-            elif r.kind == Kind.W1C:
-                if field_value & 1:
-                    setattr(irq, a.attr, False)
-            else:
-                setattr(irq, a.attr, field_value & a.implemented)
-
-    def _waker_written(self, r: MmioReg, index: int) -> None:
+    def _waker_written(self, r: MmioRegister, index: int, old: int, written: int) -> None:
         """GICR_WAKER: ChildrenAsleep follows ProcessorSleep immediately (no quiescence)."""
         value = self._mmio[r.name][index]
         self._mmio[r.name][index] = r.set(value, "ChildrenAsleep", r.get(value, "ProcessorSleep"))

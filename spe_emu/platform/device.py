@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable, ClassVar
 
 from ..errors import DeviceError
 from .irq import IrqLine
-from .mmio import RegisterMap
+from .mmio import MmioRegister, RegisterMap
 
 if TYPE_CHECKING:
     from .board import DeviceSpec, Platform
@@ -91,7 +91,7 @@ class Device:
         if r.on_read is not None:
             value = getattr(self, r.on_read)(r, index)
         else:
-            value = self.regs[r.name][index] & r.readable_mask
+            value = r.read(self._storage(r), index)
         return (value >> (8 * byte)) & ((1 << (8 * size)) - 1)
 
     def write(self, offset: int, size: int, value: int) -> None:
@@ -101,14 +101,14 @@ class Device:
             self.guest_error(f"write of {size} bytes at offset {offset:#x}: no register")
             return
         r, index, byte = found
-        old = self.regs[r.name][index]
-        if size < r.width:  # a partial write keeps the other bytes
-            shift, mask = 8 * byte, ((1 << (8 * size)) - 1) << (8 * byte)
-            value = (old & ~mask) | ((value << shift) & mask)
-        new = r.apply_write(old, value)
-        self.regs[r.name][index] = new
+        old, written = r.write(self._storage(r), index, value, byte, size)
         if r.on_write is not None:
-            getattr(self, r.on_write)(r, index, old, value)
+            getattr(self, r.on_write)(r, index, old, written)
+
+    def _storage(self, r: MmioRegister) -> Any:
+        """Register ``r``'s element values, or the items its
+        :class:`~spe_emu.platform.mmio.PerItem` binding names."""
+        return self.regs[r.name] if r.per_item is None else getattr(self, r.per_item.items)
 
     def reg(self, name: str, index: int = 0) -> int:
         """The stored value of register ``name`` (element ``index``)."""
