@@ -33,8 +33,11 @@ class PhysicalView(Protocol):
 
     def read(self, pa: int, size: int) -> bytes: ...
 
-TCR_EL1 = reg("TCR_EL1", (3, 0, 2, 0, 2), "TBI1 38", "TBI0 37", "TG1 31:30", "EPD1 23",
-              "T1SZ 21:16", "TG0 15:14", "EPD0 7", "T0SZ 5:0", doc="Arm ARM D19.2")
+TCR_EL1 = reg("TCR_EL1", (3, 0, 2, 0, 2), "TBI1 38", "TBI0 37", "IPS 34:32", "TG1 31:30",
+              "EPD1 23", "T1SZ 21:16", "TG0 15:14", "SH0 13:12", "ORGN0 11:10", "IRGN0 9:8",
+              "EPD0 7", "T0SZ 5:0",
+              doc="Arm ARM D19.2 (IPS, SH0, ORGN0 and IRGN0 are not modelled: the firmware "
+                  "programs them)")
 TCR_EL23 = reg("TCR_EL2", (3, 4, 2, 0, 2), "TBI 20", "TG0 15:14", "T0SZ 5:0",
                doc="Arm ARM D19.2 (HCR_EL2.E2H == 0; TCR_EL3 has the same layout)")
 TCR_ENC = banked(TCR_EL1.encoding.tuple)
@@ -42,8 +45,10 @@ TTBR = reg("TTBRn_ELx", TTBR0_ENC[1], "ASID 63:48", "BADDR 47:1", "CnP 0", doc="
 # VMSAv8-64 descriptor, stage 1, 48-bit OA (Arm ARM D8.3). OA is the widest address field (a
 # 4 KiB granule's next-level table or page address); a granule or block size clears its low
 # bits (the 16 KiB / 64 KiB bits 13:12 / 15:12 are RES0, or OA[51:48] with FEAT_LPA).
-DESC = reg("DESC", (3, 0, 0, 0, 0), "UXN 54", "PXN 53", "OA 47:12", "AF 10", "AP2 7",
-           "AP1 6", "TYPE 1", "VALID 0", doc="Arm ARM D8.3")
+# SH and AttrIndx (memory attributes, not modelled) are there for the firmware, which builds
+# its own tables.
+DESC = reg("DESC", (3, 0, 0, 0, 0), "UXN 54", "PXN 53", "OA 47:12", "AF 10", "SH 9:8",
+           "AP2 7", "AP1 6", "AttrIndx 4:2", "TYPE 1", "VALID 0", doc="Arm ARM D8.3")
 
 FSC_TRANSLATION = 0b000100
 FSC_PERMISSION = 0b001100

@@ -24,7 +24,7 @@ from unicorn import UC_ARCH_ARM64, UC_HOOK_INTR, UC_MODE_ARM, Uc
 from unicorn import arm64_const as A
 
 from ..errors import GuestError
-from .exceptions import EC, esr
+from .exceptions import EC, ISS_SVC, esr
 
 _EXC = struct.Struct("<IIQI")  # syndrome, fsr, vaddress, target_el
 _PROBE_BASE = 0x1000
@@ -74,7 +74,7 @@ def exception_layout() -> int:
         uc.emu_start(uc.reg_read(A.UC_ARM64_REG_PC) if snapshots else _PROBE_BASE, 0)
     candidates = None
     for raw, imm in zip(snapshots, _PROBE_IMMS):
-        needle = struct.pack("<I", esr(EC.SVC64, imm))
+        needle = struct.pack("<I", esr(EC.SVC64, ISS_SVC.make(imm16=imm)))
         found = {i for i in range(0, len(raw) - _EXC.size, 4) if raw[i:i + 4] == needle}
         candidates = found if candidates is None else candidates & found
     offsets = sorted(o for o in candidates or ()

@@ -14,6 +14,16 @@ from ..errors import ConfigError
 # PMSIDR_EL1.Interval encodings -> recommended minimum interval in operations (§4.3.11).
 INTERVAL_CODES = {0b0000: 256, 0b0010: 512, 0b0011: 768, 0b0100: 1024, 0b0101: 1536,
                   0b0110: 2048, 0b0111: 3072, 0b1000: 4096}
+PMSVER_NI = 0b0000
+PMSVER_SPE = 0b0001
+"""ID_AA64DFR0_EL1.PMSVer: SPE not implemented; FEAT_SPE (Arm ARM D19.2 ID_AA64DFR0_EL1)."""
+COUNT_SIZE_12BIT_SAT = 0b0010
+"""PMSIDR_EL1.CountSize: 12-bit saturating counters (§4.3.11)."""
+MAX_SIZE_CODES = range(0b0100, 0b1011 + 1)
+"""PMSIDR_EL1.MaxSize encodings: records of at most 2**code bytes, 16 B..2 KiB (§4.3.11; an
+implementation may not use 16 or 32 B)."""
+ALIGN_CODES = range(0b0000, 0b1011 + 1)
+"""PMBIDR_EL1.Align encodings: records aligned to 2**code bytes, 1 B..2 KiB (§4.3.1)."""
 
 
 @dataclass(frozen=True)
@@ -54,10 +64,10 @@ class SpeConfig:
         seed: seed of the pseudorandom number generator used when PMSIRR_EL1.RND == 1 (§2.2.2).
     """
 
-    pmsver: int = 1
+    pmsver: int = PMSVER_SPE
     max_size_code: int = 6
     interval_code: int = 0b0000
-    count_size_code: int = 0b0010
+    count_size_code: int = COUNT_SIZE_12BIT_SAT
     ernd: int = 0
     arch_inst: int = 1
     align_code: int = 0
@@ -79,17 +89,20 @@ class SpeConfig:
             if not cond:
                 raise ConfigError(f"SpeConfig.{name}={value!r}: {what}")
 
-        need(self.pmsver in (0, 1), "pmsver", self.pmsver, "must be 0 (no SPE) or 1 (FEAT_SPE)")
-        need(6 <= self.max_size_code <= 11, "max_size_code", self.max_size_code,
+        need(self.pmsver in (PMSVER_NI, PMSVER_SPE), "pmsver", self.pmsver,
+             "must be 0 (no SPE) or 1 (FEAT_SPE)")
+        need(0b0110 <= self.max_size_code <= MAX_SIZE_CODES[-1], "max_size_code",
+             self.max_size_code,
              "PMSIDR_EL1.MaxSize must be 0b0110..0b1011 (64 B..2 KiB; 16/32 B not permitted)")
         need(self.interval_code in INTERVAL_CODES, "interval_code", self.interval_code,
              f"must be one of {sorted(INTERVAL_CODES)}")
-        need(self.count_size_code == 0b0010, "count_size_code", self.count_size_code,
+        need(self.count_size_code == COUNT_SIZE_12BIT_SAT, "count_size_code",
+             self.count_size_code,
              "only 12-bit counters (0b0010) are modelled")
         need(self.ernd in (0, 1), "ernd", self.ernd, "must be 0 or 1")
         need(self.arch_inst == 1, "arch_inst", self.arch_inst,
              "only architecture-instruction sampling is modelled")
-        need(0 <= self.align_code <= 11, "align_code", self.align_code, "must be 0..11")
+        need(self.align_code in ALIGN_CODES, "align_code", self.align_code, "must be 0..11")
         need(self.align_code <= self.max_size_code, "align_code", self.align_code,
              "must not exceed max_size_code")
         need(self.flag_updates in (0, 1), "flag_updates", self.flag_updates, "must be 0 or 1")

@@ -88,6 +88,8 @@ BSC_FILLED = 0b000001
 EC_OTHER = 0b000000
 EC_STAGE1_ABORT = 0b100100
 EC_STAGE2_ABORT = 0b100101
+# PMBLIMITR_EL1.FM (§4.3.2): fill mode, the one mode the supplement defines.
+FM_FILL = 0b00
 
 # The PMSEVFR_EL1 bits CollectRecord() compares (§3.2.3): events<63:48,31:24,15:12,7,5,3,1>.
 PMSEVFR_FILTERABLE = ((0xFFFF << 48) | (0xFF << 24) | (0xF << 12) | (1 << 7) | (1 << 5)
