@@ -4,7 +4,7 @@
  * and the firmware's use of it. Shared by C and assembly.
  *
  * Generated from spe_emu.platform.board.VIRT by
- * `python -m spe_emu.platform.generate --write`: do not edit (a test fails
+ * `python -m spe_emu.tools.generate --write`: do not edit (a test fails
  * when this file is stale).
  */
 #ifndef SPE_FW_BOARD_H

@@ -3,7 +3,7 @@
  * AArch64 system registers used by the firmware: encodings and fields.
  *
  * Generated from spe_emu's register tables by
- * `python -m spe_emu.platform.generate --write`: do not edit (a test fails
+ * `python -m spe_emu.tools.generate --write`: do not edit (a test fails
  * when this file is stale). Each section names the tables it comes from.
  *
  * Registers that old assemblers may not know are accessed through their
@@ -123,7 +123,7 @@
 #define ID_AA64PFR0_EL1_GIC_WIDTH	4
 
 /* ---- PSTATE / exception state ------------------------------------------ */
-/* from spe_emu: cpu.exceptions, cpu.firmware_regs */
+/* from spe_emu: cpu.exceptions, arch.firmware_regs */
 /* CurrentEL */
 #define CURRENTEL_EL		GENMASK(3, 2)
 #define CURRENTEL_EL_SHIFT	2
@@ -150,7 +150,7 @@
 #define ESR_ELx_SVC_IMM16	GENMASK(15, 0)
 
 /* ---- EL3 --------------------------------------------------------------- */
-/* from spe_emu: cpu.context, cpu.firmware_regs */
+/* from spe_emu: arch.context, arch.firmware_regs */
 /* SCR_EL3 */
 #define SCR_EL3_NS		BIT(0)
 #define SCR_EL3_IRQ		BIT(1)
@@ -174,7 +174,7 @@
 #define CPTR_EL3_TCPAC		BIT(31)
 
 /* ---- EL2 --------------------------------------------------------------- */
-/* from spe_emu: cpu.context, devices.generic_timer, cpu.firmware_regs */
+/* from spe_emu: arch.context, devices.generic_timer, arch.firmware_regs */
 /* HCR_EL2 */
 #define HCR_EL2_VM		BIT(0)
 #define HCR_EL2_FMO		BIT(3)
@@ -213,7 +213,7 @@
 #define CNTHCTL_EL2_EVNTI	GENMASK(7, 4)
 
 /* ---- EL1 --------------------------------------------------------------- */
-/* from spe_emu: cpu.context, cpu.mmu, devices.generic_timer, cpu.firmware_regs */
+/* from spe_emu: arch.context, arch.mmu, devices.generic_timer, arch.firmware_regs */
 /* SCTLR_EL1 */
 #define SCTLR_EL1_M		BIT(0)
 #define SCTLR_EL1_A		BIT(1)
@@ -285,7 +285,7 @@
 #define TCR_TG0_4K		0
 
 /* ---- stage 1 translation table descriptors (4 KiB granule) ------------- */
-/* from spe_emu: cpu.mmu */
+/* from spe_emu: arch.mmu */
 #define PTE_VALID		BIT(0)
 #define PTE_TYPE		BIT(1)
 #define PTE_ATTRINDX		GENMASK(4, 2)
@@ -311,7 +311,7 @@
 #define L2_BLOCK_SHIFT		21	/* 2 MiB per level-2 entry */
 
 /* ---- GICv3 CPU interface (system registers) ---------------------------- */
-/* from spe_emu: board.gic.ICC_REGISTERS */
+/* from spe_emu: devices.gicv3.ICC_REGISTERS */
 #define SYS_ICC_PMR_EL1		S3_0_C4_C6_0
 #define SYS_ICC_IAR1_EL1	S3_0_C12_C12_0
 #define SYS_ICC_EOIR1_EL1	S3_0_C12_C12_1

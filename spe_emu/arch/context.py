@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from ..sysreg import reg
 
 # The control registers QEMU owns and spe_emu reads or programs, each declared once (only the
-# fields spe_emu or its firmware uses, see spe_emu.cpu.firmware_regs; the other bits are left
+# fields spe_emu or its firmware uses, see spe_emu.arch.firmware_regs; the other bits are left
 # as they are by every access spe_emu makes).
 SCR_EL3 = reg("SCR_EL3", (3, 6, 1, 1, 0), "RW 10", "HCE 8", "SMD 7", "EA 3", "FIQ 2", "IRQ 1",
               "NS 0", doc="Arm ARM D19.2")

@@ -1645,11 +1645,12 @@ class Machine:
 
     def _mrs_fallback(self, _uch, reg: int, cp_ptr, _data) -> int:
         """The native MRS hook's fallback (fast mode): fills the counter-read table when it is
-        invalid, then :meth:`_on_mrs`; an exception stops the run and is raised by
+        invalid and this is a counter read, then :meth:`_on_mrs`; an exception stops the run and is raised by
         :meth:`_start`."""
         try:
             cp = ctypes.cast(cp_ptr, ctypes.POINTER(UcRegCP64)).contents
-            if not self.counter_reads.valid:
+            if (not self.counter_reads.valid
+                    and (cp.op0, cp.op1, cp.crn, cp.crm, cp.op2) in COUNTER_READS):
                 self._fill_counter_reads()
             return self._on_mrs(self.uc, reg, CpReg(cp.crn, cp.crm, cp.op0, cp.op1, cp.op2,
                                                     cp.val), None)

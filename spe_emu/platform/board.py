@@ -3,7 +3,7 @@
 Everything else that needs the board's layout is generated from :data:`VIRT` (or another
 :class:`BoardSpec`): the machine's bus (:mod:`spe_emu.platform.bus`), the device tree blob
 (:mod:`spe_emu.platform.dtb`), the firmware's C constants (``firmware/board.h``) and the
-memory-map table in docs/design.md (:mod:`spe_emu.platform.generate`; a test fails when a
+memory-map table in docs/design.md (:mod:`spe_emu.tools.generate`; a test fails when a
 generated file is stale).
 
 The ``virt`` board follows QEMU's ``hw/arm/virt.c`` memory map and interrupt assignment, so

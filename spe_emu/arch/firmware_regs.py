@@ -1,5 +1,5 @@
 """System registers the firmware programs but the model never emulates, declared once for the
-firmware's generated header ``firmware/sysreg.h`` (:mod:`spe_emu.platform.generate`).
+firmware's generated header ``firmware/sysreg.h`` (:mod:`spe_emu.tools.generate`).
 
 The firmware (``firmware/``, spe_fw) sets up EL3, EL2 and EL1 registers that QEMU owns and
 spe_emu neither reads nor presents. Their layouts are declared here, as data, so the header's
@@ -7,7 +7,7 @@ masks and shifts are derived like every other register's, never written by hand:
 
 - :data:`DECLARED`: registers no model table declares -- CurrentEL, CPTR_EL2, CPTR_EL3,
   MAIR_EL1, PMSNEVFR_EL1 -- and the layout of the ``MSR DAIFSet, #<imm>`` immediate. Only the
-  fields the firmware names are declared (as in spe_emu.cpu.context: the other bits are RES0
+  fields the firmware names are declared (as in spe_emu.arch.context: the other bits are RES0
   here unless declared RES1).
 - :data:`EXTENSIONS`: fields (and RES1 bits) the firmware names in registers a model table
   declares only in part: SCTLR_ELx, SCR_EL3, ID_AA64PFR0_EL1, PMSIDR_EL1. :func:`extended`

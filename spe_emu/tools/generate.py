@@ -1,8 +1,8 @@
 """Files generated from the project's descriptions: the firmware's ``firmware/board.h`` and
 ``firmware/sysreg.h`` and the memory-map tables of docs/design.md.
 
-    python -m spe_emu.platform.generate --check    # exit 1 naming every stale file
-    python -m spe_emu.platform.generate --write    # rewrite the stale files
+    python -m spe_emu.tools.generate --check    # exit 1 naming every stale file
+    python -m spe_emu.tools.generate --write    # rewrite the stale files
 
 board.h and the tables come from :data:`spe_emu.platform.board.VIRT` (addresses, INTIDs) and
 :data:`FIRMWARE_REGIONS` (how the firmware divides RAM), so an address changes in one place.
@@ -19,20 +19,20 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..board.gic import ICC_REGISTERS
-from ..cpu import firmware_regs as fw
-from ..cpu.context import CPACR_EL1, HCR_EL2, MDCR_EL2, MDCR_EL3, SCR_EL3, SCTLR_ELX
+from ..devices.gicv3 import ICC_REGISTERS
+from ..arch import firmware_regs as fw
+from ..arch.context import CPACR_EL1, HCR_EL2, MDCR_EL2, MDCR_EL3, SCR_EL3, SCTLR_ELX
 from ..cpu.exceptions import EC, ESR, ISS_SVC, PSTATE
 from ..cpu.machine import ID_AA64DFR0_EL1, ID_AA64PFR0_EL1
-from ..cpu.mmu import DESC, GRANULE_4K, TCR_EL1, TG0_GRANULE
+from ..arch.mmu import DESC, GRANULE_4K, TCR_EL1, TG0_GRANULE
 from ..devices.generic_timer import CNTHCTL_EL2_NVHE, TIMER_REGISTERS
 from ..errors import ConfigError
 from ..spe import config as spe_config
 from ..spe import registers as spe_regs
 from ..spe.config import SpeConfig
 from ..sysreg import Field, RegisterSpec
-from .board import GIC_PPI_BASE, GIC_SPI_BASE, GICR_FRAME_BYTES, VIRT, BoardSpec, DeviceSpec
-from .dtb import GICR_BYTES_PER_PE
+from ..platform.board import GIC_PPI_BASE, GIC_SPI_BASE, GICR_FRAME_BYTES, VIRT, BoardSpec, DeviceSpec
+from ..platform.dtb import GICR_BYTES_PER_PE
 
 MiB = 1 << 20
 REPO = Path(__file__).resolve().parents[2]
@@ -42,7 +42,7 @@ HEADER = Path("firmware/board.h")
 SYSREG_HEADER = Path("firmware/sysreg.h")
 DESIGN = Path("docs/design.md")
 BEGIN_MARK = ("<!-- BEGIN GENERATED board memory map: edit spe_emu/platform/board.py, then "
-              "run python -m spe_emu.platform.generate --write -->")
+              "run python -m spe_emu.tools.generate --write -->")
 END_MARK = "<!-- END GENERATED board memory map -->"
 
 
@@ -131,7 +131,7 @@ def firmware_header(board: BoardSpec = VIRT) -> str:
         " * and the firmware's use of it. Shared by C and assembly.",
         " *",
         f" * Generated from spe_emu.platform.board.{board.name.upper()} by",
-        " * `python -m spe_emu.platform.generate --write`: do not edit (a test fails",
+        " * `python -m spe_emu.tools.generate --write`: do not edit (a test fails",
         " * when this file is stale).",
         " */",
         "#ifndef SPE_FW_BOARD_H",
@@ -318,10 +318,10 @@ def sysreg_header(spe: SpeConfig = FIRMWARE_SPE) -> str:
     """The text of ``firmware/sysreg.h``: encodings (``SYS_<REG>``) and fields
     (``<REG>_<FIELD>`` masks, ``_SHIFT``, encodings) of the system registers the firmware
     uses, from the register tables -- SPE (:func:`spe_emu.spe.registers.spe_registers` for
-    ``spe``), GICv3 CPU interface (:data:`spe_emu.board.gic.ICC_REGISTERS`), generic timer
-    (:mod:`spe_emu.devices.generic_timer`), control registers (:mod:`spe_emu.cpu.context`,
-    :mod:`~spe_emu.cpu.exceptions`, :mod:`~spe_emu.cpu.mmu`, :mod:`~spe_emu.cpu.machine`)
-    and the declarations for the firmware alone (:mod:`spe_emu.cpu.firmware_regs`).
+    ``spe``), GICv3 CPU interface (:data:`spe_emu.devices.gicv3.ICC_REGISTERS`), generic timer
+    (:mod:`spe_emu.devices.generic_timer`), control registers (:mod:`spe_emu.arch.context`,
+    :mod:`~spe_emu.cpu.exceptions`, :mod:`~spe_emu.arch.mmu`, :mod:`~spe_emu.cpu.machine`)
+    and the declarations for the firmware alone (:mod:`spe_emu.arch.firmware_regs`).
 
     Raises:
         ConfigError: a field the header names is missing from its table (e.g. PMSICR_EL1.ECOUNT
@@ -334,7 +334,7 @@ def sysreg_header(spe: SpeConfig = FIRMWARE_SPE) -> str:
         " * AArch64 system registers used by the firmware: encodings and fields.",
         " *",
         " * Generated from spe_emu's register tables by",
-        " * `python -m spe_emu.platform.generate --write`: do not edit (a test fails",
+        " * `python -m spe_emu.tools.generate --write`: do not edit (a test fails",
         " * when this file is stale). Each section names the tables it comes from.",
         " *",
         " * Registers that old assemblers may not know are accessed through their",
@@ -400,7 +400,7 @@ def sysreg_header(spe: SpeConfig = FIRMWARE_SPE) -> str:
     _register(h, fw.extended(ID_AA64PFR0_EL1), widths=("EL2", "GIC"))
 
     # -- PSTATE and exceptions
-    h.section("PSTATE / exception state", "cpu.exceptions", "cpu.firmware_regs")
+    h.section("PSTATE / exception state", "cpu.exceptions", "arch.firmware_regs")
     _register(h, fw.CURRENTEL, prefix="CURRENTEL")
     for el in (1, 2, 3):
         _field_value(h, "CURRENTEL", fw.CURRENTEL.field("EL"), el, f"CURRENTEL_EL{el}")
@@ -418,7 +418,7 @@ def sysreg_header(spe: SpeConfig = FIRMWARE_SPE) -> str:
     _fields(h, "ESR_ELx_SVC", ISS_SVC.name, ISS_SVC.fields)
 
     # -- EL3
-    h.section("EL3", "cpu.context", "cpu.firmware_regs")
+    h.section("EL3", "arch.context", "arch.firmware_regs")
     scr = fw.extended(SCR_EL3)
     _register(h, scr)
     h.define("SCR_EL3_RES1", _mask(scr.res1))
@@ -428,7 +428,7 @@ def sysreg_header(spe: SpeConfig = FIRMWARE_SPE) -> str:
     _register(h, fw.CPTR_EL3)
 
     # -- EL2
-    h.section("EL2", "cpu.context", "devices.generic_timer", "cpu.firmware_regs")
+    h.section("EL2", "arch.context", "devices.generic_timer", "arch.firmware_regs")
     _register(h, HCR_EL2)
     _register(h, MDCR_EL2)
     h.define("MDCR_EL2_HPMN_MASK", "MDCR_EL2_HPMN", "reset value PMCR_EL0.N")
@@ -440,7 +440,7 @@ def sysreg_header(spe: SpeConfig = FIRMWARE_SPE) -> str:
     _register(h, CNTHCTL_EL2_NVHE)
 
     # -- EL1
-    h.section("EL1", "cpu.context", "cpu.mmu", "devices.generic_timer", "cpu.firmware_regs")
+    h.section("EL1", "arch.context", "arch.mmu", "devices.generic_timer", "arch.firmware_regs")
     sctlr = fw.extended(SCTLR_ELX)
     _register(h, sctlr)
     h.define("SCTLR_EL1_RES1", "(" + " | ".join(
@@ -472,7 +472,7 @@ def sysreg_header(spe: SpeConfig = FIRMWARE_SPE) -> str:
 
     # -- descriptors
     h.section(f"stage 1 translation table descriptors "
-              f"({_size(1 << FW_GRANULE.page_shift)} granule)", "cpu.mmu")
+              f"({_size(1 << FW_GRANULE.page_shift)} granule)", "arch.mmu")
     _fields(h, "PTE", DESC.name, DESC.fields, shifts=("AttrIndx", "SH"))
     _field_value(h, "PTE", DESC.field("TYPE"), 1, "PTE_TYPE_TABLE",
                  "level 0-2: next-level table (else block)")
@@ -489,7 +489,7 @@ def sysreg_header(spe: SpeConfig = FIRMWARE_SPE) -> str:
                  f"{_size(1 << shift)} per level-{level} entry")
 
     # -- GIC
-    h.section("GICv3 CPU interface (system registers)", "board.gic.ICC_REGISTERS")
+    h.section("GICv3 CPU interface (system registers)", "devices.gicv3.ICC_REGISTERS")
     icc = ("ICC_PMR_EL1", "ICC_IAR1_EL1", "ICC_EOIR1_EL1", "ICC_BPR1_EL1", "ICC_SRE_EL1",
            "ICC_IGRPEN1_EL1", "ICC_SRE_EL2", "ICC_SRE_EL3")
     for s in sorted((ICC_REGISTERS[n] for n in icc), key=lambda s: s.encoding.tuple):
@@ -579,7 +579,7 @@ def stale_files(root: Path = REPO, board: BoardSpec = VIRT) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m spe_emu.platform.generate",
+    ap = argparse.ArgumentParser(prog="python -m spe_emu.tools.generate",
                                  description=__doc__.splitlines()[0])
     mode = ap.add_mutually_exclusive_group(required=True)
     mode.add_argument("--check", action="store_true", help="exit 1 if a generated file is stale")
@@ -591,7 +591,7 @@ def main(argv: list[str] | None = None) -> int:
         stale = stale_files(args.root)
         if args.check:
             for rel in stale:
-                print(f"stale: {rel} (run python -m spe_emu.platform.generate --write)")
+                print(f"stale: {rel} (run python -m spe_emu.tools.generate --write)")
             return 1 if stale else 0
         for rel, text in expected_files(args.root).items():
             if rel in stale:
