@@ -40,13 +40,36 @@ RSS growth over its starting RSS exceeds the second's by at most --rss-tolerance
 run (the first configuration with --min-latency 4095, so the same samples are taken but every
 record is filtered out) tells growth that follows records from growth that follows samples.
 
+Timer interrupts (guest ``virt-timer``): examples/virt-timer built with the Debian cross
+compiler (aarch64-linux-gnu-gcc) into the run's temporary directory with -DTICKS=--timer-ticks
+and -DPERIOD_US=--timer-period-us, then run on the virt board by spe_emu (in this process,
+``run_kernel`` with the options of ``spe-emu run --machine virt --kernel IMAGE``) and by
+qemu-system-aarch64 (``-M virt,gic-version=3 -cpu max -nographic -kernel IMAGE``, a
+subprocess), one warm-up each, then each repeat runs both back to back (the order reversed on
+every other repeat). Both must print "timer interrupts: TICKS". One row:
+
+    irqs_per_s      TICKS / median seconds, per emulator. spe_emu's time is the run_kernel
+                    call (machine set-up and image loading included, as in the rows above);
+                    QEMU's is the subprocess's wall time (process start-up included: about
+                    0.05 s, so TICKS should make a QEMU run last a second or more).
+    ratio_to_qemu   median over the repeats of that repeat's spe_emu rate / its QEMU rate.
+
+QEMU's generic timer follows host time unless it counts instructions: by default QEMU runs with
+``-icount shift=0,sleep=off`` (virtual time from instructions; a PE waiting in WFI jumps to the
+next timer deadline), the model spe_emu's virtual clock follows, so both rates measure the
+emulator's cost per interrupt. With ``--qemu-clock host`` QEMU's counter follows host time and
+its rate cannot exceed 1e6 / PERIOD_US interrupts per second, however fast QEMU is. The row is
+skipped, with the reason printed, when the cross compiler is missing, and its QEMU half when
+qemu-system-aarch64 is; it has no target (it never makes --check fail).
+
 Targets (SPE enabled at interval 4096): at least 0.6x raw MIPS and at least 25x reference MIPS
 on every guest, per-sample cost at most 15 us; profiling disabled at least 0.9x raw; peak RSS
 does not grow with records written.
 
 Usage:
-    python scripts/bench.py                              # every guest, 7 repeats
+    python scripts/bench.py                              # every guest and virt-timer, 7 repeats
     python scripts/bench.py --guest sort --guest interp --repeats 5 --json bench.json
+    python scripts/bench.py --guest virt-timer --repeats 3   # the timer row alone
     python scripts/bench.py --no-reference --check       # exit 1 if a target fails
 
 Exit status: 0 (the benchmark is a report) unless --check is given and a target failed (1);
@@ -59,7 +82,9 @@ import argparse
 import gc
 import json
 import re
+import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -74,7 +99,8 @@ from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 from spe_emu.errors import GuestRunaway, SpeEmuError  # noqa: E402
-from spe_emu.session import TRACE_NAME, RunOptions, run_image  # noqa: E402
+from spe_emu.session import (TRACE_NAME, KernelOptions, RunOptions, run_image,  # noqa: E402
+                             run_kernel)
 
 GUESTS_DIR = ROOT / "guests"
 DEFAULT_INTERVALS = (1024, 4096, 65536)
@@ -89,6 +115,18 @@ MEMORY_FEW = dict(interval=65536)
 MEMORY_CONTROL = dict(buffer_size=4096, interval=256, min_latency=4095)
 JSON_KEYS = ("guest", "mode", "interval", "mips", "ratio_to_raw", "per_sample_us",
              "peak_rss_mb")
+TIMER_GUEST = "virt-timer"
+TIMER_SOURCES = ROOT / "examples" / "virt-timer"
+TIMER_TICKS = 50_000
+TIMER_PERIOD_US = 100
+CROSS_GCC = "aarch64-linux-gnu-gcc"
+CROSS_CFLAGS = ("-O2", "-ffreestanding", "-nostdlib", "-mgeneral-regs-only", "-T", "link.ld",
+                "-Wl,--no-warn-rwx-segments")  # as examples/virt-timer/README.md
+QEMU = "qemu-system-aarch64"
+QEMU_ARGS = ("-M", "virt,gic-version=3", "-cpu", "max", "-nographic")
+QEMU_CLOCKS = {"icount": ("-icount", "shift=0,sleep=off"), "host": ()}
+TIMER_JSON_KEYS = ("guest", "mode", "ticks", "period_us", "qemu_clock", "spe_emu_irqs_per_s",
+                   "qemu_irqs_per_s", "ratio_to_qemu", "skipped")
 
 
 class BenchError(Exception):
@@ -258,6 +296,131 @@ class Runner:
         return out
 
 
+# ------------------------------------------------------------------------ timer row -------
+
+@dataclass
+class TimerSetup:
+    ticks: int
+    period_us: int
+    qemu_clock: str             # a key of QEMU_CLOCKS
+
+
+def build_timer_image(workdir: Path, setup: TimerSetup) -> Path | str:
+    """examples/virt-timer built with ``setup``'s TICKS and PERIOD_US into ``workdir``: the
+    ELF's path, or why it cannot be built here (no cross compiler)."""
+    gcc = shutil.which(CROSS_GCC)
+    if gcc is None:
+        return f"{CROSS_GCC} not found (Debian: apt-get install gcc-aarch64-linux-gnu)"
+    out = workdir / f"{TIMER_GUEST}.elf"
+    cmd = [gcc, *CROSS_CFLAGS, f"-DTICKS={setup.ticks}", f"-DPERIOD_US={setup.period_us}",
+           "-o", str(out), "start.S", "main.c"]
+    proc = subprocess.run(cmd, cwd=TIMER_SOURCES, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise BenchError(f"{TIMER_GUEST}: {' '.join(cmd)} failed: {proc.stderr.strip()[-300:]}")
+    return out
+
+
+def timer_line(ticks: int) -> str:
+    """What the program prints after its last interrupt."""
+    return f"timer interrupts: {ticks}\n"
+
+
+class TimerRunner:
+    """Timed runs of the virt-timer image on spe_emu (in this process) and on QEMU."""
+
+    def __init__(self, runner: Runner, image: Path, setup: TimerSetup, qemu: str | None):
+        self.runner = runner
+        self.image = image
+        self.setup = setup
+        self.qemu = qemu
+        self.qemu_cmd = (None if qemu is None else
+                         [qemu, *QEMU_ARGS, *QEMU_CLOCKS[setup.qemu_clock], "-kernel",
+                          str(image)])
+
+    def spe_emu(self) -> float:
+        """One run_kernel call, as ``spe-emu run --machine virt --kernel IMAGE``: seconds."""
+        out = bytearray()
+        opts = RunOptions(boot_el=1, firmware=False,
+                          outdir=self.runner.workdir / TIMER_GUEST / "spe-emu")
+        kopts = KernelOptions(board="virt", kernel=self.image)
+        gc.collect()
+        t0 = time.perf_counter()
+        try:
+            session = run_kernel(kopts, opts, console=out.extend)
+        except SpeEmuError as exc:
+            raise BenchError(f"{TIMER_GUEST} spe-emu: {exc}") from None
+        seconds = time.perf_counter() - t0
+        text = out.decode(errors="replace")
+        if session.result.exit_status != 0 or timer_line(self.setup.ticks) not in text:
+            raise BenchError(f"{TIMER_GUEST} spe-emu: exit status "
+                             f"{session.result.exit_status}, console {text[-200:]!r}")
+        return seconds
+
+    def qemu_run(self) -> float:
+        """One qemu-system-aarch64 process, start to exit: wall seconds."""
+        # (generous: with --qemu-clock host the run lasts TICKS periods of host time)
+        timeout = 120 + 10 * self.setup.ticks * self.setup.period_us / 1e6
+        t0 = time.perf_counter()
+        try:
+            proc = subprocess.run(self.qemu_cmd, stdin=subprocess.DEVNULL,
+                                  capture_output=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise BenchError(f"{TIMER_GUEST} qemu: no exit within {timeout:.0f} s") from None
+        seconds = time.perf_counter() - t0
+        text = proc.stdout.decode(errors="replace").replace("\r\n", "\n")
+        if proc.returncode != 0 or timer_line(self.setup.ticks) not in text:
+            raise BenchError(f"{TIMER_GUEST} qemu: exit status {proc.returncode}, output "
+                             f"{text[-200:]!r}, stderr {proc.stderr.decode()[-200:]!r}")
+        return seconds
+
+    def measure(self, repeats: int) -> dict[str, list[float]]:
+        sides = [("spe-emu", self.spe_emu)]
+        if self.qemu is not None:
+            sides.append(("qemu", self.qemu_run))
+        out: dict[str, list[float]] = {name: [] for name, _ in sides}
+        for name, run in sides:  # warm-up, not counted
+            self.runner.say(f"[dim]{TIMER_GUEST:>14} {name:<13} warm-up  {run():8.3f} s[/dim]")
+        for r in range(repeats):
+            for name, run in sides if r % 2 == 0 else sides[::-1]:
+                seconds = run()
+                out[name].append(seconds)
+                self.runner.say(f"[dim]{TIMER_GUEST:>14} {name:<13} {r + 1}/{repeats:<6} "
+                                f"{seconds:8.3f} s[/dim]")
+        return out
+
+
+def timer_row(setup: TimerSetup, seconds: dict[str, list[float]] | None,
+              skipped: str | None) -> dict:
+    """The timer row (keys TIMER_JSON_KEYS, plus ``_`` keys for the table). ``seconds``:
+    per side, one time per repeat in repeat order; None when the whole row was skipped."""
+    seconds = seconds or {}
+    spe, qemu = seconds.get("spe-emu"), seconds.get("qemu")
+    rate = (lambda t: round(setup.ticks / statistics.median(t), 1) if t else None)
+    ratio = (round(paired_median(spe, qemu, lambda a, b: b / a), 4) if spe and qemu else None)
+    return {
+        "guest": TIMER_GUEST, "mode": "timer-irq", "ticks": setup.ticks,
+        "period_us": setup.period_us, "qemu_clock": setup.qemu_clock,
+        "spe_emu_irqs_per_s": rate(spe), "qemu_irqs_per_s": rate(qemu),
+        "ratio_to_qemu": ratio, "skipped": skipped,
+        "_spe_seconds": statistics.median(spe) if spe else None,
+        "_qemu_seconds": statistics.median(qemu) if qemu else None,
+    }
+
+
+def measure_timer(runner: Runner, setup: TimerSetup, repeats: int) -> tuple[dict, list[str]]:
+    """Build and run the timer row: (row, the QEMU command line or [])."""
+    image = build_timer_image(runner.workdir, setup)
+    if isinstance(image, str):
+        runner.say(f"[yellow]{TIMER_GUEST}: skipped, {image}[/yellow]")
+        return timer_row(setup, None, f"not built: {image}"), []
+    qemu = shutil.which(QEMU)
+    timer = TimerRunner(runner, image, setup, qemu)
+    skipped = None if qemu is not None else f"QEMU half not run: {QEMU} not found"
+    if skipped:
+        runner.say(f"[yellow]{TIMER_GUEST}: {skipped}[/yellow]")
+    return timer_row(setup, timer.measure(repeats), skipped), timer.qemu_cmd or []
+
+
 # ------------------------------------------------------------------------ report ----------
 
 def paired_median(a: list[float], b: list[float], combine) -> float:
@@ -309,6 +472,8 @@ def check_targets(rows: list[dict], guests: list[str], memory: dict | None,
     by = {(r["guest"], r["mode"], r["interval"]): r for r in rows}
 
     def per_guest(mode: str, interval, value, ok, fmt) -> tuple[str, str]:
+        if not guests:
+            return "SKIP", "no SPE guest selected"
         parts, status = [], "PASS"
         for g in guests:
             row = by.get((g, mode, interval))
@@ -347,7 +512,8 @@ def check_targets(rows: list[dict], guests: list[str], memory: dict | None,
 
     name = "memory: peak RSS does not grow with records written"
     if memory is None:
-        targets.append(Target(name, "SKIP", "--no-memory-check"))
+        targets.append(Target(name, "SKIP", "--no-memory-check" if guests else
+                              "no SPE guest selected"))
     else:
         many, few = memory["many"], memory["few"]
         extra = many["growth_mb"] - few["growth_mb"]
@@ -389,7 +555,48 @@ def fmt(value, spec: str, none: str = "-") -> str:
 
 
 def print_report(console: Console, rows: list[dict], memory: dict | None,
-                 targets: list[Target], rss: RssMeter, repeats: int) -> None:
+                 targets: list[Target], rss: RssMeter, repeats: int,
+                 timer: dict | None = None, qemu_cmd: list[str] | None = None) -> None:
+    if rows:
+        print_rows(console, rows, memory, rss, repeats)
+        if timer is not None:
+            console.print()
+    if timer is not None:
+        print_timer(console, timer, qemu_cmd or [], repeats)
+    console.print()
+    colour = {"PASS": "green", "FAIL": "bold red", "SKIP": "yellow"}
+    for t in targets:
+        console.print(f"[{colour[t.status]}]{t.status}[/] {t.name}: {t.detail}", highlight=False)
+
+
+def print_timer(console: Console, row: dict, qemu_cmd: list[str], repeats: int) -> None:
+    table = Table(title=f"timer interrupts, virt board (median of {repeats})",
+                  title_justify="left")
+    for name in ("guest", "interrupts", "spe-emu s", "spe-emu irq/s", "QEMU s", "QEMU irq/s",
+                 "spe-emu / QEMU"):
+        table.add_column(name, justify="left" if name == "guest" else "right")
+    table.add_row(row["guest"], f"{row['ticks']:,}", fmt(row["_spe_seconds"], ".3f"),
+                  fmt(row["spe_emu_irqs_per_s"], ",.0f"), fmt(row["_qemu_seconds"], ".3f"),
+                  fmt(row["qemu_irqs_per_s"], ",.0f"), fmt(row["ratio_to_qemu"], ".3f"))
+    console.print(table)
+    if row["skipped"]:
+        console.print(f"  [yellow]{row['guest']}: {row['skipped']}[/yellow]", highlight=False)
+    console.print(f"  examples/virt-timer built with -DTICKS={row['ticks']} "
+                  f"-DPERIOD_US={row['period_us']}", highlight=False)
+    console.print("  spe-emu: run_kernel in this process (machine set-up included); QEMU: "
+                  "wall time of the process (start-up included)", highlight=False)
+    if qemu_cmd:
+        console.print(f"  QEMU: {' '.join(qemu_cmd)}", highlight=False, soft_wrap=True)
+        if row["qemu_clock"] == "host":
+            console.print(f"  QEMU's counter follows host time: at most "
+                          f"{1e6 / row['period_us']:,.0f} interrupts/s however fast it "
+                          f"runs", highlight=False)
+    console.print("  spe-emu / QEMU compares the two within each repeat (run back to back), "
+                  "then takes the median over the repeats", highlight=False)
+
+
+def print_rows(console: Console, rows: list[dict], memory: dict | None, rss: RssMeter,
+               repeats: int) -> None:
     table = Table(title=f"spe_emu benchmark (median of {repeats}; reference run once)",
                   title_justify="left")
     for name, justify in (("guest", "left"), ("mode", "left"), ("interval", "right"),
@@ -434,10 +641,6 @@ def print_report(console: Console, rows: list[dict], memory: dict | None,
                   "count instructions)", highlight=False)
     console.print("  ratio to raw and per-sample us compare the modes within each repeat (run "
                   "back to back), then take the median over the repeats", highlight=False)
-    console.print()
-    colour = {"PASS": "green", "FAIL": "bold red", "SKIP": "yellow"}
-    for t in targets:
-        console.print(f"[{colour[t.status]}]{t.status}[/] {t.name}: {t.detail}", highlight=False)
 
 
 # ------------------------------------------------------------------------ main ------------
@@ -461,7 +664,8 @@ def memory_check(runner: Runner, guest: str, image: Path) -> dict:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--guest", action="append", metavar="NAME",
-                   help="guest to run (guests/NAME.elf); repeatable; default: every guest")
+                   help=f"guest to run (guests/NAME.elf, or {TIMER_GUEST} for the timer "
+                        f"interrupt row); repeatable; default: every guest and {TIMER_GUEST}")
     p.add_argument("--interval", action="append", type=int, metavar="N",
                    help=f"SPE interval for the spe rows; repeatable; default: "
                         f"{' '.join(map(str, DEFAULT_INTERVALS))}")
@@ -479,6 +683,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--no-memory-check", action="store_true", help="skip the memory check")
     p.add_argument("--rss-tolerance-mb", type=float, default=4.0, metavar="MB",
                    help="allowed extra RSS growth of the many-records run (default 4)")
+    p.add_argument("--no-timer", action="store_true",
+                   help=f"skip the {TIMER_GUEST} row (when no --guest names it)")
+    p.add_argument("--timer-ticks", type=int, default=TIMER_TICKS, metavar="N",
+                   help=f"timer interrupts the {TIMER_GUEST} row takes (default {TIMER_TICKS})")
+    p.add_argument("--timer-period-us", type=int, default=TIMER_PERIOD_US, metavar="US",
+                   help=f"its timer period, microseconds of counter time (default "
+                        f"{TIMER_PERIOD_US})")
+    p.add_argument("--qemu-clock", choices=tuple(QEMU_CLOCKS), default="icount",
+                   help="QEMU's virtual time: icount (-icount shift=0,sleep=off: from "
+                        "instructions, WFI jumps to the next deadline, as spe_emu) or host "
+                        "(QEMU's default: host time, which bounds the rate by the period); "
+                        "default icount")
     p.add_argument("--json", type=Path, metavar="FILE", help="write the rows as JSON")
     p.add_argument("--check", action="store_true", help="exit 1 if a target fails")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr")
@@ -487,10 +703,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         p.error("--repeats must be at least 1")
     if args.reference_insns is not None and args.reference_insns < 1:
         p.error("--reference-insns must be positive")
+    if args.timer_ticks < 1 or args.timer_period_us < 1:
+        p.error("--timer-ticks and --timer-period-us must be positive")
+    if args.no_timer and TIMER_GUEST in (args.guest or ()):
+        p.error(f"--no-timer with --guest {TIMER_GUEST}")
     return args
 
 
 def resolve_guests(names: list[str] | None) -> dict[str, Path]:
+    """The SPE guests named (every one when ``names`` is None); TIMER_GUEST is not one."""
     available = {p.stem: p for p in sorted(GUESTS_DIR.glob("*.elf"))}
     if not names:
         if not available:
@@ -498,6 +719,8 @@ def resolve_guests(names: list[str] | None) -> dict[str, Path]:
         return available
     out = {}
     for name in names:
+        if name == TIMER_GUEST:
+            continue
         stem = Path(name).stem if name.endswith(".elf") else name
         if stem not in available:
             raise BenchError(f"--guest {name}: no guests/{stem}.elf (available: "
@@ -519,28 +742,36 @@ def main(argv: list[str] | None = None) -> int:
         if args.memory_guest is not None and args.memory_guest not in guests:
             resolve_guests([args.memory_guest])  # raises if it does not exist at all
         modes = modes_for(intervals, reference=not args.no_reference)
+        timer_setup = None
+        if TIMER_GUEST in (args.guest or ()) or (not args.guest and not args.no_timer):
+            timer_setup = TimerSetup(args.timer_ticks, args.timer_period_us, args.qemu_clock)
         rss = RssMeter()
         rows: list[dict] = []
         memory = None
+        timer, qemu_cmd = None, []
         with tempfile.TemporaryDirectory(prefix="spe-bench-") as tmp:
             runner = Runner(Path(tmp), rss, log)
             for guest, image in guests.items():
                 meas = runner.measure(guest, image, modes, args.repeats, args.reference_insns)
                 rows += rows_for(guest, modes, meas)
-            if not args.no_memory_check:
+            if not args.no_memory_check and (rows or args.memory_guest):
                 name = args.memory_guest or max(
                     (r for r in rows if r["mode"] == "spe-disabled"),
                     key=lambda r: r["_instructions"])["guest"]
                 image = guests.get(name) or resolve_guests([name])[name]
                 memory = memory_check(runner, name, image)
+            if timer_setup is not None:
+                timer, qemu_cmd = measure_timer(runner, timer_setup, args.repeats)
     except (BenchError, SpeEmuError) as exc:
         print(f"bench: {exc}", file=sys.stderr)
         return 2
     targets = check_targets(rows, list(guests), memory, args.rss_tolerance_mb,
                             reference_run=not args.no_reference, per_run_rss=rss.per_run)
-    print_report(console, rows, memory, targets, rss, args.repeats)
+    print_report(console, rows, memory, targets, rss, args.repeats, timer, qemu_cmd)
     if args.json is not None:
         data = [{k: r[k] for k in JSON_KEYS} for r in rows]
+        if timer is not None:
+            data.append({k: timer[k] for k in TIMER_JSON_KEYS})
         args.json.write_text(json.dumps(data, indent=2) + "\n")
     if args.check and any(t.status == "FAIL" for t in targets):
         return 1

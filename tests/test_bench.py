@@ -104,3 +104,64 @@ def test_ratios_compare_modes_within_a_repeat():
     assert rows["spe-disabled"]["ratio_to_raw"] == round(1 / 1.05, 4)
     assert rows["spe"]["ratio_to_raw"] == round(1 / 1.1, 4)
     assert rows["spe"]["per_sample_us"] == round((1.1 - 1.05) / 1000 * 1e6, 3)
+
+
+TIMER_KEYS = {"guest", "mode", "ticks", "period_us", "qemu_clock", "spe_emu_irqs_per_s",
+              "qemu_irqs_per_s", "ratio_to_qemu", "skipped"}
+
+
+def test_bench_timer_row_json(tmp_path):
+    # The row alone, 50 interrupts: measured on both sides where the cross compiler and QEMU
+    # are installed, a skip with its reason (and exit status 0) where they are not.
+    import shutil
+    out = tmp_path / "out.json"
+    proc = run_bench("--guest", "virt-timer", "--repeats", "1", "--timer-ticks", "50",
+                     "--json", str(out), "-q", "--check", cwd=tmp_path, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    rows = json.loads(out.read_text())
+    assert len(rows) == 1 and set(rows[0]) == TIMER_KEYS
+    row = rows[0]
+    assert (row["guest"], row["mode"], row["ticks"], row["period_us"], row["qemu_clock"]) == \
+        ("virt-timer", "timer-irq", 50, 100, "icount")
+    if shutil.which("aarch64-linux-gnu-gcc") is None:
+        assert row["spe_emu_irqs_per_s"] is None and "aarch64-linux-gnu-gcc" in row["skipped"]
+        return
+    assert row["spe_emu_irqs_per_s"] > 0
+    if shutil.which("qemu-system-aarch64") is None:
+        assert row["qemu_irqs_per_s"] is None and "qemu-system-aarch64" in row["skipped"]
+        return
+    assert row["skipped"] is None
+    assert row["qemu_irqs_per_s"] > 0 and row["ratio_to_qemu"] > 0
+    assert "-icount shift=0,sleep=off" in proc.stdout
+    # no SPE guest was selected: every target is skipped, none fails
+    verdicts = [line for line in proc.stdout.splitlines()
+                if line.startswith(("PASS ", "FAIL ", "SKIP "))]
+    assert len(verdicts) == 5 and all(v.startswith("SKIP") for v in verdicts), proc.stdout
+
+
+def test_bench_timer_row_skips_without_tools(tmp_path):
+    # Neither the cross compiler nor QEMU on PATH: the row is skipped with its reason, and
+    # --check does not fail for it.
+    out = tmp_path / "out.json"
+    proc = subprocess.run([sys.executable, str(BENCH), "--guest", "virt-timer", "--json",
+                           str(out), "--check"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=120, env={"PATH": str(tmp_path / "empty")})
+    assert proc.returncode == 0, proc.stderr
+    [row] = json.loads(out.read_text())
+    assert row["skipped"].startswith("not built: aarch64-linux-gnu-gcc not found")
+    assert row["spe_emu_irqs_per_s"] is row["qemu_irqs_per_s"] is row["ratio_to_qemu"] is None
+    assert "aarch64-linux-gnu-gcc not found" in proc.stdout
+
+
+def test_timer_ratio_pairs_repeats():
+    # the ratio is taken within each repeat (as ratio_to_raw); the rates are TICKS / median
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        import bench
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    setup = bench.TimerSetup(ticks=1000, period_us=100, qemu_clock="icount")
+    row = bench.timer_row(setup, {"spe-emu": [2.0, 4.0, 2.5], "qemu": [0.2, 0.5, 0.2]}, None)
+    assert row["spe_emu_irqs_per_s"] == 400.0      # 1000 / 2.5
+    assert row["qemu_irqs_per_s"] == 5000.0        # 1000 / 0.2
+    assert row["ratio_to_qemu"] == 0.1             # median of 0.1, 0.125, 0.08
