@@ -206,8 +206,41 @@ def access_ok(ctx: Any, is_read: bool) -> Access:
     return Access.OK
 
 
+class FieldAccessors:
+    """Field access by name, shared by every register declaration that has ``name``,
+    ``fields`` and ``res1`` (:class:`RegisterSpec`, :class:`spe_emu.platform.mmio.MmioRegister`):
+    the one field mechanism's read side."""
+
+    name: str
+    fields: tuple[Field, ...]
+    res1: int
+
+    def field(self, name: str) -> Field:
+        """The field called ``name``. Raises :class:`RegisterTableError` naming the register."""
+        for f in self.fields:
+            if f.name == name:
+                return f
+        raise RegisterTableError(f"{self.name} has no field {name}")
+
+    def get(self, value: int, name: str) -> int:
+        """Field ``name`` of ``value``, right-aligned."""
+        f = self.field(name)
+        return (value & f.mask) >> f.lsb
+
+    def set(self, value: int, name: str, field_value: int) -> int:
+        """``value`` with field ``name`` replaced."""
+        return self.field(name).set(value, field_value)
+
+    def make(self, **fields: int) -> int:
+        """Build a value from field values (others zero, RES1 bits set)."""
+        value = self.res1
+        for name, v in fields.items():
+            value = self.set(value, name, v)
+        return value
+
+
 @dataclass(frozen=True)
-class RegisterSpec:
+class RegisterSpec(FieldAccessors):
     """One system register, declared once.
 
     Attributes:
@@ -282,26 +315,11 @@ class RegisterSpec:
         return out
 
     def field(self, name: str) -> Field:
+        """The field called ``name`` (by a dictionary: tables are large)."""
         try:
             return self._by_name[name]
         except KeyError:
             raise RegisterTableError(f"{self.name} has no field {name}") from None
-
-    def get(self, value: int, name: str) -> int:
-        """Field ``name`` of ``value``, right-aligned."""
-        f = self._by_name.get(name) or self.field(name)
-        return (value & f.mask) >> f.lsb
-
-    def set(self, value: int, name: str, field_value: int) -> int:
-        """``value`` with field ``name`` replaced."""
-        return self.field(name).set(value, field_value)
-
-    def make(self, **fields: int) -> int:
-        """Build a value from field values (others zero, RES1 bits set)."""
-        value = self.res1
-        for name, v in fields.items():
-            value = self.set(value, name, v)
-        return value
 
     def apply_write(self, old: int, written: int) -> int:
         """Value after a direct write of ``written``: writable fields take the new bits, read-only

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, MutableSequence, Sequence
 
 from ..errors import RegisterTableError
-from ..sysreg import Field, FieldAccess, WriteMasks, parse_fields, write_masks
+from ..sysreg import Field, FieldAccess, FieldAccessors, WriteMasks, parse_fields, write_masks
 
 
 @dataclass(frozen=True)
@@ -62,7 +62,7 @@ class PerItem:
 
 
 @dataclass(frozen=True)
-class MmioRegister:
+class MmioRegister(FieldAccessors):
     """One memory-mapped register, or an array of ``count`` registers ``width`` bytes apart.
 
     Attributes:
@@ -153,27 +153,6 @@ class MmioRegister:
     def size(self) -> int:
         """Bytes the register (array) occupies."""
         return self.width * self.count
-
-    def field(self, name: str) -> Field:
-        for f in self.fields:
-            if f.name == name:
-                return f
-        raise RegisterTableError(f"{self.name} has no field {name}")
-
-    def get(self, value: int, name: str) -> int:
-        """Field ``name`` of ``value``, right-aligned."""
-        return self.field(name).get(value)
-
-    def set(self, value: int, name: str, field_value: int) -> int:
-        """``value`` with field ``name`` replaced."""
-        return self.field(name).set(value, field_value)
-
-    def make(self, **values: int) -> int:
-        """A value built from field values (others zero, RES1 set)."""
-        out = self.res1
-        for name, v in values.items():
-            out = self.set(out, name, v)
-        return out
 
     def apply_write(self, old: int, written: int, lanes: int = -1) -> int:
         """Stored value after software writes ``written`` (each field by its access mode,
