@@ -7,7 +7,9 @@ no EL2: ``hw/arm/virt.c``), so QEMU exits. :func:`run` returns the printed value
 order. The program runs at EL1 (``-M virt`` without ``virtualization``/``secure``) with DAIF
 masked, as QEMU resets the PE.
 
-Used by tests/test_gic.py and tests/test_psci.py to compare spe_emu's models with QEMU 7.2's.
+Used by tests/test_gic.py, tests/test_psci.py and tests/test_virt_board.py to compare
+spe_emu's models with QEMU 7.2's (:func:`build` and :func:`run_elf` separately, to run the
+same program on spe-emu too).
 """
 
 from __future__ import annotations
@@ -29,9 +31,12 @@ needs_qemu = pytest.mark.skipif(
            f"binutils-aarch64-linux-gnu)")
 
 _LINK = """ENTRY(_start)
-SECTIONS { . = 0x40000000; .text : { *(.text.boot) *(.text*) *(.rodata*) }
-           .bss : { *(.bss*) } /DISCARD/ : { *(.note*) *(.comment) } }
+SECTIONS {{ . = {link:#x}; .text : {{ *(.text.boot) *(.text*) *(.rodata*) }}
+           .bss : {{ *(.bss*) }} /DISCARD/ : {{ *(.note*) *(.comment) }} }}
 """
+RAM_BASE = 0x4000_0000
+"""Where QEMU's virt board has RAM, and the default link address of a probe program (QEMU
+then passes no DTB: x0 = 0 at entry; link at RAM_BASE + 0x8_0000 to get one)."""
 
 _RUNTIME = """
     .section .text
@@ -74,24 +79,43 @@ def program(steps: list[str]) -> str:
             + "2:  wfi\n    b       2b\n    .ltorg\n" + _RUNTIME)
 
 
-def run(steps: list[str], workdir: Path, machine: str = "virt,gic-version=3") -> list[int]:
-    """Assemble ``steps`` into a program, run it on QEMU ``-M machine -cpu max`` and return
-    the value each step left in x0."""
+def build(steps: list[str], workdir: Path, link: int = RAM_BASE) -> Path:
+    """Assemble and link ``steps`` into a program (see :func:`program`) at address ``link``;
+    returns the ELF's path (in ``workdir``)."""
     workdir.mkdir(parents=True, exist_ok=True)
     src, obj, elf, ld = (workdir / n for n in ("probe.S", "probe.o", "probe.elf", "probe.ld"))
     src.write_text(program(steps))
-    ld.write_text(_LINK)
+    ld.write_text(_LINK.format(link=link))
     _check([AS, "-march=armv8-a", "-o", str(obj), str(src)])
     _check([LD, "--no-warn-rwx-segments", "-T", str(ld), "-o", str(elf), str(obj)])
-    cmd = [QEMU, "-M", machine, "-cpu", "max", "-m", "256M", "-display", "none",
-           "-monitor", "none", "-serial", "stdio", "-nic", "none", "-kernel", str(elf)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT)
+    return elf
+
+
+def run_elf(kernel: Path, machine: str = "virt,gic-version=3", memory: str = "256M",
+            timeout: float = TIMEOUT) -> str:
+    """Run ``kernel`` on QEMU ``-M machine -cpu max -m memory`` (``-kernel``) and return what
+    it printed on the PL011; fails the test if QEMU exits with a non-zero status."""
+    cmd = [QEMU, "-M", machine, "-cpu", "max", "-m", memory, "-display", "none",
+           "-monitor", "none", "-serial", "stdio", "-nic", "none", "-kernel", str(kernel)]
+    proc = subprocess.run(cmd, check=False, capture_output=True, text=True,
+                          timeout=timeout)
     if proc.returncode:
         pytest.fail(f"QEMU exit status {proc.returncode}: {proc.stderr.strip()[-300:]}")
-    values = [int(line, 16) for line in proc.stdout.split()]
-    if len(values) != len(steps):
-        pytest.fail(f"QEMU printed {len(values)} values for {len(steps)} steps:\n{proc.stdout}")
-    return values
+    return proc.stdout
+
+
+def values(stdout: str, steps: int, who: str = "QEMU") -> list[int]:
+    """The values a probe program printed (one hex line per step)."""
+    out = [int(line, 16) for line in stdout.split()]
+    if len(out) != steps:
+        pytest.fail(f"{who} printed {len(out)} values for {steps} steps:\n{stdout}")
+    return out
+
+
+def run(steps: list[str], workdir: Path, machine: str = "virt,gic-version=3") -> list[int]:
+    """Assemble ``steps`` into a program, run it on QEMU ``-M machine -cpu max`` and return
+    the value each step left in x0."""
+    return values(run_elf(build(steps, workdir), machine), len(steps))
 
 
 def _check(cmd: list[str]) -> None:
