@@ -139,6 +139,7 @@ SUCCESSOR_BLOCKS = 8     # blocks learnt ahead at a stop for lack of a verdict
 LEARNT_PAGES_MAX = 256   # code pages whose learning is kept for the process (LearntCode)
 INTERRUPT_CONTROLLER = "gicv3"  # the device kind the PE's IRQ/FIQ inputs come from
 TCG_MAX_INSNS = 256      # the longest translated block seen from Unicorn 2.1 (instructions)
+EXCEPTION_LOOP_LIMIT = 10_000  # exceptions in a row with no instruction retired: a guest error
 MASKED_IRQ_POLL = 4096   # instructions between checks while an interrupt is asserted but masked
 PREDICT_NO, PREDICT_START, PREDICT_NEXT_PC, PREDICT_END, PREDICT_EVAL = 0, 1, 2, 3, 4
 # SYS with CRn == 7 and CRm == 1 or 5 is an instruction cache invalidation (IC IALLUIS,
@@ -419,6 +420,9 @@ class Machine:
         self.replan = True
         self._stop_requested = False
         self._unmapped: tuple[int, int] | None = None  # (UC_MEM_*, VA) of a failed access
+        # Synchronous exceptions taken in a row with no instruction retired (at count
+        # _entry_retired): an abort whose vector aborts again loops without retiring anything.
+        self._entry_retired, self._entries_in_place = -1, 0
         self._ref_deadline = NEVER  # reference mode: instruction count of the next clock event
         self.hold_irq_until = 0  # the sampled instruction completes before an IRQ is taken
         self._budget_spent = False
@@ -1537,6 +1541,15 @@ class Machine:
         else:
             retired = self._retired_before(insn) + 1
         self._account(retired)
+        if retired == self._entry_retired:
+            self._entries_in_place += 1
+            if self._entries_in_place >= EXCEPTION_LOOP_LIMIT:
+                raise GuestError(
+                    f"exception loop: {self._entries_in_place} synchronous exceptions taken "
+                    f"with no instruction retired (last at PC {preferred:#x}, ESR "
+                    f"{syndrome:#x}, to EL{target}); is the vector table mapped?")
+        else:
+            self._entry_retired, self._entries_in_place = retired, 0
         self.pe.take(target, VectorKind.SYNC, preferred, syndrome)
         self._ctx = None
         self.exceptions_taken += 1
@@ -1844,11 +1857,22 @@ class Machine:
             GuestError: an unhandled Unicorn error (unmapped fetch, ...), or the PE waits for
                 an interrupt that can never come.
         """
-        if self.cfg.mode == "reference":
-            return self._run_reference(progress)
-        if self.cfg.mode == "raw":
-            return self._run_raw()
-        return self._run_fast(progress)
+        try:
+            if self.cfg.mode == "reference":
+                return self._run_reference(progress)
+            if self.cfg.mode == "raw":
+                return self._run_raw()
+            return self._run_fast(progress)
+        finally:
+            # (also when the run ends with an error: what the guest wrote is kept)
+            self.close()
+
+    def close(self) -> None:
+        """Close the host files of the run (semihosting handles, device output such as
+        console.log); idempotent."""
+        self.semihost.close_all()
+        for dev in self.devices.values():
+            dev.close()
 
     def _start(self, pc: int, until: int = 0, count: int = 0) -> None:
         self._unmapped = None
@@ -2037,9 +2061,7 @@ class Machine:
         return self._result()
 
     def _result(self) -> RunResult:
-        self.semihost.close_all()
-        for dev in self.devices.values():
-            dev.close()
+        self.close()
         st = self.spu.stats
         return RunResult(
             exit_status=self.exit.status if self.exit else None,
