@@ -11,11 +11,17 @@
 //   [0] tag (x28 of the interrupted code)   [1] vector offset
 //   [2] PSTATE on entry: CurrentEL | SPSel | DAIF | PAN | UAO (SPSR bit layout;
 //       DIT is not read: spe_emu's CPU (Unicorn's "max") does not implement FEAT_DIT)
-//   [3] ESR_ELx  [4] ELR_ELx  [5] SPSR_ELx  [6] FAR_ELx (Instruction/Data Aborts, else 0)
+//   [3] ESR_ELx  [4] ELR_ELx  [5] SPSR_ELx  [6] FAR_ELx (Instruction/Data Aborts, PC alignment,
+//       Watchpoints; else 0)
 //   [7] SP on entry
 // then returns: SVC/HVC, and SMC taken to EL3, return to ELR (the next instruction);
-// Instruction Aborts return to the interrupted code's x30 (the test reaches the faulting
-// address with BLR); anything else returns to ELR + 4.
+// Instruction Aborts and PC alignment faults return to the interrupted code's x30 (the test
+// reaches the faulting address with BLR); an Illegal Execution state exception returns to
+// ELR + 4 with SPSR.IL cleared (else the return would re-enter the illegal state); IRQ, FIQ
+// and SError (vector offset 0x080/0x100/0x180; the handler ignores ESR.EC for them, and an
+// IRQ or FIQ writes no ESR, so its record shows the previous one) return to ELR with
+// SPSR.{A, I, F} set, so a level that stays asserted is not taken again; anything else
+// returns to ELR + 4.
 // Output (SYS_WRITE0): "BEGIN" at boot, each record as one line of 8 hex words as soon as it
 // is made (so a run that dies half-way still shows every case before it), and "END" from
 // `finish`, which then exits with SYS_EXIT_EXTENDED (ADP_Stopped_ApplicationExit, status 0).
@@ -139,13 +145,19 @@ handler_el\el:
     mrs     x2, elr_el\el
     mrs     x3, spsr_el\el
     ubfx    x4, x1, #26, #6         // EC
+    tst     x0, #0x180              // IRQ, FIQ, SError: ESR is not this exception's
+    csinv   x4, x4, xzr, eq         // EC := -1 (no FAR, no special immediate)
     and     x6, x1, #0xffff         // imm16 of SVC/HVC/SMC
     mov     x5, #0
-    cmp     x4, #0x20               // FAR only for Instruction/Data Aborts (0x20-0x25)
+    cmp     x4, #0x34               // FAR for Watchpoints (0x34-0x35) ...
+    b.eq    0f
+    cmp     x4, #0x35
+    b.eq    0f
+    cmp     x4, #0x20               // ... and Instruction/Data Aborts, PC alignment (0x20-0x25)
     b.lt    1f
     cmp     x4, #0x25
     b.gt    1f
-    mrs     x5, far_el\el
+0:  mrs     x5, far_el\el
 1:  cmp     x4, #0x15
     b.lt    3f
     cmp     x4, #0x17
@@ -194,6 +206,8 @@ nested_hvc:
 nested_hvc_return:
 5:
     .endif
+    cmn     x4, #1                  // IRQ, FIQ, SError (EC -1): back to ELR, masked
+    b.eq    8f
     cmp     x4, #0x15               // SVC, HVC: ELR is already the next instruction
     b.eq    9f
     cmp     x4, #0x16
@@ -202,15 +216,24 @@ nested_hvc_return:
     cmp     x4, #0x17               // SMC taken to EL3: likewise (trapped SMC: ELR + 4)
     b.eq    9f
     .endif
-    cmp     x4, #0x20               // Instruction Abort: back to the caller of the BLR
-    b.eq    6f
+    cmp     x4, #0x20               // Instruction Abort, PC alignment: back to the
+    b.eq    6f                      // caller of the BLR
     cmp     x4, #0x21
     b.eq    6f
-    add     x2, x2, #4
+    cmp     x4, #0x22
+    b.eq    6f
+    cmp     x4, #0x0e               // Illegal Execution state: clear SPSR.IL
+    b.ne    2f
+    bic     x3, x3, #(1 << 20)
+    msr     spsr_el\el, x3
+2:  add     x2, x2, #4
     b       7f
 6:  ldr     x2, [sp, #240]
 7:  msr     elr_el\el, x2
 9:  b       restore_el\el
+8:  orr     x3, x3, #0x1c0          // A, I, F
+    msr     spsr_el\el, x3
+    b       restore_el\el
 
 elevate_el\el:
     mov     x9, #(0x3c1 | (\el << 2))

@@ -1,0 +1,53 @@
+// Virtual interrupts (Arm ARM D1.3.5 "Virtual interrupts"): HCR_EL2.{IMO, FMO, AMO} = 1 route
+// the physical ones to EL2 and enable HCR_EL2.VI/VF/VSE, which are taken at EL1 (Non-secure,
+// EL2 enabled) when PSTATE.I/F/A is clear. Boots at EL3. The handler returns from an
+// asynchronous exception with SPSR.{A, I, F} set (common.S), so a level that stays set is
+// taken once. Cases (tags; expected values in tests/test_exception_routing.py):
+//   0x1200  SVC #0x12 at EL1: gives ESR_EL1 a known value (an IRQ or FIQ leaves it unchanged)
+//   0x1201  ISR_EL1 with HCR_EL2.VI = 1 and PSTATE.I = 1 (value record): I = 1
+//   0x1202  MSR DAIFClr, #2 with HCR_EL2.VI = 1: virtual IRQ at EL1, vector +0x280
+//   0x1203  MSR DAIFClr, #1 with HCR_EL2.VF = 1: virtual FIQ at EL1, vector +0x300
+//   0x1204  MSR DAIFClr, #4 with HCR_EL2.VSE = 1: virtual SError at EL1, vector +0x380,
+//           ESR_EL1 EC 0x2F with the ISS of VSESR_EL2 (0 here)
+//   0x1205  HCR_EL2 afterwards (value record): taking the virtual SError cleared VSE
+    .include "macros.inc"
+    .equ HCR_BASE, (0x80000000 | (1 << 5) | (1 << 4) | (1 << 3))   // RW, AMO, IMO, FMO
+    .equ HCR_VSE, (1 << 8)
+    .equ HCR_VI, (1 << 7)
+    .equ HCR_VF, (1 << 6)
+    .text
+    .global main
+main:
+    ERET_TO 3, 0x3c9, el2_main
+el2_main:
+    SETREG  hcr_el2, HCR_BASE
+    ERET_TO 2, 0x3c5, el1_main
+el1_main:
+    CASE    0x1200
+    svc     #0x12
+    hvc     #ELEVATE
+    SETREG  hcr_el2, (HCR_BASE | HCR_VI)
+    ERET_TO 2, 0x3c5, 1f
+1:  mrs     x0, isr_el1
+    PUT     0x1201, x0
+    CASE    0x1202
+    msr     daifclr, #2
+    nop
+    hvc     #ELEVATE
+    SETREG  hcr_el2, (HCR_BASE | HCR_VF)
+    ERET_TO 2, 0x3c5, 1f
+1:  CASE    0x1203
+    msr     daifclr, #1
+    nop
+    hvc     #ELEVATE
+    SETREG  hcr_el2, (HCR_BASE | HCR_VSE)
+    ERET_TO 2, 0x3c5, 1f
+1:  CASE    0x1204
+    msr     daifclr, #4
+    nop
+    hvc     #ELEVATE
+    mrs     x0, hcr_el2
+    PUT     0x1205, x0
+    SETREG  hcr_el2, 0x80000000
+    CASE    0x12ff
+    svc     #FINISH
