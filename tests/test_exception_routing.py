@@ -524,9 +524,7 @@ PROGRAMS = {
         0x130f: "translation fault, level 0 (ESR 0x96000004): the walk's read of no memory "
                 "returns 0 instead of an External abort on the walk",
         0x1310: "translation fault, level 0 (ESR 0x96000004): TTBR1_EL1 is not checked "
-                "against the OA size, the walk reads 0 from no memory",
-        0x1311: "FAR = 0x80000000, the physical address Unicorn's unmapped-memory hook "
-                "reports, instead of the VA 0x40c00000 (Machine._external_abort)"}),
+                "against the OA size, the walk reads 0 from no memory"}),
 }
 
 

@@ -1622,10 +1622,24 @@ class Machine:
         bus (:meth:`ProcessingElement.external_abort`; QEMU's virt board faults them too):
         FAR = the access's VA, ELR = the instruction (the fetched address for a fetch)."""
         ctx = self.context()
-        target, syndrome = self.pe.external_abort(ctx, fetch=access == UC_MEM_FETCH_UNMAPPED,
+        pc = self.pc
+        fetch = access == UC_MEM_FETCH_UNMAPPED
+        target, syndrome = self.pe.external_abort(ctx, fetch=fetch,
                                                   write=access == UC_MEM_WRITE_UNMAPPED)
-        self.uc.reg_write(FAR_REG[target], va)
-        self._take_sync(ctx, target, syndrome, self.pc)
+        self.uc.reg_write(FAR_REG[target], pc if fetch else self._abort_va(pc, ctx, va))
+        self._take_sync(ctx, target, syndrome, pc)
+
+    def _abort_va(self, pc: int, ctx: AccessContext, reported: int) -> int:
+        """The virtual address of the byte of the load/store at ``pc`` that reached no memory.
+        Unicorn's unmapped-memory hook reports the *physical* address once the MMU is on, so
+        the VA is the one in the access's range [lowest, lowest + size) with the same offset
+        in its 4 KiB page (translation keeps those bits); the reported address when the
+        instruction gives no data address."""
+        info = a64.decode(self._fetch(pc, ctx.el))
+        lowest = info.data_address(pc, self._regs(info.reads))
+        if lowest is None:
+            return reported
+        return (lowest + ((reported - lowest) & 0xFFF)) & MASK64
 
     def _psci_call(self, insn: int) -> None:
         """An HVC or SMC through the board's PSCI conduit (at ``insn``; the PC is already
