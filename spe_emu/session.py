@@ -181,6 +181,9 @@ def prepare_kernel_machine(kopts: KernelOptions, opts: "RunOptions",
     """
     if kopts.kernel is None:
         raise ConfigError("--machine needs --kernel IMAGE")
+    if opts.mode == "raw":
+        raise ConfigError("--mode raw counts no instructions (no virtual time, no --max-insns): "
+                          "use --mode fast or reference with --machine")
     board = kopts.board_spec()
     boot: BootImage = load_kernel(kopts.kernel, board, kopts.ram_size, kopts.initrd)
     spe = opts.spe.pmsver != 0 and opts.mode != "raw"

@@ -424,6 +424,8 @@ class Machine:
         # _entry_retired): an abort whose vector aborts again loops without retiring anything.
         self._entry_retired, self._entries_in_place = -1, 0
         self._ref_deadline = NEVER  # reference mode: instruction count of the next clock event
+        self._waiting = False  # the PE waits in WFI (_wait_if_wfi)
+        self._last_insn = -1  # reference mode: address of the last instruction run
         self.hold_irq_until = 0  # the sampled instruction completes before an IRQ is taken
         self._budget_spent = False
         self._ctx: AccessContext | None = None
@@ -493,7 +495,9 @@ class Machine:
 
     def _poll_console(self, now: int) -> None:
         source, device = self._console_in
-        data = source.read(device.rx_space())
+        # (while the PE waits in WFI, a terminal is given a moment, so an idle shell does not
+        # spin the host; virtual time moves by the poll period either way)
+        data = source.read(device.rx_space(), patience=0.02 if self._waiting else 0.0)
         if data:
             device.feed(data)
         if not source.eof:
@@ -637,14 +641,19 @@ class Machine:
 
     # ------------------------------------------------------------------ state views --------
     def context(self) -> AccessContext:
-        """The control state for access/enable checks. The fast path caches it between the
-        points where it can change (exception entry and return, MSR to SCR_EL3/HCR_EL2/
-        MDCR_EL2/MDCR_EL3); the reference mode reads it live every time."""
-        if self._ctx is not None:
-            return self._ctx
-        ctx = self._live_context()
-        if self.cfg.mode == "fast":
-            self._ctx = ctx
+        """The control state for access/enable checks. The fast path caches the control
+        registers between the points where they can change (MSR to SCR_EL3/HCR_EL2/MDCR_EL2/
+        MDCR_EL3, exception entry) and reads PSTATE.EL live every time (an ERET in code no
+        control hook covers changes it unseen); the reference mode reads everything live."""
+        ctx = self._ctx
+        if ctx is None:
+            ctx = self._live_context()
+            if self.cfg.mode == "fast":
+                self._ctx = ctx
+            return ctx
+        el = PSTATE_EL.get(self.fast.reg(A.UC_ARM64_REG_PSTATE))
+        if el != ctx.el:
+            ctx = self._ctx = replace(ctx, el=el)
         return ctx
 
     def _live_context(self) -> AccessContext:
@@ -1832,7 +1841,9 @@ class Machine:
         """Reference mode: one population step per instruction, in Python. The Exception level
         is read from PSTATE at every instruction; whether profiling is enabled at each EL is
         re-derived whenever a hook reported a change of control state."""
-        if self._stop_requested or (self.replan and self._irq_line()):
+        if self._stop_requested or self._irq_line():
+            # (every instruction while an interrupt is asserted: the unmasking MSR DAIFClr or
+            # ERET may be in code no control hook covers)
             self._stop_requested = False
             if self._deliverable_irq_target() is not None:
                 uc.emu_stop()
@@ -1846,6 +1857,7 @@ class Machine:
             uc.emu_stop()
             return
         self.ref_insns += 1
+        self._last_insn = address
         index = self.ref_insns - 1
         table = self._ref_enabled
         if table is None:
@@ -1909,8 +1921,10 @@ class Machine:
         irq_check = True  # the IRQ line or its masking may have changed since the last check
         while self.exit is None:
             self.clock.run_due(c.insns)
-            if self.replan:
+            if self.replan or self._irq_line():
+                # (also at a masked-interrupt poll stop: the mask may have been lifted)
                 irq_check = True
+            if self.replan:
                 self._ctx = None
                 self._refresh_enabled()
             hold = self.hold_irq_until > c.insns
@@ -2016,8 +2030,11 @@ class Machine:
             if progress and executed_to - last_progress > 5_000_000:
                 last_progress = executed_to
                 progress(executed_to)
-            if c.stops == stops and not self.replan and not self._stop_requested:
-                self._after_unplanned_return()
+            if self.exit is None and c.block_start + 4 * c.block_insns == self.pc:
+                # The last block run ended where the PC is: if it ended with a WFI, that WFI
+                # executed in this run (Unicorn returns after it, or a planned stop fell
+                # right after it).
+                self._wait_if_wfi()
             self._stop_requested = False
         return self._result()
 
@@ -2027,11 +2044,11 @@ class Machine:
         covers: docs/model.md "Interrupts"); else NEVER."""
         return insns + MASKED_IRQ_POLL if self._irq_line() else NEVER
 
-    def _after_unplanned_return(self) -> None:
-        """emu_start returned with no stop planned or requested: Unicorn stops after a WFI
-        (QEMU halts the PE). The PE waits for a wake-up event (Arm ARM D1.6.2 "Wait For
-        Interrupt"): an interrupt that the GIC asserts wakes it even when PSTATE masks it;
-        otherwise virtual time advances to the next event on the clock.
+    def _wait_if_wfi(self) -> None:
+        """If the instruction before the PC, just executed, is a WFI (Unicorn returns from
+        emu_start after it: QEMU halts the PE), the PE waits for a wake-up event (Arm ARM
+        D1.6.2 "Wait For Interrupt"): an interrupt the GIC asserts wakes it even when PSTATE
+        masks it; otherwise virtual time advances to the next event on the clock.
 
         Raises:
             GuestError: nothing is scheduled that could ever wake the PE.
@@ -2044,9 +2061,17 @@ class Machine:
         if word != WFI_WORD or self._irq_line():
             return
         self._counter_reads_changed()
-        if not self.clock.wait_for_event():
-            raise GuestError(f"WFI at PC {pc - 4:#x} with no interrupt that can wake the PE "
-                             f"and no event scheduled")
+        # Events that assert no interrupt (a console poll that found no input) do not end
+        # the wait: the result is the same whether input is attached or not.
+        self._waiting = True
+        try:
+            while not self._irq_line():
+                if not self.clock.wait_for_event():
+                    raise GuestError(f"WFI at PC {pc - 4:#x} with no interrupt that can wake "
+                                     f"the PE and no event scheduled")
+                self.clock.run_due()
+        finally:
+            self._waiting = False
 
     def _run_raw(self) -> RunResult:
         while self.exit is None:
@@ -2055,7 +2080,7 @@ class Machine:
             self.replan = False
             self._start(self.pc, count=MASKED_IRQ_POLL if self._irq_line() else 0)
             if self.exit is None and not self.replan:
-                self._after_unplanned_return()
+                self._wait_if_wfi()  # (raw: no block record; an unrequested return)
         return self._result()
 
     def _run_reference(self, progress) -> RunResult:
@@ -2070,8 +2095,8 @@ class Machine:
             if self._budget_spent:
                 raise GuestRunaway(f"guest did not exit within {self.cfg.max_insns} "
                                    f"instructions (PC {self.pc:#x})")
-            if self.exit is None and not self.replan and not self._stop_requested:
-                self._after_unplanned_return()
+            if self.exit is None and self._last_insn + 4 == self.pc:
+                self._wait_if_wfi()  # (the last instruction run is the one before the PC)
         return self._result()
 
     def _result(self) -> RunResult:

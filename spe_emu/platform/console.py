@@ -46,14 +46,14 @@ class ConsoleInput:
         self.interactive = os.isatty(self.fd)
         self.eof = False
 
-    def read(self, room: int) -> bytes:
-        """Up to ``room`` bytes: from a terminal what is waiting now (maybe nothing); from a
-        pipe or file exactly ``room`` bytes unless the input ends first (then
-        :attr:`eof` is set)."""
+    def read(self, room: int, patience: float = 0.0) -> bytes:
+        """Up to ``room`` bytes: from a terminal what is waiting now, or within ``patience``
+        seconds (maybe nothing); from a pipe or file exactly ``room`` bytes unless the input
+        ends first (then :attr:`eof` is set)."""
         if self.eof or room <= 0:
             return b""
         if self.interactive:
-            ready, _, _ = select.select([self.fd], [], [], 0)
+            ready, _, _ = select.select([self.fd], [], [], patience)
             if not ready:
                 return b""
             data = os.read(self.fd, room)
