@@ -159,6 +159,8 @@
 #define SCR_EL3_SMD		BIT(7)
 #define SCR_EL3_HCE		BIT(8)
 #define SCR_EL3_RW		BIT(10)
+#define SCR_EL3_APK		BIT(16)
+#define SCR_EL3_API		BIT(17)
 #define SCR_EL3_RES1		GENMASK(5, 4)
 
 /* MDCR_EL3 */
@@ -186,6 +188,8 @@
 #define HCR_EL2_TGE		BIT(27)
 #define HCR_EL2_RW		BIT(31)
 #define HCR_EL2_E2H		BIT(34)
+#define HCR_EL2_APK		BIT(40)
+#define HCR_EL2_API		BIT(41)
 
 /* MDCR_EL2 */
 #define MDCR_EL2_HPMN		GENMASK(4, 0)

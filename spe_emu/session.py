@@ -166,7 +166,7 @@ def board_dtb(kopts: KernelOptions, boot_el: int, spe: bool,
         except OSError as exc:
             raise ConfigError(f"--dtb {kopts.dtb}: {exc.strerror or exc}") from None
     return build_dtb(kopts.board_spec(), ram_size=kopts.ram_size, bootargs=kopts.append,
-                     initrd=initrd, psci_method=psci_conduit(boot_el), spe=spe)
+                     initrd=initrd, psci_method=psci_conduit(boot_el), spe=spe, pmu=False)
 
 
 def prepare_kernel_machine(kopts: KernelOptions, opts: "RunOptions",

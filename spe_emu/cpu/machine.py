@@ -57,6 +57,7 @@ from ..spe import packets as P
 from ..spe.buffer import TranslationFault, page_chunks
 from ..spe.config import SpeConfig
 from ..spe.records import Sample
+from ..spe.interval import Xorshift64
 from ..spe.spu import Spu
 from ..sysreg import Access, Replan, reg
 from ..arch import mmu
@@ -66,6 +67,7 @@ from ..arch.context import (CONTEXTIDR_EL1, CONTEXTIDR_EL2, CPACR_EL1,
                       AccessContext, banked)
 from .exceptions import (EC, ELR_REG, ESR, FAR_REG, PSTATE, SPSR_ENC, VectorKind,
                          current_pstate, esr, set_pstate, sysreg_trap_iss)
+from ..arch.firmware_regs import CPTR_EL2, CPTR_EL3
 from .fastuc import FastAccess
 from .pe import ISR_EL1, ProcessingElement
 from .native_records import (CAPTURE_REGS, CAPTURE_SLOT, NativeRecords, block_templates,
@@ -150,6 +152,9 @@ SYS_HOOK = ctypes.CFUNCTYPE(ctypes.c_uint32, ctypes.c_void_p, ctypes.c_int, ctyp
                             ctypes.c_void_p)  # (uc, reg, uc_arm64_cp_reg *, user data)
 # CNTPCT_EL0 and CNTVCT_EL0, in the native table's order (spe_native.h spe_counter_reads)
 COUNTER_READS = ((3, 3, 14, 0, 1), (3, 3, 14, 0, 2))
+# RNDR and RNDRRS (Arm ARM D19.2, FEAT_RNG), answered from a seeded generator
+RANDOM_NUMBER_REGS = ((3, 3, 2, 4, 0), (3, 3, 2, 4, 1))
+RNDR_SEED_SALT = 0x524E4452  # "RNDR": the generator's stream differs from the interval's
 UNMAPPED_ERRORS = {UC_ERR_READ_UNMAPPED, UC_ERR_WRITE_UNMAPPED, UC_ERR_FETCH_UNMAPPED}
 MASK64 = (1 << 64) - 1
 CODE_HOOK = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint32,
@@ -425,6 +430,7 @@ class Machine:
         self._entry_retired, self._entries_in_place = -1, 0
         self._ref_deadline = NEVER  # reference mode: instruction count of the next clock event
         self._waiting = False  # the PE waits in WFI (_wait_if_wfi)
+        self._rng = Xorshift64(config.spe.seed ^ RNDR_SEED_SALT)  # RNDR/RNDRRS values
         self._last_insn = -1  # reference mode: address of the last instruction run
         self.hold_irq_until = 0  # the sampled instruction completes before an IRQ is taken
         self._budget_spent = False
@@ -542,10 +548,17 @@ class Machine:
         """Reset state entering ``entry`` at ``boot_el`` (AArch64, Non-secure below EL3, DAIF
         masked, MMU off). Lower ELs are configured so the boot EL is usable: SCR_EL3.{RW, NS,
         HCE} = 1, HCR_EL2.RW = 1, MDCR_EL3.NSPB = 0b11 and MDCR_EL2.E2PB = 0b11 (the
-        Profiling Buffer is owned by Non-secure EL1), CPACR_EL1.FPEN = 0b11 (SIMD&FP usable)."""
+        Profiling Buffer is owned by Non-secure EL1), CPACR_EL1.FPEN = 0b11 (SIMD&FP usable).
+        SCR_EL3.{API, APK} = 1, CPTR_EL3.EZ = 1, HCR_EL2.{API, APK} = 1 and CPTR_EL2.{TZ,
+        TFP} = 0: software booted at EL1 or EL2 finds pointer authentication and SVE
+        untrapped by the levels above it, as the arm64 boot protocol requires (Linux
+        Documentation/arch/arm64/booting.rst; QEMU's virt has no EL2/EL3 then). Software
+        booted at EL3 or EL2 programs the levels below itself."""
         uc = self.uc
-        for spec, value in ((SCR_EL3, SCR_EL3.make(RW=1, NS=1, HCE=1)),
-                            (HCR_EL2, HCR_EL2.make(RW=1)),
+        for spec, value in ((SCR_EL3, SCR_EL3.make(RW=1, NS=1, HCE=1, API=1, APK=1)),
+                            (HCR_EL2, HCR_EL2.make(RW=1, API=1, APK=1)),
+                            (CPTR_EL3, CPTR_EL3.make(EZ=1)),
+                            (CPTR_EL2, CPTR_EL2.make()),
                             (MDCR_EL3, MDCR_EL3.make(NSPB=0b11)),
                             (MDCR_EL2, MDCR_EL2.make(E2PB=0b11)),
                             (CPACR_EL1, CPACR_EL1.make(FPEN=0b11))):
@@ -1592,7 +1605,7 @@ class Machine:
                 self._semihost(pc)
                 return
             entry = self._lookup(info.sysreg) if info.sysreg is not None else None
-            if entry is not None and entry.owner.via_undef:
+            if entry is not None and entry.via_undef:
                 self._emulate_sysreg(info, entry, pc)
                 return
         elif intno not in QEMU_SYNC_EXCEPTIONS:
@@ -1710,7 +1723,7 @@ class Machine:
                 ctx_el = replace(ctx, el=el)
                 for which, enc in enumerate(COUNTER_READS):
                     entry = self.sysregs.lookup(enc)
-                    if (entry is None or entry.owner.via_undef
+                    if (entry is None or entry.via_undef
                             or entry.verdict(True, ctx_el) is not Access.OK):
                         continue
                     value = entry.owner.sysreg_read(entry.spec.name, ctx_el)
@@ -1758,11 +1771,17 @@ class Machine:
         trap or UNDEF itself (returning 0)."""
         enc = (cp.op0, cp.op1, cp.crn, cp.crm, cp.op2)
         entry = self.sysregs.lookup(enc)
-        if entry is not None and not entry.owner.via_undef:
+        if entry is not None and not entry.via_undef:
             value = self._hooked_sysreg(entry, True)
             if value is None:
                 return 0
             uc.reg_write(reg, value)
+            return 1
+        if enc in RANDOM_NUMBER_REGS:
+            # FEAT_RNG: a seeded generator, so no host randomness reaches the guest (the run's
+            # seed, a stream apart from the interval counter's); NZCV = 0b0000 (success).
+            uc.reg_write(reg, self._rng.next64())
+            uc.reg_write(A.UC_ARM64_REG_NZCV, 0)
             return 1
         if enc == ISR_EL1.encoding.tuple:
             ctx = self.context()
@@ -1798,7 +1817,7 @@ class Machine:
         self._counter_reads_changed()
         enc = (cp.op0, cp.op1, cp.crn, cp.crm, cp.op2)
         entry = self.sysregs.lookup(enc)
-        if entry is not None and not entry.owner.via_undef:
+        if entry is not None and not entry.via_undef:
             # The owner performs the write, and QEMU then executes it as well (returning 0):
             # QEMU's copy of the trap controls (CNTKCTL_EL1, CNTHCTL_EL2) is what it raises
             # the traps of later MRS/MSR by when the owner's verdict is not OK

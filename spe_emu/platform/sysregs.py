@@ -24,7 +24,8 @@ class SysregOwner(Protocol):
         table: its registers.
         via_undef: True when QEMU does not know the registers (every access UNDEFs in Unicorn
             and is emulated from the exception hook: SPE, ICC_*); False when QEMU knows them
-            and the MRS/MSR instruction hook supplies the value (the generic timer).
+            and the MRS/MSR instruction hook supplies the value (the generic timer), except
+            the names in an optional ``UNKNOWN_TO_QEMU`` set.
     """
 
     via_undef: bool
@@ -51,6 +52,9 @@ class SysregEntry:
     owner: SysregOwner
     spec: RegisterSpec
     replan: Replan
+    via_undef: bool
+    """Accesses arrive through UNDEF (QEMU does not know the register), else through the
+    MRS/MSR instruction hook."""
 
     def verdict(self, is_read: bool, ctx: Any) -> Access:
         """The access verdict: UNDEFINED when the owner's registers are absent or for a write
@@ -81,7 +85,8 @@ class SysregRegistry:
             if enc in self._by_enc:
                 raise RegisterTableError(f"{spec.name} ({spec.encoding}) is registered already "
                                          f"as {self._by_enc[enc].spec.name}")
-            self._by_enc[enc] = SysregEntry(owner, spec, spec.replan or replan)
+            via_undef = owner.via_undef or spec.name in getattr(owner, "UNKNOWN_TO_QEMU", ())
+            self._by_enc[enc] = SysregEntry(owner, spec, spec.replan or replan, via_undef)
 
     def lookup(self, enc: tuple[int, int, int, int, int]) -> SysregEntry | None:
         """The entry at ``enc``, or None when no owner registered it."""
@@ -90,4 +95,4 @@ class SysregRegistry:
     def encodings(self, via_undef: bool) -> list[tuple[int, int, int, int, int]]:
         """Encodings registered by owners reached through UNDEF (True) or the MRS/MSR
         instruction hook (False)."""
-        return [e for e, entry in self._by_enc.items() if entry.owner.via_undef == via_undef]
+        return [e for e, entry in self._by_enc.items() if entry.via_undef == via_undef]
