@@ -151,3 +151,32 @@ def test_reference_mode_gives_the_same_records(tmp_path, interval):
     assert fast.spu.interval.value == ref.spu.interval.value
     assert fast.result.population == ref.result.population
     assert fast.result.instructions == ref.result.instructions
+
+
+HOLE = 0x2000_0000
+"""No memory or device there on the board (docs/design.md memory map)."""
+
+
+@pytest.mark.parametrize("mode", ["fast", "reference"])
+def test_buffer_write_to_no_memory_is_reported_as_an_external_abort(tmp_path, monkeypatch,
+                                                                     mode):
+    monkeypatch.setitem(globals(), "BUF", HOLE)
+    m = run_asm(program(interval=1), tmp_path, mode=mode)
+    pmbsr, pmbptr = xregs(m, 20, 21)
+    # §3.5.4 (reported to the SPU, synchronously): EA (bit 18) = 1, S = 1, EC [31:26] =
+    # 0b100100 (stage 1 Data Abort on a write to the buffer), MSS.FSC = 0b010000 (synchronous
+    # External abort), DL = 0 (nothing of the record was written), PMBPTR_EL1 = the address.
+    assert pmbsr == (0b100100 << 26) | (1 << 18) | (1 << 17) | 0b010000
+    assert pmbptr == HOLE
+    assert m.result.management_events == 1 and m.result.records_written == 0
+    assert m.result.exit_status == 0
+
+
+def test_buffer_external_abort_ignored_by_board_option(tmp_path, monkeypatch):
+    from spe_emu.spe.config import SpeConfig
+    monkeypatch.setitem(globals(), "BUF", HOLE)
+    m = run_asm(program(interval=1), tmp_path, spe=SpeConfig(external_abort="ignore"))
+    pmbsr, pmbptr = xregs(m, 20, 21)
+    # Arm ARM D17.8.4.1: the same visible behaviour as a write with no abort.
+    assert pmbsr == 0 and m.result.management_events == 0
+    assert m.result.records_written > 300 and pmbptr > HOLE

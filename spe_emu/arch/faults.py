@@ -21,6 +21,20 @@ class TranslationFault(GuestError):
         self.fsc = fsc
 
 
+class ExternalAbort(TranslationFault):
+    """A write of the emulator's own (the SPU's Profiling Buffer) that reached no memory or
+    device: a synchronous External abort (FSC 0b010000) at ``va``, reported like a fault
+    (SPE §3.5.4, Arm ARM D17.8.4)."""
+
+    def __init__(self, va: int):
+        super().__init__(va, FSC_SYNC_EXTERNAL_ABORT)
+        self.args = (f"external abort at {va:#x}",)
+
+
+FSC_SYNC_EXTERNAL_ABORT = 0b010000
+"""FSC: synchronous External abort, not on a translation table walk."""
+
+
 def page_chunks(va: int, size: int) -> Iterator[tuple[int, int, int]]:
     """Split ``size`` bytes at ``va`` at 4 KiB page boundaries: (VA, start, end) of each piece,
     start/end being offsets into the ``size`` bytes (guest memory is translated per page)."""

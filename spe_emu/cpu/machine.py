@@ -54,6 +54,7 @@ from ..platform.console import POLL_TICKS, ConsoleInput, usable_input
 from ..platform.device import DEVICE_TYPES, Device
 from ..platform.sysregs import SysregEntry, SysregRegistry
 from ..spe import packets as P
+from ..arch.faults import ExternalAbort
 from ..spe.buffer import TranslationFault, page_chunks
 from ..spe.config import SpeConfig
 from ..spe.records import Sample
@@ -765,9 +766,20 @@ class Machine:
         self.fast.write(self._translate(va, regime, write=True), data)
 
     def _spu_write(self, va: int, data: bytes) -> None:
-        """Profiling Buffer writes: privileged, owning regime (§3.4)."""
+        """Profiling Buffer writes (within one page): privileged, owning regime (§3.4). A
+        write that reaches no memory or device is an External abort (§3.5.4): raised as
+        :class:`ExternalAbort` for the buffer to report, or dropped, as
+        ``SpeConfig.external_abort`` says.
+
+        Raises:
+            TranslationFault: no mapping; ExternalAbort: no memory behind it."""
         _, owner_el = self.spu.owner(self.context())
-        self._write_regime(va, data, owner_el)
+        pa = self._translate(va, owner_el, write=True)
+        if self.bus.find(pa) is None:
+            if self.cfg.spe.external_abort == "ignore":
+                return
+            raise ExternalAbort(va)
+        self.fast.write(pa, data)
 
     def _guest_error(self, message: str) -> None:
         self.guest_errors.append(message)
@@ -1448,7 +1460,9 @@ class Machine:
         if key not in self._headroom_pages:
             try:
                 for page in range(RECORD_WINDOW_PAGES):
-                    self._translate((ptr & ~0xFFF) + 0x1000 * page, owner_el, write=True)
+                    pa = self._translate((ptr & ~0xFFF) + 0x1000 * page, owner_el, write=True)
+                    if self.bus.find(pa) is None:  # (an External abort: written one by one)
+                        return 0
             except TranslationFault:
                 return 0
             self._headroom_pages.add(key)

@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from ..arch.faults import FSC_TRANSLATION_L3, TranslationFault, page_chunks  # noqa: F401
+from ..arch.faults import (FSC_TRANSLATION_L3, ExternalAbort, TranslationFault,  # noqa: F401
+                           page_chunks)
 from ..sysreg import RegisterTable
 from .config import SpeConfig
 from .registers import BSC_FILLED, EC_OTHER, EC_STAGE1_ABORT, PMBSR_MSS_ABORT, PMBSR_MSS_OTHER
@@ -59,12 +60,15 @@ class ProfilingBuffer:
         event: 2**PMSIDR_EL1.MaxSize bytes below the limit (§3.5.2)."""
         return self.limit - self._max_record
 
-    def _event(self, kind: str, *, ec: int, mss: int, dl: int | None = None
-               ) -> ManagementEvent:
+    def _event(self, kind: str, *, ec: int, mss: int, dl: int | None = None,
+               ea: bool = False) -> ManagementEvent:
         """Raise a Profiling Buffer management event (§3.5): PMBSR_EL1.{S, EC, MSS} and,
-        when given, DL; the other fields are unchanged."""
+        when given, DL, and EA for an External abort (§3.5.4); the other fields are
+        unchanged."""
         spec = self.t["PMBSR_EL1"]
         value = self.regs["PMBSR_EL1"]
+        if ea:
+            value = spec.set(value, "EA", 1)
         value = spec.set(value, "S", 1)
         value = spec.set(value, "EC", ec)
         value = spec.set(value, "MSS", mss)
@@ -98,7 +102,8 @@ class ProfilingBuffer:
             self.regs["PMBPTR_EL1"] = fault.va
             return 0, self._event("fault", ec=EC_STAGE1_ABORT,
                                   mss=PMBSR_MSS_ABORT[0].set(0, fault.fsc),
-                                  dl=1 if written else None)
+                                  dl=1 if written else None,
+                                  ea=isinstance(fault, ExternalAbort))
         ptr += len(record)
         self.regs["PMBPTR_EL1"] = ptr
         if ptr > self.headroom_end:

@@ -58,6 +58,13 @@ class SpeConfig:
         exception_record_detail: for a sampled operation that generates an exception, keep
             the PC, Operation Type and counters in the record (§2.3.5 says it is UNPREDICTABLE
             whether the record has more than Events + End/Timestamp; default True).
+        external_abort: what a Profiling Buffer write that reaches no memory does (§3.5.4,
+            Arm ARM D17.8.4, IMPLEMENTATION DEFINED): ``"report"`` (default) -- reported to
+            the SPU synchronously: a Profiling Buffer management event with PMBSR_EL1.EA = 1,
+            EC = 0b100100 (stage 1 Data Abort), FSC = 0b010000 (synchronous External abort)
+            and PMBPTR_EL1 = the aborted address; ``"ignore"`` -- the write has no effect and
+            profiling goes on as if it had succeeded. (The SError option is not offered: no
+            SError source is modelled.)
 
     Model parameters (documented in docs/model.md):
         l1d_lines, tlb_entries, llc_lines: sizes of the sampled-access locality model.
@@ -83,11 +90,15 @@ class SpeConfig:
     tlb_entries: int = 48
     llc_lines: int = 16384
     seed: int = 0
+    external_abort: str = "report"
 
     def __post_init__(self) -> None:
         def need(cond: bool, name: str, value: object, what: str) -> None:
             if not cond:
                 raise ConfigError(f"SpeConfig.{name}={value!r}: {what}")
+
+        need(self.external_abort in ("report", "ignore"), "external_abort",
+             self.external_abort, "must be 'report' or 'ignore'")
 
         need(self.pmsver in (PMSVER_NI, PMSVER_SPE), "pmsver", self.pmsver,
              "must be 0 (no SPE) or 1 (FEAT_SPE)")
