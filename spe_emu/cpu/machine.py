@@ -394,8 +394,7 @@ class Machine:
         self.bus = Bus(self.uc)
         self.bus.map_ram("ram", config.ram_base, config.ram_size)
         self.platform = Platform(clock=self.clock, outdir=Path(config.outdir),
-                                 guest_error=self._guest_error, console=config.console,
-                                 stdin=config.stdin)
+                                 guest_error=self._guest_error, console=config.console)
         self.devices: dict[str, Device] = {}
         self.sysregs = SysregRegistry()
         # The interrupt controller first: the other devices' outputs are wired into it.
@@ -1708,8 +1707,8 @@ class Machine:
 
     def _mrs_fallback(self, _uch, reg: int, cp_ptr, _data) -> int:
         """The native MRS hook's fallback (fast mode): fills the counter-read table when it is
-        invalid and this is a counter read, then :meth:`_on_mrs`; an exception stops the run and is raised by
-        :meth:`_start`."""
+        invalid and this is a counter read, then :meth:`_on_mrs`; an exception stops the run
+        and is raised by :meth:`_start`."""
         try:
             cp = ctypes.cast(cp_ptr, ctypes.POINTER(UcRegCP64)).contents
             if (not self.counter_reads.valid

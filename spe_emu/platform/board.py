@@ -12,7 +12,7 @@ software built for ``qemu-system-aarch64 -M virt`` finds its devices where it ex
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -152,5 +152,3 @@ class Platform:
     outdir: Path
     guest_error: Callable[[str], None]
     console: Callable[[bytes], None] | None = None
-    stdin: Any = None
-    extra: dict[str, Any] = field(default_factory=dict)

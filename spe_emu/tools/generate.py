@@ -31,7 +31,8 @@ from ..spe import config as spe_config
 from ..spe import registers as spe_regs
 from ..spe.config import SpeConfig
 from ..sysreg import Field, RegisterSpec
-from ..platform.board import GIC_PPI_BASE, GIC_SPI_BASE, GICR_FRAME_BYTES, VIRT, BoardSpec, DeviceSpec
+from ..platform.board import (GIC_PPI_BASE, GIC_SPI_BASE, GICR_FRAME_BYTES, VIRT, BoardSpec,
+                              DeviceSpec)
 from ..platform.dtb import GICR_BYTES_PER_PE
 
 MiB = 1 << 20
