@@ -35,7 +35,7 @@ from unicorn import (UC_ARCH_ARM64, UC_ERR_FETCH_UNMAPPED, UC_ERR_READ_UNMAPPED,
                      UC_ERR_WRITE_UNMAPPED, UC_HOOK_BLOCK, UC_HOOK_CODE, UC_HOOK_INSN,
                      UC_HOOK_INTR, UC_HOOK_MEM_UNMAPPED, UC_MEM_FETCH_UNMAPPED,
                      UC_MEM_WRITE_UNMAPPED)
-from unicorn import UC_MODE_ARM, Uc, UcError
+from unicorn import UC_MODE_ARM, UC_PROT_READ, UC_PROT_WRITE, Uc, UcError
 from unicorn import arm64_const as A
 from unicorn.unicorn_py3.arch.arm64 import CpReg, UcRegCP64
 from unicorn.unicorn_py3.unicorn import uclib
@@ -163,6 +163,10 @@ CODE_HOOK = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_uint64, ctypes.c_ui
 # uc_hook_add (variadic): a function object of our own, without the binding's argtypes, so
 # the binding's own prototype is left as it is (item access makes a new object each time).
 UC_HOOK_ADD = uclib["uc_hook_add"]
+# uc_err uc_vmem_translate(uc_engine *uc, uint64_t address, uc_prot prot, uint64_t *paddress)
+UC_VMEM_TRANSLATE = uclib["uc_vmem_translate"]
+UC_VMEM_TRANSLATE.argtypes = (ctypes.c_void_p, ctypes.c_uint64, ctypes.c_int,
+                              ctypes.POINTER(ctypes.c_uint64))
 
 
 @lru_cache(maxsize=4096)
@@ -704,8 +708,25 @@ class Machine:
         return max(el, 1)
 
     def _translate(self, va: int, regime: int, write: bool = False) -> int:
-        """Stage 1 translation for host-side accesses, cached per 4 KiB page (flushed on
-        SCTLR/TTBR/TCR writes and TLBI)."""
+        """Translation for host-side accesses: stage 1 by the emulator's own walker, cached
+        per 4 KiB page (flushed on SCTLR/TTBR/TCR writes and TLBI). With stage 2 enabled for
+        the EL1&0 regime (HCR_EL2.VM == 1) while the PE executes in it, QEMU's walker does
+        stages 1 and 2 (``uc_vmem_translate``, with the current EL's permissions; not cached:
+        VTTBR_EL2/VTCR_EL2 writes are not watched). Stage 2 for a regime the PE is not in
+        (a Profiling Buffer owned by EL1 written while EL2 runs) is not modelled yet.
+
+        Raises:
+            TranslationFault: the access does not translate (under stage 2 the FSC is that of
+                a level 3 translation fault: the walker does not say which fault it was).
+        """
+        if regime == 1:
+            ctx = self.context()
+            if HCR_EL2.get(ctx.hcr_el2, "VM") and ctx.el < 2:
+                pa = ctypes.c_uint64()
+                if UC_VMEM_TRANSLATE(self.uc._uch, va, UC_PROT_WRITE if write else UC_PROT_READ,
+                                     ctypes.byref(pa)):
+                    raise TranslationFault(va)
+                return pa.value
         key = (regime, va >> 12, write)
         page = self._xlate.get(key)
         if page is None:
