@@ -13,13 +13,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from .platform.loader import PF_R, PF_W, PF_X, Image, Segment, load_elf
-from .cpu.machine import Machine, MachineConfig, RunResult
 from .cpu.a64 import X_REGS
+from .cpu.machine import Machine, MachineConfig, RunResult
 from .errors import ConfigError
 from .platform.board import VIRT, BoardSpec
 from .platform.boot import BootImage, load_kernel
 from .platform.dtb import build_dtb
+from .platform.loader import PF_R, PF_W, PF_X, Image, Segment, load_elf
 from .spe.config import SpeConfig
 from .spe.registers import spe_registers
 

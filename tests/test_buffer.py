@@ -1,6 +1,7 @@
 """Profiling Buffer writes and management events (SPE §3.5, §3.5.2, §3.5.3)."""
 
-from spe_emu.spe.buffer import ProfilingBuffer, TranslationFault
+from spe_emu.arch.faults import TranslationFault
+from spe_emu.spe.buffer import ProfilingBuffer
 from spe_emu.spe.config import SpeConfig
 from spe_emu.spe.registers import spe_registers
 

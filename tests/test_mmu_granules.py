@@ -32,7 +32,7 @@ from spe_emu.arch.context import HCR_EL2, SCR_EL3
 from spe_emu.cpu.exceptions import PSTATE, set_pstate
 from spe_emu.cpu.fastuc import FastAccess
 from spe_emu.errors import GuestError
-from spe_emu.spe.buffer import TranslationFault
+from spe_emu.arch.faults import TranslationFault
 
 # uc_err uc_vmem_translate(uc_engine *uc, uint64_t address, uc_prot prot, uint64_t *paddress)
 # (include/unicorn/unicorn.h, Unicorn 2.1.4); a prototype of our own, leaving the binding's alone.

@@ -94,7 +94,7 @@ def test_write_fault_reports_the_faulting_address(tmp_path):
     # 0x4200_1080 faults, and the fault carries that address (§3.5.3: "PMBPTR_EL1 is set to
     # the address that generated the fault"), not its page's base.
     from spe_emu.cpu.machine import Machine, MachineConfig
-    from spe_emu.spe.buffer import TranslationFault
+    from spe_emu.arch.faults import TranslationFault
     m = Machine(MachineConfig(outdir=tmp_path))
     m.reset(0x4000_0000)
     m.uc.cpr_write(3, 0, 2, 0, 2, 25)            # TCR_EL1.T0SZ = 25, TG0 = 4 KiB

@@ -32,47 +32,42 @@ from pathlib import Path
 from typing import Callable, NamedTuple
 
 from unicorn import (UC_ARCH_ARM64, UC_ERR_FETCH_UNMAPPED, UC_ERR_READ_UNMAPPED,
-                     UC_ERR_WRITE_UNMAPPED, UC_HOOK_BLOCK, UC_HOOK_CODE, UC_HOOK_INSN,
-                     UC_HOOK_INTR, UC_HOOK_MEM_UNMAPPED, UC_MEM_FETCH_UNMAPPED,
-                     UC_MEM_WRITE_UNMAPPED)
-from unicorn import UC_MODE_ARM, UC_PROT_READ, UC_PROT_WRITE, Uc, UcError
+                     UC_ERR_WRITE_UNMAPPED, UC_HOOK_BLOCK, UC_HOOK_CODE, UC_HOOK_INSN, UC_HOOK_INTR,
+                     UC_HOOK_MEM_UNMAPPED, UC_MEM_FETCH_UNMAPPED, UC_MEM_WRITE_UNMAPPED,
+                     UC_MODE_ARM, UC_PROT_READ, UC_PROT_WRITE, Uc, UcError)
 from unicorn import arm64_const as A
 from unicorn.unicorn_py3.arch.arm64 import CpReg, UcRegCP64
 from unicorn.unicorn_py3.unicorn import uclib
 
 from .. import devices  # noqa: F401 -- the device models register themselves
 from .. import native
+from ..arch import mmu
+from ..arch.context import (CONTEXTIDR_EL1, CONTEXTIDR_EL2, CPACR_EL1, HCR_EL2, MDCR_EL2, MDCR_EL3,
+                            SCR_EL3, SCTLR_ENC, TTBR0_ENC, TTBR1_EL1, AccessContext, banked)
+from ..arch.faults import ExternalAbort, TranslationFault, page_chunks
+from ..arch.firmware_regs import CPTR_EL2, CPTR_EL3
 from ..devices.psci import Psci, PsciAction
-from ..devices.gicv3 import ICC_REGISTERS, GicDevice
-from ..platform.loader import PF_X, Image
-from ..devices.semihosting import Semihosting, SemihostExit
+from ..devices.semihosting import SemihostExit, Semihosting
 from ..errors import ConfigError, GuestError, GuestRunaway
 from ..platform.board import VIRT, BoardSpec, Platform
 from ..platform.bus import Bus
 from ..platform.clock import VirtualClock
 from ..platform.console import POLL_TICKS, ConsoleInput, usable_input
 from ..platform.device import DEVICE_TYPES, Device
+from ..platform.loader import PF_X, Image
 from ..platform.sysregs import SysregEntry, SysregRegistry
 from ..spe import packets as P
-from ..arch.faults import ExternalAbort
-from ..spe.buffer import TranslationFault, page_chunks
 from ..spe.config import SpeConfig
-from ..spe.records import Sample
 from ..spe.interval import Xorshift64
+from ..spe.records import Sample
 from ..spe.spu import Spu
-from ..sysreg import Access, Replan, reg
-from ..arch import mmu
+from ..sysreg import MASK64, Access, Replan, reg
 from . import a64
-from ..arch.context import (CONTEXTIDR_EL1, CONTEXTIDR_EL2, CPACR_EL1,
-                      HCR_EL2, MDCR_EL2, MDCR_EL3, SCR_EL3, SCTLR_ENC, TTBR0_ENC, TTBR1_EL1,
-                      AccessContext, banked)
-from .exceptions import (EC, ELR_REG, ESR, FAR_REG, PSTATE, SPSR_ENC, VectorKind,
-                         current_pstate, esr, set_pstate, sysreg_trap_iss)
-from ..arch.firmware_regs import CPTR_EL2, CPTR_EL3
+from .exceptions import (EC, ELR_REG, ESR, PSTATE, SPSR_ENC, VectorKind, current_pstate, esr,
+                         set_pstate, sysreg_trap_iss)
 from .fastuc import FastAccess
+from .native_records import (CAPTURE_REGS, CAPTURE_SLOT, NativeRecords, block_templates, plan_steps)
 from .pe import ISR_EL1, ProcessingElement
-from .native_records import (CAPTURE_REGS, CAPTURE_SLOT, NativeRecords, block_templates,
-                             plan_steps)
 from .qemu_state import ExceptionReader
 
 NEVER = (1 << 64) - 1
@@ -157,7 +152,6 @@ COUNTER_READS = ((3, 3, 14, 0, 1), (3, 3, 14, 0, 2))
 RANDOM_NUMBER_REGS = ((3, 3, 2, 4, 0), (3, 3, 2, 4, 1))
 RNDR_SEED_SALT = 0x524E4452  # "RNDR": the generator's stream differs from the interval's
 UNMAPPED_ERRORS = {UC_ERR_READ_UNMAPPED, UC_ERR_WRITE_UNMAPPED, UC_ERR_FETCH_UNMAPPED}
-MASK64 = (1 << 64) - 1
 CODE_HOOK = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint32,
                              ctypes.c_void_p)
 # uc_hook_add (variadic): a function object of our own, without the binding's argtypes, so
@@ -198,30 +192,6 @@ def _block_writes(code: bytes) -> tuple | None:
         acc = acc | writes[i]
         after[i] = acc
     return words, writes, before, after
-
-
-class GicCpuInterface:
-    """The GIC CPU interface's system registers (ICC_*) as a registry owner; QEMU does not
-    know them, so every access arrives through UNDEF (:mod:`spe_emu.platform.sysregs`)."""
-
-    table = ICC_REGISTERS
-    via_undef = True
-
-    def __init__(self, gic: GicDevice):
-        self.gic = gic
-
-    def present(self) -> bool:
-        return True
-
-    @staticmethod
-    def context(ctx: AccessContext) -> AccessContext:
-        return ctx
-
-    def sysreg_read(self, name: str, ctx: AccessContext) -> int:
-        return self.gic.sysreg_read(name)
-
-    def sysreg_write(self, name: str, value: int, ctx: AccessContext) -> None:
-        self.gic.sysreg_write(name, value)
 
 
 @dataclass
@@ -411,7 +381,6 @@ class Machine:
             self._add_device(spec)
         self.spu = Spu(config.spe, self._spu_write, self._pmbirq)
         self.sysregs.register(self.spu, self.spu.table)
-        self.sysregs.register(GicCpuInterface(self.gic), ICC_REGISTERS, Replan.IRQ)
         self.qemu_exception = ExceptionReader(self.uc)
         self.fast = FastAccess(self.uc)
         self.pe = ProcessingElement(self.fast, self.gic.irq_line, self.gic.fiq_line)
@@ -1580,9 +1549,10 @@ class Machine:
         return False
 
     def _take_sync(self, ctx: AccessContext, target: int, syndrome: int, preferred: int,
-                   insn: int | None = None) -> None:
+                   insn: int | None = None, far: int | None = None) -> None:
         """Synchronous exception caused by the instruction at ``insn`` (default: ``preferred``,
-        the faulting instruction itself); the population is accounted up to and including it."""
+        the faulting instruction itself), with FAR_ELx = ``far`` when given; the population
+        is accounted up to and including it."""
         insn = preferred if insn is None else insn
         if self.cfg.mode == "fast":
             c = self.counter
@@ -1606,7 +1576,7 @@ class Machine:
                     f"{syndrome:#x}, to EL{target}); is the vector table mapped?")
         else:
             self._entry_retired, self._entries_in_place = retired, 0
-        self.pe.take(target, VectorKind.SYNC, preferred, syndrome)
+        self.pe.take(target, VectorKind.SYNC, preferred, syndrome, far)
         self._ctx = None
         self.exceptions_taken += 1
         self._request_stop()
@@ -1648,9 +1618,8 @@ class Machine:
         syndrome = exc.syndrome or self._rebuild_syndrome(pc, ctx)
         # An exception is never taken to a lower EL (QEMU routes HVC at EL3 to EL2).
         target = max(exc.target_el, ctx.el, 1)
-        if ESR.get(syndrome, "EC") in FAR_ECS:
-            uc.reg_write(FAR_REG[target], exc.vaddress)
-        self._take_sync(ctx, target, syndrome, pc, insn)
+        far = exc.vaddress if ESR.get(syndrome, "EC") in FAR_ECS else None
+        self._take_sync(ctx, target, syndrome, pc, insn, far)
 
     def _rebuild_syndrome(self, pc: int, ctx: AccessContext) -> int:
         """QEMU 5's helpers that raise with a return address (``raise_exception_ra``) have the
@@ -1668,12 +1637,13 @@ class Machine:
                      _data) -> bool:
         """A fetch, load or store reached an address with no RAM or device behind it: note
         it (Unicorn then ends emu_start with UC_ERR_*_UNMAPPED, and :meth:`_start` takes the
-        abort). ``address`` is the virtual address of the access."""
+        abort). ``address`` is the access's address as Unicorn reports it: the physical one
+        once the MMU is on (:meth:`_abort_va`)."""
         if self._unmapped is None:
             self._unmapped = (access, address)
         return False
 
-    def _external_abort(self, access: int, va: int) -> None:
+    def _external_abort(self, access: int, reported: int) -> None:
         """The synchronous External abort of an access to no RAM or device on the board's
         bus (:meth:`ProcessingElement.external_abort`; QEMU's virt board faults them too):
         FAR = the access's VA, ELR = the instruction (the fetched address for a fetch)."""
@@ -1682,8 +1652,8 @@ class Machine:
         fetch = access == UC_MEM_FETCH_UNMAPPED
         target, syndrome = self.pe.external_abort(ctx, fetch=fetch,
                                                   write=access == UC_MEM_WRITE_UNMAPPED)
-        self.uc.reg_write(FAR_REG[target], pc if fetch else self._abort_va(pc, ctx, va))
-        self._take_sync(ctx, target, syndrome, pc)
+        self._take_sync(ctx, target, syndrome, pc,
+                        far=pc if fetch else self._abort_va(pc, ctx, reported))
 
     def _abort_va(self, pc: int, ctx: AccessContext, reported: int) -> int:
         """The virtual address of the byte of the load/store at ``pc`` that reached no memory.
@@ -1787,9 +1757,9 @@ class Machine:
         ctx = self.context()
         if entry.verdict(is_read, ctx) is not Access.OK:
             return None
-        pc = self.pc
-        self._account(self._retired_before(pc) + 1)
-        self._retired_now = self._retired_before(pc)
+        retired = self._retired_before(self.pc)
+        self._account(retired + 1)
+        self._retired_now = retired
         try:
             if is_read:
                 return entry.owner.sysreg_read(entry.spec.name, ctx)
@@ -2088,7 +2058,6 @@ class Machine:
                 # executed in this run (Unicorn returns after it, or a planned stop fell
                 # right after it).
                 self._wait_if_wfi()
-            self._stop_requested = False
         return self._result()
 
     def _poll_at(self, insns: int) -> int:
@@ -2153,7 +2122,7 @@ class Machine:
         return self._result()
 
     def _result(self) -> RunResult:
-        self.close()
+        """(:meth:`run` closes the run's files on every way out.)"""
         st = self.spu.stats
         return RunResult(
             exit_status=self.exit.status if self.exit else None,

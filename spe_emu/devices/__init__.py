@@ -3,4 +3,5 @@
 ``class X(Device, kind="...")``); :mod:`.psci` is the firmware service PSCI."""
 
 from . import generic_timer  # noqa: F401  (registers kind "generic_timer")
+from . import gicv3  # noqa: F401  (registers kind "gicv3")
 from . import pl011  # noqa: F401  (registers kind "pl011")

@@ -962,6 +962,8 @@ class GicDevice(Device, kind="gicv3"):
             not supported.
     """
 
+    SYSREGS = ICC_REGISTERS
+
     def __init__(self, spec: "DeviceSpec", platform: "Platform"):
         regions = spec.all_regions
         if (len(regions) != 2 or regions[0] != (spec.base, GICD_SIZE)
@@ -1012,10 +1014,23 @@ class GicDevice(Device, kind="gicv3"):
         """The FIQ output to the PE (:meth:`GicV3.fiq_line`)."""
         return self.gic.fiq_line()
 
-    def sysreg_read(self, name: str) -> int:
+    # -- the CPU interface's system registers (a :class:`~spe_emu.platform.sysregs.SysregOwner`)
+    via_undef = True
+    """QEMU does not know the ICC_* registers: every access arrives through UNDEF."""
+
+    @staticmethod
+    def present() -> bool:
+        return True
+
+    @staticmethod
+    def context(ctx: AccessContext) -> AccessContext:
+        """The ICC_* access checks need nothing beyond the PE's context (IHI 0069 §12.1)."""
+        return ctx
+
+    def sysreg_read(self, name: str, ctx: AccessContext | None = None) -> int:
         """An MRS of CPU interface register ``name`` (:meth:`GicV3.sysreg_read`)."""
         return self.gic.sysreg_read(name)
 
-    def sysreg_write(self, name: str, value: int) -> None:
+    def sysreg_write(self, name: str, value: int, ctx: AccessContext | None = None) -> None:
         """An MSR of CPU interface register ``name`` (:meth:`GicV3.sysreg_write`)."""
         self.gic.sysreg_write(name, value)

@@ -106,11 +106,6 @@ class BoardSpec:
     def ppi(self, name: str) -> int:
         return dict(self.ppis)[name]
 
-    def memory_map(self) -> list[tuple[str, int, int]]:
-        """(what, base, size) of every region, RAM included, by address."""
-        rows = [(f"{d.name} ({d.kind})", b, s) for d in self.devices for b, s in d.all_regions]
-        rows.append(("RAM", self.ram_base, self.ram_size))
-        return sorted(rows, key=lambda r: r[1])
 
 
 VIRT = BoardSpec(

@@ -86,11 +86,3 @@ class Bus:
             return self._maps[i]
         return None
 
-    def is_ram(self, pa: int, size: int) -> bool:
-        """Whether [pa, pa + size) lies inside one RAM mapping."""
-        m = self.find(pa)
-        return m is not None and m.device is None and pa + size <= m.end
-
-    @property
-    def mappings(self) -> tuple[Mapping, ...]:
-        return tuple(self._maps)

@@ -91,8 +91,3 @@ class SysregRegistry:
     def lookup(self, enc: tuple[int, int, int, int, int]) -> SysregEntry | None:
         """The entry at ``enc``, or None when no owner registered it."""
         return self._by_enc.get(enc)
-
-    def encodings(self, via_undef: bool) -> list[tuple[int, int, int, int, int]]:
-        """Encodings registered by owners reached through UNDEF (True) or the MRS/MSR
-        instruction hook (False)."""
-        return [e for e, entry in self._by_enc.items() if entry.via_undef == via_undef]

@@ -11,8 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from ..arch.faults import (FSC_TRANSLATION_L3, ExternalAbort, TranslationFault,  # noqa: F401
-                           page_chunks)
+from ..arch.faults import ExternalAbort, TranslationFault, page_chunks
 from ..sysreg import RegisterTable
 from .config import SpeConfig
 from .registers import BSC_FILLED, EC_OTHER, EC_STAGE1_ABORT, PMBSR_MSS_ABORT, PMBSR_MSS_OTHER
