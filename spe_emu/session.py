@@ -17,6 +17,7 @@ from .cpu.a64 import X_REGS
 from .cpu.machine import Machine, MachineConfig, RunResult
 from .errors import ConfigError
 from .platform.board import VIRT, BoardSpec
+from .devices.psci import psci_conduit
 from .platform.boot import BootImage, load_kernel
 from .platform.dtb import build_dtb
 from .platform.loader import PF_R, PF_W, PF_X, Image, Segment, load_elf
@@ -142,17 +143,12 @@ class KernelOptions:
                               f"{', '.join(sorted(BOARDS))}") from None
 
 
-def psci_conduit(boot_el: int) -> str | None:
-    """The PSCI conduit the board emulates, by the Exception level software boots at (as
-    QEMU's virt board): ``hvc`` when it boots at EL1 (EL2 is the emulator's), ``smc`` at EL2
-    (EL3 is the emulator's), none at EL3 (the software is the firmware)."""
-    return {1: "hvc", 2: "smc"}.get(boot_el)
-
-
-def board_dtb(kopts: KernelOptions, boot_el: int, spe: bool,
+def board_dtb(kopts: KernelOptions, opts: "RunOptions",
               initrd: tuple[int, int] | None = None) -> bytes:
     """The device tree blob of a ``--machine`` run: ``--dtb``'s file, or generated from the
-    board description (:func:`spe_emu.platform.dtb.build_dtb`).
+    board description (:func:`spe_emu.platform.dtb.build_dtb`) with the PSCI conduit of
+    ``opts.boot_el`` (:func:`spe_emu.devices.psci.psci_conduit`) and the SPE node when the
+    SPU is present (PMSVer != 0, not the raw run loop).
 
     Raises:
         ConfigError: an unreadable or oversized ``--dtb`` file, or a bad board option.
@@ -166,15 +162,17 @@ def board_dtb(kopts: KernelOptions, boot_el: int, spe: bool,
         except OSError as exc:
             raise ConfigError(f"--dtb {kopts.dtb}: {exc.strerror or exc}") from None
     return build_dtb(kopts.board_spec(), ram_size=kopts.ram_size, bootargs=kopts.append,
-                     initrd=initrd, psci_method=psci_conduit(boot_el), spe=spe, pmu=False)
+                     initrd=initrd, psci_method=psci_conduit(opts.boot_el),
+                     spe=opts.spe.pmsver != 0 and opts.mode != "raw", pmu=False)
 
 
 def prepare_kernel_machine(kopts: KernelOptions, opts: "RunOptions",
                            console: Callable[[bytes], None] | None = None,
-                           stdin=None) -> Machine:
+                           stdin=None) -> tuple[Machine, BootImage]:
     """A ``--machine`` machine with ``kopts.kernel`` (and initrd, DTB) placed as
     qemu-system-aarch64 places them and the PE reset at the entry point, at
-    ``opts.boot_el``, with x0 = the DTB's address for a Linux-protocol boot (x1-x3 = 0).
+    ``opts.boot_el``, with x0 = the DTB's address for a Linux-protocol boot (x1-x3 = 0);
+    and the placement.
 
     Raises:
         ImageError: a missing or malformed kernel; ConfigError: something does not fit.
@@ -185,10 +183,9 @@ def prepare_kernel_machine(kopts: KernelOptions, opts: "RunOptions",
         raise ConfigError("--mode raw counts no instructions (no virtual time, no --max-insns): "
                           "use --mode fast or reference with --machine")
     board = kopts.board_spec()
-    boot: BootImage = load_kernel(kopts.kernel, board, kopts.ram_size, kopts.initrd)
-    spe = opts.spe.pmsver != 0 and opts.mode != "raw"
+    boot = load_kernel(kopts.kernel, board, kopts.ram_size, kopts.initrd)
     if boot.dtb_addr is not None:
-        boot = boot.with_dtb(board_dtb(kopts, opts.boot_el, spe, boot.initrd))
+        boot = boot.with_dtb(board_dtb(kopts, opts, boot.initrd))
     mcfg = MachineConfig(ram_base=board.ram_base, ram_size=kopts.ram_size,
                          boot_el=opts.boot_el, mode=opts.mode,
                          spe=opts.spe.with_(seed=opts.seed), outdir=Path(opts.outdir),
@@ -207,8 +204,7 @@ def prepare_kernel_machine(kopts: KernelOptions, opts: "RunOptions",
             Segment(addr, addr, data, len(data), PF_R | PF_W | PF_X)]))
     machine.reset(boot.entry)
     machine.uc.reg_write(X_REGS[0], boot.x0)
-    machine.boot = boot
-    return machine
+    return machine, boot
 
 
 @dataclass
@@ -260,6 +256,19 @@ def prepare_machine(image_path: Path, opts: RunOptions,
     return machine
 
 
+def _prepare_outdir(outdir: Path, *stale: Path) -> None:
+    """Create the run's output directory and remove the ``stale`` outputs of an earlier run.
+
+    Raises:
+        ConfigError: naming the directory and the host's reason."""
+    try:
+        outdir.mkdir(parents=True, exist_ok=True)
+        for path in stale:
+            path.unlink(missing_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"output directory {outdir}: {exc.strerror or exc}") from None
+
+
 def run_image(image_path: Path, opts: RunOptions,
               console: Callable[[bytes], None] | None = None,
               progress: Callable[[int], None] | None = None) -> Session:
@@ -272,11 +281,7 @@ def run_image(image_path: Path, opts: RunOptions,
     opts.validate()
     outdir = Path(opts.outdir)
     trace_path = outdir / TRACE_NAME
-    try:
-        outdir.mkdir(parents=True, exist_ok=True)
-        trace_path.unlink(missing_ok=True)
-    except OSError as exc:
-        raise ConfigError(f"output directory {outdir}: {exc.strerror or exc}") from None
+    _prepare_outdir(outdir, trace_path)
     machine = prepare_machine(image_path, opts, console)
     result = machine.run(progress=progress)
     summary = {
@@ -328,23 +333,19 @@ def run_kernel(kopts: KernelOptions, opts: RunOptions,
     if kopts.dumpdtb is not None:
         boot = load_kernel(kopts.kernel, kopts.board_spec(), kopts.ram_size, kopts.initrd) \
             if kopts.kernel is not None else None
-        spe = opts.spe.pmsver != 0 and opts.mode != "raw"
-        blob = board_dtb(kopts, opts.boot_el, spe, boot.initrd if boot else None)
+        blob = board_dtb(kopts, opts, boot.initrd if boot else None)
         try:
             kopts.dumpdtb.write_bytes(blob)
         except OSError as exc:
             raise ConfigError(f"--dumpdtb {kopts.dumpdtb}: {exc.strerror or exc}") from None
         return Session(None, outdir, outdir / TRACE_NAME, {"dumpdtb": str(kopts.dumpdtb)})
-    try:
-        outdir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ConfigError(f"output directory {outdir}: {exc.strerror or exc}") from None
-    machine = prepare_kernel_machine(kopts, opts, console, stdin)
+    _prepare_outdir(outdir)
+    machine, boot = prepare_kernel_machine(kopts, opts, console, stdin)
     result = machine.run(progress=progress)
     summary = {
         "machine": kopts.board,
         "kernel": str(kopts.kernel),
-        "format": machine.boot.format,
+        "format": boot.format,
         "initrd": str(kopts.initrd) if kopts.initrd else None,
         "append": kopts.append,
         "ram_size": kopts.ram_size,

@@ -116,8 +116,7 @@ def run(image, machine, kernel, initrd, append, dtb, memory, dumpdtb, interval, 
         table.add_row(name, str(value))
     Console().print(table)
     click.echo(f"trace: {session.trace_path}  summary: {session.outdir / 'summary.json'}")
-    if r.exit_status:
-        sys.exit(r.exit_status if 0 < r.exit_status < 256 else 1)
+    _exit_with(r.exit_status)
 
 
 def _run_machine(board, kernel, initrd, append, dtb, memory, dumpdtb, boot_el, max_insns,
@@ -133,7 +132,7 @@ def _run_machine(board, kernel, initrd, append, dtb, memory, dumpdtb, boot_el, m
                               dtb=dtb, dumpdtb=dumpdtb)
         if memory is not None:
             kopts.ram_size = parse_ram_size(memory)
-        kopts.board_spec()
+        kopts.board_spec()  # (an unknown --machine is refused before anything is read)
         opts = RunOptions(boot_el=boot_el, firmware=False, max_insns=max_insns, mode=mode,
                           outdir=outdir, seed=seed)
         opts.validate()
@@ -142,9 +141,13 @@ def _run_machine(board, kernel, initrd, append, dtb, memory, dumpdtb, boot_el, m
         _fail(str(exc))
     if dumpdtb is not None:
         return
-    r = session.result
-    if r.exit_status:
-        sys.exit(r.exit_status if 0 < r.exit_status < 256 else 1)
+    _exit_with(session.result.exit_status)
+
+
+def _exit_with(status: int | None) -> None:
+    """The guest's non-zero exit status as the command's (1 when it does not fit 1..255)."""
+    if status:
+        sys.exit(status if 0 < status < 256 else 1)
 
 
 @main.command()
