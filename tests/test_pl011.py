@@ -20,7 +20,7 @@ import pytest
 from spe_emu.devices.pl011 import FIFO_DEPTH, Pl011
 from spe_emu.platform.board import VIRT, Platform
 from spe_emu.platform.clock import VirtualClock
-from spe_emu.platform.device import DEVICE_TYPES, PhandleRef
+from spe_emu.platform.device import DEVICE_TYPES
 
 # Offsets (§3.2 Table 3-1)
 DR, RSR, FR, ILPR, IBRD, FBRD, LCR_H, CR, IFLS, IMSC, RIS, MIS, ICR, DMACR = (
@@ -413,20 +413,6 @@ def test_reserved_ifls_encoding(rig):
     assert rig.r(RIS) == INT_RT
     rig.dev.feed(bytes(1))
     assert rig.r(RIS) == INT_RX | INT_RT
-
-
-def test_dt_node(rig):
-    ref = PhandleRef("/apb-pclk")
-    assert rig.dev.dt_node() == {
-        "@name": "pl011@9000000",
-        "compatible": ["arm,pl011", "arm,primecell"],
-        "reg": [(0x0900_0000, 0x1000)],
-        "interrupts": [0, 1, 4],
-        "clocks": [ref, ref],
-        "clock-names": ["uartclk", "apb_pclk"],
-        "@extra": [{"@name": "apb-pclk", "compatible": "fixed-clock", "#clock-cells": [0],
-                    "clock-frequency": [24_000_000], "clock-output-names": "clk24mhz"}],
-    }
 
 
 # -- against QEMU ---------------------------------------------------------------------------

@@ -75,9 +75,8 @@ from collections import deque
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from ..errors import ConfigError, RegisterTableError
-from ..platform.board import GIC_SPI_BASE
-from ..platform.device import Device, PhandleRef
+from ..errors import RegisterTableError
+from ..platform.device import Device
 from ..platform.mmio import MmioRegister, RegisterMap
 from ..platform.mmio import mmio as _mmio
 
@@ -192,7 +191,7 @@ class Pl011(Device, kind="pl011"):
     """The PL011 UART (see the module docstring for the model and its choices).
 
     Board properties (:class:`~spe_emu.platform.board.DeviceSpec` ``props``):
-        clock-hz: UARTCLK and PCLK frequency (Hz) for the device tree's fixed clock
+        clock-hz: UARTCLK and PCLK frequency (Hz): the device tree's fixed clock (dtb.py)
             (default 24 MHz, QEMU's ``clk24mhz``).
         tx-when-disabled: send characters written while UARTEN or TXE is clear, as QEMU
             does (default True).
@@ -208,7 +207,6 @@ class Pl011(Device, kind="pl011"):
     def __init__(self, spec: "DeviceSpec", platform: "Platform"):
         self.tx_when_disabled = bool(spec.prop("tx-when-disabled", True))
         self.rx_when_disabled = bool(spec.prop("rx-when-disabled", True))
-        self.clock_hz = int(spec.prop("clock-hz", 24_000_000))
         self._rx: deque[int] = deque()
         self._tx: deque[int] = deque()
         self._log: IO[bytes] | None = None
@@ -432,30 +430,3 @@ class Pl011(Device, kind="pl011"):
     def _read_wo(self, r: MmioRegister, index: int) -> int:
         self.guest_error(f"read of write-only register {r.name}: reads as zero")
         return 0
-
-    # -- description ----------------------------------------------------------------------
-    def dt_node(self) -> dict[str, Any]:
-        """The node of the ``arm,pl011`` binding (Linux
-        ``Documentation/devicetree/bindings/serial/pl011.yaml``), shaped as QEMU's ``virt``
-        creates it; the fixed clock it names comes in ``@extra``."""
-        intid = self.spec.irq("intr")
-        if intid < GIC_SPI_BASE:
-            raise ConfigError(f"{self.name}: interrupt {intid} is not an SPI")
-        mhz, rest = divmod(self.clock_hz, 1_000_000)
-        clock = {
-            "@name": "apb-pclk",
-            "compatible": "fixed-clock",
-            "#clock-cells": [0],
-            "clock-frequency": [self.clock_hz],
-            "clock-output-names": f"clk{mhz}mhz" if not rest else f"clk{self.clock_hz}hz",
-        }
-        ref = PhandleRef("/apb-pclk")
-        return {
-            "@name": f"{self.name}@{self.base:x}",
-            "compatible": ["arm,pl011", "arm,primecell"],
-            "reg": [(self.base, self.size)],
-            "interrupts": [0, intid - GIC_SPI_BASE, 4],  # SPI, number, IRQ_TYPE_LEVEL_HIGH
-            "clocks": [ref, ref],
-            "clock-names": ["uartclk", "apb_pclk"],
-            "@extra": [clock],
-        }

@@ -10,7 +10,6 @@ explicitly and logs guest mistakes instead of raising them (QEMU's qdev, Renode'
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, ClassVar
 
 from ..errors import DeviceError
@@ -126,50 +125,3 @@ class Device:
         """Tell the machine that state the run loop acts on may have changed."""
         if self.on_change is not None:
             self.on_change()
-
-    # -- description ------------------------------------------------------------------------
-    def dt_node(self) -> dict[str, Any] | None:
-        """This device's device-tree node (None: no node), for the DTB generator
-        (:mod:`spe_emu.platform.dtb`).
-
-        The shape: a dict of property name -> value, plus special keys that start with ``@``
-        (a character no property name may contain, Devicetree Specification v0.4 §2.2.4):
-
-        * ``"@name"`` (required): the node name with its unit address, e.g.
-          ``"pl011@9000000"`` (lower-case hex, no ``0x``: the first ``reg`` address).
-        * ``"@extra"``: a list of further nodes (dicts of this same shape) the node refers
-          to, placed under the root; nodes of the same ``@name`` from several devices must
-          be equal and are emitted once (e.g. the board's fixed ``apb-pclk`` clock).
-
-        Property values, by Python type:
-
-        * ``str``: a string (``compatible = "arm,pl011"``).
-        * ``list[str]``: a string list (``compatible = "arm,pl011", "arm,primecell"``).
-        * ``list[int | PhandleRef]``: 32-bit cells (``interrupts = <0 1 4>``); a
-          :class:`PhandleRef` cell is the phandle of the node it names (the generator gives
-          that node a ``phandle`` property).
-        * ``list[tuple[int, int]]``: (address, size) pairs, encoded with the parent's
-          ``#address-cells`` / ``#size-cells`` (``reg``; the ``virt`` root uses 2 and 2).
-        * ``bytes``: raw bytes; ``True``: an empty (boolean) property.
-
-        Example (the PL011 on ``virt``)::
-
-            {"@name": "pl011@9000000",
-             "compatible": ["arm,pl011", "arm,primecell"],
-             "reg": [(0x0900_0000, 0x1000)],
-             "interrupts": [0, 1, 4],            # SPI 1, level-high
-             "clocks": [PhandleRef("/apb-pclk"), PhandleRef("/apb-pclk")],
-             "clock-names": ["uartclk", "apb_pclk"],
-             "@extra": [{"@name": "apb-pclk", "compatible": "fixed-clock",
-                         "#clock-cells": [0], "clock-frequency": [24_000_000],
-                         "clock-output-names": "clk24mhz"}]}
-        """
-        return None
-
-
-@dataclass(frozen=True)
-class PhandleRef:
-    """A device-tree cell that holds the phandle of the node at ``path`` (e.g.
-    ``"/apb-pclk"``); see :meth:`Device.dt_node`."""
-
-    path: str

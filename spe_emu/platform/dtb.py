@@ -24,13 +24,12 @@ devices               one node per :class:`DeviceSpec`, built by the function re
 ====================  =====================================================================
 
 Nothing is random: there is no ``kaslr-seed`` or ``rng-seed`` (QEMU writes random ones), so
-the blob is a pure function of the arguments and a kernel boots with KASLR off.
+the blob is a pure function of the arguments (a kernel that falls back to RNDR for KASLR gets
+the machine's seeded values: docs/model.md).
 
 A device kind's node: the functions in :data:`NODE_BUILDERS` take ``(spec, tree)`` and return
-a :class:`DtNode`. A device model could later describe itself instead: give its class a
-classmethod ``dt_node(spec, tree) -> DtNode`` and have :func:`_device_node` prefer it over the
-table (the instance method :meth:`spe_emu.platform.device.Device.dt_node` needs a built
-device, while the blob is built from the description alone).
+a :class:`DtNode` (the blob is built from the board description alone, before any device
+exists); a kind whose node is built elsewhere maps to None.
 
 The blob is serialised with the PyPI package ``fdt`` (pure Python); node and property names,
 cell layouts and flags follow the Devicetree Specification v0.4 and the Linux bindings
