@@ -657,7 +657,8 @@ class Machine:
         return {"fast": self.counter.insns, "reference": self.ref_insns, "raw": 0}[self.cfg.mode]
 
     def _retired_before(self, addr: int) -> int:
-        """Instructions retired before the instruction at ``addr`` (called from hooks)."""
+        """Instructions retired before the instruction at ``addr`` (called from hooks; counter.c
+        spe_mrs_hook has the same rule for native counter reads: tests/test_counter_reads.py)."""
         if self.cfg.mode == "reference":
             return self.ref_insns - 1
         if self.cfg.mode == "raw":

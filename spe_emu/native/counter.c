@@ -320,6 +320,7 @@ uint32_t spe_mrs_hook(void *uc, int reg, const struct uc_arm64_cp *cp,
         if ((r->allowed >> (2 * el + which)) & 1) {
             struct spe_counter *c = r->counter;
             r->reg_read(uc, r->pc_id, &pc);
+            /* (Machine._retired_before's rule; tests/test_counter_reads.py holds them equal) */
             uint64_t retired = c->insns - c->block_insns + (pc - c->block_start) / 4;
             uint64_t value = retired - r->offset[el][which];
             r->reg_write(uc, reg, &value);
