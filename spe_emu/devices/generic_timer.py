@@ -385,6 +385,8 @@ class GenericTimer(Device, kind="generic_timer"):
     def __init__(self, spec: DeviceSpec, platform: "Platform"):
         self._timers: dict[str, _Timer] = {}
         self._sysregs: dict[str, int] = {}
+        self._context_key: tuple | None = None  # (AccessContext, CNTKCTL_EL1, CNTHCTL_EL2)
+        self._context: TimerAccessContext | None = None
         super().__init__(spec, platform)
 
     # -- life cycle ---------------------------------------------------------------------
@@ -407,10 +409,14 @@ class GenericTimer(Device, kind="generic_timer"):
         return TIMER_REGISTERS.by_encoding(enc)
 
     def context(self, ctx: AccessContext) -> TimerAccessContext:
-        """``ctx`` with this device's CNTKCTL_EL1 and CNTHCTL_EL2: the access checks' input."""
-        return TimerAccessContext(**{f: getattr(ctx, f) for f in _CONTEXT_FIELDS},
-                                  cntkctl_el1=self._sysregs["CNTKCTL_EL1"],
-                                  cnthctl_el2=self._sysregs["CNTHCTL_EL2"])
+        """``ctx`` with this device's CNTKCTL_EL1 and CNTHCTL_EL2: the access checks' input
+        (the last one built is kept: every timer access of an interrupt handler asks again)."""
+        key = (ctx, self._sysregs["CNTKCTL_EL1"], self._sysregs["CNTHCTL_EL2"])
+        if self._context_key != key:
+            self._context_key = key
+            self._context = TimerAccessContext(**{f: getattr(ctx, f) for f in _CONTEXT_FIELDS},
+                                               cntkctl_el1=key[1], cnthctl_el2=key[2])
+        return self._context
 
     def access(self, name: str, ctx: AccessContext, is_read: bool) -> Access:
         """The verdict for an MRS (``is_read``) or MSR of register ``name`` at ``ctx``."""
