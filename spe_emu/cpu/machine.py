@@ -573,6 +573,9 @@ class Machine:
             reads.reg_read = ctypes.cast(uclib.uc_reg_read, ctypes.c_void_p).value
             reads.reg_write = ctypes.cast(uclib.uc_reg_write, ctypes.c_void_p).value
             reads.pc_id, reads.pstate_id = A.UC_ARM64_REG_PC, A.UC_ARM64_REG_PSTATE
+            for which, enc in enumerate(COUNTER_READS):
+                reads.enc[which][:] = enc
+            reads.el_lsb, reads.el_mask = PSTATE_EL.lsb, PSTATE_EL.mask >> PSTATE_EL.lsb
             self._mrs_callback = SYS_HOOK(self._mrs_fallback)
             reads.fallback = ctypes.cast(self._mrs_callback, ctypes.c_void_p).value
             self._native_hook(UC_HOOK_INSN, ctypes.c_void_p(native.mrs_hook_address()),

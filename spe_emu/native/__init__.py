@@ -111,7 +111,8 @@ class SpeCounterReads(ctypes.Structure):
                 ("counter", ctypes.POINTER(SpeCounter)), ("reg_read", ctypes.c_void_p),
                 ("reg_write", ctypes.c_void_p), ("fallback", ctypes.c_void_p),
                 ("pc_id", ctypes.c_int32), ("pstate_id", ctypes.c_int32),
-                ("answered", ctypes.c_uint64)]
+                ("answered", ctypes.c_uint64), ("enc", (ctypes.c_uint32 * 5) * 2),
+                ("el_lsb", ctypes.c_uint32), ("el_mask", ctypes.c_uint32)]
 
 
 def mrs_hook_address() -> int:

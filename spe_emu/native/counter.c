@@ -312,11 +312,14 @@ PyMODINIT_FUNC PyInit__counter(void) { return PyModule_Create(&spe_counter_modul
 uint32_t spe_mrs_hook(void *uc, int reg, const struct uc_arm64_cp *cp,
                       struct spe_counter_reads *r)
 {
-    if (r->valid && cp->op0 == 3 && cp->op1 == 3 && cp->crn == 14 && cp->crm == 0
-            && (cp->op2 == 1 || cp->op2 == 2)) {
+    for (unsigned which = 0; r->valid && which < 2; which++) {
+        const uint32_t *e = r->enc[which];
+        if (cp->op0 != e[0] || cp->op1 != e[1] || cp->crn != e[2] || cp->crm != e[3]
+                || cp->op2 != e[4])
+            continue;
         uint64_t pstate = 0, pc = 0;
         r->reg_read(uc, r->pstate_id, &pstate);
-        unsigned el = (unsigned)(pstate >> 2) & 3, which = cp->op2 - 1;
+        unsigned el = (unsigned)(pstate >> r->el_lsb) & r->el_mask;
         if ((r->allowed >> (2 * el + which)) & 1) {
             struct spe_counter *c = r->counter;
             r->reg_read(uc, r->pc_id, &pc);
@@ -327,6 +330,7 @@ uint32_t spe_mrs_hook(void *uc, int reg, const struct uc_arm64_cp *cp,
             r->answered++;
             return 1;
         }
+        break;
     }
     return r->fallback(uc, reg, cp, r);
 }

@@ -234,6 +234,11 @@ struct spe_counter_reads {
     spe_sys_hook_fn fallback;   /* the Python MRS hook */
     int32_t pc_id, pstate_id;   /* UC_ARM64_REG_PC, UC_ARM64_REG_PSTATE */
     uint64_t answered;          /* reads answered natively (for tests and benchmarks) */
+    /* From Python's tables, so no encoding or field is written here twice: the two
+     * counters' encodings (op0, op1, CRn, CRm, op2; COUNTER_READS) and PSTATE.EL (lsb,
+     * width-mask; the PSTATE register table). */
+    uint32_t enc[2][5];
+    uint32_t el_lsb, el_mask;
 };
 
 #endif
