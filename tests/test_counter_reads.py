@@ -5,7 +5,6 @@ where it applies (Arm ARM D12.2.4)."""
 
 from __future__ import annotations
 
-import pytest
 from asmrun import EXIT, run_asm, xregs
 
 # Boot at EL2: CNTVOFF_EL2 = 1000, then reads at EL2 and (after an ERET) at EL1, some in the

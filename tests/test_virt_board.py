@@ -119,6 +119,14 @@ EXPECTED_CONSOLE = (b"hello from a virt board\n"
                     b"bye\n")
 
 
+def build_virt_timer(elf: Path, *defines: str) -> Path:
+    """examples/virt-timer built with the command of its README (plus ``defines``)."""
+    subprocess.run([CC, "-O2", "-ffreestanding", "-nostdlib", "-mgeneral-regs-only",
+                    *defines, "-T", "link.ld", "-Wl,--no-warn-rwx-segments",
+                    "-o", str(elf), "start.S", "main.c"], cwd=EXAMPLE, check=True)
+    return elf
+
+
 @pytest.fixture(scope="module", params=["elf", "raw"])
 def virt_timer(request, tmp_path_factory):
     """examples/virt-timer built as its README says (with -DTICKS=7), as the ELF or as a raw
@@ -126,10 +134,7 @@ def virt_timer(request, tmp_path_factory):
     if any(shutil.which(t) is None for t in (CC, OBJCOPY)):
         pytest.skip(f"{CC} and {OBJCOPY} are needed (Debian: gcc-aarch64-linux-gnu)")
     work = tmp_path_factory.mktemp(f"virt-timer-{request.param}")
-    elf = work / "virt-timer.elf"
-    subprocess.run([CC, "-O2", "-ffreestanding", "-nostdlib", "-mgeneral-regs-only",
-                    f"-DTICKS={TICKS}", "-T", "link.ld", "-Wl,--no-warn-rwx-segments",
-                    "-o", str(elf), "start.S", "main.c"], cwd=EXAMPLE, check=True)
+    elf = build_virt_timer(work / "virt-timer.elf", f"-DTICKS={TICKS}")
     kernel = elf if request.param == "elf" else raw_binary(elf)
     out = work / "out"
     proc = spe_emu_process("--kernel", kernel, "-o", out)

@@ -15,11 +15,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from test_virt_board import build_virt_timer
 
 AS, LD = "aarch64-linux-gnu-as", "aarch64-linux-gnu-ld"
 needs_as = pytest.mark.skipif(not (shutil.which(AS) and shutil.which(LD)),
                               reason="needs Debian's binutils-aarch64-linux-gnu")
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "virt-timer"
 
 RNDR_PROGRAM = """
     .global _start
@@ -72,11 +72,7 @@ def test_rndr_is_seeded_and_succeeds(tmp_path):
 @pytest.mark.skipif(not shutil.which("aarch64-linux-gnu-gcc"),
                     reason="needs Debian's gcc-aarch64-linux-gnu")
 def test_attached_input_does_not_change_the_run(tmp_path):
-    elf = tmp_path / "virt-timer.elf"
-    subprocess.run(["aarch64-linux-gnu-gcc", "-O2", "-ffreestanding", "-nostdlib",
-                    "-mgeneral-regs-only", "-Wl,--no-warn-rwx-segments",
-                    "-T", EXAMPLE / "link.ld", "-o", elf, EXAMPLE / "start.S",
-                    EXAMPLE / "main.c"], check=True)
+    elf = build_virt_timer(tmp_path / "virt-timer.elf")
     typed = tmp_path / "typed.txt"
     typed.write_bytes(b"ignored input\n")
     quiet_out, quiet = _run(elf, tmp_path / "quiet")
