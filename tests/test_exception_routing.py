@@ -510,21 +510,7 @@ PROGRAMS = {
         0x1204: "no virtual SError: Unicorn's QEMU 5 does not implement HCR_EL2.VSE; execution "
                 "goes on with PSTATE.A = 0",
         0x1205: "HCR_EL2.VSE stays 1 (HCR_EL2 reads 0x80000138): no virtual SError was taken"}),
-    "exc_walk": Program("exc_walk.S", EXC_WALK, spe_emu_bugs={
-        0x130a: "translation fault, level 2 (ESR 0x96000006): the next-level table address is "
-                "not checked against TCR_EL1.IPS and the walk reads 0 from no memory",
-        0x130b: "no address size check of the output address: the access reaches PA "
-                "0x1_0000_0000 and takes a synchronous External abort (ESR 0x96000010)",
-        0x130c: "no address size check: synchronous External abort (ESR 0x96000010) with FAR "
-                "= the PA 0x1_0000_0000 instead of the VA",
-        0x130d: "no address size check: synchronous External abort (ESR 0x96000010) with FAR "
-                "= the PA 0x1_0000_0000 instead of the VA",
-        0x130e: "translation fault, level 2 (ESR 0x96000006): the walk's read of no memory "
-                "returns 0 instead of an External abort on the walk",
-        0x130f: "translation fault, level 0 (ESR 0x96000004): the walk's read of no memory "
-                "returns 0 instead of an External abort on the walk",
-        0x1310: "translation fault, level 0 (ESR 0x96000004): TTBR1_EL1 is not checked "
-                "against the OA size, the walk reads 0 from no memory"}),
+    "exc_walk": Program("exc_walk.S", EXC_WALK),
 }
 
 

@@ -22,7 +22,7 @@ from typing import Callable, Protocol
 from ..errors import GuestError
 from ..sysreg import RegisterSpec, reg
 from .context import HCR_EL2, SCTLR_ELX, SCTLR_ENC, TTBR0_ENC, TTBR1_EL1, banked
-from .faults import TranslationFault
+from .faults import ExternalAbort, TranslationFault
 
 
 class PhysicalView(Protocol):
@@ -38,7 +38,7 @@ TCR_EL1 = reg("TCR_EL1", (3, 0, 2, 0, 2), "TBI1 38", "TBI0 37", "IPS 34:32", "TG
               "EPD0 7", "T0SZ 5:0",
               doc="Arm ARM D19.2 (IPS, SH0, ORGN0 and IRGN0 are not modelled: the firmware "
                   "programs them)")
-TCR_EL23 = reg("TCR_EL2", (3, 4, 2, 0, 2), "TBI 20", "TG0 15:14", "T0SZ 5:0",
+TCR_EL23 = reg("TCR_EL2", (3, 4, 2, 0, 2), "TBI 20", "PS 18:16", "TG0 15:14", "T0SZ 5:0",
                doc="Arm ARM D19.2 (HCR_EL2.E2H == 0; TCR_EL3 has the same layout)")
 TCR_ENC = banked(TCR_EL1.encoding.tuple)
 TTBR = reg("TTBRn_ELx", TTBR0_ENC[1], "ASID 63:48", "BADDR 47:1", "CnP 0", doc="Arm ARM D19.2")
@@ -50,8 +50,17 @@ TTBR = reg("TTBRn_ELx", TTBR0_ENC[1], "ASID 63:48", "BADDR 47:1", "CnP 0", doc="
 DESC = reg("DESC", (3, 0, 0, 0, 0), "UXN 54", "PXN 53", "OA 47:12", "AF 10", "SH 9:8",
            "AP2 7", "AP1 6", "AttrIndx 4:2", "TYPE 1", "VALID 0", doc="Arm ARM D8.3")
 
+FSC_ADDRESS_SIZE = 0b000000
 FSC_TRANSLATION = 0b000100
 FSC_PERMISSION = 0b001100
+FSC_WALK_EXTERNAL = 0b010100
+"""Long-descriptor FSCs of stage 1 faults, the level in bits[1:0] (``EncodeLDFSC()``): address
+size, translation, permission, synchronous External abort on a translation table walk."""
+ID_AA64MMFR0_EL1 = reg("ID_AA64MMFR0_EL1", (3, 0, 0, 7, 0), "PARange 3:0", read_only=True,
+                       doc="Arm ARM D19.2")
+# TCR_ELx.{IPS, PS} and ID_AA64MMFR0_EL1.PARange encodings -> bits (Arm ARM D19.2); 0b0110
+# (52 bits) needs FEAT_LPA, which the walker does not have: 48.
+PA_BITS = {0b000: 32, 0b001: 36, 0b010: 40, 0b011: 42, 0b100: 44, 0b101: 48, 0b110: 48}
 OA_MASK = DESC.field("OA").mask
 FINAL_LEVEL = 3
 # TxSZ range without FEAT_LVA (minimum 16: 48-bit input) and FEAT_TTST (maximum 39).
@@ -112,14 +121,18 @@ class VaRange:
     tg: str
     granules: dict[int, Granule]
     tbi: str
+    ps: str               # TCR_EL1.IPS / TCR_ELx.PS: the output address size
     epd: str | None       # (EL2 and EL3 have no EPD: their walks cannot be disabled)
     ttbr: tuple[int, int, int, int, int]
     upper: bool
 
 
-EL1_LOWER = VaRange(TCR_EL1, "T0SZ", "TG0", TG0_GRANULE, "TBI0", "EPD0", TTBR0_ENC[1], False)
-EL1_UPPER = VaRange(TCR_EL1, "T1SZ", "TG1", TG1_GRANULE, "TBI1", "EPD1", TTBR1_EL1, True)
-ELX_LOWER = {el: VaRange(TCR_EL23, "T0SZ", "TG0", TG0_GRANULE, "TBI", None, TTBR0_ENC[el], False)
+EL1_LOWER = VaRange(TCR_EL1, "T0SZ", "TG0", TG0_GRANULE, "TBI0", "IPS", "EPD0", TTBR0_ENC[1],
+                    False)
+EL1_UPPER = VaRange(TCR_EL1, "T1SZ", "TG1", TG1_GRANULE, "TBI1", "IPS", "EPD1", TTBR1_EL1,
+                    True)
+ELX_LOWER = {el: VaRange(TCR_EL23, "T0SZ", "TG0", TG0_GRANULE, "TBI", "PS", None,
+                         TTBR0_ENC[el], False)
              for el in (2, 3)}
 
 
@@ -143,7 +156,7 @@ def initial_table(ttbr: int, granule: Granule, ia_bits: int, level: int) -> int:
 
 
 def walk(read_desc: Callable[[int], int], ia: int, table: int, granule: Granule, ia_bits: int,
-         level: int) -> Leaf:
+         level: int, oa_bits: int | None = None) -> Leaf:
     """Walk one translation table tree (Arm ARM D8.2, D8.3; ``AArch64.S1Walk()``).
 
     ``table`` is the initial table's address, ``level`` its level and ``ia_bits`` the input
@@ -157,27 +170,50 @@ def walk(read_desc: Callable[[int], int], ia: int, table: int, granule: Granule,
     address is OA[47:page_shift]; a leaf's output address is OA[47:level_shift(level)] with the
     IA below it (the descriptor bits in between are RES0 and ignored).
 
+    With ``oa_bits`` (the output address size, ``AArch64.S1Walk()``'s
+    ``AArch64.OAOutOfRange()`` checks), an initial table address, a next-level table address or
+    an output address with a bit set at or above ``oa_bits`` is an Address size fault: level 0
+    for the initial table (the TTBR), else the level of the descriptor that holds it; a
+    ``read_desc`` that raises :class:`ExternalAbort` (no memory there) is a synchronous
+    External abort on the translation table walk at the level being read
+    (``AArch64.FetchDescriptor()``). Without it (Unicorn's own walker has neither check) a
+    failing read propagates.
+
     Raises:
-        TranslationFault: an invalid descriptor, FSC = translation fault at its level.
+        TranslationFault: an invalid descriptor, FSC = translation fault at its level; with
+            ``oa_bits``, also the Address size and External abort faults above.
     """
+    if oa_bits is not None and table >> oa_bits:
+        raise TranslationFault(ia, FSC_ADDRESS_SIZE)  # (level 0)
     index_bits = ia_bits - granule.level_shift(level)
     table_mask = OA_MASK & ~((1 << granule.page_shift) - 1)
     while True:
         shift = granule.level_shift(level)
         index = (ia >> shift) & ((1 << index_bits) - 1)
-        desc = read_desc(table + 8 * index)
+        if oa_bits is None:
+            desc = read_desc(table + 8 * index)
+        else:
+            try:
+                desc = read_desc(table + 8 * index)
+            except ExternalAbort:
+                raise TranslationFault(ia, FSC_WALK_EXTERNAL | level) from None
         if not DESC.get(desc, "VALID"):
             raise TranslationFault(ia, FSC_TRANSLATION | level)
         if DESC.get(desc, "TYPE"):
             if level < FINAL_LEVEL:
                 table = desc & table_mask
+                if oa_bits is not None and table >> oa_bits:
+                    raise TranslationFault(ia, FSC_ADDRESS_SIZE | level)
                 level += 1
                 index_bits = granule.index_bits
                 continue
         elif level not in granule.block_levels:
             raise TranslationFault(ia, FSC_TRANSLATION | level)
         size_mask = (1 << shift) - 1
-        return Leaf(desc, level, (desc & OA_MASK & ~size_mask) | (ia & size_mask))
+        oa = (desc & OA_MASK & ~size_mask) | (ia & size_mask)
+        if oa_bits is not None and oa >> oa_bits:
+            raise TranslationFault(ia, FSC_ADDRESS_SIZE | level)
+        return Leaf(desc, level, oa)
 
 
 def va_range(regime: int, va: int) -> VaRange:
@@ -188,7 +224,8 @@ def va_range(regime: int, va: int) -> VaRange:
     return ELX_LOWER[regime]
 
 
-def translate(mem: PhysicalView, va: int, regime_el: int, *, write: bool = False) -> int:
+def translate(mem: PhysicalView, va: int, regime_el: int, *, write: bool = False,
+              checked_read: Callable[[int], int] | None = None) -> int:
     """Physical address of ``va`` in the stage 1 regime of ``regime_el`` (1 = EL1&0, 2, 3),
     checked like a privileged data access (AP[2] for a write; Arm ARM D8.4). ``mem`` reads the
     engine's system registers and physical memory.
@@ -210,9 +247,14 @@ def translate(mem: PhysicalView, va: int, regime_el: int, *, write: bool = False
     ``uc_vmem_translate`` in tests/test_mmu_granules.py: TG0 == 0b11 is 64 KiB, TG1 == 0b00 is
     4 KiB (:data:`TG0_GRANULE`, :data:`TG1_GRANULE`).
 
+    With ``checked_read`` (reads one descriptor at a PA, raising :class:`ExternalAbort` where
+    there is no memory), the walk also makes the output address size checks (TCR_EL1.IPS /
+    TCR_ELx.PS, at most ID_AA64MMFR0_EL1.PARange: ``AArch64.PAMax()``) and reports External
+    aborts on the walk (:func:`walk`); without it, as Unicorn 2.1.4's walker, it does neither.
+
     Not modelled: PSTATE.PAN, hierarchical (table) attributes, the Access flag (an AF == 0
-    descriptor translates), TCR_ELx.IPS / address size faults, TBID (every access is a data
-    access), HCR_EL2.E2H (EL2 is walked as the single-range EL2 regime).
+    descriptor translates), TBID (every access is a data access), HCR_EL2.E2H (EL2 is walked
+    as the single-range EL2 regime).
 
     Raises:
         TranslationFault: no valid mapping or a write to a read-only page (FSC = translation or
@@ -238,8 +280,34 @@ def translate(mem: PhysicalView, va: int, regime_el: int, *, write: bool = False
     granule = rng.granules[rng.tcr.get(tcr, rng.tg)]
     level = granule.start_level(ia_bits)
     table = initial_table(cpr(rng.ttbr), granule, ia_bits, level)
-    leaf = walk(lambda pa: int.from_bytes(mem.read(pa, 8), "little"), va, table, granule,
-                ia_bits, level)
+    if checked_read is None:
+        leaf = walk(lambda pa: int.from_bytes(mem.read(pa, 8), "little"), va, table, granule,
+                    ia_bits, level)
+    else:
+        oa_bits = min(PA_BITS[rng.tcr.get(tcr, rng.ps)],
+                      PA_BITS.get(ID_AA64MMFR0_EL1.get(cpr(ID_AA64MMFR0_EL1.encoding.tuple),
+                                                       "PARange"), 48))
+        leaf = walk(checked_read, va, table, granule, ia_bits, level, oa_bits)
     if write and DESC.get(leaf.desc, "AP2"):  # read-only
         raise TranslationFault(va, FSC_PERMISSION | leaf.level)
     return leaf.oa
+
+
+def walk_fault(mem: PhysicalView, va: int, regime_el: int,
+               checked_read: Callable[[int], int]) -> int | None:
+    """The FSC of the Address size fault or synchronous External abort on a translation table
+    walk (:data:`FSC_ADDRESS_SIZE`, :data:`FSC_WALK_EXTERNAL` with the level in bits[1:0])
+    the stage 1 walk of ``va`` in the regime of ``regime_el`` ends with, or None when it ends
+    otherwise (a translation, a translation fault, stage 2 enabled). Unicorn's walker has
+    neither fault (it reads zeros from no memory: a translation fault one level down, and
+    lets any output address through), so the machine asks this when a fault or an access to
+    no memory comes out of a translation (Arm ARM D8.3, ``AArch64.S1Walk()``)."""
+    try:
+        translate(mem, va, regime_el, checked_read=checked_read)
+    except TranslationFault as fault:
+        kind = fault.fsc & ~0b11
+        if kind in (FSC_ADDRESS_SIZE, FSC_WALK_EXTERNAL) and type(fault) is TranslationFault:
+            return fault.fsc
+    except GuestError:
+        pass
+    return None

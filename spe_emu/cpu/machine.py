@@ -69,6 +69,7 @@ from .fastuc import FastAccess
 from .native_records import (CAPTURE_REGS, CAPTURE_SLOT, NativeRecords, block_templates, plan_steps)
 from .pe import ISR_EL1, ProcessingElement
 from .qemu_state import ExceptionReader
+from .sync_checks import SyncChecks
 
 NEVER = (1 << 64) - 1
 PSTATE_EL = PSTATE.field("EL")
@@ -384,6 +385,7 @@ class Machine:
         self.qemu_exception = ExceptionReader(self.uc)
         self.fast = FastAccess(self.uc)
         self.pe = ProcessingElement(self.fast, self.gic.irq_line, self.gic.fiq_line)
+        self.checks = SyncChecks(self)
         self.semihost = Semihosting(Path(config.outdir), self._read_current, self._write_current,
                                     console=config.console, clock=self.clock.centiseconds)
         self.exit: MachineExit | None = None
@@ -1623,6 +1625,7 @@ class Machine:
         # An exception is never taken to a lower EL (QEMU routes HVC at EL3 to EL2).
         target = max(exc.target_el, ctx.el, 1)
         far = exc.vaddress if ESR.get(syndrome, "EC") in FAR_ECS else None
+        target, syndrome = self.checks.refine_abort(ctx, target, syndrome, far)
         self._take_sync(ctx, target, syndrome, pc, insn, far)
 
     def _rebuild_syndrome(self, pc: int, ctx: AccessContext) -> int:
@@ -1656,8 +1659,9 @@ class Machine:
         fetch = access == UC_MEM_FETCH_UNMAPPED
         target, syndrome = self.pe.external_abort(ctx, fetch=fetch,
                                                   write=access == UC_MEM_WRITE_UNMAPPED)
-        self._take_sync(ctx, target, syndrome, pc,
-                        far=pc if fetch else self._abort_va(pc, ctx, reported))
+        far = pc if fetch else self._abort_va(pc, ctx, reported)
+        target, syndrome = self.checks.refine_abort(ctx, target, syndrome, far, translated=True)
+        self._take_sync(ctx, target, syndrome, pc, far=far)
 
     def _abort_va(self, pc: int, ctx: AccessContext, reported: int) -> int:
         """The virtual address of the byte of the load/store at ``pc`` that reached no memory.

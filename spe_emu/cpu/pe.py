@@ -91,14 +91,24 @@ class ProcessingElement:
         lower EL, 0x21 without a change of EL), a Data Abort otherwise (EC 0x24/0x25, WnR for
         a store); FSC 0b010000, ISV = 0. Routed to EL3 when SCR_EL3.EA is set, else as
         :meth:`sync_target` (D19.2 ISS encoding for an exception from an abort)."""
-        target = 3 if SCR_EL3.get(ctx.scr_el3, "EA") else self.sync_target(ctx)
+        return self.abort(ctx, fetch=fetch, write=write, fsc=FSC_SYNC_EXTERNAL, external=True)
+
+    def abort(self, ctx: AccessContext, *, fetch: bool, write: bool, fsc: int,
+              external: bool) -> tuple[int, int]:
+        """(target EL, ESR value) of a stage 1 Instruction Abort (``fetch``) or Data Abort with
+        status ``fsc`` (Arm ARM D19.2 ISS encoding for an exception from an abort; ISV = 0,
+        WnR for a write): to EL3 when it is an External abort (``external``, including one on
+        a translation table walk) and SCR_EL3.EA is set, else as :meth:`sync_target`; EC 0x20
+        / 0x24 from a lower EL, 0x21 / 0x25 without a change of EL (``AArch64.Abort()``)."""
+        target = (3 if external and SCR_EL3.get(ctx.scr_el3, "EA")
+                  else self.sync_target(ctx))
         lower = target > ctx.el
         if fetch:
             ec = EC.IABORT_LOWER if lower else EC.IABORT_SAME
-            iss = ABORT_ISS.make(FSC=FSC_SYNC_EXTERNAL)
+            iss = ABORT_ISS.make(FSC=fsc)
         else:
             ec = EC.DABORT_LOWER if lower else EC.DABORT_SAME
-            iss = ABORT_ISS.make(FSC=FSC_SYNC_EXTERNAL, WnR=int(write))
+            iss = ABORT_ISS.make(FSC=fsc, WnR=int(write))
         return target, esr(ec, iss)
 
     # -- entry --------------------------------------------------------------------------
