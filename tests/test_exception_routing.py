@@ -284,6 +284,9 @@ EXC_SYNC = [
         why="EL1 ERET with SPSR_EL1.M = 0b0001 (not a valid mode): DAIF from the SPSR"),
     Exc(0xf13, 2, 0x200, esr(EC_ILLEGAL), ("illegal_target3", 0), psr(2, il=1),
         why="EL2 ERET to EL1 with HCR_EL2.TGE = 1 is an illegal return"),
+    Exc(0xf14, 2, 0x200, esr(EC_ILLEGAL), ("illegal_target4", 0), psr(2, il=1),
+        why="EL2 ERET with SPSR_EL2.IL = 1: a legal return sets PSTATE.IL = SPSR.IL "
+            "(AArch64.ExceptionReturn()), then Illegal Execution state"),
     Exc(0xf21, 1, 0x200, esr(EC_PC_ALIGN), ("misaligned_code", 2), psr(1, btype=0b10),
         far=("misaligned_code", 2), why="EL1 BLR to PC[1:0] = 0b10: PC alignment fault"),
     Exc(0xf22, 1, 0x400, esr(EC_PC_ALIGN), ("misaligned_code", 2), psr(0, 0, "", btype=0b10),
@@ -489,9 +492,6 @@ PROGRAMS = {
         **{tag: "no exception, the FMOV executes: Unicorn's QEMU has fp_exception_el() "
                 "stubbed to return 0, so CPACR_EL1.FPEN, CPTR_EL2.TFP and CPTR_EL3.TFP never "
                 "trap" for tag in range(0xf01, 0xf08)},
-        **{tag: "no exception: Unicorn's QEMU 5 sets PSTATE.IL on the illegal return but never "
-                "raises the Illegal Execution state exception; execution goes on at the "
-                "ERET's target" for tag in (0xf11, 0xf12, 0xf13)},
         0xf21: "no PC alignment check: the PE executes the word at PC[1:0] = 0b10 (here BRK "
                "#0xF2F: EL1 +0x200, ESR 0xf2000f2f, FAR not recorded)",
         0xf22: "no PC alignment check: the PE executes the word at PC[1:0] = 0b10 (BRK #0xF2F "

@@ -45,14 +45,18 @@ class EC(enum.IntEnum):
     """ESR_ELx.EC values used by spe_emu (Arm ARM D19.2 Table "ESR_ELx.EC")."""
 
     UNKNOWN = 0x00
+    FP_ACCESS = 0x07
+    ILLEGAL_STATE = 0x0E
     SVC64 = 0x15
     HVC64 = 0x16
     SMC64 = 0x17
     SYSREG = 0x18
     IABORT_LOWER = 0x20
     IABORT_SAME = 0x21
+    PC_ALIGN = 0x22
     DABORT_LOWER = 0x24
     DABORT_SAME = 0x25
+    SP_ALIGN = 0x26
     BRK64 = 0x3C
 
 

@@ -73,6 +73,7 @@ from .sync_checks import SyncChecks
 
 NEVER = (1 << 64) - 1
 PSTATE_EL = PSTATE.field("EL")
+PSTATE_IL = PSTATE.field("IL")
 SEMIHOST_IMM = 0xF000
 INTNO_UNDEF, INTNO_SVC, INTNO_PREFETCH_ABORT, INTNO_DATA_ABORT = 1, 2, 3, 4
 INTNO_BKPT, INTNO_HVC, INTNO_HYP_TRAP, INTNO_SMC = 7, 11, 12, 13
@@ -1862,7 +1863,8 @@ class Machine:
         earlier write would find the same: it waits for the next stop.) Then only the cached
         context is dropped (the ERET executes right after this hook)."""
         self._ctx = None
-        if not (self.enabled or self._irq_line() or self.spu.buffer_may_be_enabled()):
+        if not (self.checks.eret_may_set_il(address) or self.enabled or self._irq_line()
+                or self.spu.buffer_may_be_enabled()):
             return
         self._catch_up(self._insn_index(address), address)
         self.replan = True
@@ -1887,6 +1889,11 @@ class Machine:
             self._ref_deadline = NEVER
             uc.emu_stop()
             return
+        pstate = uc.reg_read(A.UC_ARM64_REG_PSTATE)
+        if PSTATE_IL.get(pstate):  # Illegal Execution state: taken at the stop
+            self.checks.il_pending = True
+            uc.emu_stop()
+            return
         self.ref_insns += 1
         self._last_insn = address
         index = self.ref_insns - 1
@@ -1895,7 +1902,7 @@ class Machine:
             ctx = self._live_context()
             table = self._ref_enabled = {
                 el: self.spu.profiling_enabled(replace(ctx, el=el)) for el in range(4)}
-        now = table[PSTATE_EL.get(uc.reg_read(A.UC_ARM64_REG_PSTATE))]
+        now = table[PSTATE_EL.get(pstate)]
         if now and not self.enabled:
             self.spu.interval.initialize(self.spu.regs["PMSIRR_EL1"])
         self.enabled = now
@@ -1951,6 +1958,8 @@ class Machine:
         last_progress = 0
         irq_check = True  # the IRQ line or its masking may have changed since the last check
         while self.exit is None:
+            if self.checks.il_pending:
+                self.checks.take_illegal_state()
             self.clock.run_due(c.insns)
             if self.replan or self._irq_line():
                 # (also at a masked-interrupt poll stop: the mask may have been lifted)
@@ -2115,6 +2124,8 @@ class Machine:
 
     def _run_reference(self, progress) -> RunResult:
         while self.exit is None:
+            if self.checks.il_pending:
+                self.checks.take_illegal_state()
             self.clock.run_due()
             self._ref_enabled = None
             self._deliver_irq()

@@ -10,6 +10,13 @@ installed only while the control is on (docs/model.md "Exceptions"):
   a translation fault it takes, or an access of a translated address that reaches no memory,
   is walked again by :func:`spe_emu.arch.mmu.walk_fault`, whose verdict replaces QEMU's
   (:meth:`SyncChecks.refine_abort`).
+- Illegal Execution state (EC 0x0E): QEMU 5 sets PSTATE.IL on an illegal exception return
+  (and on a return with SPSR_ELx.IL == 1) but never raises the exception. The fast loop's
+  ERET control hook asks :meth:`SyncChecks.eret_may_set_il` (the ``IllegalExceptionReturn()``
+  conditions on SPSR_ELx); when it may, the run stops right after the ERET and
+  :meth:`SyncChecks.take_illegal_state` takes the exception if PSTATE.IL is set. The
+  reference loop, which sees PSTATE at every instruction, stops at an instruction with
+  PSTATE.IL set.
 """
 
 from __future__ import annotations
@@ -18,9 +25,13 @@ from typing import TYPE_CHECKING
 
 from unicorn import UcError
 
+from unicorn import arm64_const as A
+
 from ..arch import mmu
+from ..arch.context import HCR_EL2, SCR_EL3, SPSR_ENC, AccessContext
 from ..arch.faults import ExternalAbort
-from .exceptions import ABORT_ISS, EC, ESR
+from ..sysreg import reg
+from .exceptions import ABORT_ISS, EC, ESR, PSTATE, esr
 
 if TYPE_CHECKING:
     from .machine import Machine
@@ -29,6 +40,40 @@ if TYPE_CHECKING:
 ABORT_ECS = {EC.IABORT_LOWER, EC.IABORT_SAME, EC.DABORT_LOWER, EC.DABORT_SAME}
 FETCH_ECS = {EC.IABORT_LOWER, EC.IABORT_SAME}
 FSC_LEVEL_MASK = 0b11   # the level in a long-descriptor FSC (EncodeLDFSC())
+SPSR = reg("SPSR_ELx", SPSR_ENC[1], "IL 20", "M 4:0",
+           doc="Arm ARM C5.2.18 SPSR_EL1 (exceptions taken from AArch64): IL, M[4:0]")
+# SPSR_ELx.M values of the AArch64 modes -> their Exception level (EL0t, EL1t, EL1h, EL2t,
+# EL2h, EL3t, EL3h; ``ELFromSPSR()``): any other value with M[4] == 0 is not a valid mode.
+AARCH64_MODES = {0b00000: 0, 0b00100: 1, 0b00101: 1, 0b01000: 2, 0b01001: 2, 0b01100: 3,
+                 0b01101: 3}
+M_AARCH32 = 0b10000     # SPSR_ELx.M[4] set: a return to AArch32 (decided by QEMU)
+ERET_WORD = 0xD69F03E0
+
+
+def eret_sets_il(spsr: int, ctx: AccessContext) -> bool:
+    """Whether an ERET at ``ctx.el`` with SPSR_ELx = ``spsr`` leaves PSTATE.IL set, for a
+    return to AArch64: SPSR_ELx.IL is set, or ``IllegalExceptionReturn()`` holds (Arm ARM
+    ``AArch64.ExceptionReturn()``): M is not a valid AArch64
+    mode, the target EL is higher than the current one, EL2 is not enabled (Secure, no
+    FEAT_SEL2) for a return to EL2, the target EL (or EL1 for a return to EL0) uses AArch32
+    by SCR_EL3.RW / HCR_EL2.RW, or a return to EL1 with EL2 enabled and HCR_EL2.TGE == 1.
+    A return to AArch32 (M[4] == 1) counts as may-set: QEMU decides, the caller checks
+    PSTATE.IL after the ERET."""
+    if SPSR.get(spsr, "IL"):
+        return True
+    mode = SPSR.get(spsr, "M")
+    if mode & M_AARCH32 or mode not in AARCH64_MODES:
+        return True
+    target = AARCH64_MODES[mode]
+    if target > ctx.el or (target == 2 and not ctx.el2_enabled):
+        return True
+    el1_aarch32 = ((ctx.have_el3 and not SCR_EL3.get(ctx.scr_el3, "RW"))
+                   or (ctx.el2_enabled and not HCR_EL2.get(ctx.hcr_el2, "RW")))
+    if target == 2 and ctx.have_el3 and not SCR_EL3.get(ctx.scr_el3, "RW"):
+        return True
+    if target in (0, 1) and el1_aarch32:
+        return True
+    return target == 1 and ctx.el2_enabled and bool(ctx.tge)
 
 
 class SyncChecks:
@@ -36,6 +81,40 @@ class SyncChecks:
 
     def __init__(self, machine: Machine):
         self.m = machine
+        # An ERET that may have set PSTATE.IL ran (fast loop), or the reference loop stopped
+        # at an instruction with PSTATE.IL set: look at the next stop.
+        self.il_pending = False
+
+    # -- Illegal Execution state ----------------------------------------------------------
+    def eret_may_set_il(self, address: int) -> bool:
+        """From the fast loop's control hook, before the ERET or MSR DAIFSet/DAIFClr at
+        ``address`` executes: True (and the check owed at the next stop) when it is an ERET
+        that may leave PSTATE.IL set (:func:`eret_sets_il`)."""
+        m = self.m
+        ctx = m.context()
+        if ctx.el == 0 or m._fetch(address, ctx.el) != ERET_WORD:
+            return False
+        if not eret_sets_il(m.fast.cpr(SPSR_ENC[ctx.el]), ctx):
+            return False
+        self.il_pending = True
+        return True
+
+    def take_illegal_state(self) -> None:
+        """At a run-loop stop owed by :attr:`il_pending`: with PSTATE.IL set, the instruction
+        at the PC takes the Illegal Execution state exception (Arm ARM D1.4.5 "Illegal
+        Execution state", ``CheckIllegalState()``): EC 0x0E, ISS 0, ELR = that instruction,
+        taken to the EL an UNDEFINED instruction would be (EL1 from EL0, EL2 with
+        HCR_EL2.TGE), SPSR_ELx.IL = 1; the instruction does not execute (nor count)."""
+        self.il_pending = False
+        m = self.m
+        if not PSTATE.get(m.fast.reg(A.UC_ARM64_REG_PSTATE), "IL"):
+            return
+        ctx = m.context()
+        if m.cfg.mode == "fast":
+            # (the stop is at a block boundary: the instruction at the PC is in no block the
+            # native hook counted)
+            m.counter.block_insns = 0
+        m._take_sync(ctx, m.pe.sync_target(ctx), esr(EC.ILLEGAL_STATE), m.pc)
 
     # -- Address size faults, External aborts on a walk ---------------------------------
     def _descriptor(self, pa: int) -> int:

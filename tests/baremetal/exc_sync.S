@@ -12,6 +12,7 @@
 //          on the ERET's target instruction
 //   0xf12  EL1 ERET with SPSR_EL1.M = 0b0001 (not a valid mode): likewise
 //   0xf13  EL2 ERET to EL1 with HCR_EL2.TGE = 1: illegal return, EC 0x0E at EL2
+//   0xf14  EL2 ERET to EL2h with SPSR_EL2.IL = 1: a legal return that sets PSTATE.IL, EC 0x0E
 //   0xf21  EL1 BLR to an address with bits[1:0] = 0b10: PC alignment fault, EC 0x22, FAR
 //   0xf22  EL0 BLR to a misaligned address: EC 0x22 to EL1
 //          (a PE that does not check the PC executes the halfword-straddling BRK #0xF2F)
@@ -98,6 +99,10 @@ illegal_target2:
 illegal_target3:
     nop
     SETREG  hcr_el2, HCR_RW
+    CASE    0xf14
+    ERET_TO 2, 0x1003c9, illegal_target4    // EL2h with SPSR_EL2.IL = 1: a legal return
+illegal_target4:
+    nop
     ERET_TO 2, 0x3c5, el1_pcalign
 
     // ---------------------------------------------------------------- PC alignment -----
