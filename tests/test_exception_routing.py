@@ -492,10 +492,6 @@ PROGRAMS = {
         **{tag: "no exception, the FMOV executes: Unicorn's QEMU has fp_exception_el() "
                 "stubbed to return 0, so CPACR_EL1.FPEN, CPTR_EL2.TFP and CPTR_EL3.TFP never "
                 "trap" for tag in range(0xf01, 0xf08)},
-        0xf21: "no PC alignment check: the PE executes the word at PC[1:0] = 0b10 (here BRK "
-               "#0xF2F: EL1 +0x200, ESR 0xf2000f2f, FAR not recorded)",
-        0xf22: "no PC alignment check: the PE executes the word at PC[1:0] = 0b10 (BRK #0xF2F "
-               "to EL1 +0x400, ESR 0xf2000f2f)",
         0xf31: "no SP alignment check (SCTLR_EL1.SA): the load completes",
         0xf32: "no SP alignment check (SCTLR_EL1.SA0): the load completes",
         0xf42: "no memory-type alignment check with the MMU off: the load completes"}),

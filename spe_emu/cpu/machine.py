@@ -69,7 +69,7 @@ from .fastuc import FastAccess
 from .native_records import (CAPTURE_REGS, CAPTURE_SLOT, NativeRecords, block_templates, plan_steps)
 from .pe import ISR_EL1, ProcessingElement
 from .qemu_state import ExceptionReader
-from .sync_checks import SyncChecks
+from .sync_checks import INSN_BYTES, SyncChecks
 
 NEVER = (1 << 64) - 1
 PSTATE_EL = PSTATE.field("EL")
@@ -1890,7 +1890,8 @@ class Machine:
             uc.emu_stop()
             return
         pstate = uc.reg_read(A.UC_ARM64_REG_PSTATE)
-        if PSTATE_IL.get(pstate):  # Illegal Execution state: taken at the stop
+        if PSTATE_IL.get(pstate) or address % INSN_BYTES:
+            # Illegal Execution state or a misaligned PC: taken at the stop (SyncChecks)
             self.checks.il_pending = True
             uc.emu_stop()
             return
@@ -1958,8 +1959,6 @@ class Machine:
         last_progress = 0
         irq_check = True  # the IRQ line or its masking may have changed since the last check
         while self.exit is None:
-            if self.checks.il_pending:
-                self.checks.take_illegal_state()
             self.clock.run_due(c.insns)
             if self.replan or self._irq_line():
                 # (also at a masked-interrupt poll stop: the mask may have been lifted)
@@ -1998,6 +1997,8 @@ class Machine:
             pc = self.pc
             self._start(pc)
             self._catch_up(c.insns)
+            if self.checks.after_stop():  # PC alignment, Illegal Execution state
+                continue
             if c.gap and c.event_at != event:  # samples were captured: plan from what is left
                 c.gap = 0
                 event = NEVER
@@ -2124,8 +2125,6 @@ class Machine:
 
     def _run_reference(self, progress) -> RunResult:
         while self.exit is None:
-            if self.checks.il_pending:
-                self.checks.take_illegal_state()
             self.clock.run_due()
             self._ref_enabled = None
             self._deliver_irq()
@@ -2133,6 +2132,8 @@ class Machine:
             self._ref_deadline = min(self.clock.next_deadline_insns(),
                                      self._poll_at(self.ref_insns))
             self._start(self.pc)
+            if self.checks.after_stop():  # PC alignment, Illegal Execution state
+                continue
             if self._budget_spent:
                 raise GuestRunaway(f"guest did not exit within {self.cfg.max_insns} "
                                    f"instructions (PC {self.pc:#x})")

@@ -17,6 +17,10 @@ installed only while the control is on (docs/model.md "Exceptions"):
   :meth:`SyncChecks.take_illegal_state` takes the exception if PSTATE.IL is set. The
   reference loop, which sees PSTATE at every instruction, stops at an instruction with
   PSTATE.IL set.
+- PC alignment fault (EC 0x22): QEMU 5 fetches at any PC. The fast loop's native block hook
+  (counter.c) stops in front of a block at a misaligned address (one more test on its common
+  path); the reference loop stops at such an instruction; :meth:`SyncChecks.after_stop`
+  takes the fault.
 """
 
 from __future__ import annotations
@@ -48,6 +52,7 @@ AARCH64_MODES = {0b00000: 0, 0b00100: 1, 0b00101: 1, 0b01000: 2, 0b01001: 2, 0b0
                  0b01101: 3}
 M_AARCH32 = 0b10000     # SPSR_ELx.M[4] set: a return to AArch32 (decided by QEMU)
 ERET_WORD = 0xD69F03E0
+INSN_BYTES = 4          # A64 instructions: a PC with bits[1:0] != 0 is misaligned
 
 
 def eret_sets_il(spsr: int, ctx: AccessContext) -> bool:
@@ -99,22 +104,39 @@ class SyncChecks:
         self.il_pending = True
         return True
 
-    def take_illegal_state(self) -> None:
-        """At a run-loop stop owed by :attr:`il_pending`: with PSTATE.IL set, the instruction
-        at the PC takes the Illegal Execution state exception (Arm ARM D1.4.5 "Illegal
-        Execution state", ``CheckIllegalState()``): EC 0x0E, ISS 0, ELR = that instruction,
-        taken to the EL an UNDEFINED instruction would be (EL1 from EL0, EL2 with
-        HCR_EL2.TGE), SPSR_ELx.IL = 1; the instruction does not execute (nor count)."""
-        self.il_pending = False
+    def after_stop(self) -> bool:
+        """At a run-loop stop, before the instruction at the PC executes: take the exception
+        it takes for the state the run left, and say whether one was taken (the loop then
+        plans again). In priority order (Arm ARM D1.3.5 "Synchronous exception
+        prioritization"):
+
+        - a PC alignment fault when PC[1:0] != 0 (``AArch64.CheckPCAlignment()``,
+          ``AArch64.PCAlignmentFault()``): EC 0x22, ISS 0, FAR_ELx = ELR_ELx = the PC. The
+          fast loop's native block hook stops in front of a block at a misaligned PC; the
+          reference loop stops at the instruction.
+        - owed by :attr:`il_pending`, with PSTATE.IL set: the Illegal Execution state
+          exception (Arm ARM D1.4.5, ``CheckIllegalState()``): EC 0x0E, ISS 0, ELR = the
+          instruction, SPSR_ELx.IL = 1.
+
+        Both are taken to the EL an UNDEFINED instruction would be (EL1 from EL0, EL2 with
+        HCR_EL2.TGE); the instruction does not execute (nor count)."""
         m = self.m
-        if not PSTATE.get(m.fast.reg(A.UC_ARM64_REG_PSTATE), "IL"):
-            return
+        pc = m.pc
+        if pc % INSN_BYTES:
+            syndrome, far = esr(EC.PC_ALIGN), pc
+        elif self.il_pending and PSTATE.get(m.fast.reg(A.UC_ARM64_REG_PSTATE), "IL"):
+            syndrome, far = esr(EC.ILLEGAL_STATE), None
+        else:
+            self.il_pending = False
+            return False
+        self.il_pending = False
         ctx = m.context()
         if m.cfg.mode == "fast":
             # (the stop is at a block boundary: the instruction at the PC is in no block the
             # native hook counted)
             m.counter.block_insns = 0
-        m._take_sync(ctx, m.pe.sync_target(ctx), esr(EC.ILLEGAL_STATE), m.pc)
+        m._take_sync(ctx, m.pe.sync_target(ctx), syndrome, pc, far=far)
+        return True
 
     # -- Address size faults, External aborts on a walk ---------------------------------
     def _descriptor(self, pa: int) -> int:

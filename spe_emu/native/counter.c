@@ -267,6 +267,14 @@ static __attribute__((noinline)) void block_slow(void *uc, uint64_t address, uin
 {
     if (n == 0)
         return;
+    if (address & 3) {   /* a misaligned PC: Python takes the PC alignment fault at the stop */
+        c->stops++;
+        c->stop_block = address;
+        c->stop_block_insns = n;
+        c->fast_limit = 0;
+        c->emu_stop(uc);
+        return;
+    }
     if (c->completing) {   /* the block of the last capture has run to its end */
         struct spe_capture *cap = &c->caps[c->completing - 1];
         c->completing = 0;
@@ -286,13 +294,14 @@ static __attribute__((noinline)) void block_slow(void *uc, uint64_t address, uin
     c->fast_limit = c->completing ? 0 : c->stop_at;
 }
 
-/* The common path, one compare: the block ends by fast_limit (so it holds no stop point and
- * no capture is completing). (A zero-size block, which Unicorn does not produce for A64 code,
- * would only record itself as the current block here.) */
+/* The common path, one branch: the block ends by fast_limit (so it holds no stop point and
+ * no capture is completing) and starts at a 4-byte aligned PC (Arm ARM D1.3.3 PC alignment
+ * checking). (A zero-size block, which Unicorn does not produce for A64 code, would only
+ * record itself as the current block here.) */
 void spe_block_hook(void *uc, uint64_t address, uint32_t size, struct spe_counter *c)
 {
     uint64_t n = size >> 2, end = c->insns + n;
-    if (__builtin_expect(end <= c->fast_limit, 1)) {
+    if (__builtin_expect((end <= c->fast_limit) & ((address & 3) == 0), 1)) {
         c->block_start = address;
         c->block_insns = n;
         c->insns = end;
