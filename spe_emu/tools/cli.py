@@ -1,4 +1,4 @@
-"""The ``spe-emu`` command line: ``run``, ``decode``, ``report``.
+"""The ``spe-emu`` command line: ``run``, ``decode``, ``report``, ``perf-data``.
 
 Errors from the library (:class:`spe_emu.errors.SpeEmuError`) become a one-line message on
 stderr and exit status 2; a guest that exits non-zero makes ``run`` exit with that status.
@@ -68,9 +68,12 @@ def main() -> None:
               help="Run loop: reference = per-instruction oracle (slow); raw = no SPE model.")
 @click.option("-o", "--out", "outdir", type=click.Path(path_type=Path), default=Path("spe-out"),
               show_default=True, help="Output directory (trace, summary.json, guest files).")
+@click.option("--perf-data", "perf_data", is_flag=True,
+              help="Also write perf.data (for perf report/script) into the output directory.")
 def run(image, machine, kernel, initrd, append, dtb, memory, dumpdtb, interval, seed, random,
         filters, min_latency, timestamps, context, pa, exclude_kernel, no_profiling,
-        buffer_size, boot_el, no_firmware, firmware_path, max_insns, mode, outdir) -> None:
+        buffer_size, boot_el, no_firmware, firmware_path, max_insns, mode, outdir,
+        perf_data) -> None:
     """Run IMAGE with SPE enabled and write the trace plus a JSON summary into the output
     directory; or, with --machine virt --kernel FILE, boot software built for QEMU's virt
     board (console on stdout and console.log)."""
@@ -83,6 +86,8 @@ def run(image, machine, kernel, initrd, append, dtb, memory, dumpdtb, interval, 
         return
     if image is None:
         _fail("missing IMAGE (or --machine virt --kernel FILE)")
+    if perf_data and mode == "raw":
+        _fail("--perf-data needs a trace: not with --mode raw")
     opts = RunOptions(interval=interval, seed=seed, random=random,
                       filters=tuple(f for f in filters.split(",") if f),
                       min_latency=min_latency, timestamps=timestamps, context=context,
@@ -116,6 +121,17 @@ def run(image, machine, kernel, initrd, append, dtb, memory, dumpdtb, interval, 
         table.add_row(name, str(value))
     Console().print(table)
     click.echo(f"trace: {session.trace_path}  summary: {session.outdir / 'summary.json'}")
+    if perf_data:
+        from .perfdata import PERF_DATA_NAME, write_perf_data
+        from ..session import default_firmware
+        images = [image] + ([firmware_path or default_firmware()] if not no_firmware else [])
+        try:
+            trace = session.trace_path.read_bytes() if session.trace_path.exists() else b""
+            out = write_perf_data(session.outdir / PERF_DATA_NAME, trace, images,
+                                  sample_period=interval)
+        except (SpeEmuError, OSError) as exc:
+            _fail(f"perf.data: {exc}")
+        click.echo(f"perf.data: {out}")
     _exit_with(r.exit_status)
 
 
@@ -181,6 +197,29 @@ def report(trace: Path, image: Path, top: int) -> None:
     except SpeEmuError as exc:
         _fail(str(exc))
     render_report(rep, Console(), top=top)
+
+
+@main.command("perf-data")
+@click.argument("trace", type=click.Path(path_type=Path))
+@click.option("--image", "images", type=click.Path(path_type=Path), multiple=True,
+              required=True, help="An ELF the trace samples (guest, firmware); repeatable.")
+@click.option("-o", "--output", type=click.Path(path_type=Path), default=Path("perf.data"),
+              show_default=True, help="The perf.data file to write.")
+@click.option("--comm", default=None,
+              help="Command name perf shows (default: the first image's name).")
+def perf_data(trace: Path, images: tuple[Path, ...], output: Path, comm: str | None) -> None:
+    """Wrap TRACE into a perf.data file for perf report, perf script and perf report -D."""
+    from .perfdata import write_perf_data
+    try:
+        data = trace.read_bytes()
+    except OSError as exc:
+        _fail(f"cannot read {trace}: {exc.strerror}")
+    try:
+        write_perf_data(output, data, images, comm=comm)
+    except SpeEmuError as exc:
+        _fail(str(exc))
+    except OSError as exc:
+        _fail(f"cannot write {output}: {exc.strerror}")
 
 
 if __name__ == "__main__":

@@ -49,6 +49,7 @@ EMULATED_MIDR = 0x000F0510
 GUEST_PID = 1000
 SAMPLE_ID = 1
 DEFAULT_COMM = "guest"
+PERF_DATA_NAME = "perf.data"          # the file ``spe-emu run --perf-data`` writes
 
 # perf_event_header.type (kernel ABI and perf's user types >= 64).
 PERF_RECORD_COMM = 3
@@ -195,10 +196,10 @@ def _header_string(text: str) -> bytes:
     return _U32.pack(len(body)) + body
 
 
-def _record(rtype: int, misc: int, body: bytes) -> bytes:
+def _record(rtype: int, misc: int, body: bytes, align: int = RECORD_ALIGN) -> bytes:
     size = _EVENT_HEADER.size + len(body)
-    if size % RECORD_ALIGN or size > 0xFFFF:
-        raise ValueError(f"record type {rtype}: size {size} is not a u16 multiple of 8")
+    if size % align or size > 0xFFFF:
+        raise ValueError(f"record type {rtype}: size {size} is not a u16 multiple of {align}")
     return _EVENT_HEADER.pack(rtype, misc, size) + body
 
 
@@ -296,7 +297,9 @@ def _build_id_event(path: str, build_id: bytes) -> bytes:
     """A ``perf_record_header_build_id`` entry of HEADER_BUILD_ID (name padded to 64)."""
     name = _cstring(path, NAME_ALIGN)
     body = _BUILD_ID_EVENT.pack(-1, build_id.ljust(BUILD_ID_MAX, b"\0"), len(build_id), 0, 0)
-    return _record(0, PERF_RECORD_MISC_USER | PERF_RECORD_MISC_BUILD_ID_SIZE, body + name)
+    # (36 bytes of fixed fields: these entries are not 8-byte multiples)
+    return _record(0, PERF_RECORD_MISC_USER | PERF_RECORD_MISC_BUILD_ID_SIZE, body + name,
+                   align=1)
 
 
 def write_perf_data(path: PathLike, trace: bytes, images: Sequence[PathLike], *,

@@ -1,0 +1,184 @@
+"""perf.data writer: the file's layout, and Debian's perf reading it (skipped without perf).
+
+The perf checks run perf on the perf.data of a real run of guests/sort.elf and compare what
+perf synthesises from the trace with spe-emu's own decode of the same trace: one perf
+"instructions" sample per SPE record (``--itrace=i1i``), the same PCs and data addresses in
+the same order, the same per-function counts as ``spe-emu report``.
+"""
+
+import re
+import shutil
+import struct
+import subprocess
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from spe_emu.errors import ImageError
+from spe_emu.session import RunOptions, default_firmware, run_image
+from spe_emu.spe.packets import iter_records
+from spe_emu.tools import perfdata as PD
+from spe_emu.tools.cli import main
+from spe_emu.tools.report import build_report
+
+ROOT = Path(__file__).resolve().parent.parent
+SORT = ROOT / "guests" / "sort.elf"
+PERF = shutil.which("perf")
+OBJCOPY = shutil.which("aarch64-linux-gnu-objcopy")
+needs_perf = pytest.mark.skipif(PERF is None, reason="perf (Debian linux-perf) not installed")
+
+
+def perf(*args: str) -> str:
+    """stdout of ``perf ARGS`` (stderr carries perf's warnings about the host kernel)."""
+    out = subprocess.run([PERF, *args], capture_output=True, text=True, timeout=120,
+                         env={"PATH": "/usr/bin:/bin", "HOME": "/nonexistent",
+                              "PERF_PAGER": "cat", "LC_ALL": "C"})
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+@pytest.fixture(scope="module")
+def sort_run(tmp_path_factory):
+    """A real run of sort.elf with ``--perf-data`` through the CLI."""
+    out = tmp_path_factory.mktemp("sortrun")
+    res = CliRunner().invoke(main, ["run", str(SORT), "-o", str(out), "--perf-data"])
+    assert res.exit_code == 0, res.output
+    assert f"perf.data: {out / 'perf.data'}" in res.output
+    return out
+
+
+def _sections(blob: bytes):
+    (magic, size, attr_size, attrs_off, attrs_size, data_off, data_size, _et, _ets,
+     *words) = PD._FILE_HEADER.unpack_from(blob)
+    return magic, size, attr_size, (attrs_off, attrs_size), (data_off, data_size), words
+
+
+def _records(blob: bytes):
+    _m, _s, _a, _attrs, (off, size), _w = _sections(blob)
+    pos, end = off, off + size
+    while pos < end:
+        rtype, misc, rsize = PD._EVENT_HEADER.unpack_from(blob, pos)
+        body = blob[pos + 8:pos + rsize]
+        if rtype == PD.PERF_RECORD_AUXTRACE:
+            n = PD._AUXTRACE.unpack_from(body)[0]
+            yield rtype, misc, body, blob[pos + rsize:pos + rsize + n]
+            pos += rsize + n
+        else:
+            yield rtype, misc, body, b""
+            pos += rsize
+
+
+def test_layout(sort_run):
+    blob = (sort_run / "perf.data").read_bytes()
+    trace = (sort_run / "spe.trace").read_bytes()
+    magic, size, attr_size, (attrs_off, attrs_size), (data_off, data_size), words = \
+        _sections(blob)
+    assert (magic, size, attr_size, attrs_off, attrs_size) == (b"PERFILE2", 104, 144, 104, 144)
+    attr = PD._ATTR.unpack_from(blob, attrs_off)
+    assert attr[0] == PD.ARM_SPE_PMU_TYPE and attr[1] == 128
+    assert attr[4] == PD.SAMPLE_TYPE and attr[6] & PD.ATTR_FLAG_SAMPLE_ID_ALL
+    ids_off, ids_size = PD._SECTION.unpack_from(blob, attrs_off + 128)
+    assert struct.unpack_from("<Q", blob, ids_off)[0] == PD.SAMPLE_ID and ids_size == 8
+    assert words[0] == sum(1 << b for b in (PD.HEADER_ARCH, PD.HEADER_NRCPUS, PD.HEADER_CPUID,
+                                            PD.HEADER_EVENT_DESC, PD.HEADER_PMU_MAPPINGS))
+    recs = list(_records(blob))
+    types = [r[0] for r in recs]
+    assert types[:3] == [PD.PERF_RECORD_TIME_CONV, PD.PERF_RECORD_AUXTRACE_INFO,
+                         PD.PERF_RECORD_COMM]
+    info = recs[1][2]
+    assert struct.unpack_from("<IIQ", info) == (PD.PERF_AUXTRACE_ARM_SPE, 0,
+                                                PD.ARM_SPE_PMU_TYPE)
+    assert recs[2][2][8:13] == b"sort\0"
+    # guest (2 segments) and firmware (2 segments) mapped at their link addresses
+    maps = [PD._MMAP2_INODE.unpack_from(r[2]) for r in recs if r[0] == PD.PERF_RECORD_MMAP2]
+    assert [(m[2], m[4], m[9]) for m in maps] == [
+        (0x4800_0000, 0x1000, PD.PROT_READ | PD.PROT_EXEC),
+        (0x4800_1000, 0x2000, PD.PROT_READ | PD.PROT_WRITE),
+        (0x4000_0000, 0x1000, PD.PROT_READ | PD.PROT_EXEC),
+        (0x4000_3000, 0x4000, PD.PROT_READ | PD.PROT_WRITE)]
+    (aux,) = [r[3] for r in recs if r[0] == PD.PERF_RECORD_AUXTRACE]
+    assert aux == trace + bytes(-len(trace) % 8)
+    assert PD.perf_data_bytes(trace, [SORT, default_firmware()], comm="sort",
+                              sample_period=4096) == blob   # deterministic
+
+
+def test_perf_data_command_and_errors(sort_run, tmp_path):
+    out = tmp_path / "p.data"
+    res = CliRunner().invoke(main, ["perf-data", str(sort_run / "spe.trace"), "--image",
+                                    str(SORT), "--comm", "qs", "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    recs = list(_records(out.read_bytes()))
+    assert [r[2][8:11] for r in recs if r[0] == PD.PERF_RECORD_COMM] == [b"qs\0"]
+    res = CliRunner().invoke(main, ["perf-data", str(sort_run / "spe.trace"), "--image",
+                                    str(tmp_path / "missing.elf"), "-o", str(out)])
+    assert res.exit_code == 2
+    assert res.output.startswith(f"spe-emu: error: {tmp_path / 'missing.elf'}: cannot read")
+    (tmp_path / "x86").write_bytes(b"\x7fELF" + bytes(60))
+    with pytest.raises(ImageError):
+        PD.perf_data_bytes(b"", [tmp_path / "x86"])
+
+
+@needs_perf
+def test_perf_report_counts_match_spe_emu_report(sort_run):
+    data = str(sort_run / "perf.data")
+    text = perf("report", "-i", data, "--stdio", "-q", "--itrace=i1i", "--sort", "comm,sym",
+                "-F", "sample,comm,sym")
+    got = Counter()
+    for line in text.splitlines():
+        m = re.match(r"\s*(\d+)\s+(\S+)\s+\[\.\]\s+(\S+)", line)
+        if m:
+            assert m.group(2) == "sort"
+            got[m.group(3)] += int(m.group(1))
+    rep = build_report((sort_run / "spe.trace").read_bytes(), SORT)
+    assert dict(got) == {name: n for name, n, _pct in rep.hot_functions}
+    assert got["quick_sort.constprop.0"] > 200
+
+
+@needs_perf
+def test_perf_script_lists_the_decoded_samples(sort_run):
+    data = str(sort_run / "perf.data")
+    text = perf("script", "-i", data, "--itrace=i1i", "-F", "comm,tid,time,ip,addr")
+    got = [line.split() for line in text.splitlines() if line.strip()]
+    recs = list(iter_records((sort_run / "spe.trace").read_bytes()))
+    assert len(got) == len(recs) > 250
+    for fields, rec in zip(got, recs):
+        comm, tid, time, addr, ip = fields
+        assert (comm, int(tid)) == ("sort", PD.GUEST_PID)
+        assert int(ip, 16) == rec.pc
+        assert int(addr, 16) == (rec.data_va or 0)
+        # perf time = the record's SPE timestamp in ns, printed as seconds.microseconds
+        assert time == f"{rec.timestamp // 1_000_000_000}.{rec.timestamp // 1000 % 1_000_000:06d}:"
+
+
+@needs_perf
+def test_perf_mem_mode_names_code_and_data(sort_run):
+    text = perf("report", "-i", str(sort_run / "perf.data"), "--mem-mode", "--stdio", "-q",
+                "--sort", "sym,symbol_daddr,dso_daddr")
+    rows = [line for line in text.splitlines() if "quick_sort.constprop.0" in line]
+    # the sorted array, a data symbol of the guest image
+    assert any("[.] values+0x" in r and r.split()[-3] == "sort.elf" for r in rows), rows
+
+
+@needs_perf
+@pytest.mark.skipif(OBJCOPY is None, reason="aarch64-linux-gnu-objcopy not installed")
+def test_build_id_is_written_and_checked_by_perf(sort_run, tmp_path):
+    note = tmp_path / "note"
+    bid = bytes(range(1, 21))
+    note.write_bytes(struct.pack("<III", 4, len(bid), PD.NT_GNU_BUILD_ID) + b"GNU\0" + bid)
+    img = tmp_path / "sortb.elf"
+    subprocess.run([OBJCOPY, "--add-section", f".note.gnu.build-id={note}", str(SORT),
+                    str(img)], check=True, capture_output=True)
+    data = tmp_path / "b.data"
+    PD.write_perf_data(data, (sort_run / "spe.trace").read_bytes(), [img])
+    assert perf("buildid-list", "-i", str(data)).split() == [bid.hex(), str(img)]
+    report = ["report", "-i", str(data), "--stdio", "-q", "--itrace=i1i", "--sort", "sym"]
+    assert "quick_sort.constprop.0" in perf(*report)
+    # the same path with another build id: perf refuses the file's symbols
+    note.write_bytes(struct.pack("<III", 4, len(bid), PD.NT_GNU_BUILD_ID) + b"GNU\0"
+                     + bytes(20))
+    img.unlink()
+    subprocess.run([OBJCOPY, "--add-section", f".note.gnu.build-id={note}", str(SORT),
+                    str(img)], check=True, capture_output=True)
+    assert "quick_sort" not in perf(*report)
