@@ -62,6 +62,21 @@ its rate cannot exceed 1e6 / PERIOD_US interrupts per second, however fast QEMU 
 skipped, with the reason printed, when the cross compiler is missing, and its QEMU half when
 qemu-system-aarch64 is; it has no target (it never makes --check fail).
 
+Exceptions (guest ``exceptions``): examples/exceptions built three times with the Debian cross
+compiler: with -DSVC_ROUNDS=--svc-rounds (EL0 SVC -> EL1 -> ERET round trips), with
+-DIRQ_ROUNDS=--irq-rounds (SGIs generated through ICC_SGI1R_EL1, each taken, acknowledged with
+ICC_IAR1_EL1, ended with ICC_EOIR1_EL1 and returned from) and with neither (the baseline: boot,
+console, power-off). Each repeat runs the three on spe_emu (``run_kernel`` in this process) and
+on qemu-system-aarch64 (``-M virt,gic-version=3 -cpu max``, a subprocess; no -icount: nothing
+here waits for time), back to back. One row:
+
+    svc_us, irq_us  per side, median over the repeats of (t_run - t_baseline) / rounds: the
+                    cost of one round trip in microseconds.
+    ratio_to_qemu   spe_emu's cost / QEMU's (median of the per-repeat ratios).
+
+Targets (issue 13): svc_us <= 2 and irq_us <= 5 on spe_emu. The row is skipped (SKIP) without
+the cross compiler; its QEMU half without QEMU.
+
 Targets (SPE enabled at interval 4096): at least 0.6x raw MIPS and at least 25x reference MIPS
 on every guest, per-sample cost at most 15 us; profiling disabled at least 0.9x raw; peak RSS
 does not grow with records written.
@@ -70,6 +85,7 @@ Usage:
     python scripts/bench.py                              # every guest and virt-timer, 7 repeats
     python scripts/bench.py --guest sort --guest interp --repeats 5 --json bench.json
     python scripts/bench.py --guest virt-timer --repeats 3   # the timer row alone
+    python scripts/bench.py --guest exceptions --repeats 3   # the exceptions row alone
     python scripts/bench.py --no-reference --check       # exit 1 if a target fails
 
 Exit status: 0 (the benchmark is a report) unless --check is given and a target failed (1);
@@ -125,6 +141,14 @@ CROSS_CFLAGS = ("-O2", "-ffreestanding", "-nostdlib", "-mgeneral-regs-only", "-T
 QEMU = "qemu-system-aarch64"
 QEMU_ARGS = ("-M", "virt,gic-version=3", "-cpu", "max", "-nographic")
 QEMU_CLOCKS = {"icount": ("-icount", "shift=0,sleep=off"), "host": ()}
+EXC_GUEST = "exceptions"
+EXC_SOURCES = ROOT / "examples" / "exceptions"
+EXC_SVC_ROUNDS = 200_000
+EXC_IRQ_ROUNDS = 20_000
+MAX_SVC_US = 2.0
+MAX_IRQ_US = 5.0
+EXC_JSON_KEYS = ("guest", "mode", "svc_rounds", "irq_rounds", "spe_emu_svc_us",
+                 "qemu_svc_us", "spe_emu_irq_us", "qemu_irq_us", "skipped")
 TIMER_JSON_KEYS = ("guest", "mode", "ticks", "period_us", "qemu_clock", "spe_emu_irqs_per_s",
                    "qemu_irqs_per_s", "ratio_to_qemu", "skipped")
 
@@ -421,6 +445,127 @@ def measure_timer(runner: Runner, setup: TimerSetup, repeats: int) -> tuple[dict
     return timer_row(setup, timer.measure(repeats), skipped), timer.qemu_cmd or []
 
 
+# ------------------------------------------------------------------------ exceptions -----
+
+def build_exception_images(workdir: Path, svc_rounds: int, irq_rounds: int
+                           ) -> dict[str, Path] | str:
+    """examples/exceptions built as "svc", "irq" and "base" (no rounds) into ``workdir``, or
+    why they cannot be built here."""
+    gcc = shutil.which(CROSS_GCC)
+    if gcc is None:
+        return f"{CROSS_GCC} not found (Debian: apt-get install gcc-aarch64-linux-gnu)"
+    images = {}
+    for name, svc, irq in (("svc", svc_rounds, 0), ("irq", 0, irq_rounds), ("base", 0, 0)):
+        out = workdir / f"{EXC_GUEST}-{name}.elf"
+        cmd = [gcc, *CROSS_CFLAGS, "-mstrict-align", f"-DSVC_ROUNDS={svc}",
+               f"-DIRQ_ROUNDS={irq}", "-o", str(out), "start.S", "main.c"]
+        proc = subprocess.run(cmd, cwd=EXC_SOURCES, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise BenchError(f"{EXC_GUEST}: {' '.join(cmd)} failed: {proc.stderr[-300:]}")
+        images[name] = out
+    return images
+
+
+def exception_side(runner: Runner, name: str, image: Path, qemu: str | None) -> float:
+    """One run of ``image`` on spe-emu (``qemu`` None) or QEMU: seconds; checks it printed
+    "bye" and exited with status 0."""
+    if qemu is None:
+        out = bytearray()
+        opts = RunOptions(boot_el=1, firmware=False,
+                          outdir=runner.workdir / EXC_GUEST / "spe-emu")
+        gc.collect()
+        t0 = time.perf_counter()
+        try:
+            session = run_kernel(KernelOptions(board="virt", kernel=image), opts,
+                                 console=out.extend)
+        except SpeEmuError as exc:
+            raise BenchError(f"{EXC_GUEST}-{name} spe-emu: {exc}") from None
+        seconds = time.perf_counter() - t0
+        status, text = session.result.exit_status, out.decode(errors="replace")
+    else:
+        t0 = time.perf_counter()
+        try:
+            proc = subprocess.run([qemu, *QEMU_ARGS, "-kernel", str(image)],
+                                  stdin=subprocess.DEVNULL, capture_output=True, timeout=300)
+        except subprocess.TimeoutExpired:
+            raise BenchError(f"{EXC_GUEST}-{name} qemu: no exit within 300 s") from None
+        seconds = time.perf_counter() - t0
+        status, text = proc.returncode, proc.stdout.decode(errors="replace")
+    if status != 0 or "bye" not in text:
+        raise BenchError(f"{EXC_GUEST}-{name} {'qemu' if qemu else 'spe-emu'}: exit status "
+                         f"{status}, console {text[-200:]!r}")
+    return seconds
+
+
+def measure_exceptions(runner: Runner, svc_rounds: int, irq_rounds: int, repeats: int
+                       ) -> dict:
+    """The exceptions row (keys EXC_JSON_KEYS, plus ``_`` keys for the table)."""
+    row = {"guest": EXC_GUEST, "mode": "exceptions", "svc_rounds": svc_rounds,
+           "irq_rounds": irq_rounds, "spe_emu_svc_us": None, "qemu_svc_us": None,
+           "spe_emu_irq_us": None, "qemu_irq_us": None, "skipped": None}
+    images = build_exception_images(runner.workdir, svc_rounds, irq_rounds)
+    if isinstance(images, str):
+        runner.say(f"[yellow]{EXC_GUEST}: skipped, {images}[/yellow]")
+        row["skipped"] = f"not built: {images}"
+        return row
+    qemu = shutil.which(QEMU)
+    sides = [("spe-emu", None)] + ([("qemu", qemu)] if qemu else [])
+    if qemu is None:
+        row["skipped"] = f"QEMU half not run: {QEMU} not found"
+    costs: dict[str, dict[str, list[float]]] = {side: {"svc": [], "irq": []} for side, _ in sides}
+    for side, q in sides:   # warm-up, not counted
+        exception_side(runner, "base", images["base"], q)
+    for r in range(repeats):
+        for side, q in sides if r % 2 == 0 else sides[::-1]:
+            t = {name: exception_side(runner, name, image, q) for name, image in images.items()}
+            for name, rounds in (("svc", svc_rounds), ("irq", irq_rounds)):
+                costs[side][name].append((t[name] - t["base"]) / rounds * 1e6)
+            runner.say(f"[dim]{EXC_GUEST:>14} {side:<13} {r + 1}/{repeats:<6} svc "
+                       f"{costs[side]['svc'][-1]:7.2f} us, irq {costs[side]['irq'][-1]:7.2f} "
+                       f"us[/dim]")
+    for side, _ in sides:
+        key = side.replace("-", "_")
+        row[f"{key}_svc_us"] = round(statistics.median(costs[side]["svc"]), 3)
+        row[f"{key}_irq_us"] = round(statistics.median(costs[side]["irq"]), 3)
+    if "qemu" in costs:
+        for name in ("svc", "irq"):
+            row[f"_{name}_ratio"] = paired_median(costs["spe-emu"][name], costs["qemu"][name],
+                                                  lambda a, b: a / b)
+    return row
+
+
+def exception_targets(row: dict | None) -> list[Target]:
+    """The issue-13 targets on the exceptions row."""
+    if row is None:
+        return []
+    out = []
+    for name, limit, what in (("svc", MAX_SVC_US, "EL0 SVC -> EL1 -> ERET round trip"),
+                              ("irq", MAX_IRQ_US, "IRQ taken, acknowledged, ended, returned")):
+        value = row[f"spe_emu_{name}_us"]
+        if value is None:
+            out.append(Target(f"{what} <= {limit} us", "SKIP", row["skipped"] or "not run"))
+        else:
+            out.append(Target(f"{what} <= {limit} us", "PASS" if value <= limit else "FAIL",
+                              f"{value:.2f} us (QEMU {fmt(row['qemu_' + name + '_us'], '.2f')}"
+                              f" us)"))
+    return out
+
+
+def print_exceptions(console: Console, row: dict, repeats: int) -> None:
+    table = Table(title=f"exceptions, virt board (median of {repeats})", title_justify="left")
+    for name in ("guest", "kind", "rounds", "spe-emu us", "QEMU us", "spe-emu / QEMU"):
+        table.add_column(name, justify="left" if name in ("guest", "kind") else "right")
+    for kind in ("svc", "irq"):
+        table.add_row(row["guest"], kind, f"{row[kind + '_rounds']:,}",
+                      fmt(row[f"spe_emu_{kind}_us"], ".2f"), fmt(row[f"qemu_{kind}_us"], ".2f"),
+                      fmt(row.get(f"_{kind}_ratio"), ".2f"))
+    console.print(table)
+    if row["skipped"]:
+        console.print(f"  [yellow]{row['guest']}: {row['skipped']}[/yellow]", highlight=False)
+    console.print(f"  examples/exceptions; cost = (run - baseline run) / rounds; QEMU: "
+                  f"{QEMU} {' '.join(QEMU_ARGS)} -kernel IMAGE", highlight=False)
+
+
 # ------------------------------------------------------------------------ report ----------
 
 def paired_median(a: list[float], b: list[float], combine) -> float:
@@ -556,7 +701,11 @@ def fmt(value, spec: str, none: str = "-") -> str:
 
 def print_report(console: Console, rows: list[dict], memory: dict | None,
                  targets: list[Target], rss: RssMeter, repeats: int,
-                 timer: dict | None = None, qemu_cmd: list[str] | None = None) -> None:
+                 timer: dict | None = None, qemu_cmd: list[str] | None = None,
+                 exceptions: dict | None = None) -> None:
+    if exceptions is not None:
+        print_exceptions(console, exceptions, repeats)
+        console.print()
     if rows:
         print_rows(console, rows, memory, rss, repeats)
         if timer is not None:
@@ -664,8 +813,9 @@ def memory_check(runner: Runner, guest: str, image: Path) -> dict:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--guest", action="append", metavar="NAME",
-                   help=f"guest to run (guests/NAME.elf, or {TIMER_GUEST} for the timer "
-                        f"interrupt row); repeatable; default: every guest and {TIMER_GUEST}")
+                   help=f"guest to run (guests/NAME.elf, {TIMER_GUEST} for the timer "
+                        f"interrupt row, {EXC_GUEST} for the exceptions row); repeatable; "
+                        f"default: every guest, {TIMER_GUEST} and {EXC_GUEST}")
     p.add_argument("--interval", action="append", type=int, metavar="N",
                    help=f"SPE interval for the spe rows; repeatable; default: "
                         f"{' '.join(map(str, DEFAULT_INTERVALS))}")
@@ -695,6 +845,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         "instructions, WFI jumps to the next deadline, as spe_emu) or host "
                         "(QEMU's default: host time, which bounds the rate by the period); "
                         "default icount")
+    p.add_argument("--svc-rounds", type=int, default=EXC_SVC_ROUNDS, metavar="N",
+                   help=f"SVC round trips of the {EXC_GUEST} row (default {EXC_SVC_ROUNDS})")
+    p.add_argument("--irq-rounds", type=int, default=EXC_IRQ_ROUNDS, metavar="N",
+                   help=f"interrupts of the {EXC_GUEST} row (default {EXC_IRQ_ROUNDS})")
+    p.add_argument("--no-exceptions", action="store_true",
+                   help=f"skip the {EXC_GUEST} row (when no --guest names it)")
     p.add_argument("--json", type=Path, metavar="FILE", help="write the rows as JSON")
     p.add_argument("--check", action="store_true", help="exit 1 if a target fails")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr")
@@ -703,6 +859,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         p.error("--repeats must be at least 1")
     if args.reference_insns is not None and args.reference_insns < 1:
         p.error("--reference-insns must be positive")
+    if args.svc_rounds < 1 or args.irq_rounds < 1:
+        p.error("--svc-rounds and --irq-rounds must be positive")
     if args.timer_ticks < 1 or args.timer_period_us < 1:
         p.error("--timer-ticks and --timer-period-us must be positive")
     if args.no_timer and TIMER_GUEST in (args.guest or ()):
@@ -719,7 +877,7 @@ def resolve_guests(names: list[str] | None) -> dict[str, Path]:
         return available
     out = {}
     for name in names:
-        if name == TIMER_GUEST:
+        if name in (TIMER_GUEST, EXC_GUEST):
             continue
         stem = Path(name).stem if name.endswith(".elf") else name
         if stem not in available:
@@ -745,6 +903,9 @@ def main(argv: list[str] | None = None) -> int:
         timer_setup = None
         if TIMER_GUEST in (args.guest or ()) or (not args.guest and not args.no_timer):
             timer_setup = TimerSetup(args.timer_ticks, args.timer_period_us, args.qemu_clock)
+        exc_wanted = EXC_GUEST in (args.guest or ()) or (not args.guest
+                                                          and not args.no_exceptions)
+        exceptions = None
         rss = RssMeter()
         rows: list[dict] = []
         memory = None
@@ -762,16 +923,23 @@ def main(argv: list[str] | None = None) -> int:
                 memory = memory_check(runner, name, image)
             if timer_setup is not None:
                 timer, qemu_cmd = measure_timer(runner, timer_setup, args.repeats)
+            if exc_wanted:
+                exceptions = measure_exceptions(runner, args.svc_rounds, args.irq_rounds,
+                                                args.repeats)
     except (BenchError, SpeEmuError) as exc:
         print(f"bench: {exc}", file=sys.stderr)
         return 2
     targets = check_targets(rows, list(guests), memory, args.rss_tolerance_mb,
                             reference_run=not args.no_reference, per_run_rss=rss.per_run)
-    print_report(console, rows, memory, targets, rss, args.repeats, timer, qemu_cmd)
+    targets += exception_targets(exceptions)
+    print_report(console, rows, memory, targets, rss, args.repeats, timer, qemu_cmd,
+                 exceptions)
     if args.json is not None:
         data = [{k: r[k] for k in JSON_KEYS} for r in rows]
         if timer is not None:
             data.append({k: timer[k] for k in TIMER_JSON_KEYS})
+        if exceptions is not None:
+            data.append({k: exceptions[k] for k in EXC_JSON_KEYS})
         args.json.write_text(json.dumps(data, indent=2) + "\n")
     if args.check and any(t.status == "FAIL" for t in targets):
         return 1

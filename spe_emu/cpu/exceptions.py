@@ -7,17 +7,24 @@ the vector ``VBAR_ELx + offset`` (Arm ARM D1.10.2 "Exception vectors": +0x000 cu
 SP_EL0, +0x200 current EL with SP_ELx, +0x400 lower EL using AArch64; +0x000 synchronous,
 +0x080 IRQ, +0x100 FIQ, +0x180 SError).
 
-Unicorn quirks handled here (shared/notes/unicorn-aarch64-facts.md): the stack pointers are
-banked by hand (QEMU's env->sp_el[] versus the live SP), and the EL change is made visible to
-translated code by a CP-register write, which rebuilds QEMU's cached hflags.
+The entry itself is native (``spe_emu/native/exception.c``, shared with the native INTR hook
+of the fast run loop); this module holds its tables. Unicorn quirks handled there
+(shared/notes/unicorn-aarch64-facts.md): the stack pointers are banked by hand (QEMU's
+env->sp_el[] versus the live SP), and the EL change is made visible to translated code by a
+CP-register write, which rebuilds QEMU's cached hflags.
 """
 
 from __future__ import annotations
 
+import ctypes
 import enum
 from dataclasses import dataclass
+from functools import lru_cache
 
 from unicorn import arm64_const as A
+from unicorn.unicorn_py3.unicorn import uclib
+
+from .. import native
 
 from ..sysreg import reg
 from ..arch.context import HCR_EL2, SCTLR_ELX, SCTLR_ENC, SPSR_ENC
@@ -109,9 +116,38 @@ def current_pstate(mem: FastAccess) -> int:
     return mem.reg(A.UC_ARM64_REG_PSTATE)
 
 
-def sp_bank(pstate: int) -> int:
-    """Which SP_ELn the live SP is: SP_EL0 when PSTATE.SP == 0, else SP_EL<PSTATE.EL>."""
-    return PSTATE.get(pstate, "EL") if PSTATE.get(pstate, "SP") else 0
+@lru_cache(maxsize=1)
+def exception_model() -> native.SpeExcModel:
+    """The registers and PSTATE/SCTLR/HCR fields exception entry uses, from this module's
+    tables, for the native code (``spe_emu/native/exception.c``); one per process."""
+    m = native.SpeExcModel()
+    m.pc_id, m.sp_id = A.UC_ARM64_REG_PC, A.UC_ARM64_REG_SP
+    m.pstate_id, m.cp_id = A.UC_ARM64_REG_PSTATE, A.UC_ARM64_REG_CP_REG
+    for el in range(4):
+        m.sp_el[el] = SP_BANK[el]
+    for el in (1, 2, 3):
+        m.elr[el], m.esr[el], m.far[el] = ELR_REG[el], ESR_REG[el], FAR_REG[el]
+        m.vbar[el] = VBAR_REG[el]
+        m.spsr_enc[el][:] = SPSR_ENC[el]
+        m.sctlr_enc[el][:] = SCTLR_ENC[el]
+    m.hcr_enc[:] = HCR_EL2.encoding.tuple
+    el = PSTATE.field("EL")
+    m.el_lsb, m.el_mask = el.lsb, el.mask >> el.lsb
+    m.sp_bit, m.pan_bit = PSTATE.field("SP").lsb, PSTATE.field("PAN").lsb
+    m.entry_set = PSTATE.make(D=1, A=1, I=1, F=1)
+    m.entry_clear = 0
+    for name in ENTRY_CLEARS:
+        m.entry_clear |= PSTATE.field(name).mask
+    m.span_bit = SCTLR_ELX.field("SPAN").lsb
+    m.e2h_bit, m.tge_bit = HCR_EL2.field("E2H").lsb, HCR_EL2.field("TGE").lsb
+    m.reg_read = ctypes.cast(uclib.uc_reg_read, ctypes.c_void_p).value
+    m.reg_write = ctypes.cast(uclib.uc_reg_write, ctypes.c_void_p).value
+    return m
+
+
+#: PSTATE fields exception entry clears (AArch64.TakeException(): SS, IL, BTYPE; UAO with
+#: FEAT_UAO).
+ENTRY_CLEARS = ("SS", "IL", "BTYPE", "UAO")
 
 
 def set_pstate(mem: FastAccess, new: int,
@@ -119,51 +155,23 @@ def set_pstate(mem: FastAccess, new: int,
     """Switch PSTATE (possibly changing EL and SP selection) the way QEMU's own exception
     code does: save the live SP into its bank, write PSTATE, load SP from the new bank, and
     rebuild QEMU's hflags with a CP-register write (re-writing ``sync_reg``, VBAR_EL1 by
-    default) so translated code sees the new EL."""
-    old = current_pstate(mem)
-    mem.set_reg(SP_BANK[sp_bank(old)], mem.reg(A.UC_ARM64_REG_SP))
-    mem.set_reg(A.UC_ARM64_REG_PSTATE, new)
-    mem.set_reg(A.UC_ARM64_REG_SP, mem.reg(SP_BANK[sp_bank(new)]))
-    mem.set_cpr(sync_reg, mem.cpr(sync_reg))
-
-
-def vector_offset(from_el: int, target_el: int, pstate: int, kind: VectorKind) -> int:
-    """Offset from VBAR_ELx (Arm ARM D1.10.2)."""
-    if target_el > from_el:
-        base = 0x400
-    else:
-        base = 0x200 if PSTATE.get(pstate, "SP") else 0x000
-    return base + int(kind)
+    default) so translated code sees the new EL (``spe_set_pstate()``)."""
+    native.set_pstate(exception_model(), mem.uch, new, sync_reg)
 
 
 def take_exception(mem: FastAccess, target_el: int, kind: VectorKind, *, preferred_return: int,
-                   syndrome: int | None = None) -> ExceptionEntry:
-    """Take an exception to ``target_el`` (``AArch64.TakeException()``).
+                   syndrome: int | None = None, far: int | None = None) -> ExceptionEntry:
+    """Take an exception to ``target_el`` (``AArch64.TakeException()``, Arm ARM D1.10).
 
-    Writes SPSR_ELx = PSTATE, ELR_ELx = ``preferred_return``, ESR_ELx = ``syndrome`` (synchronous
-    exceptions only; IRQ leaves ESR unchanged), then PSTATE.{EL, SP} = {target, 1}, PSTATE.DAIF
-    = 0b1111, PSTATE.{SS, IL, BTYPE, UAO} = 0, PSTATE.PAN = 1 where FEAT_PAN sets it, and PC =
-    VBAR_ELx + offset.
+    Writes FAR_ELx = ``far`` (when given), ESR_ELx = ``syndrome`` (synchronous exceptions
+    only; IRQ leaves ESR unchanged), SPSR_ELx = PSTATE, ELR_ELx = ``preferred_return``, then
+    PSTATE.{EL, SP} = {target, 1}, PSTATE.DAIF = 0b1111, PSTATE.{SS, IL, BTYPE, UAO} = 0,
+    PSTATE.PAN = 1 where FEAT_PAN sets it (entry to EL1, or to EL2 in a host, with
+    SCTLR_ELx.SPAN == 0), and PC = VBAR_ELx + the D1.10.2 offset. Performed by
+    ``spe_take_exception()`` (``spe_emu/native/exception.c``), which the native INTR hook
+    uses too.
     """
-    old = current_pstate(mem)
-    from_el = PSTATE.get(old, "EL")
-    offset = vector_offset(from_el, target_el, old, kind)
-    vbar = mem.reg(VBAR_REG[target_el])
-    mem.set_cpr(SPSR_ENC[target_el], old)
-    mem.set_reg(ELR_REG[target_el], preferred_return)
-    if syndrome is not None:
-        mem.set_reg(ESR_REG[target_el], syndrome)
-    new = old
-    for name, value in (("EL", target_el), ("SP", 1), ("D", 1), ("A", 1), ("I", 1), ("F", 1),
-                        ("SS", 0), ("IL", 0), ("BTYPE", 0), ("UAO", 0)):
-        new = PSTATE.set(new, name, value)
-    # FEAT_PAN (AArch64.TakeException(): "if HavePANExt() && (PSTATE.EL == EL1 ||
-    # (PSTATE.EL == EL2 && ELIsInHost(EL0))) && SCTLR[].SPAN == '0' then PSTATE.PAN = '1'"):
-    # entry to EL1, or to EL2 in a host (HCR_EL2.{E2H, TGE} == {1, 1}).
-    hcr = mem.cpr(HCR_EL2.encoding.tuple) if target_el == 2 else 0
-    in_host = HCR_EL2.get(hcr, "E2H") == 1 and HCR_EL2.get(hcr, "TGE") == 1
-    if (target_el == 1 or in_host) and not SCTLR_ELX.get(mem.cpr(SCTLR_ENC[target_el]), "SPAN"):
-        new = PSTATE.set(new, "PAN", 1)
-    set_pstate(mem, new, sync_reg=SPSR_ENC[target_el])
-    mem.set_reg(A.UC_ARM64_REG_PC, vbar + offset)
-    return ExceptionEntry(kind, from_el, target_el, syndrome, preferred_return, old, vbar + offset)
+    entry = native.take_exception(exception_model(), mem.uch, target_el, int(kind),
+                                  preferred_return, syndrome, far)
+    return ExceptionEntry(kind, entry.from_el, target_el, syndrome, preferred_return,
+                          entry.spsr, entry.vector)

@@ -29,6 +29,11 @@ class FastAccess:
         self._cp_ref = ctypes.byref(self._cp)
         self._batches: dict[tuple, tuple] = {}
 
+    @property
+    def uch(self):
+        """The engine's ``uc_engine *`` (for native code)."""
+        return self._uch
+
     def reg(self, reg_id: int) -> int:
         """One register (X0-X30, SP, PC, NZCV, PSTATE ...). 32-bit registers fill only the
         low half, so the buffer is cleared first."""

@@ -63,13 +63,14 @@ from ..spe.records import Sample
 from ..spe.spu import Spu
 from ..sysreg import MASK64, Access, Replan, reg
 from . import a64
-from .exceptions import (EC, ELR_REG, ESR, PSTATE, SPSR_ENC, VectorKind, current_pstate, esr,
+from .exceptions import (ABORT_ISS, EC, ELR_REG, ESR, PSTATE, SPSR_ENC, VectorKind, current_pstate, esr,
+                         exception_model,
                          set_pstate, sysreg_trap_iss)
 from .fastuc import FastAccess
 from .native_records import (CAPTURE_REGS, CAPTURE_SLOT, NativeRecords, block_templates, plan_steps)
 from .pe import ISR_EL1, ProcessingElement
-from .qemu_state import ExceptionReader
-from .sync_checks import INSN_BYTES, SyncChecks
+from .qemu_state import ExceptionReader, exception_layout
+from .sync_checks import ABORT_ECS, INSN_BYTES, SPSR, SyncChecks, eret_il_table
 
 NEVER = (1 << 64) - 1
 PSTATE_EL = PSTATE.field("EL")
@@ -156,6 +157,12 @@ RNDR_SEED_SALT = 0x524E4452  # "RNDR": the generator's stream differs from the i
 UNMAPPED_ERRORS = {UC_ERR_READ_UNMAPPED, UC_ERR_WRITE_UNMAPPED, UC_ERR_FETCH_UNMAPPED}
 CODE_HOOK = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint32,
                              ctypes.c_void_p)
+# uc_cb_hookintr_t: (uc, intno, user_data)
+INTR_HOOK = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_void_p)
+ALL_ELS = 0b1111
+# UNDEFs that may be spe_emu's to emulate (native INTR hook: (mask, value) of the word): MRS/
+# MSR of a system register (op0 2 or 3; L either way) and semihosting's HLT #0xF000.
+PYTHON_UNDEFS = ((0xFFD00000, 0xD5100000), (0xFFFFFFFF, 0xD4400000 | 0xF000 << 5))
 # uc_hook_add (variadic): a function object of our own, without the binding's argtypes, so
 # the binding's own prototype is left as it is (item access makes a new object each time).
 UC_HOOK_ADD = uclib["uc_hook_add"]
@@ -401,9 +408,13 @@ class Machine:
         self.replan = True
         self._stop_requested = False
         self._unmapped: tuple[int, int] | None = None  # (UC_MEM_*, VA) of a failed access
-        # Synchronous exceptions taken in a row with no instruction retired (at count
-        # _entry_retired): an abort whose vector aborts again loops without retiring anything.
-        self._entry_retired, self._entries_in_place = -1, 0
+        # The native INTR hook's state (fast mode), also where every mode keeps the exception-
+        # loop guard: synchronous exceptions taken in a row with no instruction retired (at
+        # count entry_retired): an abort whose vector aborts again retires nothing.
+        self.intr = native.SpeIntr(entry_retired=NEVER, loop_limit=EXCEPTION_LOOP_LIMIT,
+                                   enabled_els=ALL_ELS)
+        self.sysreg_filter = native.SpeSysregFilter()
+        self.control = native.SpeControl(python=1)
         self._ref_deadline = NEVER  # reference mode: instruction count of the next clock event
         self._waiting = False  # the PE waits in WFI (_wait_if_wfi)
         self._rng = Xorshift64(config.spe.seed ^ RNDR_SEED_SALT)  # RNDR/RNDRRS values
@@ -492,6 +503,7 @@ class Machine:
         inside a run, through MMIO or system registers, or at a stop, from a clock event)."""
         self.replan = True
         self._irq_line_value = None
+        self._python_controls()
         if not self._hooks_installed or self.cfg.mode == "raw":
             # (raw: no instruction count to stop by; uc_emu_stop from an MMIO callback would
             # restart the access. The change is seen at the next stop.)
@@ -506,6 +518,12 @@ class Machine:
         else:
             self._stop_requested = True
             self._ref_deadline = 0  # stop at the next instruction: the clock may have news
+
+    def _python_controls(self) -> None:
+        """Something :meth:`_on_control_insn` acts on may have changed (an interrupt level,
+        the enable state, a Profiling Buffer control): its next call must run in Python, which
+        then decides again whether the ones after it must."""
+        self.control.python = 1
 
     def load(self, image: Image) -> None:
         """Copy an ELF image's PT_LOAD segments into RAM (by physical address)."""
@@ -555,9 +573,19 @@ class Machine:
             return
         self._hooks_installed = True
         uc = self.uc
-        uc.hook_add(UC_HOOK_INTR, self._on_intr)
         uc.hook_add(UC_HOOK_MEM_UNMAPPED, self._on_unmapped)
-        uc.hook_add(UC_HOOK_INSN, self._on_msr, None, 1, 0, A.UC_ARM64_INS_MSR)
+        # MSR: the writes a Python table cares about go to _on_msr, the rest QEMU executes
+        # alone (the reference mode sees every one, as the oracle).
+        flt = self.sysreg_filter
+        for enc in self._python_sysreg_encodings("msr"):
+            flt.add("msr", enc)
+        for enc in self._python_sysreg_encodings("mrs"):
+            flt.add("mrs", enc)
+        flt.msr_all = int(self.cfg.mode == "reference")
+        self._msr_callback = SYS_HOOK(self._msr_fallback)
+        flt.msr_fallback = ctypes.cast(self._msr_callback, ctypes.c_void_p).value
+        self._native_hook(UC_HOOK_INSN, ctypes.c_void_p(native.msr_hook_address()),
+                          ctypes.byref(flt), 1, 0, A.UC_ARM64_INS_MSR)
         uc.hook_add(UC_HOOK_INSN, self._on_sys, None, 1, 0, A.UC_ARM64_INS_SYS)
         self.counter = native.SpeCounter(
             emu_stop=ctypes.cast(uclib.uc_emu_stop, ctypes.c_void_p).value)
@@ -569,6 +597,10 @@ class Machine:
         for i, rid in enumerate(CAPTURE_REGS):
             self.counter.reg_ids[i] = rid
         if self.cfg.mode == "fast":
+            self._install_intr_hook()
+        else:
+            uc.hook_add(UC_HOOK_INTR, self._on_intr)
+        if self.cfg.mode == "fast":
             # Counter reads (CNTPCT_EL0/CNTVCT_EL0) answered natively; every other MRS, and a
             # read the table does not cover, goes to _on_mrs (_mrs_fallback).
             reads = self.counter_reads = native.SpeCounterReads()
@@ -579,6 +611,7 @@ class Machine:
             for which, enc in enumerate(COUNTER_READS):
                 reads.enc[which][:] = enc
             reads.el_lsb, reads.el_mask = PSTATE_EL.lsb, PSTATE_EL.mask >> PSTATE_EL.lsb
+            reads.filter = ctypes.addressof(self.sysreg_filter)
             self._mrs_callback = SYS_HOOK(self._mrs_fallback)
             reads.fallback = ctypes.cast(self._mrs_callback, ctypes.c_void_p).value
             self._native_hook(UC_HOOK_INSN, ctypes.c_void_p(native.mrs_hook_address()),
@@ -593,12 +626,86 @@ class Machine:
                               ctypes.byref(self.counter), 1, 0)
             # One callback object for every control instruction, registered directly: the
             # binding's hook_add costs about 30 us per address and run.
+            # (in C: Python's hook runs only while self.control.python says it has work)
             self._control_callback = CODE_HOOK(self._guarded_control_insn)
-            for addr in self._control_instruction_addresses():
-                self._native_hook(UC_HOOK_CODE, self._control_callback, None, addr, addr + 3)
+            self.control.fallback = ctypes.cast(self._control_callback, ctypes.c_void_p).value
+            ctl = self.control
+            ctl.model = ctypes.pointer(exception_model())
+            ctl.spsr_il_lsb, ctl.spsr_m_lsb = SPSR.field("IL").lsb, SPSR.field("M").lsb
+            hooks = {True: ctypes.c_void_p(native.eret_hook_address()),
+                     False: ctypes.c_void_p(native.control_hook_address())}
+            for addr, is_eret in self._control_instruction_addresses():
+                self._native_hook(UC_HOOK_CODE, hooks[is_eret], ctypes.byref(ctl), addr,
+                                  addr + 3)
             # (self.records is made when profiling is first enabled: _refresh_enabled)
         else:
             uc.hook_add(UC_HOOK_CODE, self._on_every_insn)
+
+    def _python_sysreg_encodings(self, which: str) -> set[tuple[int, int, int, int, int]]:
+        """The encodings whose MRS (``which`` == "mrs") or MSR ("msr") the Python hooks
+        (:meth:`_on_mrs`, :meth:`_on_msr`) act on; the native hooks leave every other one to
+        QEMU without a Python call."""
+        hooked = {enc for enc, entry in self.sysregs.entries() if not entry.via_undef}
+        if which == "mrs":
+            return hooked | set(RANDOM_NUMBER_REGS) | set(COUNTER_READS) | {
+                ISR_EL1.encoding.tuple, ID_AA64DFR0_EL1.encoding.tuple,
+                ID_AA64PFR0_EL1.encoding.tuple}
+        return hooked | TRANSLATION_WRITES | WATCHED_WRITES | {DAIF_ENC}
+
+    def _install_intr_hook(self) -> None:
+        """The native INTR hook (``spe_intr_hook``, exception.c): synchronous exceptions with
+        nothing of Python's involved are taken natively; the rest reach :meth:`_on_intr`."""
+        h = self.intr
+        h.model = ctypes.pointer(exception_model())
+        h.counter = ctypes.pointer(self.counter)
+        self._intr_callback = INTR_HOOK(self._intr_fallback)
+        h.fallback = ctypes.cast(self._intr_callback, ctypes.c_void_p).value
+        self._intr_context = self.uc.context_save()
+        h.context_save = ctypes.cast(uclib.uc_context_save, ctypes.c_void_p).value
+        h.context = self._intr_context._context.value
+        h.exc_offset = exception_layout()
+        h.vmem_translate = ctypes.cast(uclib.uc_vmem_translate, ctypes.c_void_p).value
+        h.mem_read = ctypes.cast(uclib.uc_mem_read, ctypes.c_void_p).value
+        h.native_intnos = sum(1 << n for n in QEMU_SYNC_EXCEPTIONS)
+        h.after_insn_intnos = sum(1 << n for n in (INTNO_SVC, INTNO_HVC, INTNO_SMC))
+        h.psci_intno = {"hvc": INTNO_HVC, "smc": INTNO_SMC}.get(
+            self.cfg.psci if self.psci is not None else None, 0xFFFFFFFF)
+        h.undef_intno = INTNO_UNDEF
+        h.far_ecs = sum(1 << ec for ec in FAR_ECS)
+        ec = ESR.field("EC")
+        h.ec_lsb, h.ec_mask = ec.lsb, ec.mask >> ec.lsb
+        h.abort_ecs = sum(1 << ec for ec in ABORT_ECS)
+        h.python_fscs = sum(1 << (mmu.FSC_TRANSLATION | level) for level in range(4))
+        fsc = ABORT_ISS.field("FSC")
+        h.fsc_lsb, h.fsc_mask = fsc.lsb, fsc.mask >> fsc.lsb
+        for i, (mask, value) in enumerate(PYTHON_UNDEFS):
+            h.python_undef_mask[i], h.python_undef_value[i] = mask, value
+        h.native = 1
+        self._native_hook(UC_HOOK_INTR, ctypes.c_void_p(native.intr_hook_address()),
+                          ctypes.byref(h), 1, 0)
+
+    def _intr_fallback(self, _uch, intno: int, _data) -> None:
+        """The native INTR hook's fallback: :meth:`_on_intr`; an exception in it stops the
+        run and is raised by :meth:`_start`."""
+        try:
+            self._on_intr(self.uc, intno, None)
+        except BaseException as exc:  # noqa: BLE001 -- re-raised after emu_start returns
+            if self._hook_error is None:
+                self._hook_error = exc
+            self.uc.emu_stop()
+
+    def _msr_fallback(self, _uch, reg: int, cp_ptr, _data) -> int:
+        """The native MSR hook's fallback: :meth:`_on_msr`; an exception in it stops the run
+        and is raised by :meth:`_start`."""
+        try:
+            cp = ctypes.cast(cp_ptr, ctypes.POINTER(UcRegCP64)).contents
+            return self._on_msr(self.uc, reg, CpReg(cp.crn, cp.crm, cp.op0, cp.op1, cp.op2,
+                                                    cp.val), None)
+        except BaseException as exc:  # noqa: BLE001 -- re-raised after emu_start returns
+            if self._hook_error is None:
+                self._hook_error = exc
+            self.uc.emu_stop()
+            return 0
 
     def _native_hook(self, kind: int, callback, user_data, begin: int, end: int,
                      *insn: int) -> None:
@@ -625,11 +732,18 @@ class Machine:
                 self._hook_error = exc
             self.uc.emu_stop()
 
-    def _control_instruction_addresses(self) -> list[int]:
-        """Addresses of ERET and MSR DAIFSet/DAIFClr in executable segments."""
-        return [seg.vaddr + off
-                for image in self.images for seg in image.segments if seg.flags & PF_X
-                for off in control_offsets(bytes(seg.data))]
+    def _control_instruction_addresses(self) -> list[tuple[int, bool]]:
+        """(address, is an ERET) of the ERET and MSR DAIFSet/DAIFClr instructions in
+        executable segments."""
+        out = []
+        for image in self.images:
+            for seg in image.segments:
+                if seg.flags & PF_X:
+                    data = bytes(seg.data)
+                    out += [(seg.vaddr + off,
+                             int.from_bytes(data[off:off + 4], "little") == ERET_WORD)
+                            for off in control_offsets(data)]
+        return out
 
     # ------------------------------------------------------------------ state views --------
     def context(self) -> AccessContext:
@@ -784,6 +898,7 @@ class Machine:
     def _pmbirq(self, level: bool) -> None:
         self._pmbirq_input(level)
         self._irq_line_value = None
+        self._python_controls()
 
     def _irq_line(self) -> bool:
         """Whether the GIC asserts IRQ or FIQ to the PE, recomputed only after GIC state may
@@ -841,6 +956,15 @@ class Machine:
                 self._preload()
         self.enabled = now
         self._collect = None
+        # The native INTR hook takes an exception only between ELs where profiling is
+        # disabled (else the population and records must see it: Python), and the native MSR
+        # hook leaves writes to QEMU only while profiling is disabled (a write can change what
+        # a record holds, e.g. CONTEXTIDR_EL1).
+        self.intr.enabled_els = ALL_ELS if now else sum(
+            1 << el for el in range(4) if el != ctx.el
+            and self.spu.profiling_enabled(replace(ctx, el=el)))
+        self.sysreg_filter.msr_all = int(now or self.cfg.mode == "reference")
+        self._python_controls()
 
     def _member_selected(self, index: int, observed: tuple | None = None) -> None:
         """The population member at instruction ``index`` fires its interval step; sample it if
@@ -1527,12 +1651,14 @@ class Machine:
         if info.is_read:
             value = entry.owner.sysreg_read(entry.spec.name, ctx)
             self._irq_line_value = None  # (an acknowledge changes the GIC's outputs)
+            self._python_controls()
             if rt_reg is not None:
                 fast.set_reg(rt_reg, value)
         else:
             value = fast.reg(rt_reg) if rt_reg is not None else 0
             entry.owner.sysreg_write(entry.spec.name, value, ctx)
             self._irq_line_value = None
+            self._python_controls()
             if self._stop_after_write(entry.replan, ctx):
                 self._request_stop()
         fast.set_reg(A.UC_ARM64_REG_PC, pc + 4)
@@ -1574,15 +1700,16 @@ class Machine:
         else:
             retired = self._retired_before(insn) + 1
         self._account(retired)
-        if retired == self._entry_retired:
-            self._entries_in_place += 1
-            if self._entries_in_place >= EXCEPTION_LOOP_LIMIT:
+        guard = self.intr
+        if retired == guard.entry_retired:
+            guard.entries_in_place += 1
+            if guard.entries_in_place >= EXCEPTION_LOOP_LIMIT:
                 raise GuestError(
-                    f"exception loop: {self._entries_in_place} synchronous exceptions taken "
+                    f"exception loop: {guard.entries_in_place} synchronous exceptions taken "
                     f"with no instruction retired (last at PC {preferred:#x}, ESR "
                     f"{syndrome:#x}, to EL{target}); is the vector table mapped?")
         else:
-            self._entry_retired, self._entries_in_place = retired, 0
+            guard.entry_retired, guard.entries_in_place = retired, 0
         self.pe.take(target, VectorKind.SYNC, preferred, syndrome, far)
         self._ctx = None
         self.exceptions_taken += 1
@@ -1595,7 +1722,9 @@ class Machine:
 
     # ------------------------------------------------------------------ hooks --------------
     def _on_intr(self, uc: Uc, intno: int, _data) -> None:
-        """Every exception QEMU raises arrives here (Unicorn never enters the vector itself).
+        """Every exception QEMU raises arrives here (Unicorn never enters the vector itself) --
+        in the fast loop, those the native INTR hook (``spe_intr_hook``, exception.c) does not
+        take itself, with exactly the same outcome.
 
         UNDEFINED encodings that are spe_emu's to execute -- PMS*/PMB* and ICC_* register
         accesses, semihosting HLT #0xF000 -- are emulated. Everything else is taken exactly as
@@ -1865,6 +1994,11 @@ class Machine:
         self._ctx = None
         if not (self.checks.eret_may_set_il(address) or self.enabled or self._irq_line()
                 or self.spu.buffer_may_be_enabled()):
+            # Nothing to do until one of them changes: the native hooks skip the control
+            # instructions until then (_python_controls), except an ERET whose SPSR_ELx may
+            # set PSTATE.IL in this context (the table eret_il_table gives them).
+            self.control.eret_il[:] = eret_il_table(replace(self.context(), el=0))
+            self.control.python = 0
             return
         self._catch_up(self._insn_index(address), address)
         self.replan = True
@@ -2151,7 +2285,8 @@ class Machine:
             instructions=self.insns(), population=st.population, samples=st.samples,
             records_written=st.records_written, bytes_written=st.bytes_written,
             filtered_out=st.filtered_out, management_events=len(st.management_events),
-            irqs_taken=self.irqs_taken, exceptions_taken=self.exceptions_taken,
+            irqs_taken=self.irqs_taken,
+            exceptions_taken=self.exceptions_taken + self.intr.taken,
             console=self.semihost.console_output, guest_errors=list(self.guest_errors),
             pmbsr=self.spu.regs["PMBSR_EL1"], pmbptr=self.spu.regs["PMBPTR_EL1"],
             pmsicr=self.spu.interval.value)

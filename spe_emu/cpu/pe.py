@@ -14,7 +14,7 @@ from typing import Callable
 
 from ..arch.context import HCR_EL2, SCR_EL3, AccessContext
 from ..sysreg import reg
-from .exceptions import (ABORT_ISS, EC, FAR_REG, FSC_SYNC_EXTERNAL, PSTATE, ExceptionEntry,
+from .exceptions import (ABORT_ISS, EC, FSC_SYNC_EXTERNAL, PSTATE, ExceptionEntry,
                          VectorKind, current_pstate, esr, take_exception)
 from .fastuc import FastAccess
 
@@ -114,8 +114,6 @@ class ProcessingElement:
     # -- entry --------------------------------------------------------------------------
     def take(self, target: int, kind: VectorKind, preferred_return: int,
              syndrome: int | None = None, far: int | None = None) -> ExceptionEntry:
-        """Enter the exception (``AArch64.TakeException()``; FAR_ELx first when given)."""
-        if far is not None:
-            self.mem.set_reg(FAR_REG[target], far)
+        """Enter the exception (``AArch64.TakeException()``; FAR_ELx = ``far`` when given)."""
         return take_exception(self.mem, target, kind, preferred_return=preferred_return,
-                              syndrome=syndrome)
+                              syndrome=syndrome, far=far)

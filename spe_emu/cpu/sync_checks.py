@@ -25,6 +25,8 @@ installed only while the control is on (docs/model.md "Exceptions"):
 
 from __future__ import annotations
 
+from dataclasses import replace
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from unicorn import UcError
@@ -79,6 +81,20 @@ def eret_sets_il(spsr: int, ctx: AccessContext) -> bool:
     if target in (0, 1) and el1_aarch32:
         return True
     return target == 1 and ctx.el2_enabled and bool(ctx.tge)
+
+
+@lru_cache(maxsize=64)
+def eret_il_table(ctx: AccessContext) -> tuple[int, int, int, int]:
+    """:func:`eret_sets_il` as a table for the native ERET hook (exception.c
+    ``spe_eret_hook``): per Exception level of the ERET (index 0-3), a 64-bit mask with bit
+    ``SPSR_ELx.IL << 5 | SPSR_ELx.M`` set when such an ERET may leave PSTATE.IL set in
+    context ``ctx`` (its ``el`` is ignored). EL0: 0 (ERET is UNDEFINED there)."""
+    out = [0]
+    for el in (1, 2, 3):
+        here = replace(ctx, el=el)
+        out.append(sum(1 << (il << 5 | m) for il in (0, 1) for m in range(32)
+                       if eret_sets_il(SPSR.make(IL=il, M=m), here)))
+    return tuple(out)
 
 
 class SyncChecks:

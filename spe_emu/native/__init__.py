@@ -1,5 +1,6 @@
-"""Load the native run-loop helpers: the block-hook instruction counter (``counter.c``) and
-the record builder for captured samples (``record.c``), declared together in ``spe_native.h``.
+"""Load the native run-loop helpers: the block-hook instruction counter and the MRS/MSR hooks
+(``counter.c``), the record builder for captured samples (``record.c``) and exception entry
+with the INTR hook (``exception.c``), declared together in ``spe_native.h``.
 
 ``pip install .`` builds them as the extension ``spe_emu.native._counter``. When the package
 runs from a source tree without a build, the C files are compiled once with the system C
@@ -112,7 +113,130 @@ class SpeCounterReads(ctypes.Structure):
                 ("reg_write", ctypes.c_void_p), ("fallback", ctypes.c_void_p),
                 ("pc_id", ctypes.c_int32), ("pstate_id", ctypes.c_int32),
                 ("answered", ctypes.c_uint64), ("enc", (ctypes.c_uint32 * 5) * 2),
-                ("el_lsb", ctypes.c_uint32), ("el_mask", ctypes.c_uint32)]
+                ("el_lsb", ctypes.c_uint32), ("el_mask", ctypes.c_uint32),
+                ("filter", ctypes.c_void_p)]
+
+
+SYSREG_KEYS = 65536   # SPE_SYSREG_KEYS
+
+
+def sysreg_key(enc: tuple[int, int, int, int, int]) -> int:
+    """``spe_sysreg_key()``: the 16-bit key of a system-register encoding (op0, op1, CRn, CRm,
+    op2) in the filter's bitmaps."""
+    op0, op1, crn, crm, op2 = enc
+    return (op0 & 3) << 14 | (op1 & 7) << 11 | (crn & 15) << 7 | (crm & 15) << 3 | (op2 & 7)
+
+
+class SpeSysregFilter(ctypes.Structure):
+    """Mirror of ``struct spe_sysreg_filter``: the MRS/MSR encodings the Python hooks must see
+    (bitmaps by :func:`sysreg_key`); ``msr_all``: every MSR goes to Python."""
+
+    _fields_ = [("mrs", ctypes.c_uint8 * (SYSREG_KEYS // 8)),
+                ("msr", ctypes.c_uint8 * (SYSREG_KEYS // 8)),
+                ("msr_all", ctypes.c_uint32), ("pad", ctypes.c_uint32),
+                ("msr_fallback", ctypes.c_void_p), ("skipped", ctypes.c_uint64)]
+
+    def add(self, which: str, enc: tuple[int, int, int, int, int]) -> None:
+        """Send accesses of ``which`` ("mrs" or "msr") to encoding ``enc`` to Python."""
+        key = sysreg_key(enc)
+        getattr(self, which)[key >> 3] |= 1 << (key & 7)
+
+
+class SpeExcModel(ctypes.Structure):
+    """Mirror of ``struct spe_exc_model``: registers and PSTATE fields of exception entry
+    (filled from the Python tables by :func:`spe_emu.cpu.exceptions.exception_model`)."""
+
+    _fields_ = [("pc_id", ctypes.c_int32), ("sp_id", ctypes.c_int32),
+                ("pstate_id", ctypes.c_int32), ("cp_id", ctypes.c_int32),
+                *((name, ctypes.c_int32 * 4) for name in ("sp_el", "elr", "esr", "far", "vbar")),
+                ("spsr_enc", (ctypes.c_uint32 * 5) * 4), ("sctlr_enc", (ctypes.c_uint32 * 5) * 4),
+                ("hcr_enc", ctypes.c_uint32 * 5),
+                *((name, ctypes.c_uint32) for name in ("el_lsb", "el_mask", "sp_bit", "pan_bit")),
+                ("entry_set", ctypes.c_uint64), ("entry_clear", ctypes.c_uint64),
+                *((name, ctypes.c_uint32) for name in ("span_bit", "e2h_bit", "tge_bit")),
+                ("reg_read", ctypes.c_void_p), ("reg_write", ctypes.c_void_p)]
+
+
+class SpeExcEntry(ctypes.Structure):
+    """Mirror of ``struct spe_exc_entry``."""
+
+    _fields_ = [("from_el", ctypes.c_uint64), ("spsr", ctypes.c_uint64),
+                ("vector", ctypes.c_uint64)]
+
+
+EXC_SYNDROME, EXC_FAR = 1, 2   # SPE_EXC_* flags of spe_take_exception
+
+
+class SpeIntr(ctypes.Structure):
+    """Mirror of ``struct spe_intr``: the native INTR hook's state (counts in instructions)."""
+
+    _fields_ = [("model", ctypes.POINTER(SpeExcModel)), ("counter", ctypes.POINTER(SpeCounter)),
+                ("fallback", ctypes.c_void_p), ("context_save", ctypes.c_void_p),
+                ("context", ctypes.c_void_p), ("exc_offset", ctypes.c_uint64),
+                ("vmem_translate", ctypes.c_void_p), ("mem_read", ctypes.c_void_p),
+                ("native", ctypes.c_uint32), ("enabled_els", ctypes.c_uint32),
+                ("native_intnos", ctypes.c_uint64), ("after_insn_intnos", ctypes.c_uint64),
+                ("psci_intno", ctypes.c_uint32), ("undef_intno", ctypes.c_uint32),
+                ("far_ecs", ctypes.c_uint64), ("ec_lsb", ctypes.c_uint32),
+                ("ec_mask", ctypes.c_uint32), ("abort_ecs", ctypes.c_uint64),
+                ("python_fscs", ctypes.c_uint64), ("fsc_lsb", ctypes.c_uint32),
+                ("fsc_mask", ctypes.c_uint32),
+                ("python_undef_mask", ctypes.c_uint32 * 2),
+                ("python_undef_value", ctypes.c_uint32 * 2),
+                ("entry_retired", ctypes.c_uint64), ("entries_in_place", ctypes.c_uint64),
+                ("loop_limit", ctypes.c_uint64), ("taken", ctypes.c_uint64)]
+
+
+class SpeControl(ctypes.Structure):
+    """Mirror of ``struct spe_control``: whether the control-instruction hook calls Python."""
+
+    _fields_ = [("python", ctypes.c_uint32), ("pad", ctypes.c_uint32),
+                ("fallback", ctypes.c_void_p), ("skipped", ctypes.c_uint64),
+                ("eret_il", ctypes.c_uint64 * 4), ("model", ctypes.POINTER(SpeExcModel)),
+                ("spsr_il_lsb", ctypes.c_uint32), ("spsr_m_lsb", ctypes.c_uint32)]
+
+
+def eret_hook_address() -> int:
+    """Address of ``spe_eret_hook`` for ``uc_hook_add(UC_HOOK_CODE, ...)`` on an ERET (user
+    data: a :class:`SpeControl`)."""
+    return ctypes.cast(library().spe_eret_hook, ctypes.c_void_p).value
+
+
+def control_hook_address() -> int:
+    """Address of ``spe_control_hook`` for ``uc_hook_add(UC_HOOK_CODE, ...)`` (user data: a
+    :class:`SpeControl`)."""
+    return ctypes.cast(library().spe_control_hook, ctypes.c_void_p).value
+
+
+def msr_hook_address() -> int:
+    """Address of ``spe_msr_hook`` for ``uc_hook_add(UC_HOOK_INSN, ..., UC_ARM64_INS_MSR)``
+    (user data: a :class:`SpeSysregFilter`)."""
+    return ctypes.cast(library().spe_msr_hook, ctypes.c_void_p).value
+
+
+def intr_hook_address() -> int:
+    """Address of ``spe_intr_hook`` for ``uc_hook_add(UC_HOOK_INTR, ...)`` (user data: a
+    :class:`SpeIntr`)."""
+    return ctypes.cast(library().spe_intr_hook, ctypes.c_void_p).value
+
+
+def set_pstate(model: SpeExcModel, uch, new: int,
+               sync_enc: tuple[int, int, int, int, int]) -> None:
+    """``spe_set_pstate()``: PSTATE = ``new`` on the engine ``uch`` with the SP banked as the
+    PE does, then a rewrite of the CP register ``sync_enc`` so QEMU sees the new EL."""
+    library().spe_set_pstate(ctypes.byref(model), uch, new, (ctypes.c_uint32 * 5)(*sync_enc))
+
+
+def take_exception(model: SpeExcModel, uch, target: int, kind: int, preferred: int,
+                   syndrome: int | None, far: int | None) -> SpeExcEntry:
+    """``spe_take_exception()``: AArch64.TakeException() on the engine ``uch`` (a
+    ``uc_engine *``) to EL ``target`` at vector offset ``kind`` (bytes), with ELR_ELx =
+    ``preferred``, ESR_ELx = ``syndrome`` and FAR_ELx = ``far`` when not None."""
+    entry = SpeExcEntry()
+    flags = (EXC_SYNDROME if syndrome is not None else 0) | (EXC_FAR if far is not None else 0)
+    library().spe_take_exception(ctypes.byref(model), uch, target, kind, preferred,
+                                 syndrome or 0, far or 0, flags, ctypes.byref(entry))
+    return entry
 
 
 def mrs_hook_address() -> int:
@@ -216,11 +340,13 @@ def _layout_matches(lib: ctypes.CDLL) -> bool:
             return False
         sizes = [ctypes.c_uint64.in_dll(lib, name).value for name in (
             "spe_counter_size", "spe_recorder_size", "spe_template_size",
-            "spe_counter_reads_size")]
+            "spe_counter_reads_size", "spe_sysreg_filter_size", "spe_exc_model_size",
+            "spe_intr_size", "spe_control_size")]
     except ValueError:
         return False
     return sizes == [ctypes.sizeof(t) for t in (SpeCounter, SpeRecorder, SpeTemplate,
-                                                SpeCounterReads)]
+                                                SpeCounterReads, SpeSysregFilter, SpeExcModel,
+                                                SpeIntr, SpeControl)]
 
 
 def verdict_add(counter: SpeCounter, pc: int, n: int, k: int, mode: int) -> bool:
@@ -269,7 +395,11 @@ def _declare(lib: ctypes.CDLL) -> None:
             ("spe_templates_clear", (rec,), None),
             ("spe_record_captures", (ctypes.POINTER(SpeCounter), rec, u32, u32), u32),
             ("spe_verdicts_add", (ctypes.POINTER(SpeCounter), ctypes.c_char_p, u64),
-             ctypes.c_int)):
+             ctypes.c_int),
+            ("spe_set_pstate", (ctypes.POINTER(SpeExcModel), ctypes.c_void_p, u64,
+                                ctypes.POINTER(u32)), None),
+            ("spe_take_exception", (ctypes.POINTER(SpeExcModel), ctypes.c_void_p, u32, u32, u64,
+                                    u64, u64, u32, ctypes.POINTER(SpeExcEntry)), None)):
         fn = getattr(lib, name)
         fn.argtypes = args
         fn.restype = result

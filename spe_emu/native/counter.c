@@ -35,6 +35,7 @@
 const char spe_source_digest[17] = SPE_SOURCE_DIGEST;
 const uint64_t spe_counter_size = sizeof(struct spe_counter);
 const uint64_t spe_counter_reads_size = sizeof(struct spe_counter_reads);
+const uint64_t spe_sysreg_filter_size = sizeof(struct spe_sysreg_filter);
 
 static uint32_t verdict_slot(uint64_t pc, uint32_t n, uint32_t k)
 {
@@ -316,7 +317,8 @@ static struct PyModuleDef spe_counter_module = {PyModuleDef_HEAD_INIT, "_counter
 PyMODINIT_FUNC PyInit__counter(void) { return PyModule_Create(&spe_counter_module); }
 
 /* UC_HOOK_INSN (MRS) callback: CNTPCT_EL0 / CNTVCT_EL0 from the instruction count, when the
- * table says the read is permitted at the current EL; everything else goes to the Python hook.
+ * table says the read is permitted at the current EL; the registers the filter names go to
+ * the Python hook; QEMU reads the rest.
  * (Returning 1 skips the MRS with our value in Xt: QEMU knows these registers.) */
 uint32_t spe_mrs_hook(void *uc, int reg, const struct uc_arm64_cp *cp,
                       struct spe_counter_reads *r)
@@ -341,5 +343,24 @@ uint32_t spe_mrs_hook(void *uc, int reg, const struct uc_arm64_cp *cp,
         }
         break;
     }
+    const struct spe_sysreg_filter *f = r->filter;
+    unsigned key = spe_sysreg_key(cp);
+    if (f && !((f->mrs[key >> 3] >> (key & 7)) & 1)) {
+        r->filter->skipped++;
+        return 0;   /* a register no Python table answers: QEMU reads it */
+    }
     return r->fallback(uc, reg, cp, r);
+}
+
+/* UC_HOOK_INSN (MSR) callback: the writes Python must see (filter->msr, or every write while
+ * msr_all) go to the Python hook; the rest QEMU executes without a Python call. */
+uint32_t spe_msr_hook(void *uc, int reg, const struct uc_arm64_cp *cp,
+                      struct spe_sysreg_filter *f)
+{
+    unsigned key = spe_sysreg_key(cp);
+    if (!f->msr_all && !((f->msr[key >> 3] >> (key & 7)) & 1)) {
+        f->skipped++;
+        return 0;
+    }
+    return f->msr_fallback(uc, reg, cp, f);
 }

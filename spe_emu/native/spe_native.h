@@ -239,6 +239,101 @@ struct spe_counter_reads {
      * width-mask; the PSTATE register table). */
     uint32_t enc[2][5];
     uint32_t el_lsb, el_mask;
+    struct spe_sysreg_filter *filter;   /* MRS encodings Python answers */
 };
+
+/* ---- exception.c: exception entry (AArch64.TakeException) and the INTR hook ----------- */
+
+/* Where exception entry finds its registers and PSTATE fields: Unicorn register ids and
+ * CP-register encodings, indexed by Exception level (index 0 unused except sp_el), and field
+ * positions -- all filled by Python from its register tables (spe_emu.native.exception_model),
+ * so no encoding or field is written here twice. */
+struct spe_exc_model {
+    int32_t pc_id, sp_id, pstate_id, cp_id;   /* UC_ARM64_REG_PC, _SP, _PSTATE, _CP_REG */
+    int32_t sp_el[4], elr[4], esr[4], far[4], vbar[4];
+    uint32_t spsr_enc[4][5], sctlr_enc[4][5], hcr_enc[5];   /* op0, op1, CRn, CRm, op2 */
+    /* PSTATE (SPSR layout): EL (lsb, width-mask), SP, the bits entry sets (D, A, I, F) and
+     * clears (SS, IL, BTYPE, UAO), PAN */
+    uint32_t el_lsb, el_mask, sp_bit, pan_bit;
+    uint64_t entry_set, entry_clear;
+    uint32_t span_bit;                        /* SCTLR_ELx.SPAN */
+    uint32_t e2h_bit, tge_bit;                /* HCR_EL2.E2H, HCR_EL2.TGE */
+    spe_reg_io_fn reg_read, reg_write;        /* uc_reg_read / uc_reg_write */
+};
+
+/* What spe_take_exception did (spe_emu.cpu.exceptions.ExceptionEntry) */
+struct spe_exc_entry {
+    uint64_t from_el, spsr, vector;
+};
+
+/* spe_take_exception flags */
+#define SPE_EXC_SYNDROME 1   /* write ESR_ELx = syndrome */
+#define SPE_EXC_FAR 2        /* write FAR_ELx = far */
+
+typedef void (*spe_intr_fn)(void *uc, uint32_t intno, void *user_data);
+typedef int (*spe_context_save_fn)(void *uc, void *context);
+
+/* The INTR hook (spe_intr_hook): synchronous exceptions QEMU raised, taken natively where
+ * nothing of Python's is involved; everything else goes to `fallback` (Machine._on_intr). */
+struct spe_intr {
+    const struct spe_exc_model *model;
+    struct spe_counter *counter;
+    spe_intr_fn fallback;                 /* the Python INTR hook */
+    spe_context_save_fn context_save;     /* uc_context_save */
+    void *context;                        /* a uc_context of this engine */
+    uint64_t exc_offset;                  /* CPUARMState.exception in it (qemu_state.py) */
+    spe_translate_fn vmem_translate;      /* uc_vmem_translate */
+    spe_mem_read_fn mem_read;             /* uc_mem_read */
+    uint32_t native;                      /* 0: every exception goes to fallback */
+    uint32_t enabled_els;                 /* bit n: profiling is enabled at ELn (then Python) */
+    uint64_t native_intnos;               /* bit n: QEMU exception n may be taken here */
+    uint64_t after_insn_intnos;           /* bit n: the PC is after the instruction (SVC...) */
+    uint32_t psci_intno;                  /* HVC or SMC of the PSCI conduit (EL > 0: Python) */
+    uint32_t undef_intno;
+    uint64_t far_ecs;                     /* bit n: ESR_ELx.EC n reports FAR_ELx */
+    uint32_t ec_lsb, ec_mask;             /* ESR_ELx.EC */
+    /* Aborts Python looks at again (SyncChecks.refine_abort): EC in abort_ecs with ISS.FSC
+     * in python_fscs */
+    uint64_t abort_ecs, python_fscs;
+    uint32_t fsc_lsb, fsc_mask;
+    /* Encodings an UNDEF may be Python's to emulate (MRS/MSR of a system register, HLT) */
+    uint32_t python_undef_mask[2], python_undef_value[2];
+    /* the exception-loop guard (Machine._take_sync): entries with no instruction retired */
+    uint64_t entry_retired, entries_in_place, loop_limit;
+    uint64_t taken;                       /* exceptions taken natively */
+};
+
+/* MSR/MRS hooks: encodings (op0:op1:CRn:CRm:op2, 16 bits) Python must see; the rest are
+ * left to QEMU without a Python call. msr_all: every MSR goes to Python (while profiling is
+ * enabled: a write can change what a record holds). */
+#define SPE_SYSREG_KEYS 65536
+struct spe_sysreg_filter {
+    uint8_t mrs[SPE_SYSREG_KEYS / 8];
+    uint8_t msr[SPE_SYSREG_KEYS / 8];
+    uint32_t msr_all, pad;
+    spe_sys_hook_fn msr_fallback;         /* the Python MSR hook */
+    uint64_t skipped;                     /* MRS/MSR left to QEMU natively */
+};
+
+/* The control-instruction hook (ERET, MSR DAIFSet/DAIFClr; spe_control_hook): Python's
+ * Machine._on_control_insn runs only while `python` is set (profiling enabled, the GIC's
+ * output possibly asserted, or a Profiling Buffer that may be enabled: Python keeps it). */
+typedef void (*spe_code_fn)(void *uc, uint64_t address, uint32_t size, void *user_data);
+struct spe_control {
+    uint32_t python, pad;
+    spe_code_fn fallback;
+    uint64_t skipped;
+    /* ERET (spe_eret_hook): Python also when SPSR_ELx may set PSTATE.IL: per EL, bit
+     * (SPSR_ELx.IL << 5 | SPSR_ELx.M) (spe_emu.cpu.sync_checks.eret_il_table) */
+    uint64_t eret_il[4];
+    const struct spe_exc_model *model;
+    uint32_t spsr_il_lsb, spsr_m_lsb;   /* SPSR_ELx.IL, SPSR_ELx.M[4:0] */
+};
+
+static inline unsigned spe_sysreg_key(const struct uc_arm64_cp *cp)
+{
+    return (cp->op0 & 3) << 14 | (cp->op1 & 7) << 11 | (cp->crn & 15) << 7 | (cp->crm & 15) << 3
+           | (cp->op2 & 7);
+}
 
 #endif

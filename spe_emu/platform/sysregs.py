@@ -88,6 +88,10 @@ class SysregRegistry:
             via_undef = owner.via_undef or spec.name in getattr(owner, "UNKNOWN_TO_QEMU", ())
             self._by_enc[enc] = SysregEntry(owner, spec, spec.replan or replan, via_undef)
 
+    def entries(self):
+        """Every ((op0, op1, CRn, CRm, op2), entry) registered, in registration order."""
+        return self._by_enc.items()
+
     def lookup(self, enc: tuple[int, int, int, int, int]) -> SysregEntry | None:
         """The entry at ``enc``, or None when no owner registered it."""
         return self._by_enc.get(enc)

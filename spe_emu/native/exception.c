@@ -1,0 +1,244 @@
+/*
+ * Native exception entry for the spe_emu run loop.
+ *
+ * Unicorn never takes an architectural exception itself: every exception QEMU raises reaches
+ * the UC_HOOK_INTR callbacks with ESR_ELx, ELR_ELx, SPSR_ELx, PSTATE and the vector untouched
+ * (shared/notes/unicorn-aarch64-facts.md). spe_take_exception() performs the entry
+ * (AArch64.TakeException(), Arm ARM D1.10) for both the Python run loop
+ * (spe_emu.cpu.exceptions.take_exception calls it) and spe_intr_hook() below, so the rule is
+ * written once.
+ *
+ * spe_intr_hook() is the INTR hook of the fast run loop. QEMU has already computed the
+ * syndrome, the fault address and the target Exception level of a synchronous exception, with
+ * all its trap controls, into CPUARMState.exception (spe_emu.cpu.qemu_state); the hook reads
+ * them back from a saved context and takes the exception without a Python call, unless
+ * something of Python's is involved: profiling enabled at the current or the target EL (the
+ * population and the records must see the exception), a pending capture, an UNDEF that may be
+ * a register or semihosting call spe_emu emulates, a translation fault (Python walks again for
+ * an Address size fault or External abort on the walk QEMU does not report), the PSCI conduit, a syndrome QEMU left
+ * zero, an exception loop, or an exception number not known to be synchronous. Those go to
+ * `fallback` (Machine._on_intr), which does exactly what it did before this hook existed.
+ */
+#include <string.h>
+
+#include "spe_native.h"
+
+const uint64_t spe_exc_model_size = sizeof(struct spe_exc_model);
+const uint64_t spe_intr_size = sizeof(struct spe_intr);
+const uint64_t spe_control_size = sizeof(struct spe_control);
+
+static uint64_t cp_read(void *uc, const struct spe_exc_model *m, const uint32_t *enc)
+{
+    struct uc_arm64_cp cp = {enc[2], enc[3], enc[0], enc[1], enc[4], 0};
+    m->reg_read(uc, m->cp_id, &cp);
+    return cp.val;
+}
+
+static void cp_write(void *uc, const struct spe_exc_model *m, const uint32_t *enc,
+                     uint64_t value)
+{
+    struct uc_arm64_cp cp = {enc[2], enc[3], enc[0], enc[1], enc[4], value};
+    m->reg_write(uc, m->cp_id, &cp);
+}
+
+static uint64_t reg_read(void *uc, const struct spe_exc_model *m, int id)
+{
+    uint64_t value = 0;   /* (32-bit registers fill only the low half) */
+    m->reg_read(uc, id, &value);
+    return value;
+}
+
+static void reg_write(void *uc, const struct spe_exc_model *m, int id, uint64_t value)
+{
+    m->reg_write(uc, id, &value);
+}
+
+/* Which SP_ELn the live SP is in PSTATE `pstate`: SP_EL0 when PSTATE.SP == 0, else SP_EL<EL>. */
+static uint32_t sp_bank(const struct spe_exc_model *m, uint64_t pstate)
+{
+    return (pstate >> m->sp_bit & 1) ? (uint32_t)(pstate >> m->el_lsb) & m->el_mask : 0;
+}
+
+/* Switches PSTATE from `old` to `new` (possibly changing EL and SP selection) as QEMU's own
+ * exception code does: the live SP is saved into its bank, PSTATE written, SP loaded from the
+ * new bank, and the CP register `sync_enc` written with `sync_value`, which makes QEMU rebuild
+ * its cached hflags so translated code sees the new EL. */
+static void set_pstate(const struct spe_exc_model *m, void *uc, uint64_t old, uint64_t new,
+                       const uint32_t *sync_enc, uint64_t sync_value)
+{
+    uint32_t old_bank = sp_bank(m, old), new_bank = sp_bank(m, new);
+    uint64_t sp = reg_read(uc, m, m->sp_id);
+    reg_write(uc, m, m->sp_el[old_bank], sp);
+    uint64_t new_sp = old_bank == new_bank ? sp : reg_read(uc, m, m->sp_el[new_bank]);
+    reg_write(uc, m, m->pstate_id, new);
+    reg_write(uc, m, m->sp_id, new_sp);
+    cp_write(uc, m, sync_enc, sync_value);
+}
+
+/* set_pstate() from the current PSTATE, re-writing `sync_enc` with its own value. */
+void spe_set_pstate(const struct spe_exc_model *m, void *uc, uint64_t new,
+                    const uint32_t *sync_enc)
+{
+    set_pstate(m, uc, reg_read(uc, m, m->pstate_id), new, sync_enc, cp_read(uc, m, sync_enc));
+}
+
+/* AArch64.TakeException() to `target` (1-3) at vector offset `kind` (0x000 synchronous, 0x080
+ * IRQ, 0x100 FIQ, 0x180 SError): FAR_ELx = far (flags & SPE_EXC_FAR), ESR_ELx = syndrome (flags
+ * & SPE_EXC_SYNDROME), SPSR_ELx = PSTATE, ELR_ELx = preferred; PSTATE.{EL, SP} = {target, 1},
+ * D, A, I, F set, SS, IL, BTYPE, UAO cleared, PAN set where FEAT_PAN says (entry to EL1, or to
+ * EL2 in a host: HCR_EL2.{E2H, TGE} = {1, 1}, with SCTLR_ELx.SPAN == 0); PC = VBAR_ELx + the
+ * offset of D1.10.2 (+0x000 current EL with SP_EL0, +0x200 with SP_ELx, +0x400 lower EL). The
+ * live SP is saved to its bank and the new one loaded (QEMU keeps SP_ELn apart from the live
+ * SP), and the SPSR_ELx write, a CP-register write, rebuilds QEMU's hflags so translated code
+ * sees the new EL. */
+void spe_take_exception(const struct spe_exc_model *m, void *uc, uint32_t target,
+                        uint32_t kind, uint64_t preferred, uint64_t syndrome, uint64_t far,
+                        uint32_t flags, struct spe_exc_entry *out)
+{
+    uint64_t old = reg_read(uc, m, m->pstate_id);
+    uint32_t from = (uint32_t)(old >> m->el_lsb) & m->el_mask;
+    uint64_t offset = kind + (target > from ? 0x400 : (old >> m->sp_bit & 1) ? 0x200 : 0);
+    uint64_t vector = reg_read(uc, m, m->vbar[target]) + offset;
+
+    if (flags & SPE_EXC_FAR)
+        reg_write(uc, m, m->far[target], far);
+    if (flags & SPE_EXC_SYNDROME)
+        reg_write(uc, m, m->esr[target], syndrome);
+    reg_write(uc, m, m->elr[target], preferred);
+
+    uint64_t new = (old | m->entry_set) & ~m->entry_clear;
+    new = (new & ~((uint64_t)m->el_mask << m->el_lsb)) | (uint64_t)target << m->el_lsb;
+    new |= 1ull << m->sp_bit;
+    int in_host = 0;
+    if (target == 2) {
+        uint64_t hcr = cp_read(uc, m, m->hcr_enc);
+        in_host = (hcr >> m->e2h_bit & 1) && (hcr >> m->tge_bit & 1);
+    }
+    if ((target == 1 || in_host) && !(cp_read(uc, m, m->sctlr_enc[target]) >> m->span_bit & 1))
+        new |= 1ull << m->pan_bit;
+
+    set_pstate(m, uc, old, new, m->spsr_enc[target], old);   /* (SPSR_ELx = old PSTATE) */
+    reg_write(uc, m, m->pc_id, vector);
+    if (out) {
+        out->from_el = from;
+        out->spsr = old;
+        out->vector = vector;
+    }
+}
+
+/* struct { u32 syndrome; u32 fsr; u64 vaddress; u32 target_el; } of CPUARMState */
+struct qemu_exception {
+    uint32_t syndrome, fsr;
+    uint64_t vaddress;
+    uint32_t target_el;
+};
+
+/* Whether the UNDEF at pc (in the current regime) may be an instruction spe_emu emulates. */
+static int python_undef(void *uc, const struct spe_intr *h, uint64_t pc)
+{
+    uint64_t pa;
+    uint32_t word;
+    if (h->vmem_translate(uc, pc, 4 /* UC_PROT_EXEC */, &pa) != 0
+            || h->mem_read(uc, pa, &word, 4) != 0)
+        return 1;
+    for (int i = 0; i < 2; i++)
+        if ((word & h->python_undef_mask[i]) == h->python_undef_value[i])
+            return 1;
+    return 0;
+}
+
+void spe_intr_hook(void *uc, uint32_t intno, struct spe_intr *h)
+{
+    const struct spe_exc_model *m = h->model;
+    struct spe_counter *c = h->counter;
+    if (!h->native || intno >= 64 || !((h->native_intnos >> intno) & 1)
+            || c->cap_count || c->completing)
+        goto python;
+
+    uint64_t pstate = reg_read(uc, m, m->pstate_id);
+    uint32_t el = (uint32_t)(pstate >> m->el_lsb) & m->el_mask;
+    if (intno == h->psci_intno && el > 0)
+        goto python;
+    if (h->context_save(uc, h->context) != 0)
+        goto python;
+    struct qemu_exception exc;
+    memcpy(&exc, (const char *)h->context + h->exc_offset, sizeof exc);
+    if (exc.syndrome == 0)
+        goto python;   /* (Machine._rebuild_syndrome) */
+    /* An exception is never taken to a lower EL (QEMU routes HVC at EL3 to EL2). */
+    uint32_t target = exc.target_el;
+    if (target < el)
+        target = el;
+    if (target < 1)
+        target = 1;
+    if (((h->enabled_els >> el) | (h->enabled_els >> target)) & 1)
+        goto python;
+    uint32_t ec = (exc.syndrome >> h->ec_lsb) & h->ec_mask;
+    if ((h->abort_ecs >> ec & 1)
+            && (h->python_fscs >> ((exc.syndrome >> h->fsc_lsb) & h->fsc_mask) & 1))
+        goto python;
+    uint64_t pc = reg_read(uc, m, m->pc_id);
+    if (intno == h->undef_intno && python_undef(uc, h, pc))
+        goto python;
+
+    /* The population is accounted up to and including the instruction (Machine._take_sync):
+     * the block hook counted the whole block on entry; an exception in the middle of it ends
+     * the block after the faulting instruction. */
+    uint64_t insn = (h->after_insn_intnos >> intno) & 1 ? pc - 4 : pc;
+    uint64_t retired = c->insns, block_insns = c->block_insns;
+    if (c->block_start <= insn && insn < c->block_start + 4 * c->block_insns) {
+        retired = c->insns - c->block_insns + (insn - c->block_start) / 4 + 1;
+        block_insns -= c->insns - retired;
+    }
+    if (retired == h->entry_retired) {
+        if (h->entries_in_place + 1 >= h->loop_limit)
+            goto python;   /* (Python raises the exception-loop error) */
+        h->entries_in_place++;
+    } else {
+        h->entry_retired = retired;
+        h->entries_in_place = 0;
+    }
+    c->block_insns = block_insns;
+    c->insns = retired;
+
+    uint32_t flags = SPE_EXC_SYNDROME | (((h->far_ecs >> ec) & 1) ? SPE_EXC_FAR : 0);
+    spe_take_exception(m, uc, target, 0, pc, exc.syndrome, exc.vaddress, flags, 0);
+    h->taken++;
+    return;
+python:
+    h->fallback(uc, intno, h);
+}
+
+/* UC_HOOK_CODE callback on ERET and MSR DAIFSet/DAIFClr: Python's hook only while it has
+ * something to re-plan (struct spe_control). */
+void spe_control_hook(void *uc, uint64_t address, uint32_t size, struct spe_control *ctl)
+{
+    if (!ctl->python) {
+        ctl->skipped++;
+        return;
+    }
+    ctl->fallback(uc, address, size, ctl);
+}
+
+/* UC_HOOK_CODE callback on ERET: as spe_control_hook, and Python's hook also when this ERET
+ * may leave PSTATE.IL set (its SPSR_ELx.{IL, M} in the table Python made for the current
+ * context): the run then checks for the Illegal Execution state exception. */
+void spe_eret_hook(void *uc, uint64_t address, uint32_t size, struct spe_control *ctl)
+{
+    if (!ctl->python) {
+        const struct spe_exc_model *m = ctl->model;
+        uint32_t el = (uint32_t)(reg_read(uc, m, m->pstate_id) >> m->el_lsb) & m->el_mask;
+        if (el == 0) {
+            ctl->skipped++;
+            return;   /* (UNDEFINED at EL0: QEMU raises it) */
+        }
+        uint64_t spsr = cp_read(uc, m, m->spsr_enc[el]);
+        uint32_t key = (uint32_t)((spsr >> ctl->spsr_il_lsb & 1) << 5
+                                  | (spsr >> ctl->spsr_m_lsb & 31));
+        if (!(ctl->eret_il[el] >> key & 1)) {
+            ctl->skipped++;
+            return;
+        }
+    }
+    ctl->fallback(uc, address, size, ctl);
+}

@@ -1,0 +1,81 @@
+"""Exceptions taken natively (spe_emu/native/exception.c) agree with the Python oracle.
+
+examples/exceptions (EL0 SVC -> EL1 -> ERET round trips, then SGIs acknowledged and ended
+through the GICv3 CPU interface) runs in the fast loop, where the native INTR hook takes the
+SVCs, the native MRS/MSR hooks leave ESR_ELx reads to QEMU and the ERET hook stays in C, and
+in the reference loop, where every exception, MRS/MSR and ERET goes through Python. Both must
+print the same, retire the same number of instructions and take the same exceptions; the fast
+run must have taken the SVCs natively (a silent fall-back to Python would pass the rest).
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from spe_emu.session import KernelOptions, RunOptions, prepare_kernel_machine
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "examples" / "exceptions"
+CC = "aarch64-linux-gnu-gcc"
+SVC_ROUNDS, IRQ_ROUNDS = 300, 20
+EXPECTED = (f"svc round trips: {SVC_ROUNDS}\ninterrupts: {IRQ_ROUNDS}\nbye\n").encode()
+
+
+def build_exceptions(elf: Path, svc_rounds: int, irq_rounds: int) -> Path:
+    """examples/exceptions built with the command of its README."""
+    subprocess.run([CC, "-O2", "-ffreestanding", "-nostdlib", "-mgeneral-regs-only",
+                    "-mstrict-align", "-T", "link.ld", "-Wl,--no-warn-rwx-segments",
+                    f"-DSVC_ROUNDS={svc_rounds}", f"-DIRQ_ROUNDS={irq_rounds}",
+                    "-o", str(elf), "start.S", "main.c"], cwd=EXAMPLE, check=True)
+    return elf
+
+
+@pytest.fixture(scope="module")
+def image(tmp_path_factory) -> Path:
+    if shutil.which(CC) is None:
+        pytest.skip(f"{CC} is needed (Debian: gcc-aarch64-linux-gnu)")
+    return build_exceptions(tmp_path_factory.mktemp("exc") / "exceptions.elf", SVC_ROUNDS,
+                            IRQ_ROUNDS)
+
+
+def run(image: Path, mode: str, outdir: Path):
+    console = bytearray()
+    machine, _ = prepare_kernel_machine(KernelOptions(kernel=image),
+                                        RunOptions(mode=mode, outdir=outdir,
+                                                   max_insns=5_000_000),
+                                        console=console.extend)
+    result = machine.run()
+    return machine, result, bytes(console)
+
+
+@pytest.fixture(scope="module")
+def runs(image, tmp_path_factory):
+    return {mode: run(image, mode, tmp_path_factory.mktemp(mode))
+            for mode in ("fast", "reference")}
+
+
+def test_same_console_instructions_and_exceptions(runs):
+    (_, fast, fast_console), (_, ref, ref_console) = runs["fast"], runs["reference"]
+    assert fast_console == ref_console == EXPECTED
+    assert fast.exit_via == ref.exit_via == "psci-system-off"
+    assert fast.instructions == ref.instructions
+    # SVC_ROUNDS SVC #0, one SVC #1, the HVC of PSCI SYSTEM_OFF (answered, not taken)
+    assert fast.exceptions_taken == ref.exceptions_taken == SVC_ROUNDS + 1
+    assert fast.irqs_taken == ref.irqs_taken == IRQ_ROUNDS
+
+
+def test_fast_loop_took_the_svcs_natively(runs):
+    machine, result, _ = runs["fast"]
+    assert machine.intr.taken == SVC_ROUNDS + 1
+    # Each handler's MRS ESR_EL1 was left to QEMU, and so was each ERET of the SVC handler.
+    assert machine.sysreg_filter.skipped >= SVC_ROUNDS
+    assert machine.control.skipped >= SVC_ROUNDS
+
+
+def test_reference_loop_takes_them_in_python(runs):
+    machine, _, _ = runs["reference"]
+    assert machine.intr.taken == 0
