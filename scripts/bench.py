@@ -20,9 +20,9 @@ between repeats (on a shared machine it switches by up to 1.6x within seconds), 
 of two modes' times taken separately can fall on either side of such a switch.
 
 Definitions:
-    MIPS            instructions / median seconds. Raw mode does not count instructions, so
-                    the count of the same guest's spe-disabled run is used (same firmware and
-                    guest path, apart from one firmware console line).
+    MIPS            instructions / median seconds. The count of the same guest's
+                    spe-disabled run is used for raw mode too (same firmware and guest path,
+                    apart from one firmware console line).
     ratio_to_raw    median over the repeats of that repeat's MIPS / its raw MIPS (the same
                     guest), i.e. of (t_raw / t) * (instructions / raw instructions).
     per_sample_us   median over the repeats of (t_spe - t_spe_disabled), / samples * 1e6 (spe

@@ -180,7 +180,7 @@ def prepare_kernel_machine(kopts: KernelOptions, opts: "RunOptions",
     if kopts.kernel is None:
         raise ConfigError("--machine needs --kernel IMAGE")
     if opts.mode == "raw":
-        raise ConfigError("--mode raw counts no instructions (no virtual time, no --max-insns): "
+        raise ConfigError("--mode raw sees a device's interrupt only at its next stop: "
                           "use --mode fast or reference with --machine")
     board = kopts.board_spec()
     boot = load_kernel(kopts.kernel, board, kopts.ram_size, kopts.initrd)

@@ -211,8 +211,9 @@ class MachineConfig:
         ram_base, ram_size: RAM (bytes); QEMU virt puts RAM at 0x4000_0000.
         boot_el: Exception level the reset state enters (1, 2 or 3).
         mode: "fast" (native run loop), "reference" (Python hook on every instruction) or
-            "raw" (no SPE model attached: PMSVer reads 0, no instruction counting; the
-            exception model, GIC and semihosting still work; for speed baselines).
+            "raw" (no SPE model attached: PMSVer reads 0; the native block hook counts
+            instructions for the budget and virtual time; the exception model, GIC and
+            semihosting still work; for speed baselines).
         spe: the SPU implementation choices.
         outdir: where semihosting files land (the run's output directory).
         max_insns: instruction budget; exceeding it raises :class:`GuestRunaway`.
@@ -619,11 +620,10 @@ class Machine:
         else:
             self.counter_reads = None
             uc.hook_add(UC_HOOK_INSN, self._on_mrs, None, 1, 0, A.UC_ARM64_INS_MRS)
-        if self.cfg.mode == "raw":
-            return
-        if self.cfg.mode == "fast":
+        if self.cfg.mode != "reference":
             self._native_hook(UC_HOOK_BLOCK, ctypes.c_void_p(native.block_hook_address()),
                               ctypes.byref(self.counter), 1, 0)
+        if self.cfg.mode == "fast":
             # One callback object for every control instruction, registered directly: the
             # binding's hook_add costs about 30 us per address and run.
             # (in C: Python's hook runs only while self.control.python says it has work)
@@ -774,15 +774,13 @@ class Machine:
 
     def insns(self) -> int:
         """Instructions retired so far (at a stop point)."""
-        return {"fast": self.counter.insns, "reference": self.ref_insns, "raw": 0}[self.cfg.mode]
+        return self.ref_insns if self.cfg.mode == "reference" else self.counter.insns
 
     def _retired_before(self, addr: int) -> int:
         """Instructions retired before the instruction at ``addr`` (called from hooks; counter.c
         spe_mrs_hook has the same rule for native counter reads: tests/test_counter_reads.py)."""
         if self.cfg.mode == "reference":
             return self.ref_insns - 1
-        if self.cfg.mode == "raw":
-            return 0
         c = self.counter
         return c.insns - c.block_insns + (addr - c.block_start) // 4
 
@@ -1687,7 +1685,7 @@ class Machine:
         the faulting instruction itself), with FAR_ELx = ``far`` when given; the population
         is accounted up to and including it."""
         insn = preferred if insn is None else insn
-        if self.cfg.mode == "fast":
+        if self.cfg.mode != "reference":
             c = self.counter
             if c.block_start <= insn < c.block_start + 4 * c.block_insns:
                 # The native hook counted the whole block on entry; an exception in the
@@ -2248,13 +2246,33 @@ class Machine:
             self._waiting = False
 
     def _run_raw(self) -> RunResult:
+        """No SPE model: the native block hook counts instructions and stops in front of the
+        block that holds the next stop point (the budget, the next clock event, a
+        masked-interrupt poll); that block is then run exactly up to it, as in the fast
+        loop, so ``max_insns`` holds exactly on every path."""
+        c = self.counter
+        budget = self.cfg.max_insns
         while self.exit is None:
-            self.clock.run_due()
+            self.clock.run_due(c.insns)
             self._deliver_irq()
             self.replan = False
-            self._start(self.pc, count=MASKED_IRQ_POLL if self._irq_line() else 0)
-            if self.exit is None and not self.replan:
-                self._wait_if_wfi()  # (raw: no block record; an unrequested return)
+            if c.insns >= budget:
+                raise GuestRunaway(f"guest did not exit within {budget} instructions "
+                                   f"(PC {self.pc:#x})")
+            target = c.stop_at = min(budget, max(self.clock.next_deadline_insns(), c.insns),
+                                     self._poll_at(c.insns))
+            stops = c.stops
+            self._start(self.pc)
+            if self.exit is None and c.stops != stops and c.insns < target == c.stop_at:
+                # In front of the block holding instruction #target: run exactly up to it
+                # (the block is retranslated with the exit baked in; see _run_fast).
+                pc = self.pc
+                end = pc + 4 * (target - c.insns)
+                self.uc.ctl_remove_cache(pc, end)
+                self._start(pc, end)
+            if (self.exit is None and not self.replan
+                    and c.block_start + 4 * c.block_insns == self.pc):
+                self._wait_if_wfi()
         return self._result()
 
     def _run_reference(self, progress) -> RunResult:

@@ -1,0 +1,178 @@
+"""``max_insns`` (``--max-insns``) holds on every path of every run loop (issue 13).
+
+Each guest below never exits; every run loop (fast, reference, raw) must end it with
+:class:`GuestRunaway` after exactly ``BUDGET`` instructions, at the same PC. The paths: a plain
+loop; a virtual IRQ (HCR_EL2.{IMO, VI}, taken by Unicorn's QEMU itself, with no hook of
+spe_emu's) whose handler returns past the loop the guest waited in; a virtual IRQ taken again
+at every return; WFI with a masked virtual IRQ pending (a wake-up event: WFI does not wait);
+a synchronous exception (SVC) in every iteration; the same virtual IRQ guest with profiling
+enabled (captured, predicted and split samples in the fast loop). The raw loop once counted no
+instructions and ran these forever; it also took 10,000 SVCs for an exception loop.
+
+Each run is made in a forked child with a time limit, so a loop that ignores the budget fails
+the test instead of hanging the suite.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+from pathlib import Path
+
+import pytest
+
+from asmrun import BASE, EXIT, spe_prologue
+from spe_emu.asm import assemble
+from spe_emu.cpu.machine import Machine, MachineConfig
+from spe_emu.errors import GuestRunaway
+from spe_emu.platform.loader import Image, Segment
+
+BUDGET = 20_000
+TIME_LIMIT = 60   # seconds per run (the reference loop needs about 1 s)
+STACK = 0x4100_0000
+HCR_RW, HCR_IMO, HCR_VI = 1 << 31, 1 << 4, 1 << 7
+SPSR_EL1H_I_CLEAR, SPSR_EL1H_MASKED = 0x345, 0x3C5   # EL1h, D A F (and I) masked
+
+# From EL2: SP_EL1 = SP, VBAR_EL1 = vectors, HCR_EL2 = RW | hcr, ERET to el1 with spsr.
+TO_EL1 = """
+    mov x0, sp
+    msr sp_el1, x0
+    adr x0, vectors
+    msr vbar_el1, x0
+    movz x0, #{hcr_hi:#x}, lsl #16
+    mov x1, #{hcr_lo:#x}
+    orr x0, x0, x1
+    msr hcr_el2, x0
+    adr x0, el1
+    msr elr_el2, x0
+    mov x0, #{spsr:#x}
+    msr spsr_el2, x0
+    eret
+"""
+
+
+def to_el1(hcr: int, spsr: int) -> str:
+    hcr |= HCR_RW
+    return TO_EL1.format(hcr_hi=hcr >> 16, hcr_lo=hcr & 0xFFFF, spsr=spsr)
+
+
+VIRQ_PAST_LOOP = to_el1(HCR_IMO | HCR_VI, SPSR_EL1H_I_CLEAR) + """
+el1: b el1
+after: b after
+    .balign 2048
+vectors:
+    .skip 0x280
+    adr x1, after
+    msr elr_el1, x1
+    mov x2, #0x3c5
+    msr spsr_el1, x2
+    eret
+"""
+
+# name: (boot EL, program)
+GUESTS = {
+    "loop": (1, "spin: b spin\n"),
+    "virq-returns-past-loop": (2, VIRQ_PAST_LOOP),
+    "virq-taken-again": (2, to_el1(HCR_IMO | HCR_VI, SPSR_EL1H_I_CLEAR) + """
+el1: b el1
+    .balign 2048
+vectors:
+    .skip 0x280
+    eret
+"""),
+    "wfi-with-masked-virq": (2, to_el1(HCR_IMO | HCR_VI, SPSR_EL1H_MASKED) + """
+el1: wfi
+    b el1
+    .balign 2048
+vectors:
+"""),
+    "svc-loop": (1, """
+    adr x0, vectors
+    msr vbar_el1, x0
+spin: svc #0
+    b spin
+    .balign 2048
+vectors:
+    .skip 0x200
+    eret
+"""),
+    # PMSCR_EL1.{E1SPE, E0SPE}, a fixed interval of 256 (captured and predicted samples)
+    "virq-profiled": (2, spe_prologue(0x3, 0x4080_0000).replace(
+        "adr x0, vectors\n    msr vbar_el1, x0\n", "") + VIRQ_PAST_LOOP),
+    # PMSIRR_EL1.RND = 1: no fixed gap, samples are predicted or split
+    "virq-profiled-random": (2, spe_prologue(0x3, 0x4080_0000, pmsirr=0x101).replace(
+        "adr x0, vectors\n    msr vbar_el1, x0\n", "") + VIRQ_PAST_LOOP),
+}
+MODES = ("fast", "reference", "raw")
+PROFILED = {"virq-profiled", "virq-profiled-random"}   # not raw: it has no SPE model
+
+
+def modes(name: str) -> tuple[str, ...]:
+    return MODES[:2] if name in PROFILED else MODES
+
+
+def _run(name: str, mode: str, outdir: str, budget: int, conn) -> None:
+    """Child: run the guest, send (exception name, instructions, PC)."""
+    boot_el, text = GUESTS[name]
+    code = assemble(f"movz x9, #{STACK >> 16:#x}, lsl #16\nmov sp, x9\n" + text, BASE)
+    m = Machine(MachineConfig(boot_el=boot_el, mode=mode, outdir=Path(outdir),
+                              max_insns=budget))
+    m.load(Image(path=Path("<asm>"), entry=BASE,
+                 segments=[Segment(BASE, BASE, code, len(code), 0b111)]))
+    m.reset(BASE)
+    try:
+        r = m.run()
+        conn.send(("exit", r.exit_status, r.instructions, m.pc))
+    except Exception as exc:  # noqa: BLE001 - the outcome is the result
+        conn.send((type(exc).__name__, str(exc)[:200], m.insns(), m.pc))
+
+
+def run_guarded(name: str, mode: str, tmp_path: Path, budget: int = BUDGET) -> tuple:
+    ctx = multiprocessing.get_context("fork")
+    parent, child = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_run, args=(name, mode, str(tmp_path), budget, child))
+    proc.start()
+    child.close()
+    ready = parent.poll(TIME_LIMIT)
+    if not ready:
+        proc.kill()
+        proc.join()
+        pytest.fail(f"{name} in the {mode} loop still running after {TIME_LIMIT} s: "
+                    f"the budget of {budget} instructions did not stop it")
+    outcome = parent.recv()
+    proc.join()
+    return outcome
+
+
+@pytest.mark.parametrize("name", list(GUESTS))
+def test_budget_ends_the_run(name, tmp_path):
+    """Every loop raises GuestRunaway after exactly BUDGET instructions, at the same PC."""
+    out = {mode: run_guarded(name, mode, tmp_path / mode) for mode in modes(name)}
+    pc = out["fast"][3]
+    assert {mode: (kind, insns, hex(at)) for mode, (kind, _, insns, at) in out.items()} == \
+        {mode: (GuestRunaway.__name__, BUDGET, hex(pc)) for mode in out}, out
+
+
+def test_raw_loop_counts_exceptions_as_retired_instructions(tmp_path):
+    """12,000 SVCs in the raw loop: each retires its instruction (no 'exception loop'), and
+    the raw loop counts what the fast loop counts."""
+    text = """
+    adr x0, vectors
+    msr vbar_el1, x0
+    movz x3, #12000
+again: svc #0
+    subs x3, x3, #1
+    b.ne again
+    mov x0, #0
+""" + EXIT + """
+    .balign 2048
+vectors:
+    .skip 0x200
+    eret
+"""
+    GUESTS["svc-12000"] = (1, text)
+    try:
+        out = {mode: run_guarded("svc-12000", mode, tmp_path / mode, 200_000)
+               for mode in ("fast", "raw")}
+    finally:
+        del GUESTS["svc-12000"]
+    assert out["raw"][:3] == out["fast"][:3] == ("exit", 0, 5 + 12000 * 4 + 9), out
