@@ -638,7 +638,7 @@ class Machine:
                 self._native_hook(UC_HOOK_CODE, hooks[is_eret], ctypes.byref(ctl), addr,
                                   addr + 3)
             # (self.records is made when profiling is first enabled: _refresh_enabled)
-        else:
+        elif self.cfg.mode == "reference":
             uc.hook_add(UC_HOOK_CODE, self._on_every_insn)
 
     def _python_sysreg_encodings(self, which: str) -> set[tuple[int, int, int, int, int]]:
@@ -2263,6 +2263,8 @@ class Machine:
                                      self._poll_at(c.insns))
             stops = c.stops
             self._start(self.pc)
+            if self.checks.after_stop():  # PC alignment, Illegal Execution state
+                continue
             if self.exit is None and c.stops != stops and c.insns < target == c.stop_at:
                 # In front of the block holding instruction #target: run exactly up to it
                 # (the block is retranslated with the exit baked in; see _run_fast).

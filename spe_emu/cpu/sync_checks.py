@@ -147,7 +147,7 @@ class SyncChecks:
             return False
         self.il_pending = False
         ctx = m.context()
-        if m.cfg.mode == "fast":
+        if m.cfg.mode != "reference":
             # (the stop is at a block boundary: the instruction at the PC is in no block the
             # native hook counted)
             m.counter.block_insns = 0
