@@ -336,6 +336,18 @@ EXC_VIRQ = [
             "ESR EC 0x2F, IL 1, ISS = VSESR_EL2.{IDS, ISS} = 0 (FEAT_RAS)"),
     Val(0x1205, 0x8000_0038, why="HCR_EL2 after the virtual SError: VSE cleared "
                                  "(ClearPendingVirtualSError()), RW, AMO, IMO, FMO kept"),
+    Val(0x1206, 0x100, why="ISR_EL1.A with HCR_EL2.{AMO, VSE} = 1 and PSTATE.A = 1"),
+    Exc(0x1207, 1, 0x580, esr(EC_SERROR), ("vserr_el0", 0), psr(0, 0, ""),
+        why="ERET to EL0 with PSTATE.A = 0 and HCR_EL2.VSE = 1: virtual SError from EL0 at "
+            "the ERET's target, vector +0x580"),
+    Val(0x1208, 0, why="ISR_EL1 with HCR_EL2.VSE = 1, AMO = 0: no virtual SError pending "
+                       "(and none is taken with PSTATE.A = 0)"),
+    Exc(0x1209, 1, 0x380, esr(EC_SERROR), ("vserr_eret_target", 0), psr(1, 1, "DIF"),
+        why="HCR_EL2.VSE set at EL2, ERET to EL1 with SPSR_EL2.A = 0: taken at the ERET's "
+            "target"),
+    Exc(0x120a, 1, 0x480, esr(EC_SERROR), ("virq_el0", 0), psr(0, 0, ""),
+        why="ERET from EL2 to EL0 with HCR_EL2.{IMO, VI} = 1, PSTATE.I = 0: virtual IRQ from "
+            "EL0, vector +0x480; ESR_EL1 keeps the virtual SError's syndrome"),
 ]
 
 
@@ -502,10 +514,7 @@ PROGRAMS = {
         tag: "no Watchpoint exception, the access completes: Unicorn's QEMU compiles "
              "cpu_watchpoint_insert() out, although ID_AA64DFR0_EL1.WRPs advertises 4 "
              "watchpoints" for tag in (0x1103, 0x1104, 0x1105)}),
-    "exc_virq": Program("exc_virq.S", EXC_VIRQ, spe_emu_bugs={
-        0x1204: "no virtual SError: Unicorn's QEMU 5 does not implement HCR_EL2.VSE; execution "
-                "goes on with PSTATE.A = 0",
-        0x1205: "HCR_EL2.VSE stays 1 (HCR_EL2 reads 0x80000138): no virtual SError was taken"}),
+    "exc_virq": Program("exc_virq.S", EXC_VIRQ),
     "exc_walk": Program("exc_walk.S", EXC_WALK),
 }
 

@@ -64,6 +64,7 @@ class EC(enum.IntEnum):
     DABORT_LOWER = 0x24
     DABORT_SAME = 0x25
     SP_ALIGN = 0x26
+    SERROR = 0x2F
     BRK64 = 0x3C
 
 

@@ -899,10 +899,11 @@ class Machine:
         self._python_controls()
 
     def _irq_line(self) -> bool:
-        """Whether the GIC asserts IRQ or FIQ to the PE, recomputed only after GIC state may
-        have changed."""
+        """Whether the GIC asserts IRQ or FIQ to the PE or a virtual SError is pending
+        (HCR_EL2.VSE), recomputed only after GIC state or HCR_EL2/SCR_EL3 may have changed."""
         if self._irq_line_value is None:
-            self._irq_line_value = self.gic.irq_line() or self.gic.fiq_line()
+            self._irq_line_value = (self.gic.irq_line() or self.gic.fiq_line()
+                                    or self.pe.virtual_serror_pending(self.context()))
         return self._irq_line_value
 
     def _deliverable_interrupt(self) -> tuple[VectorKind, int] | None:
@@ -922,7 +923,11 @@ class Machine:
         if found is None:
             return False
         kind, target = found
-        self.pe.take(target, kind, self.pc)
+        if kind is VectorKind.SERROR:
+            self.pe.take_virtual_serror(self.pc)
+            self._irq_line_value = None  # (HCR_EL2.VSE cleared)
+        else:
+            self.pe.take(target, kind, self.pc)
         self._ctx = None
         self.irqs_taken += 1
         return True
@@ -1970,10 +1975,12 @@ class Machine:
         if enc in WATCHED_WRITES:
             self._ctx = None
             self._ref_enabled = None
+            self._irq_line_value = None  # (HCR_EL2.VSE, AMO, TGE; SCR_EL3.NS)
+            self._python_controls()
         if enc in WATCHED_WRITES or enc == DAIF_ENC:
             # Takes effect after this instruction; re-plan at the next block boundary.
             self.replan = True
-            if self.cfg.mode == "fast":
+            if self.cfg.mode != "reference":
                 self.counter.stop_at = min(self.counter.stop_at, self.counter.insns)
             else:
                 self._stop_requested = True

@@ -56,10 +56,29 @@ class ProcessingElement:
             return 2
         return 1
 
+    @staticmethod
+    def virtual_serror_pending(ctx: AccessContext) -> bool:
+        """A virtual SError is pending for EL1 and EL0: HCR_EL2.VSE with EL2 enabled,
+        HCR_EL2.AMO = 1 and TGE = 0 (Arm ARM D1.3.5 "Virtual interrupts"; no other virtual
+        SError source exists: the GIC's virtual CPU interface is not modelled)."""
+        hcr = ctx.hcr_el2
+        return bool(ctx.el2_enabled and HCR_EL2.get(hcr, "VSE") and HCR_EL2.get(hcr, "AMO")
+                    and not ctx.tge)
+
     def deliverable_interrupt(self, ctx: AccessContext) -> tuple[VectorKind, int] | None:
-        """The interrupt that would be taken now, as (IRQ or FIQ, target EL), or None: the
-        controller asserts it, it is not routed below the current EL, and PSTATE.I/F masks it
-        only when it is taken to the current EL (Arm ARM D1.3.6). FIQ first when both are."""
+        """The interrupt that would be taken now, as (IRQ, FIQ or SError, target EL), or None:
+        the controller asserts it, it is not routed below the current EL, and PSTATE.I/F masks
+        it only when it is taken to the current EL (Arm ARM D1.3.6). FIQ first when both are;
+        then a pending virtual SError (:meth:`virtual_serror_pending`), taken to EL1 from EL1
+        or EL0 unless PSTATE.A masks it (QEMU 7.2 likewise takes the virtual one last; virtual
+        IRQs and FIQs are taken by Unicorn's QEMU itself)."""
+        found = self._physical_interrupt(ctx)
+        if found is None and ctx.el < 2 and self.virtual_serror_pending(ctx):
+            if not PSTATE.get(current_pstate(self.mem), "A"):
+                return VectorKind.SERROR, 1
+        return found
+
+    def _physical_interrupt(self, ctx: AccessContext) -> tuple[VectorKind, int] | None:
         pstate = None
         for kind, asserted, mask in ((VectorKind.FIQ, self.fiq, "F"),
                                      (VectorKind.IRQ, self.irq, "I")):
@@ -75,14 +94,26 @@ class ProcessingElement:
 
     def isr_el1(self, ctx: AccessContext) -> int:
         """ISR_EL1 (Arm ARM D19.2): I and F show the physical IRQ/FIQ asserted, or, at EL1
-        with EL2 enabled and HCR_EL2.IMO/FMO set, the virtual ones HCR_EL2.VI/VF request. A
-        (SError) reads 0: no SError is ever pending in this model."""
+        with EL2 enabled and HCR_EL2.IMO/FMO set, the virtual ones HCR_EL2.VI/VF request; A
+        shows a pending virtual SError (HCR_EL2.{AMO, VSE}) at EL1, else 0: no physical
+        SError source exists in this model."""
         virtual = ctx.el == 1 and ctx.el2_enabled
         i = (HCR_EL2.get(ctx.hcr_el2, "VI") if virtual and HCR_EL2.get(ctx.hcr_el2, "IMO")
              else self.irq())
         f = (HCR_EL2.get(ctx.hcr_el2, "VF") if virtual and HCR_EL2.get(ctx.hcr_el2, "FMO")
              else self.fiq())
-        return ISR_EL1.make(I=int(i), F=int(f))
+        a = virtual and HCR_EL2.get(ctx.hcr_el2, "AMO") and HCR_EL2.get(ctx.hcr_el2, "VSE")
+        return ISR_EL1.make(I=int(i), F=int(f), A=int(a))
+
+    def take_virtual_serror(self, preferred_return: int) -> ExceptionEntry:
+        """``AArch64.TakeVirtualSErrorException()``: to EL1, vector +0x180, ESR_EL1 EC 0x2F
+        with IL = 1 and ISS 0 (the CPU has no FEAT_RAS, so no VSESR_EL2: the syndrome is
+        IMPLEMENTATION DEFINED and this implementation gives none, IDS = 0), ELR_EL1 = the
+        instruction not executed; HCR_EL2.VSE is cleared (``ClearPendingVirtualSError()``)."""
+        hcr = self.mem.cpr(HCR_EL2.encoding.tuple)
+        self.mem.set_cpr(HCR_EL2.encoding.tuple, HCR_EL2.set(hcr, "VSE", 0))
+        return take_exception(self.mem, 1, VectorKind.SERROR, preferred_return=preferred_return,
+                              syndrome=esr(EC.SERROR))
 
     def external_abort(self, ctx: AccessContext, *, fetch: bool, write: bool
                        ) -> tuple[int, int]:

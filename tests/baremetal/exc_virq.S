@@ -10,6 +10,14 @@
 //   0x1204  MSR DAIFClr, #4 with HCR_EL2.VSE = 1: virtual SError at EL1, vector +0x380,
 //           ESR_EL1 EC 0x2F with the ISS of VSESR_EL2 (0 here)
 //   0x1205  HCR_EL2 afterwards (value record): taking the virtual SError cleared VSE
+//   0x1206  ISR_EL1 with HCR_EL2.{AMO, VSE} = 1 and PSTATE.A = 1 (value record): A = 1
+//   0x1207  ERET from EL1 to EL0 with PSTATE.A = 0 and VSE = 1: virtual SError from EL0,
+//           vector +0x580, ELR = the ERET's target
+//   0x1208  ISR_EL1 with VSE = 1 but AMO = 0 (value record): nothing pending, A = 0, and
+//           nothing is taken with PSTATE.A = 0
+//   0x1209  VSE set at EL2, ERET to EL1 with SPSR_EL2.A = 0: taken at the ERET's target
+//   0x120a  ERET from EL2 to EL0 with HCR_EL2.VI = 1, PSTATE.I = 0: virtual IRQ from EL0,
+//           vector +0x480 (ESR_EL1 still holds the virtual SError's syndrome)
     .include "macros.inc"
     .equ HCR_BASE, (0x80000000 | (1 << 5) | (1 << 4) | (1 << 3))   // RW, AMO, IMO, FMO
     .equ HCR_VSE, (1 << 8)
@@ -48,6 +56,39 @@ el1_main:
     hvc     #ELEVATE
     mrs     x0, hcr_el2
     PUT     0x1205, x0
+
+    SETREG  hcr_el2, (HCR_BASE | HCR_VSE)
+    ERET_TO 2, 0x3c5, 1f
+1:  mrs     x0, isr_el1
+    PUT     0x1206, x0
+    CASE    0x1207
+    ERET_TO 1, 0x0, vserr_el0
+    .global vserr_el0
+vserr_el0:
+    nop
+    svc     #ELEVATE                // EL1
+    hvc     #ELEVATE                // EL2
+    SETREG  hcr_el2, (0x80000000 | (1 << 4) | (1 << 3) | HCR_VSE)   // IMO, FMO, VSE; AMO = 0
+    ERET_TO 2, 0x2c5, 1f            // EL1h, A = 0
+1:  mrs     x0, isr_el1
+    PUT     0x1208, x0
+    nop
+    hvc     #ELEVATE
+    SETREG  hcr_el2, (HCR_BASE | HCR_VSE)
+    CASE    0x1209
+    ERET_TO 2, 0x2c5, vserr_eret_target
+    .global vserr_eret_target
+vserr_eret_target:
+    nop
+    hvc     #ELEVATE
+    SETREG  hcr_el2, (HCR_BASE | HCR_VI)
+    CASE    0x120a
+    ERET_TO 2, 0x0, virq_el0
+    .global virq_el0
+virq_el0:
+    nop
+    svc     #ELEVATE                // EL1
+    hvc     #ELEVATE                // EL2
     SETREG  hcr_el2, 0x80000000
     CASE    0x12ff
     svc     #FINISH
