@@ -20,6 +20,7 @@
 
 /* flags */
 #define SPE_FW_FLAG_SPE_ENABLE	BIT(0)	/* enable SPE at all */
+#define SPE_FW_FLAG_LINUX	BIT(1)	/* EL0 runs a Linux process: exec and syscalls by the host */
 
 /* defaults */
 #define SPE_FW_DEF_GUEST_ENTRY	GUEST_REGION_BASE

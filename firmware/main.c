@@ -46,6 +46,25 @@ struct fw_stats fw_stats;
 extern char __stack_top[];	/* fw.ld */
 
 static int64_t console = -1;	/* semihosting handle of ":tt" */
+static int linux_process;	/* SPE_FW_FLAG_LINUX: the host answers exec and system calls */
+
+extern uint64_t pt_l1[];	/* start.S: the level-1 table of TTBR0_EL1 */
+
+/* the host changed translation table entries: forget every cached translation */
+static void tlb_flush_all(void)
+{
+	dsb(ishst);
+	__asm__ volatile("tlbi vmalle1" : : : "memory");
+	dsb(ish);
+	isb();
+}
+
+/* the LINUX_EXEC block: pt_l1 in, entry and sp out (semihost.h) */
+struct linux_exec_block {
+	uint64_t pt_l1;
+	uint64_t entry;
+	uint64_t sp;
+};
 
 void fw_exit(uint64_t status, int drain)
 {
@@ -97,8 +116,22 @@ static int64_t sys_write(uint64_t fd, uint64_t buf, uint64_t len)
 	return (int64_t)(len - semihost_write(console, (const void *)buf, len));
 }
 
+static void linux_syscall(struct trap_frame *tf)
+{
+	uint64_t action = semihost_call(SEMIHOST_SPE_LINUX_SYSCALL, tf);
+
+	if (action & LINUX_ACTION_TLBI)
+		tlb_flush_all();
+	if (action & LINUX_ACTION_EXIT)
+		fw_exit(tf->x[0] & EXIT_STATUS_MASK, 1);
+}
+
 static void handle_svc(struct trap_frame *tf)
 {
+	if (linux_process) {
+		linux_syscall(tf);
+		return;
+	}
 	switch (tf->x[8]) {
 	case SVC_NR_WRITE:
 		tf->x[0] = (uint64_t)sys_write(tf->x[0], tf->x[1], tf->x[2]);
@@ -113,7 +146,8 @@ static void handle_svc(struct trap_frame *tf)
 
 static void __attribute__((noreturn)) guest_exception(const struct trap_frame *tf, uint64_t esr)
 {
-	fw_printf("spe_fw: guest exception ESR=0x%lx ELR=0x%lx\n", esr, tf->elr);
+	fw_printf("spe_fw: guest exception ESR=0x%lx ELR=0x%lx FAR=0x%lx\n", esr, tf->elr,
+		  read_sysreg(far_el1));
 	fw_exit(FW_EXIT_GUEST_EXCEPTION, 1);
 }
 
@@ -160,7 +194,8 @@ void fw_main(void)
 	if (cfg.magic != SPE_FW_CONFIG_MAGIC)
 		fw_fatal("invalid config: magic=0x%lx (expected 0x%lx)", cfg.magic,
 			 SPE_FW_CONFIG_MAGIC);
-	if (!guest_range_ok(cfg.guest_entry, sizeof(uint32_t)))
+	linux_process = (cfg.flags & SPE_FW_FLAG_LINUX) != 0;
+	if (!linux_process && !guest_range_ok(cfg.guest_entry, sizeof(uint32_t)))
 		fw_fatal("invalid config: guest_entry=0x%lx outside the guest region",
 			 cfg.guest_entry);
 
@@ -177,5 +212,13 @@ void fw_main(void)
 #ifdef SPE_FW_SELFTEST
 	selftest_pend_pmbirq();
 #endif
+	if (linux_process) {
+		struct linux_exec_block exec = { .pt_l1 = (uint64_t)pt_l1 };
+
+		if (semihost_call(SEMIHOST_SPE_LINUX_EXEC, &exec) != 0)
+			fw_fatal("the host refused to load the Linux process");
+		tlb_flush_all();
+		enter_el0(exec.entry, exec.sp, (uint64_t)__stack_top);
+	}
 	enter_el0(cfg.guest_entry, GUEST_STACK_TOP, (uint64_t)__stack_top);
 }

@@ -4,7 +4,7 @@
 
 #include "lib.h"
 
-static uint64_t semihost_call(uint32_t op, const void *param)
+uint64_t semihost_call(uint32_t op, const void *param)
 {
 	register uint64_t x0 __asm__("x0") = op;
 	register uint64_t x1 __asm__("x1") = (uint64_t)param;

@@ -15,6 +15,22 @@
 #define SEMIHOST_SYS_WRITE		0x05
 #define SEMIHOST_SYS_EXIT_EXTENDED	0x20
 
+/*
+ * Operations 0x100-0x1FF are reserved for user applications by the
+ * semihosting specification; spe_emu answers these two (docs/design.md
+ * "Linux user mode"):
+ *   LINUX_EXEC    [pt_l1, entry, sp] -> 0 or -1: the host maps the Linux
+ *                 process into the tables at pt_l1 (EL0 pages) and fills in
+ *                 entry and sp;
+ *   LINUX_SYSCALL trap frame -> LINUX_ACTION_* mask: the host performs the
+ *                 system call of the frame (number in x8, arguments in
+ *                 x0-x5) and writes the result into the frame's x0.
+ */
+#define SEMIHOST_SPE_LINUX_EXEC		0x100
+#define SEMIHOST_SPE_LINUX_SYSCALL	0x101
+#define LINUX_ACTION_TLBI		0x1	/* mappings changed or went away */
+#define LINUX_ACTION_EXIT		0x2	/* the process ended: status in x0 */
+
 /* SYS_OPEN modes (ISO C fopen() mode index) */
 #define SEMIHOST_OPEN_W			4	/* "w" */
 #define SEMIHOST_OPEN_WB		5	/* "wb" */
@@ -33,5 +49,7 @@ void semihost_write0(const char *s);
 /* number of bytes NOT written (0 on success) */
 uint64_t semihost_write(int64_t handle, const void *buf, size_t len);
 void semihost_exit(uint64_t status) __attribute__((noreturn));
+/* any operation with a parameter block; returns X0 */
+uint64_t semihost_call(uint32_t op, const void *param);
 
 #endif /* SPE_FW_SEMIHOST_H */

@@ -166,16 +166,24 @@ el1_entry:
 2:
 	/*
 	 * Identity map, 4 KiB granule, T0SZ = 25 (level-1 table, 1 GiB entries):
-	 *   L1[0]: devices, 1 GiB block, Device-nGnRnE, EL1 only, XN
+	 *   L1[0]: devices -> pt_l2_dev (2 MiB blocks), Device-nGnRnE, EL1 only, XN
+ *          (2 MiB blocks, not one 1 GiB block, so that the host may give a
+ *          Linux process the slots no device uses: docs/design.md "Linux
+ *          user mode")
 	 *   L1[1]: RAM GiB -> pt_l2 (2 MiB blocks):
 	 *          firmware region: Normal WB, EL1 RW, UXN
 	 *          guest region:    Normal WB, EL0+EL1 RW, PXN
 	 *          rest of the GiB: invalid
 	 */
 	adrp	x20, pt_l1
-	adrp	x21, pt_l2
-	ldr	x1, =(DEVICE_BASE | PTE_BLOCK_DEVICE)
+	adrp	x21, pt_l2_dev
+	orr	x1, x21, #PTE_TABLE
 	str	x1, [x20, #((DEVICE_BASE >> L1_BLOCK_SHIFT) << PT_ENTRY_SIZE_LOG2)]
+	ldr	x2, =DEVICE_BASE
+	ldr	x3, =(DEVICE_BASE + DEVICE_SIZE)
+	ldr	x4, =PTE_BLOCK_DEVICE
+	bl	map_l2_blocks
+	adrp	x21, pt_l2
 	orr	x1, x21, #PTE_TABLE
 	str	x1, [x20, #((RAM_BASE >> L1_BLOCK_SHIFT) << PT_ENTRY_SIZE_LOG2)]
 
@@ -234,6 +242,7 @@ map_l2_blocks:
 /* translation tables: in .bss, zeroed above */
 	.section .bss.pgtable, "aw", %nobits
 	.balign	PAGE_SIZE
-	.global	pt_l1, pt_l2
+	.global	pt_l1, pt_l2, pt_l2_dev
 pt_l1:	.space	PT_ENTRIES << PT_ENTRY_SIZE_LOG2
 pt_l2:	.space	PT_ENTRIES << PT_ENTRY_SIZE_LOG2
+pt_l2_dev:	.space	PT_ENTRIES << PT_ENTRY_SIZE_LOG2

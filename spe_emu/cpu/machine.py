@@ -1885,6 +1885,13 @@ class Machine:
         if self.counter_reads is not None:
             self.counter_reads.valid = 0
 
+    def sleep(self, ticks: int) -> None:
+        """Advance virtual time by ``ticks`` with no instruction retired (a sleep the host
+        answers for the guest, as a WFI would wait; events now due fire at the next stop)."""
+        self.clock.idle_ticks += max(0, ticks)
+        self._counter_reads_changed()
+        self.replan = True
+
     def _clock_retired(self) -> int:
         """Instructions retired, for the clock: exact at the instruction a hook runs for."""
         return self.insns() if self._retired_now is None else self._retired_now

@@ -192,6 +192,28 @@ class Semihosting:
             return RETURN_ERROR
         return handler(param & MASK64) & MASK64
 
+    USER_OPERATIONS = range(0x100, 0x200)
+    """Operation numbers the specification reserves for user applications."""
+
+    def register_operation(self, op: int, handler: Callable[[int], int]) -> None:
+        """Answer operation ``op`` (one of :data:`USER_OPERATIONS`) with ``handler(param)``,
+        whose result goes to X0 (unsigned 64-bit).
+
+        Raises:
+            ValueError: ``op`` is not reserved for user applications.
+        """
+        if op not in self.USER_OPERATIONS:
+            raise ValueError(f"semihosting operation {op:#x} is not one of 0x100-0x1FF")
+        self._ops[op] = handler
+
+    def read_guest(self, va: int, n: int) -> bytes:
+        """``n`` bytes of guest memory at ``va`` in the current translation regime."""
+        return self._read_mem(va, n)
+
+    def write_guest(self, va: int, data: bytes) -> None:
+        """Store ``data`` at guest ``va`` in the current translation regime."""
+        self._write_mem(va, data)
+
     def close_all(self) -> None:
         """Close every open host file (idempotent)."""
         for handle in self._handles.values():

@@ -14,7 +14,9 @@ from rich.console import Console
 from rich.table import Table
 
 from ..errors import SpeEmuError
-from ..session import KernelOptions, RunOptions, parse_ram_size, run_image, run_kernel
+from ..linux.elf import is_linux_program
+from ..session import (GUEST_REGION, KernelOptions, RunOptions, parse_ram_size, run_image,
+                       run_kernel)
 
 
 def _fail(message: str) -> None:
@@ -28,7 +30,17 @@ def main() -> None:
 
 
 @main.command()
-@click.argument("image", type=click.Path(path_type=Path), required=False)
+@click.argument("image", type=click.Path(), required=False)
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+@click.option("--share", type=click.Path(path_type=Path), default=None, metavar="DIR",
+              help="Linux program: the directory its files live in, also its / and working "
+                   "directory (default: no files).")
+@click.option("-E", "--env", "env_set", multiple=True, metavar="NAME=VALUE",
+              help="Linux program: set an environment variable (repeatable).")
+@click.option("-U", "--unset-env", "env_unset", multiple=True, metavar="NAME",
+              help="Linux program: remove a variable from the environment (repeatable).")
+@click.option("--clear-env", is_flag=True,
+              help="Linux program: start from an empty environment (not spe-emu's).")
 @click.option("--machine", "machine", default=None, metavar="BOARD",
               help="Boot software built for this board (virt), as qemu-system-aarch64 -M.")
 @click.option("--kernel", type=click.Path(path_type=Path), default=None,
@@ -70,13 +82,18 @@ def main() -> None:
               show_default=True, help="Output directory (trace, summary.json, guest files).")
 @click.option("--perf-data", "perf_data", is_flag=True,
               help="Also write perf.data (for perf report/script) into the output directory.")
-def run(image, machine, kernel, initrd, append, dtb, memory, dumpdtb, interval, seed, random,
-        filters, min_latency, timestamps, context, pa, exclude_kernel, no_profiling,
-        buffer_size, boot_el, no_firmware, firmware_path, max_insns, mode, outdir,
-        perf_data) -> None:
+def run(image, args, share, env_set, env_unset, clear_env, machine, kernel, initrd, append,
+        dtb, memory, dumpdtb, interval, seed, random, filters, min_latency, timestamps,
+        context, pa, exclude_kernel, no_profiling, buffer_size, boot_el, no_firmware,
+        firmware_path, max_insns, mode, outdir, perf_data) -> None:
     """Run IMAGE with SPE enabled and write the trace plus a JSON summary into the output
-    directory; or, with --machine virt --kernel FILE, boot software built for QEMU's virt
-    board (console on stdout and console.log)."""
+    directory. IMAGE is a static AArch64 Linux program (run like qemu-aarch64: spe-emu run
+    [OPTIONS] PROGRAM [-- ARGS...]; its stdin, stdout, stderr and exit status are the
+    command's), or a guest linked for the firmware's guest region; or, with --machine virt
+    --kernel FILE, boot software built for QEMU's virt board (console on stdout and
+    console.log)."""
+    program_name = image  # (argv[0] of a Linux program: as given, "./a.out" stays so)
+    image = Path(image) if image is not None else None
     if machine is not None or kernel is not None:
         if image is not None:
             _fail(f"IMAGE ({image}) and --kernel are exclusive: with --machine, give the "
@@ -88,6 +105,10 @@ def run(image, machine, kernel, initrd, append, dtb, memory, dumpdtb, interval, 
         _fail("missing IMAGE (or --machine virt --kernel FILE)")
     if perf_data and mode == "raw":
         _fail("--perf-data needs a trace: not with --mode raw")
+    linux = is_linux_program(image, GUEST_REGION)
+    if not linux and (args or share or env_set or env_unset or clear_env):
+        _fail(f"{image}: arguments, --share and the environment options apply to Linux "
+              f"programs; this is a guest for the firmware's guest region")
     opts = RunOptions(interval=interval, seed=seed, random=random,
                       filters=tuple(f for f in filters.split(",") if f),
                       min_latency=min_latency, timestamps=timestamps, context=context,
@@ -95,6 +116,10 @@ def run(image, machine, kernel, initrd, append, dtb, memory, dumpdtb, interval, 
                       buffer_size=buffer_size,
                       boot_el=boot_el, firmware=not no_firmware, firmware_path=firmware_path,
                       max_insns=max_insns, mode=mode, outdir=outdir)
+    if linux:
+        _run_linux(image, program_name, args, share, env_set, env_unset, clear_env, opts,
+                   perf_data)
+        return
     console = Console(stderr=True)
 
     def echo(data: bytes) -> None:
@@ -132,6 +157,49 @@ def run(image, machine, kernel, initrd, append, dtb, memory, dumpdtb, interval, 
         except (SpeEmuError, OSError) as exc:
             _fail(f"perf.data: {exc}")
         click.echo(f"perf.data: {out}")
+    _exit_with(r.exit_status)
+
+
+def _run_linux(program, program_name, args, share, env_set, env_unset, clear_env, opts,
+               perf_data=False) -> None:
+    """``run PROGRAM [-- ARGS]``: the program's stdio is the command's, nothing else is printed
+    unless the run fails (the firmware's report and the counts are in summary.json); the
+    exit status is the program's."""
+    import os
+
+    from ..linux.process import LinuxOptions
+    from ..linux.run import run_program
+    env = {} if clear_env else dict(os.environ)
+    for name in env_unset:
+        env.pop(name, None)
+    for item in env_set:
+        name, eq, value = item.partition("=")
+        if not eq or not name:
+            _fail(f"-E {item!r}: use NAME=VALUE")
+        env[name] = value
+    lopts = LinuxOptions(argv=[program_name, *args], env=[f"{k}={v}" for k, v in env.items()],
+                         share=share, seed=opts.seed)
+    sys.stdout.flush()
+    try:
+        session = run_program(program, lopts, opts)
+    except SpeEmuError as exc:
+        _fail(str(exc))
+    r = session.result
+    if session.process.exit_status is None:
+        # the firmware ended the run (a guest exception, a fatal buffer event): say why
+        for line in session.summary["firmware_console"].splitlines():
+            if line.startswith(("spe_fw: guest exception", "spe_fw: fatal")):
+                click.echo(f"spe-emu: {line}", err=True)
+    if perf_data:
+        from .perfdata import PERF_DATA_NAME, write_perf_data
+        from ..session import default_firmware
+        try:
+            trace = session.trace_path.read_bytes() if session.trace_path.exists() else b""
+            write_perf_data(session.outdir / PERF_DATA_NAME, trace,
+                            [program, opts.firmware_path or default_firmware()],
+                            sample_period=opts.interval)
+        except (SpeEmuError, OSError) as exc:
+            _fail(f"perf.data: {exc}")
     _exit_with(r.exit_status)
 
 

@@ -1,0 +1,114 @@
+"""``spe-emu run PROGRAM [ARGS...]`` for a static Linux program: the firmware boots, starts SPE
+and runs the program at EL0; the host answers its exec and system calls
+(:mod:`spe_emu.linux.process`)."""
+
+from __future__ import annotations
+
+import json
+import struct
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable
+
+from ..cpu.machine import Machine, MachineConfig, RunResult
+from ..errors import ConfigError
+from ..platform.loader import load_elf
+from ..session import (BUFFER_BASE, FIRMWARE_CONFIG_SYMBOL, FIRMWARE_MAGIC, GUEST_REGION,
+                       TRACE_NAME, RunOptions, _prepare_outdir, default_firmware)
+from .elf import load_linux_program
+from .hwcap import hwcaps
+from .memory import L2_SHIFT, VA_LIMIT, AddressSpace
+from .process import (SEMIHOST_SPE_LINUX_EXEC, SEMIHOST_SPE_LINUX_SYSCALL, LinuxOptions,
+                      LinuxProcess)
+
+LINUX_RAM_SIZE = 1 << 30
+"""RAM of a Linux run (bytes, at 0x4000_0000): the firmware's 128 MiB, then 896 MiB of pages
+for the process and its page tables."""
+FLAG_SPE_ENABLE, FLAG_LINUX = 1 << 0, 1 << 1
+"""``spe_fw_config.flags`` bits (firmware/config.h SPE_FW_FLAG_*)."""
+SLOT = 1 << L2_SHIFT
+
+
+@dataclass
+class LinuxSession:
+    """What :func:`run_program` produced."""
+
+    result: RunResult
+    process: LinuxProcess
+    outdir: Path
+    trace_path: Path
+    summary: dict
+
+
+def _slots(lo: int, hi: int) -> tuple[int, int]:
+    return lo & ~(SLOT - 1), (hi + SLOT - 1) & ~(SLOT - 1)
+
+
+def run_program(program_path: Path, lopts: LinuxOptions, opts: RunOptions,
+                firmware_console: Callable[[bytes], None] | None = None) -> LinuxSession:
+    """Run a static AArch64 Linux program under the firmware with profiling as ``opts`` says;
+    ``spe.trace`` and ``summary.json`` (with a ``linux`` section: system calls made, those
+    answered -ENOSYS, peak memory) go to ``opts.outdir``.
+
+    Raises:
+        ImageError: not a static AArch64 Linux executable; ConfigError: a bad option;
+        GuestRunaway / GuestError: the run did not end normally.
+    """
+    opts.validate()
+    if not opts.firmware:
+        raise ConfigError("a Linux program runs under the firmware: drop --no-firmware")
+    if lopts.share is not None and not lopts.share.is_dir():
+        raise ConfigError(f"--share {lopts.share}: not a directory")
+    program = load_linux_program(program_path, VA_LIMIT)
+    outdir = Path(opts.outdir)
+    trace_path = outdir / TRACE_NAME
+    _prepare_outdir(outdir, trace_path)
+    console = bytearray()
+
+    def fw_console(data: bytes) -> None:
+        console.extend(data)
+        if firmware_console is not None:
+            firmware_console(data)
+
+    mcfg = MachineConfig(ram_size=LINUX_RAM_SIZE, mode=opts.mode,
+                         spe=opts.spe.with_(seed=opts.seed), outdir=outdir,
+                         max_insns=opts.max_insns, console=fw_console)
+    machine = Machine(mcfg)
+    firmware = load_elf(opts.firmware_path or default_firmware())
+    machine.load(firmware)
+    r = opts.register_values()
+    flags = FLAG_LINUX | (FLAG_SPE_ENABLE if opts.profiling else 0)
+    block = struct.pack("<10Q", FIRMWARE_MAGIC, program.entry, r["PMSCR_EL1"],
+                        r["PMSIRR_EL1"], r["PMSFCR_EL1"], r["PMSEVFR_EL1"], r["PMSLATFR_EL1"],
+                        BUFFER_BASE, opts.buffer_size, flags)
+    machine.uc.mem_write(firmware.symbol(FIRMWARE_CONFIG_SYMBOL), block)
+    machine.images.append(program.image())
+    reserved = [_slots(lo, lo + size) for dev in mcfg.board.devices
+                for lo, size in dev.all_regions if size]
+    reserved.append((mcfg.ram_base, GUEST_REGION[1]))  # the firmware's RAM and the guest region
+    space = AddressSpace(machine.uc.mem_read, machine.uc.mem_write,
+                         pool=(GUEST_REGION[0], mcfg.ram_base + mcfg.ram_size),
+                         reserved=tuple(reserved))
+    process = LinuxProcess(program, lopts, space, machine.semihost.read_guest,
+                           machine.semihost.write_guest, machine.clock.ticks, machine.sleep,
+                           hwcaps(machine.fast.cpr), private=(GUEST_REGION,))
+    machine.semihost.register_operation(SEMIHOST_SPE_LINUX_EXEC, process.exec_call)
+    machine.semihost.register_operation(SEMIHOST_SPE_LINUX_SYSCALL, process.syscall_call)
+    machine.reset(firmware.entry)
+    try:
+        result = machine.run()
+    finally:
+        process.close_all()
+    summary = {
+        "program": str(program_path),
+        "linux": process.summary(),
+        "mode": opts.mode,
+        "options": {"interval": opts.interval, "random": opts.random, "seed": opts.seed,
+                    "filters": list(opts.filters), "min_latency": opts.min_latency,
+                    "buffer_size": opts.buffer_size, "profiling": opts.profiling},
+        **{k: v for k, v in asdict(result).items() if k != "console"},
+        "firmware_console": bytes(console).decode("utf-8", "replace"),
+        "trace_bytes": trace_path.stat().st_size if trace_path.exists() else 0,
+    }
+    (outdir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    return LinuxSession(result, process, outdir, trace_path, summary)
