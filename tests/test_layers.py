@@ -2,8 +2,8 @@
 
 Layers, lowest first: ``errors``/``sysreg`` (the register-table machinery), ``arch`` (pure
 architecture), ``spe`` (the SPE model) and ``platform`` (board, bus, clock, loaders), then
-``devices``, then ``native`` and ``cpu`` (the machine and its run loops), then ``session``
-and ``tools``. A module may import its own layer and the layers listed as below it.
+``devices``, then ``native`` and ``cpu`` (the machine and its run loops), then ``session``,
+``linux`` (Linux user mode, built on a session's machine) and ``tools``. A module may import its own layer and the layers listed as below it.
 """
 
 from __future__ import annotations
@@ -24,8 +24,10 @@ BELOW = {
     "asm": {"errors", "devices", "spe", "sysreg", "arch", "platform"},
     "cpu": {"errors", "sysreg", "arch", "spe", "platform", "devices", "native"},
     "session": {"errors", "sysreg", "arch", "spe", "platform", "devices", "native", "cpu"},
-    "tools": {"errors", "sysreg", "arch", "spe", "platform", "devices", "native", "cpu",
+    "linux": {"errors", "sysreg", "arch", "spe", "platform", "devices", "native", "cpu",
               "session"},
+    "tools": {"errors", "sysreg", "arch", "spe", "platform", "devices", "native", "cpu",
+              "session", "linux"},
 }
 
 

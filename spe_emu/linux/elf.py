@@ -103,7 +103,8 @@ def load_linux_program(path: str | Path, va_limit: int) -> LinuxProgram:
     try:
         elf = ELFFile(io.BytesIO(raw))
         if elf["e_machine"] != "EM_AARCH64":
-            raise ImageError(f"{path}: not an AArch64 program (e_machine = {elf['e_machine']})")
+            raise ImageError(f"{path}: not an AArch64 ELF (e_machine = {elf['e_machine']}, "
+                             f"need EM_AARCH64)")
         etype = elf["e_type"]
         if etype not in ("ET_EXEC", "ET_DYN"):
             raise ImageError(f"{path}: not an executable (e_type = {etype})")

@@ -64,6 +64,7 @@ class AddressSpace:
         self._read = mem_read
         self._write = mem_write
         self._next_pa, self._pool_end = pool
+        self._pool_start = pool[0]
         self._free: list[int] = []
         self._reserved = reserved
         self.pages: dict[int, list] = {}
@@ -85,6 +86,11 @@ class AddressSpace:
         self.pages_in_use += 1
         self.peak_pages = max(self.peak_pages, self.pages_in_use)
         return pa
+
+    def pool_bytes(self) -> tuple[int, int]:
+        """(total, free) bytes of the physical pool."""
+        total = self._pool_end - self._pool_start
+        return total, total - self.pages_in_use * PAGE
 
     def _release(self, pa: int) -> None:
         self._free.append(pa)

@@ -914,6 +914,15 @@ class LinuxProcess:
             self.mem.write(buf, struct.pack("<qqqq", ticks, 0, 0, 0))
         return ticks
 
+    def sys_sysinfo(self, buf, *_):
+        """struct sysinfo: uptime (virtual seconds), no load, RAM = the process's page pool
+        (mem_unit 1), no swap, one process."""
+        total, free = self.mem.pool_bytes()
+        self.mem.write(buf, struct.pack("<q3Q6QHHxxxxQQI", self._now_ns() // 10**9, 0, 0, 0,
+                                        total, free, 0, 0, 0, 0, 1, 0, 0, 0, 1).ljust(112,
+                                                                                     b"\0"))
+        return 0
+
     def sys_getrusage(self, who, buf, *_):
         self.mem.write(buf, bytes(144))
         return 0
