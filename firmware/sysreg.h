@@ -184,6 +184,7 @@
 #define HCR_EL2_AMO		BIT(5)
 #define HCR_EL2_VF		BIT(6)
 #define HCR_EL2_VI		BIT(7)
+#define HCR_EL2_VSE		BIT(8)
 #define HCR_EL2_TID3		BIT(18)
 #define HCR_EL2_TGE		BIT(27)
 #define HCR_EL2_RW		BIT(31)

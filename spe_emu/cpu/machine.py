@@ -2286,7 +2286,7 @@ class Machine:
                 end = pc + 4 * (target - c.insns)
                 self.uc.ctl_remove_cache(pc, end)
                 self._start(pc, end)
-            if (self.exit is None and not self.replan
+            if (self.exit is None and not self.replan and c.insns < budget
                     and c.block_start + 4 * c.block_insns == self.pc):
                 self._wait_if_wfi()
         return self._result()
