@@ -77,6 +77,21 @@ here waits for time), back to back. One row:
 Targets (issue 13): svc_us <= 2 and irq_us <= 5 on spe_emu. The row is skipped (SKIP) without
 the cross compiler; its QEMU half without QEMU.
 
+Linux user mode (guest ``linux-user``): examples/linux-user/bench.c built with
+``aarch64-linux-gnu-gcc -static -O2`` and run with the argument --linux-n (200,000 numbers
+sorted, hashed and formatted with glibc) by qemu-aarch64 (a subprocess) and by spe-emu
+(``spe_emu.linux.run.run_program`` in this process, stdout to a file) with profiling off and
+at interval 4096; both must print the same checksum line. One warm-up each, then every repeat
+runs the three back to back (order reversed on every other repeat). One row:
+
+    qemu_s, spe_off_s, spe_s   median wall seconds (process start-up included for QEMU,
+                               machine set-up for spe-emu).
+    speed_vs_qemu_off/_spe     median over the repeats of t_qemu / t_spe-emu: spe-emu's speed
+                               as a fraction of qemu-aarch64's (1.0 = as fast).
+
+No target; skipped with its reason without the cross compiler (and its QEMU half without
+qemu-aarch64).
+
 Targets (SPE enabled at interval 4096): at least 0.6x raw MIPS and at least 25x reference MIPS
 on every guest, per-sample cost at most 15 us; profiling disabled at least 0.9x raw; peak RSS
 does not grow with records written.
@@ -149,6 +164,13 @@ MAX_SVC_US = 2.0
 MAX_IRQ_US = 5.0
 EXC_JSON_KEYS = ("guest", "mode", "svc_rounds", "irq_rounds", "spe_emu_svc_us",
                  "qemu_svc_us", "spe_emu_irq_us", "qemu_irq_us", "skipped")
+LINUX_GUEST = "linux-user"
+LINUX_SOURCE = ROOT / "examples" / "linux-user" / "bench.c"
+LINUX_N = 200_000
+LINUX_INTERVAL = 4096
+QEMU_USER = "qemu-aarch64"
+LINUX_JSON_KEYS = ("guest", "mode", "n", "instructions", "qemu_s", "spe_off_s", "spe_s",
+                   "speed_vs_qemu_off", "speed_vs_qemu_spe", "skipped")
 TIMER_JSON_KEYS = ("guest", "mode", "ticks", "period_us", "qemu_clock", "spe_emu_irqs_per_s",
                    "qemu_irqs_per_s", "ratio_to_qemu", "skipped")
 
@@ -566,6 +588,95 @@ def print_exceptions(console: Console, row: dict, repeats: int) -> None:
                   f"{QEMU} {' '.join(QEMU_ARGS)} -kernel IMAGE", highlight=False)
 
 
+# ------------------------------------------------------------------------ linux user -----
+
+def linux_side(runner: Runner, program: Path, n: int, side: str) -> tuple[float, bytes, int]:
+    """One run of the Linux benchmark program: (seconds, stdout, instructions or 0)."""
+    args = [str(n)]
+    if side == "qemu":
+        t0 = time.perf_counter()
+        proc = subprocess.run([QEMU_USER, str(program), *args], capture_output=True,
+                              stdin=subprocess.DEVNULL, timeout=600)
+        seconds = time.perf_counter() - t0
+        if proc.returncode != 0:
+            raise BenchError(f"{LINUX_GUEST} qemu: exit status {proc.returncode}")
+        return seconds, proc.stdout, 0
+    from spe_emu.linux.process import LinuxOptions
+    from spe_emu.linux.run import run_program
+    out = runner.workdir / LINUX_GUEST / "stdout"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    opts = RunOptions(interval=LINUX_INTERVAL, profiling=side == "spe",
+                      outdir=runner.workdir / LINUX_GUEST / side)
+    gc.collect()
+    with open(out, "wb") as f:
+        lopts = LinuxOptions(argv=[program.name, *args], stdin_fd=None, stdout_fd=f.fileno())
+        t0 = time.perf_counter()
+        try:
+            session = run_program(program, lopts, opts)
+        except SpeEmuError as exc:
+            raise BenchError(f"{LINUX_GUEST} spe-emu: {exc}") from None
+        seconds = time.perf_counter() - t0
+    if session.result.exit_status != 0:
+        raise BenchError(f"{LINUX_GUEST} spe-emu: exit status {session.result.exit_status}")
+    return seconds, out.read_bytes(), session.result.instructions
+
+
+def measure_linux(runner: Runner, n: int, repeats: int) -> dict:
+    """The Linux user-mode row (keys LINUX_JSON_KEYS)."""
+    row = {"guest": LINUX_GUEST, "mode": "linux-user", "n": n, "instructions": None,
+           "qemu_s": None, "spe_off_s": None, "spe_s": None, "speed_vs_qemu_off": None,
+           "speed_vs_qemu_spe": None, "skipped": None}
+    gcc = shutil.which(CROSS_GCC)
+    if gcc is None:
+        row["skipped"] = f"not built: {CROSS_GCC} not found"
+        runner.say(f"[yellow]{LINUX_GUEST}: skipped, {row['skipped']}[/yellow]")
+        return row
+    program = runner.workdir / "linux-bench"
+    proc = subprocess.run([gcc, "-static", "-O2", "-o", str(program), str(LINUX_SOURCE)],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        row["skipped"] = f"not built: {proc.stderr.strip()[-200:]}"
+        return row
+    sides = ["off", "spe"] + (["qemu"] if shutil.which(QEMU_USER) else [])
+    if "qemu" not in sides:
+        row["skipped"] = f"QEMU half not run: {QEMU_USER} not found"
+    times: dict[str, list[float]] = {side: [] for side in sides}
+    outputs = {}
+    for side in sides:  # warm-up, not counted
+        _, outputs[side], insns = linux_side(runner, program, n, side)
+        row["instructions"] = row["instructions"] or insns or None
+    if len(set(outputs.values())) != 1:
+        raise BenchError(f"{LINUX_GUEST}: the outputs differ: {outputs}")
+    for r in range(repeats):
+        for side in sides if r % 2 == 0 else sides[::-1]:
+            times[side].append(linux_side(runner, program, n, side)[0])
+            runner.say(f"[dim]{LINUX_GUEST:>14} {side:<13} {r + 1}/{repeats:<6} "
+                       f"{times[side][-1]:7.3f} s[/dim]")
+    for side, key in (("qemu", "qemu_s"), ("off", "spe_off_s"), ("spe", "spe_s")):
+        if side in times:
+            row[key] = round(statistics.median(times[side]), 4)
+    if "qemu" in times:
+        for side, key in (("off", "speed_vs_qemu_off"), ("spe", "speed_vs_qemu_spe")):
+            row[key] = round(paired_median(times["qemu"], times[side], lambda q, t: q / t), 4)
+    return row
+
+
+def print_linux(console: Console, row: dict, repeats: int) -> None:
+    table = Table(title=f"Linux user mode, static program (median of {repeats})",
+                  title_justify="left")
+    for name in ("guest", "instructions", "qemu-aarch64 s", "spe-emu off s",
+                 f"spe-emu {LINUX_INTERVAL} s", "off / QEMU speed", "SPE / QEMU speed"):
+        table.add_column(name, justify="left" if name == "guest" else "right")
+    table.add_row(row["guest"], fmt(row["instructions"], ","), fmt(row["qemu_s"], ".3f"),
+                  fmt(row["spe_off_s"], ".3f"), fmt(row["spe_s"], ".3f"),
+                  fmt(row["speed_vs_qemu_off"], ".3f"), fmt(row["speed_vs_qemu_spe"], ".3f"))
+    console.print(table)
+    if row["skipped"]:
+        console.print(f"  [yellow]{row['guest']}: {row['skipped']}[/yellow]", highlight=False)
+    console.print(f"  examples/linux-user/bench.c (gcc -static -O2), argument {row['n']}; "
+                  f"speed = t_qemu / t_spe-emu per repeat, median", highlight=False)
+
+
 # ------------------------------------------------------------------------ report ----------
 
 def paired_median(a: list[float], b: list[float], combine) -> float:
@@ -702,7 +813,10 @@ def fmt(value, spec: str, none: str = "-") -> str:
 def print_report(console: Console, rows: list[dict], memory: dict | None,
                  targets: list[Target], rss: RssMeter, repeats: int,
                  timer: dict | None = None, qemu_cmd: list[str] | None = None,
-                 exceptions: dict | None = None) -> None:
+                 exceptions: dict | None = None, linux: dict | None = None) -> None:
+    if linux is not None:
+        print_linux(console, linux, repeats)
+        console.print()
     if exceptions is not None:
         print_exceptions(console, exceptions, repeats)
         console.print()
@@ -851,6 +965,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help=f"interrupts of the {EXC_GUEST} row (default {EXC_IRQ_ROUNDS})")
     p.add_argument("--no-exceptions", action="store_true",
                    help=f"skip the {EXC_GUEST} row (when no --guest names it)")
+    p.add_argument("--no-linux", action="store_true",
+                   help=f"leave out the {LINUX_GUEST} row (run by default)")
+    p.add_argument("--linux-n", type=int, default=LINUX_N, metavar="N",
+                   help=f"argument of examples/linux-user/bench.c (default {LINUX_N})")
     p.add_argument("--json", type=Path, metavar="FILE", help="write the rows as JSON")
     p.add_argument("--check", action="store_true", help="exit 1 if a target fails")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr")
@@ -877,7 +995,7 @@ def resolve_guests(names: list[str] | None) -> dict[str, Path]:
         return available
     out = {}
     for name in names:
-        if name in (TIMER_GUEST, EXC_GUEST):
+        if name in (TIMER_GUEST, EXC_GUEST, LINUX_GUEST):
             continue
         stem = Path(name).stem if name.endswith(".elf") else name
         if stem not in available:
@@ -906,6 +1024,9 @@ def main(argv: list[str] | None = None) -> int:
         exc_wanted = EXC_GUEST in (args.guest or ()) or (not args.guest
                                                           and not args.no_exceptions)
         exceptions = None
+        linux_wanted = LINUX_GUEST in (args.guest or ()) or (not args.guest
+                                                              and not args.no_linux)
+        linux = None
         rss = RssMeter()
         rows: list[dict] = []
         memory = None
@@ -923,6 +1044,8 @@ def main(argv: list[str] | None = None) -> int:
                 memory = memory_check(runner, name, image)
             if timer_setup is not None:
                 timer, qemu_cmd = measure_timer(runner, timer_setup, args.repeats)
+            if linux_wanted:
+                linux = measure_linux(runner, args.linux_n, args.repeats)
             if exc_wanted:
                 exceptions = measure_exceptions(runner, args.svc_rounds, args.irq_rounds,
                                                 args.repeats)
@@ -933,13 +1056,15 @@ def main(argv: list[str] | None = None) -> int:
                             reference_run=not args.no_reference, per_run_rss=rss.per_run)
     targets += exception_targets(exceptions)
     print_report(console, rows, memory, targets, rss, args.repeats, timer, qemu_cmd,
-                 exceptions)
+                 exceptions, linux)
     if args.json is not None:
         data = [{k: r[k] for k in JSON_KEYS} for r in rows]
         if timer is not None:
             data.append({k: timer[k] for k in TIMER_JSON_KEYS})
         if exceptions is not None:
             data.append({k: exceptions[k] for k in EXC_JSON_KEYS})
+        if linux is not None:
+            data.append({k: linux[k] for k in LINUX_JSON_KEYS})
         args.json.write_text(json.dumps(data, indent=2) + "\n")
     if args.check and any(t.status == "FAIL" for t in targets):
         return 1

@@ -165,3 +165,26 @@ def test_timer_ratio_pairs_repeats():
     assert row["spe_emu_irqs_per_s"] == 400.0      # 1000 / 2.5
     assert row["qemu_irqs_per_s"] == 5000.0        # 1000 / 0.2
     assert row["ratio_to_qemu"] == 0.1             # median of 0.1, 0.125, 0.08
+
+
+LINUX_KEYS = {"guest", "mode", "n", "instructions", "qemu_s", "spe_off_s", "spe_s",
+              "speed_vs_qemu_off", "speed_vs_qemu_spe", "skipped"}
+
+
+def test_bench_linux_user_row_json(tmp_path):
+    # The Linux user-mode row alone, a small input: measured where the cross compiler (and
+    # qemu-aarch64) are installed, a skip with its reason where they are not.
+    import shutil
+    out = tmp_path / "out.json"
+    proc = run_bench("--guest", "linux-user", "--repeats", "1", "--linux-n", "2000",
+                     "--json", str(out), "-q", "--check", cwd=tmp_path, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    [row] = json.loads(out.read_text())
+    assert set(row) == LINUX_KEYS and (row["guest"], row["n"]) == ("linux-user", 2000)
+    if shutil.which("aarch64-linux-gnu-gcc") is None:
+        assert row["spe_s"] is None and "aarch64-linux-gnu-gcc" in row["skipped"]
+        return
+    assert row["spe_s"] > 0 and row["spe_off_s"] > 0 and row["instructions"] > 100_000
+    if shutil.which("qemu-aarch64") is not None:
+        assert row["skipped"] is None and 0 < row["speed_vs_qemu_spe"]
+        assert "Linux user mode, static program" in proc.stdout
