@@ -1,9 +1,11 @@
 """The package layers import downwards only (issue: no import cycles between layers).
 
-Layers, lowest first: ``errors``/``sysreg`` (the register-table machinery), ``arch`` (pure
-architecture), ``spe`` (the SPE model) and ``platform`` (board, bus, clock, loaders), then
-``devices``, then ``native`` and ``cpu`` (the machine and its run loops), then ``session``,
-``linux`` (Linux user mode, built on a session's machine) and ``tools``. A module may import its own layer and the layers listed as below it.
+Layers, lowest first: ``errors``/``sysreg`` (the register-table machinery), ``native`` (the C
+helpers and their ctypes mirrors, on ``errors`` only), ``arch`` (pure architecture), ``spe``
+(the SPE model) and ``platform`` (board, bus, clock, loaders), then ``devices`` (the GIC keeps
+its state in ``native``), then ``cpu`` (the machine and its run loops), then ``session``,
+``linux`` (Linux user mode, built on a session's machine) and ``tools``. A module may import
+its own layer and the layers listed as below it.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ BELOW = {
     "arch": {"errors", "sysreg"},
     "spe": {"errors", "sysreg", "arch"},
     "platform": {"errors", "sysreg", "arch"},
-    "devices": {"errors", "sysreg", "arch", "platform"},
+    "devices": {"errors", "sysreg", "arch", "platform", "native"},
     "native": {"errors"},
     "asm": {"errors", "devices", "spe", "sysreg", "arch", "platform"},
     "cpu": {"errors", "sysreg", "arch", "spe", "platform", "devices", "native"},

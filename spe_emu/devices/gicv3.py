@@ -60,11 +60,13 @@ SPI count) raise :class:`~spe_emu.errors.DeviceError` or :class:`~spe_emu.errors
 
 from __future__ import annotations
 
+import ctypes
 import functools
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Callable
 
 from ..arch.context import AccessContext
+from .. import native
 from ..errors import ConfigError, DeviceError
 from ..platform.device import Device
 from ..platform.mmio import MmioRegister, PerItem, RegisterMap, raz_wi
@@ -98,6 +100,10 @@ MIN_BPR0 = 7 - PRI_BITS
 MIN_BPR1 = MIN_BPR0 + 1
 """Smallest ICC_BPR1_EL1 value (Group 1 binary points are offset by one)."""
 GROUP0, GROUP1 = 0, 1
+LINE_IRQ, LINE_FIQ = 1, 2
+"""Bits of ``spe_gic_lines()``: the IRQ and FIQ outputs."""
+EDGE_BIT = 1
+"""Int_config bit 1: the interrupt is edge-triggered (IHI 0069 GICx_ICFGR)."""
 
 ARM_JEP106 = 0x43B
 """JEP106 code of Arm as the IIDR registers' Implementer field holds it: continuation code
@@ -499,27 +505,40 @@ def _group_of(spec: RegisterSpec) -> int:
 # ---------------------------------------------------------------------------------------------
 
 
-@dataclass(slots=True)
-class _Irq:
-    """State of one interrupt (IHI 0069 §4.1, interrupt lifecycle)."""
+_Irq = native.SpeGicIrq
+"""State of one interrupt (IHI 0069 §4.1): group, enabled, latch (pending latch: an ISPENDR
+write or, edge-triggered, a rising input edge), level (the input line), active, priority,
+config (Int_config as written: 0b00 level, 0b10 edge), with ``edge`` and ``pending``
+derived. Kept in the native :class:`~spe_emu.native.SpeGic` that gic.c's prioritisation
+reads (the same state the native CPU-interface path acts on)."""
 
-    group: int = GROUP0
-    enabled: bool = False
-    latch: bool = False     # pending latch: ISPENDR write or (edge) a rising input edge
-    level: bool = False     # the input line from the device
-    active: bool = False
-    priority: int = 0
-    config: int = 0         # Int_config field as written: 0b00 level, 0b10 edge
+_NATIVE_ICC = {"ICC_PMR_EL1": "icc_pmr", "ICC_BPR0_EL1": "icc_bpr0", "ICC_BPR1_EL1": "icc_bpr1",
+               "ICC_CTLR_EL1": "icc_ctlr", "ICC_IGRPEN0_EL1": "icc_igrpen0",
+               "ICC_IGRPEN1_EL1": "icc_igrpen1", "ICC_AP0R0_EL1": "icc_ap0r0",
+               "ICC_AP1R0_EL1": "icc_ap1r0"}
+"""ICC registers held in the native state (what prioritisation reads) -> its field."""
 
-    @property
-    def edge(self) -> bool:
-        return bool(self.config & 0b10)
 
-    @property
-    def pending(self) -> bool:
-        """Level-sensitive: pending while the input is high or the latch is set;
-        edge-triggered: the latch."""
-        return self.latch or (self.level and not self.edge)
+class _IccValues:
+    """The ICC registers' values by name: the :data:`_NATIVE_ICC` ones in the native state,
+    the others in a dict."""
+
+    def __init__(self, state: native.SpeGic, values: dict[str, int]):
+        self._state = state
+        self._other = {}
+        for name, value in values.items():
+            self[name] = value
+
+    def __getitem__(self, name: str) -> int:
+        attr = _NATIVE_ICC.get(name)
+        return getattr(self._state, attr) if attr else self._other[name]
+
+    def __setitem__(self, name: str, value: int) -> None:
+        attr = _NATIVE_ICC.get(name)
+        if attr:
+            setattr(self._state, attr, value)
+        else:
+            self._other[name] = value
 
 
 class GicV3:
@@ -555,6 +574,10 @@ class GicV3:
             ("GICR_SGI", gicr_base + GICR_SGI_OFFSET, GICR_SGI_MAP))
         """(name in guest-error messages, base address, register map) of each frame."""
         self.on_change: Callable[[], None] | None = None
+        self.state = native.SpeGic()
+        """The interrupts' state and the ICC registers prioritisation reads (gic.c; the
+        machine's native CPU-interface path acts on the same struct)."""
+        self.core = native.GicCore(self.state)
         self.reset()
 
     # ---- lifecycle -------------------------------------------------------------------------
@@ -563,8 +586,14 @@ class GicV3:
         """Cold reset: every register to its reset value, every interrupt inactive, disabled,
         Group 0, priority 0, level-sensitive (SGIs edge), inputs low; ``GICR_WAKER`` = 0 if
         ``redistributor_awake_at_reset``. Calls ``on_change``."""
-        self._irqs = [_Irq(config=0b10 if intid < 16 else 0)
-                      for intid in range(self.num_intids)]
+        st = self.state
+        ctypes.memset(ctypes.addressof(st), 0, ctypes.sizeof(st))
+        st.num_intids, st.pri_bits = self.num_intids, PRI_BITS
+        st.cbpr_bit, st.eoimode_bit = _CTLR_EL1.field("CBPR").lsb, _CTLR_EL1.field("EOImode").lsb
+        st.enable_bit, st.edge_bit = _IGRPEN1_EL1.field("Enable").lsb, EDGE_BIT
+        self._irqs = st.irqs
+        for intid in range(16):
+            self._irqs[intid].config = 0b10   # SGIs are edge-triggered
         self._mmio: dict[str, list[int]] = {}
         for _, _, regs in self._frames:
             self._mmio.update(regs.reset_values())
@@ -576,7 +605,9 @@ class GicV3:
             for _, _, regs in self._frames for r in regs.registers}
         """Register name -> what :meth:`MmioRegister.read`/``write`` act on: the element
         values, or the interrupts (``_irqs``) of a per-interrupt array."""
-        self._icc = ICC_REGISTERS.reset_values()
+        self._icc = _IccValues(st, ICC_REGISTERS.reset_values())
+        for intid in range(32, self.num_intids):
+            st.routed[intid] = self._routed_here(intid)
         self._changed()
 
     # ---- MMIO ------------------------------------------------------------------------------
@@ -609,6 +640,8 @@ class GicV3:
         old, written = r.write(self._storage[r.name], index, value, byte, size)
         if r.on_write is not None:
             getattr(self, r.on_write)(r, index, old, written)
+        if r is _GICD_IROUTER:
+            self.state.routed[32 + index] = self._routed_here(32 + index)
         self._changed()
 
     def _decode(self, addr: int, size: int, what: str) -> tuple[MmioRegister, int, int] | None:
@@ -665,10 +698,6 @@ class GicV3:
 
     # ---- prioritisation (IHI 0069 §4.8) ----------------------------------------------------
 
-    def _distributor_group_enabled(self, group: int) -> bool:
-        ctlr = self._mmio["GICD_CTLR"][0]
-        return bool(_GICD_CTLR.get(ctlr, "EnableGrp1NS" if group == GROUP1 else "EnableGrp0"))
-
     def _redistributor_awake(self) -> bool:
         return not _GICR_WAKER.get(self._mmio["GICR_WAKER"][0], "ProcessorSleep")
 
@@ -685,21 +714,9 @@ class GicV3:
     def _hppi(self) -> tuple[int, int, int] | None:
         """Highest-priority pending interrupt the redistributor forwards: ``(priority, intid,
         group)`` of the pending, enabled, not active interrupt whose group is enabled in
-        GICD_CTLR, lowest INTID first among equal priorities; None if there is none or the
-        redistributor is asleep."""
-        if not self._redistributor_awake():
-            return None
-        best: tuple[int, int, int] | None = None
-        for intid, irq in enumerate(self._irqs):
-            if not (irq.enabled and not irq.active and irq.pending):  # (most are disabled)
-                continue
-            if not self._distributor_group_enabled(irq.group):
-                continue
-            if intid >= 32 and not self._routed_here(intid):
-                continue
-            if best is None or irq.priority < best[0]:
-                best = (irq.priority, intid, irq.group)
-        return best
+        GICD_CTLR (an SPI: routed to this PE), lowest INTID first among equal priorities;
+        None if there is none or the redistributor is asleep (``spe_gic_hppi``)."""
+        return self.core.hppi()
 
     def _group_enabled_at_cpu(self, group: int) -> bool:
         name = "ICC_IGRPEN1_EL1" if group == GROUP1 else "ICC_IGRPEN0_EL1"
@@ -707,48 +724,26 @@ class GicV3:
 
     def _group_priority_mask(self, group: int) -> int:
         """``GroupBits()``: mask keeping the group-priority bits of a priority value. Group 1
-        uses BPR1 (field [7:BPR1]) unless ICC_CTLR_EL1.CBPR, then BPR0 (field [7:BPR0+1])."""
-        cbpr = _CTLR_EL1.get(self._icc["ICC_CTLR_EL1"], "CBPR")
-        if group == GROUP1 and not cbpr:
-            shift = self._icc["ICC_BPR1_EL1"]
-        else:
-            shift = self._icc["ICC_BPR0_EL1"] + 1
-        return (0xFF << shift) & 0xFF
+        uses BPR1 (field [7:BPR1]) unless ICC_CTLR_EL1.CBPR, then BPR0 (field [7:BPR0+1])
+        (``spe_gic_group_mask``)."""
+        return self.core.group_mask(group)
 
     def _running_priority(self) -> int:
-        """Priority of the highest active priority bit in the AP registers, or 0xFF idle."""
-        aprs = self._icc["ICC_AP0R0_EL1"] | self._icc["ICC_AP1R0_EL1"]
-        if not aprs:
-            return IDLE_PRIORITY
-        lowest_bit = (aprs & -aprs).bit_length() - 1
-        return lowest_bit << (8 - PRI_BITS)
-
-    def _can_signal(self, hppi: tuple[int, int, int] | None) -> bool:
-        """The CPU interface signals ``hppi`` if its group is enabled (ICC_IGRPENn_EL1), its
-        priority is below ICC_PMR_EL1 and its group priority beats the running priority."""
-        if hppi is None:
-            return False
-        prio, _, group = hppi
-        if not self._group_enabled_at_cpu(group) or prio >= self._icc["ICC_PMR_EL1"]:
-            return False
-        running = self._running_priority()
-        if running == IDLE_PRIORITY:
-            return True
-        mask = self._group_priority_mask(group)
-        return (prio & mask) < (running & mask)
+        """Priority of the highest active priority bit in the AP registers, or 0xFF idle
+        (``spe_gic_running_priority``)."""
+        return self.core.running_priority()
 
     def irq_line(self) -> bool:
-        """The IRQ signal to the PE: a Group 1 interrupt can be signalled (see
-        :meth:`_can_signal`). Pure function of the state."""
-        hppi = self._hppi()
-        return hppi is not None and hppi[2] == GROUP1 and self._can_signal(hppi)
+        """The IRQ signal to the PE: a Group 1 interrupt can be signalled (its group enabled
+        at the CPU interface, its priority below ICC_PMR_EL1, its group priority above the
+        running priority: ``spe_gic_lines``). Pure function of the state."""
+        return bool(self.core.lines() & LINE_IRQ)
 
     def fiq_line(self) -> bool:
         """The FIQ signal to the PE: a Group 0 interrupt can be signalled (with DS == 1 every
         Group 0 interrupt is an FIQ, IHI 0069 §4.6.2). Pure function of the state; the machine
         delivers it as it delivers :meth:`irq_line`."""
-        hppi = self._hppi()
-        return hppi is not None and hppi[2] == GROUP0 and self._can_signal(hppi)
+        return bool(self.core.lines() & LINE_FIQ)
 
     # ---- system registers ------------------------------------------------------------------
 
@@ -812,46 +807,30 @@ class GicV3:
         """IAR: acknowledge the highest-priority pending interrupt of this register's group if
         it can be signalled: it becomes active, its pending latch clears (a level interrupt
         stays pending while its input is high) and its group priority is recorded in the AP
-        register (raising the running priority). Otherwise 1023, with no side effect."""
-        hppi = self._hppi()
-        group = _group_of(spec)
-        if hppi is None or hppi[2] != group or not self._can_signal(hppi):
-            return INTID_SPURIOUS
-        prio, intid, _ = hppi
-        irq = self._irqs[intid]
-        irq.active = True
-        irq.latch = False
-        ap = "ICC_AP1R0_EL1" if group == GROUP1 else "ICC_AP0R0_EL1"
-        bit = (prio & self._group_priority_mask(group)) >> (8 - PRI_BITS)
-        self._icc[ap] |= 1 << bit
-        self._changed()
+        register (raising the running priority). Otherwise 1023, with no side effect
+        (``spe_gic_acknowledge``)."""
+        intid = self.core.acknowledge(_group_of(spec))
+        if intid != INTID_SPURIOUS:
+            self._changed()
         return intid
 
     def _icc_eoir_write(self, spec: RegisterSpec, value: int) -> None:
         """EOIR: priority drop (clear the highest active priority bit of this group), then
-        deactivate the INTID unless ICC_CTLR_EL1.EOImode == 1. Special INTIDs are ignored;
-        mismatches are logged guest errors (UNPREDICTABLE in the architecture)."""
+        deactivate the INTID unless ICC_CTLR_EL1.EOImode == 1 (``spe_gic_eoi``). Special
+        INTIDs are ignored; mismatches are logged guest errors (UNPREDICTABLE in the
+        architecture)."""
         intid = spec.get(value, "INTID")
         group = _group_of(spec)
-        if intid >= self.num_intids:
-            if not 1020 <= intid <= 1023:
-                self._guest_error(f"{spec.name} write of INTID {intid}, which does not exist")
-            return
-        ap0, ap1 = self._icc["ICC_AP0R0_EL1"], self._icc["ICC_AP1R0_EL1"]
-        if not ap0 | ap1:
+        out = self.core.eoi(group, intid)
+        if out & native.EOI_NO_SUCH:
+            self._guest_error(f"{spec.name} write of INTID {intid}, which does not exist")
+        if out & native.EOI_NO_ACTIVE:
             self._guest_error(f"{spec.name} write of INTID {intid} with no active priority")
-            return
-        lowest0 = (ap0 & -ap0).bit_length() if ap0 else 33
-        lowest1 = (ap1 & -ap1).bit_length() if ap1 else 33
-        active_group = GROUP0 if lowest0 <= lowest1 else GROUP1
-        if active_group != group:
+        if out & native.EOI_WRONG_GROUP:
             self._guest_error(f"{spec.name} write of INTID {intid} while the highest active "
-                              f"priority belongs to Group {active_group}: ignored")
-            return
-        ap = "ICC_AP1R0_EL1" if group == GROUP1 else "ICC_AP0R0_EL1"
-        self._icc[ap] &= self._icc[ap] - 1
-        if not _CTLR_EL1.get(self._icc["ICC_CTLR_EL1"], "EOImode"):
-            self._deactivate(spec.name, intid)
+                              f"priority belongs to Group {1 - group}: ignored")
+        if out & native.EOI_NOT_ACTIVE:
+            self._guest_error(f"{spec.name} deactivates INTID {intid}, which is not active")
 
     def _icc_dir_write(self, spec: RegisterSpec, value: int) -> None:
         """DIR: deactivate the INTID (only meaningful with EOImode == 1)."""
@@ -926,6 +905,11 @@ class GicV3:
     # ---- reporting -------------------------------------------------------------------------
 
     def _changed(self) -> None:
+        st = self.state
+        ctlr = self._mmio["GICD_CTLR"][0]
+        st.grp_enabled = (_GICD_CTLR.get(ctlr, "EnableGrp0")
+                          | _GICD_CTLR.get(ctlr, "EnableGrp1NS") << GROUP1)
+        st.awake = int(self._redistributor_awake())
         if self.on_change is not None:
             self.on_change()
 

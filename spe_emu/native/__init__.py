@@ -208,6 +208,84 @@ def control_hook_address() -> int:
     return ctypes.cast(library().spe_control_hook, ctypes.c_void_p).value
 
 
+GIC_MAX_INTIDS = 992  # SPE_GIC_MAX_INTIDS
+GIC_SPURIOUS = 1023
+EOI_SPECIAL, EOI_NO_SUCH, EOI_NO_ACTIVE, EOI_WRONG_GROUP, EOI_NOT_ACTIVE = 1, 2, 4, 8, 16
+
+
+class SpeGicIrq(ctypes.Structure):
+    """Mirror of ``struct spe_gic_irq``: one interrupt's state (IHI 0069 §4.1). ``edge`` and
+    ``pending`` derive from it as the model defines them (Int_config bit 1: edge-triggered;
+    pending: the latch, or a level-sensitive input that is high)."""
+
+    _fields_ = [(name, ctypes.c_uint8) for name in (
+        "group", "enabled", "latch", "level", "active", "priority", "config", "pad")]
+
+    @property
+    def edge(self) -> bool:
+        return bool(self.config & 0b10)
+
+    @property
+    def pending(self) -> bool:
+        return bool(self.latch or (self.level and not self.edge))
+
+
+class SpeGic(ctypes.Structure):
+    """Mirror of ``struct spe_gic`` (gic.c): the GICv3 model's interrupt state and the ICC
+    registers its prioritisation reads."""
+
+    _fields_ = [("num_intids", ctypes.c_uint32), ("pri_bits", ctypes.c_uint32),
+                ("grp_enabled", ctypes.c_uint32), ("awake", ctypes.c_uint32),
+                *((name, ctypes.c_uint64) for name in (
+                    "icc_pmr", "icc_bpr0", "icc_bpr1", "icc_ctlr", "icc_igrpen0",
+                    "icc_igrpen1", "icc_ap0r0", "icc_ap1r0")),
+                *((name, ctypes.c_uint32) for name in (
+                    "cbpr_bit", "eoimode_bit", "enable_bit", "edge_bit", "dirty", "pad")),
+                ("routed", ctypes.c_uint8 * GIC_MAX_INTIDS),
+                ("irqs", SpeGicIrq * GIC_MAX_INTIDS)]
+
+
+class GicCore:
+    """gic.c's functions on one :class:`SpeGic` (the model's prioritisation, IHI 0069 §4.8,
+    and the CPU interface's acknowledge and end of interrupt)."""
+
+    def __init__(self, state: SpeGic):
+        lib = library()
+        self.state = state
+        self._ref = ctypes.byref(state)
+        self._hppi_fn, self._lines_fn = lib.spe_gic_hppi, lib.spe_gic_lines
+        self._out = (ctypes.c_uint32 * 3)()
+        self._outs = [ctypes.byref(self._out, 4 * i) for i in range(3)]
+
+    def hppi(self) -> tuple[int, int, int] | None:
+        """``(priority, INTID, group)`` of the highest-priority pending interrupt the
+        redistributor forwards, or None (``spe_gic_hppi``)."""
+        if not self._hppi_fn(self._ref, *self._outs):
+            return None
+        return self._out[0], self._out[1], self._out[2]
+
+    def lines(self) -> int:
+        """bit 0: the IRQ output, bit 1: the FIQ output (``spe_gic_lines``)."""
+        return self._lines_fn(self._ref)
+
+    def group_mask(self, group: int) -> int:
+        return library().spe_gic_group_mask(self._ref, group)
+
+    def running_priority(self) -> int:
+        return library().spe_gic_running_priority(self._ref)
+
+    def can_signal(self, prio: int, group: int) -> bool:
+        return bool(library().spe_gic_can_signal(self._ref, prio, group))
+
+    def acknowledge(self, group: int) -> int:
+        """The INTID acknowledged (1023: none), with its side effects."""
+        return library().spe_gic_acknowledge(self._ref, group)
+
+    def eoi(self, group: int, intid: int, commit: bool = True) -> int:
+        """End of interrupt: the ``EOI_*`` bits of what happened (0: clean)."""
+        return library().spe_gic_eoi(self._ref, group, intid, int(commit))
+
+
 def msr_hook_address() -> int:
     """Address of ``spe_msr_hook`` for ``uc_hook_add(UC_HOOK_INSN, ..., UC_ARM64_INS_MSR)``
     (user data: a :class:`SpeSysregFilter`)."""
@@ -341,12 +419,12 @@ def _layout_matches(lib: ctypes.CDLL) -> bool:
         sizes = [ctypes.c_uint64.in_dll(lib, name).value for name in (
             "spe_counter_size", "spe_recorder_size", "spe_template_size",
             "spe_counter_reads_size", "spe_sysreg_filter_size", "spe_exc_model_size",
-            "spe_intr_size", "spe_control_size")]
+            "spe_intr_size", "spe_control_size", "spe_gic_size")]
     except ValueError:
         return False
     return sizes == [ctypes.sizeof(t) for t in (SpeCounter, SpeRecorder, SpeTemplate,
                                                 SpeCounterReads, SpeSysregFilter, SpeExcModel,
-                                                SpeIntr, SpeControl)]
+                                                SpeIntr, SpeControl, SpeGic)]
 
 
 def verdict_add(counter: SpeCounter, pc: int, n: int, k: int, mode: int) -> bool:
@@ -396,6 +474,14 @@ def _declare(lib: ctypes.CDLL) -> None:
             ("spe_record_captures", (ctypes.POINTER(SpeCounter), rec, u32, u32), u32),
             ("spe_verdicts_add", (ctypes.POINTER(SpeCounter), ctypes.c_char_p, u64),
              ctypes.c_int),
+            ("spe_gic_hppi", (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+                              ctypes.c_void_p), ctypes.c_int),
+            ("spe_gic_lines", (ctypes.c_void_p,), u32),
+            ("spe_gic_group_mask", (ctypes.c_void_p, u32), u32),
+            ("spe_gic_running_priority", (ctypes.c_void_p,), u32),
+            ("spe_gic_can_signal", (ctypes.c_void_p, u32, u32), ctypes.c_int),
+            ("spe_gic_acknowledge", (ctypes.c_void_p, u32), u32),
+            ("spe_gic_eoi", (ctypes.c_void_p, u32, u32, ctypes.c_int), u32),
             ("spe_set_pstate", (ctypes.POINTER(SpeExcModel), ctypes.c_void_p, u64,
                                 ctypes.POINTER(u32)), None),
             ("spe_take_exception", (ctypes.POINTER(SpeExcModel), ctypes.c_void_p, u32, u32, u64,

@@ -11,7 +11,7 @@ import hashlib
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-SOURCES = (HERE / "counter.c", HERE / "record.c", HERE / "exception.c")
+SOURCES = (HERE / "counter.c", HERE / "record.c", HERE / "exception.c", HERE / "gic.c")
 HEADER = HERE / "spe_native.h"
 
 

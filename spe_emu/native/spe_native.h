@@ -336,4 +336,42 @@ static inline unsigned spe_sysreg_key(const struct uc_arm64_cp *cp)
            | (cp->op2 & 7);
 }
 
+/* ---- gic.c: the GICv3 model's interrupt state and prioritisation -------------------- */
+
+#define SPE_GIC_MAX_INTIDS 992   /* 32 + spe_emu.devices.gicv3.MAX_NUM_SPIS */
+#define SPE_GIC_SPURIOUS 1023
+
+/* One interrupt (IHI 0069 §4.1); spe_emu.devices.gicv3 uses these as its interrupts' state. */
+struct spe_gic_irq {
+    uint8_t group, enabled, latch, level, active, priority, config, pad;
+};
+
+/* The state both the Python model (spe_emu.devices.gicv3.GicV3) and the native CPU-interface
+ * path act on. The ICC registers are whole register values; their field positions come from
+ * Python's ICC_REGISTERS table. */
+struct spe_gic {
+    uint32_t num_intids;
+    uint32_t pri_bits;            /* implemented priority bits (5) */
+    uint32_t grp_enabled;         /* GICD_CTLR: bit g set = EnableGrp<g> (Python keeps it) */
+    uint32_t awake;               /* GICR_WAKER.ProcessorSleep == 0 (Python keeps it) */
+    uint64_t icc_pmr, icc_bpr0, icc_bpr1, icc_ctlr, icc_igrpen0, icc_igrpen1,
+             icc_ap0r0, icc_ap1r0;
+    uint32_t cbpr_bit, eoimode_bit, enable_bit;   /* ICC_CTLR_EL1.{CBPR, EOImode},
+                                                     ICC_IGRPENn_EL1.Enable */
+    uint32_t edge_bit;            /* Int_config: bit 1 set = edge-triggered */
+    uint32_t dirty;               /* the native path changed the state since Python looked */
+    uint32_t pad;
+    uint8_t routed[SPE_GIC_MAX_INTIDS];      /* SPI n reaches this PE (GICD_IROUTER<n>) */
+    struct spe_gic_irq irqs[SPE_GIC_MAX_INTIDS];
+};
+
+/* spe_gic_eoi() outcomes (bits): what Python logs as guest errors */
+#define SPE_EOI_SPECIAL 1        /* INTID 1020..1023: no effect */
+#define SPE_EOI_NO_SUCH 2        /* an INTID that does not exist: no effect */
+#define SPE_EOI_NO_ACTIVE 4      /* no active priority: no effect */
+#define SPE_EOI_WRONG_GROUP 8    /* the highest active priority is the other group's */
+#define SPE_EOI_NOT_ACTIVE 16    /* deactivated an interrupt that was not active (done) */
+#define SPE_EOI_ERRORS (SPE_EOI_NO_SUCH | SPE_EOI_NO_ACTIVE | SPE_EOI_WRONG_GROUP \
+                        | SPE_EOI_NOT_ACTIVE)
+
 #endif
