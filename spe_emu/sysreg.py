@@ -64,6 +64,13 @@ class Encoding:
     def __str__(self) -> str:
         return f"S{self.op0}_{self.op1}_C{self.crn}_C{self.crm}_{self.op2}"
 
+    def move_word(self, is_read: bool, rt: int = 0) -> int:
+        """The A64 word of ``MRS Xt, <reg>`` (``is_read``) or ``MSR <reg>, Xt`` for this
+        encoding, op0 2 or 3 (Arm ARM C6.2 MRS, MSR (register): 1101010100 L op0 op1 CRn CRm
+        op2 Rt)."""
+        return (0xD5000000 | int(is_read) << 21 | self.op0 << 19 | self.op1 << 16
+                | self.crn << 12 | self.crm << 8 | self.op2 << 5 | rt)
+
 
 class FieldAccess(enum.Enum):
     """How software writes (and reads) a field: one mechanism for system and memory-mapped

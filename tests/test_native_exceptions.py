@@ -71,9 +71,37 @@ def test_same_console_instructions_and_exceptions(runs):
 def test_fast_loop_took_the_svcs_natively(runs):
     machine, result, _ = runs["fast"]
     assert machine.intr.taken == SVC_ROUNDS + 1
-    # Each handler's MRS ESR_EL1 was left to QEMU, and so was each ERET of the SVC handler.
+    # Each handler's MRS ESR_EL1 was left to QEMU, and so was each ERET of both handlers.
     assert machine.sysreg_filter.skipped >= SVC_ROUNDS
-    assert machine.control.skipped >= SVC_ROUNDS
+    assert machine.control.skipped >= SVC_ROUNDS + IRQ_ROUNDS
+
+
+def test_fast_loop_took_the_interrupts_natively(runs):
+    """Each round's ICC_SGI1R_EL1 write, ICC_IAR1_EL1 read and ICC_EOIR1_EL1 write ran on the
+    GIC's state in C, and the SGI was taken right after the write, in C."""
+    machine, result, _ = runs["fast"]
+    assert machine.intr.icc_native == 3 * IRQ_ROUNDS
+    assert machine.intr.irqs_taken == IRQ_ROUNDS
+    assert result.guest_errors == []
+
+
+def test_eoi_check_changes_nothing():
+    """spe_gic_eoi(commit=0), which the native path asks before it acts, reports what an EOI
+    would do without doing it; commit=1 drops the priority and deactivates (IHI 0069 ICC_EOIR1_EL1,
+    EOImode == 0)."""
+    from spe_emu.devices.gicv3 import GicV3
+    from spe_emu import native
+    gic = GicV3()
+    st = gic.state
+    st.irqs[5].active, st.icc_ap1r0 = 1, 1 << 16
+    assert gic.core.eoi(1, 5, commit=False) == 0
+    assert (st.irqs[5].active, st.icc_ap1r0) == (1, 1 << 16)
+    assert gic.core.eoi(0, 5, commit=False) == native.EOI_WRONG_GROUP
+    assert gic.core.eoi(1, 6, commit=False) == native.EOI_NOT_ACTIVE
+    assert gic.core.eoi(1, 1023, commit=False) == native.EOI_SPECIAL
+    assert (st.irqs[5].active, st.icc_ap1r0) == (1, 1 << 16)
+    assert gic.core.eoi(1, 5) == 0
+    assert (st.irqs[5].active, st.icc_ap1r0) == (0, 0)
 
 
 def test_reference_loop_takes_them_in_python(runs):

@@ -46,6 +46,7 @@ from ..arch.context import (CONTEXTIDR_EL1, CONTEXTIDR_EL2, CPACR_EL1, HCR_EL2, 
                             SCR_EL3, SCTLR_ENC, TTBR0_ENC, TTBR1_EL1, AccessContext, banked)
 from ..arch.faults import ExternalAbort, TranslationFault, page_chunks
 from ..arch.firmware_regs import CPTR_EL2, CPTR_EL3
+from ..devices.gicv3 import ICC_REGISTERS, GicDevice
 from ..devices.psci import Psci, PsciAction
 from ..devices.semihosting import SemihostExit, Semihosting
 from ..errors import ConfigError, GuestError, GuestRunaway
@@ -160,6 +161,8 @@ CODE_HOOK = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_uint64, ctypes.c_ui
 # uc_cb_hookintr_t: (uc, intno, user_data)
 INTR_HOOK = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_void_p)
 ALL_ELS = 0b1111
+# The ICC registers the native path executes, by name (their encodings, for the registry).
+ICC_ENCODINGS = {name: ICC_REGISTERS[name].encoding.tuple for name in GicDevice.NATIVE_ICC}
 # UNDEFs that may be spe_emu's to emulate (native INTR hook: (mask, value) of the word): MRS/
 # MSR of a system register (op0 2 or 3; L either way) and semihosting's HLT #0xF000.
 PYTHON_UNDEFS = ((0xFFD00000, 0xD5100000), (0xFFFFFFFF, 0xD4400000 | 0xF000 << 5))
@@ -394,13 +397,14 @@ class Machine:
         self.qemu_exception = ExceptionReader(self.uc)
         self.fast = FastAccess(self.uc)
         self.pe = ProcessingElement(self.fast, self.gic.irq_line, self.gic.fiq_line)
+        self._gic_state = self.gic.gic.state
         self.checks = SyncChecks(self)
         self.semihost = Semihosting(Path(config.outdir), self._read_current, self._write_current,
                                     console=config.console, clock=self.clock.centiseconds)
         self.exit: MachineExit | None = None
         self.psci = Psci() if config.psci else None
-        self.irqs_taken = 0
-        self.exceptions_taken = 0
+        self._py_irqs_taken = 0        # (taken in Python; the native ones are in self.intr)
+        self._py_exceptions_taken = 0
         self.images: list[Image] = []
         # population accounting
         self.acct = 0            # instruction index up to which the population is accounted
@@ -415,6 +419,8 @@ class Machine:
         self.intr = native.SpeIntr(entry_retired=NEVER, loop_limit=EXCEPTION_LOOP_LIMIT,
                                    enabled_els=ALL_ELS)
         self.sysreg_filter = native.SpeSysregFilter()
+        # context (EL 0) -> (IRQ target, FIQ target, ICC access bits) (_native_context)
+        self._native_contexts: dict[AccessContext, tuple[int, int, int]] = {}
         self.control = native.SpeControl(python=1)
         self._ref_deadline = NEVER  # reference mode: instruction count of the next clock event
         self._waiting = False  # the PE waits in WFI (_wait_if_wfi)
@@ -680,6 +686,13 @@ class Machine:
         h.fsc_lsb, h.fsc_mask = fsc.lsb, fsc.mask >> fsc.lsb
         for i, (mask, value) in enumerate(PYTHON_UNDEFS):
             h.python_undef_mask[i], h.python_undef_value[i] = mask, value
+        # The CPU interface's common accesses, natively on the GIC's state (gicv3.py,
+        # gic.c); the context-dependent fields are refreshed with the context
+        # (_native_context).
+        self.gic.fill_native_path(h)
+        h.control = ctypes.addressof(self.control)
+        h.i_bit, h.f_bit = PSTATE.field("I").lsb, PSTATE.field("F").lsb
+        h.x_ids[:] = a64.X_REGS[:31]
         h.native = 1
         self._native_hook(UC_HOOK_INTR, ctypes.c_void_p(native.intr_hook_address()),
                           ctypes.byref(h), 1, 0)
@@ -756,17 +769,51 @@ class Machine:
             ctx = self._live_context()
             if self.cfg.mode == "fast":
                 self._ctx = ctx
+                self._native_context(ctx)
             return ctx
         el = PSTATE_EL.get(self.fast.reg(A.UC_ARM64_REG_PSTATE))
         if el != ctx.el:
             ctx = self._ctx = replace(ctx, el=el)
         return ctx
 
+    def _native_context(self, ctx: AccessContext) -> None:
+        """Give the native CPU-interface path (exception.c) what it needs of a new context:
+        where a physical IRQ and FIQ are routed (:meth:`ProcessingElement.interrupt_target`)
+        and at which ELs its ICC accesses pass their access checks (the registry's
+        verdicts); until then (a write to SCR_EL3, HCR_EL2 ... cleared ``gic_native``) it
+        leaves them to Python."""
+        h = self.intr
+        key = replace(ctx, el=0)
+        found = self._native_contexts.get(key)
+        if found is None:
+            ok = 0
+            for n, name in enumerate(self.gic.NATIVE_ICC):
+                entry = self.sysregs.lookup(ICC_ENCODINGS[name])
+                for el in range(4):
+                    if (entry is not None and entry.verdict(n == 0, replace(ctx, el=el))
+                            is Access.OK):
+                        ok |= 1 << (3 * el + n)
+            found = self._native_contexts[key] = (
+                self.pe.interrupt_target(ctx, VectorKind.IRQ),
+                self.pe.interrupt_target(ctx, VectorKind.FIQ), ok)
+        h.irq_target, h.fiq_target, h.icc_ok = found
+        h.gic_native = 1
+
     def _live_context(self) -> AccessContext:
         pstate, scr, hcr, mdcr2, mdcr3 = self.fast.snapshot((A.UC_ARM64_REG_PSTATE,),
                                                             CONTEXT_ENCODINGS)
         return AccessContext(el=PSTATE.get(pstate, "EL"), scr_el3=scr, hcr_el2=hcr,
                              mdcr_el2=mdcr2, mdcr_el3=mdcr3)
+
+    @property
+    def irqs_taken(self) -> int:
+        """Interrupts taken so far (in Python and natively)."""
+        return self._py_irqs_taken + self.intr.irqs_taken
+
+    @property
+    def exceptions_taken(self) -> int:
+        """Synchronous exceptions taken so far (in Python and natively)."""
+        return self._py_exceptions_taken + self.intr.taken
 
     @property
     def pc(self) -> int:
@@ -900,8 +947,10 @@ class Machine:
 
     def _irq_line(self) -> bool:
         """Whether the GIC asserts IRQ or FIQ to the PE or a virtual SError is pending
-        (HCR_EL2.VSE), recomputed only after GIC state or HCR_EL2/SCR_EL3 may have changed."""
-        if self._irq_line_value is None:
+        (HCR_EL2.VSE), recomputed only after GIC state or HCR_EL2/SCR_EL3 may have changed
+        (the native CPU-interface path marks the GIC's state dirty)."""
+        if self._irq_line_value is None or self._gic_state.dirty:
+            self._gic_state.dirty = 0
             self._irq_line_value = (self.gic.irq_line() or self.gic.fiq_line()
                                     or self.pe.virtual_serror_pending(self.context()))
         return self._irq_line_value
@@ -929,7 +978,7 @@ class Machine:
         else:
             self.pe.take(target, kind, self.pc)
         self._ctx = None
-        self.irqs_taken += 1
+        self._py_irqs_taken += 1
         return True
 
     # ------------------------------------------------------------------ population ---------
@@ -1715,7 +1764,7 @@ class Machine:
             guard.entry_retired, guard.entries_in_place = retired, 0
         self.pe.take(target, VectorKind.SYNC, preferred, syndrome, far)
         self._ctx = None
-        self.exceptions_taken += 1
+        self._py_exceptions_taken += 1
         self._request_stop()
 
     def _request_stop(self) -> None:
@@ -1984,6 +2033,7 @@ class Machine:
             self._ref_enabled = None
             self._irq_line_value = None  # (HCR_EL2.VSE, AMO, TGE; SCR_EL3.NS)
             self._python_controls()
+            self.intr.gic_native = 0   # (until _native_context has the new context)
         if enc in WATCHED_WRITES or enc == DAIF_ENC:
             # Takes effect after this instruction; re-plan at the next block boundary.
             self.replan = True
@@ -2001,16 +2051,15 @@ class Machine:
         low (no IRQ to take, whatever PSTATE.I and the Exception level) and the Profiling
         Buffer cannot be enabled in any context (:meth:`SPU.buffer_may_be_enabled`), so
         profiling stays disabled at the Exception level returned to. (A re-plan owed for an
-        earlier write would find the same: it waits for the next stop.) Then only the cached
-        context is dropped (the ERET executes right after this hook)."""
-        self._ctx = None
+        earlier write would find the same: it waits for the next stop.) The cached context
+        stays: an ERET changes only the EL, which :meth:`context` reads live."""
         if not (self.checks.eret_may_set_il(address) or self.enabled or self._irq_line()
                 or self.spu.buffer_may_be_enabled()):
             # Nothing to do until one of them changes: the native hooks skip the control
             # instructions until then (_python_controls), except an ERET whose SPSR_ELx may
             # set PSTATE.IL in this context (the table eret_il_table gives them).
             self.control.eret_il[:] = eret_il_table(replace(self.context(), el=0))
-            self.control.python = 0
+            self.control.python = self.control.irq = 0
             return
         self._catch_up(self._insn_index(address), address)
         self.replan = True
@@ -2319,8 +2368,7 @@ class Machine:
             instructions=self.insns(), population=st.population, samples=st.samples,
             records_written=st.records_written, bytes_written=st.bytes_written,
             filtered_out=st.filtered_out, management_events=len(st.management_events),
-            irqs_taken=self.irqs_taken,
-            exceptions_taken=self.exceptions_taken + self.intr.taken,
+            irqs_taken=self.irqs_taken, exceptions_taken=self.exceptions_taken,
             console=self.semihost.console_output, guest_errors=list(self.guest_errors),
             pmbsr=self.spu.regs["PMBSR_EL1"], pmbptr=self.spu.regs["PMBPTR_EL1"],
             pmsicr=self.spu.interval.value)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Callable
 
+from .. import native
 from ..arch.context import HCR_EL2, SCR_EL3, AccessContext
 from ..sysreg import reg
 from .exceptions import (ABORT_ISS, EC, FSC_SYNC_EXTERNAL, PSTATE, ExceptionEntry,
@@ -79,18 +80,17 @@ class ProcessingElement:
         return found
 
     def _physical_interrupt(self, ctx: AccessContext) -> tuple[VectorKind, int] | None:
-        pstate = None
-        for kind, asserted, mask in ((VectorKind.FIQ, self.fiq, "F"),
-                                     (VectorKind.IRQ, self.irq, "I")):
-            if asserted():
-                target = self.interrupt_target(ctx, kind)
-                if target > ctx.el:
-                    return kind, target
-                if target == ctx.el:
-                    pstate = current_pstate(self.mem) if pstate is None else pstate
-                    if not PSTATE.get(pstate, mask):
-                        return kind, target
-        return None
+        """The physical IRQ or FIQ taken now: asserted, not routed below the current EL, and
+        masked by PSTATE.I/F only when taken to the current EL (Arm ARM D1.3.6;
+        ``spe_deliverable()``, which the native CPU-interface path uses too). FIQ first."""
+        lines = int(self.irq()) | int(self.fiq()) << 1
+        if not lines:
+            return None
+        found = native.deliverable(lines, self.interrupt_target(ctx, VectorKind.IRQ),
+                                   self.interrupt_target(ctx, VectorKind.FIQ), ctx.el,
+                                   current_pstate(self.mem), PSTATE.field("I").lsb,
+                                   PSTATE.field("F").lsb)
+        return None if found is None else (VectorKind(found[0]), found[1])
 
     def isr_el1(self, ctx: AccessContext) -> int:
         """ISR_EL1 (Arm ARM D19.2): I and F show the physical IRQ/FIQ asserted, or, at EL1

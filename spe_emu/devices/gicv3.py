@@ -65,8 +65,8 @@ import functools
 from dataclasses import replace
 from typing import TYPE_CHECKING, Callable
 
-from ..arch.context import AccessContext
 from .. import native
+from ..arch.context import AccessContext
 from ..errors import ConfigError, DeviceError
 from ..platform.device import Device
 from ..platform.mmio import MmioRegister, PerItem, RegisterMap, raz_wi
@@ -989,6 +989,27 @@ class GicDevice(Device, kind="gicv3"):
         def sink(level: bool) -> None:
             self.gic.set_level(intid, level)
         return sink
+
+    NATIVE_ICC = ("ICC_IAR1_EL1", "ICC_EOIR1_EL1", "ICC_SGI1R_EL1")
+    """The CPU interface accesses the machine's native path executes (in the order of
+    ``spe_intr.icc_word``): reading IAR1, writing EOIR1 and SGI1R."""
+
+    def fill_native_path(self, intr: native.SpeIntr) -> None:
+        """Give the native INTR hook (exception.c) this GIC's state and the encodings and
+        fields of :data:`NATIVE_ICC` from :data:`ICC_REGISTERS`."""
+        iar, eoir, sgi1r = (ICC_REGISTERS[name] for name in self.NATIVE_ICC)
+        intr.gic = ctypes.addressof(self.gic.state)
+        intr.icc_word[:] = (iar.encoding.move_word(True), eoir.encoding.move_word(False),
+                            sgi1r.encoding.move_word(False))
+        intr.intid_mask = eoir.field("INTID").mask
+        # a value that names this PE only: IRM = 0, Aff3.Aff2.Aff1 = 0.0.0, RS = 0,
+        # TargetList = bit 0 (Aff0 = 0)
+        intr.sgi_self_mask = 0
+        for name in ("IRM", "Aff3", "Aff2", "Aff1", "RS", "TargetList"):
+            intr.sgi_self_mask |= sgi1r.field(name).mask
+        intr.sgi_self_value = sgi1r.make(TargetList=1)
+        intr.sgi_intid_lsb = sgi1r.field("INTID").lsb
+        intr.sgi1r_groups = sum(1 << group for group in SGI_GROUPS["ICC_SGI1R_EL1"])
 
     def irq_line(self) -> bool:
         """The IRQ output to the PE (:meth:`GicV3.irq_line`)."""

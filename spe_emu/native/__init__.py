@@ -184,13 +184,34 @@ class SpeIntr(ctypes.Structure):
                 ("python_undef_mask", ctypes.c_uint32 * 2),
                 ("python_undef_value", ctypes.c_uint32 * 2),
                 ("entry_retired", ctypes.c_uint64), ("entries_in_place", ctypes.c_uint64),
-                ("loop_limit", ctypes.c_uint64), ("taken", ctypes.c_uint64)]
+                ("loop_limit", ctypes.c_uint64), ("taken", ctypes.c_uint64),
+                ("gic", ctypes.c_void_p), ("control", ctypes.c_void_p),
+                ("gic_native", ctypes.c_uint32), ("icc_ok", ctypes.c_uint32),
+                ("icc_word", ctypes.c_uint32 * 3), ("intid_mask", ctypes.c_uint32),
+                ("sgi_self_mask", ctypes.c_uint64), ("sgi_self_value", ctypes.c_uint64),
+                ("sgi_intid_lsb", ctypes.c_uint32), ("sgi1r_groups", ctypes.c_uint32),
+                ("irq_target", ctypes.c_uint32), ("fiq_target", ctypes.c_uint32),
+                ("i_bit", ctypes.c_uint32), ("f_bit", ctypes.c_uint32),
+                ("x_ids", ctypes.c_int32 * 31), ("icc_native", ctypes.c_uint64),
+                ("irqs_taken", ctypes.c_uint64)]
+
+
+def deliverable(lines: int, irq_target: int, fiq_target: int, el: int, pstate: int,
+                i_bit: int, f_bit: int) -> tuple[int, int] | None:
+    """``spe_deliverable()`` (Arm ARM D1.3.6): the interrupt taken now, as (vector offset
+    0x080 IRQ / 0x100 FIQ, target EL), or None; ``lines`` bit 0 IRQ, bit 1 FIQ asserted."""
+    kind = ctypes.c_uint32()
+    target = library().spe_deliverable(lines, irq_target, fiq_target, el, pstate, i_bit,
+                                       f_bit, ctypes.byref(kind))
+    return (kind.value, target) if target else None
 
 
 class SpeControl(ctypes.Structure):
-    """Mirror of ``struct spe_control``: whether the control-instruction hook calls Python."""
+    """Mirror of ``struct spe_control``: whether the control-instruction hook calls Python
+    (``python``: Python's own reasons; ``irq``: the native CPU-interface path left the GIC's
+    output asserted)."""
 
-    _fields_ = [("python", ctypes.c_uint32), ("pad", ctypes.c_uint32),
+    _fields_ = [("python", ctypes.c_uint32), ("irq", ctypes.c_uint32),
                 ("fallback", ctypes.c_void_p), ("skipped", ctypes.c_uint64),
                 ("eret_il", ctypes.c_uint64 * 4), ("model", ctypes.POINTER(SpeExcModel)),
                 ("spsr_il_lsb", ctypes.c_uint32), ("spsr_m_lsb", ctypes.c_uint32)]
@@ -482,6 +503,8 @@ def _declare(lib: ctypes.CDLL) -> None:
             ("spe_gic_can_signal", (ctypes.c_void_p, u32, u32), ctypes.c_int),
             ("spe_gic_acknowledge", (ctypes.c_void_p, u32), u32),
             ("spe_gic_eoi", (ctypes.c_void_p, u32, u32, ctypes.c_int), u32),
+            ("spe_deliverable", (u32, u32, u32, u32, u64, u32, u32, ctypes.POINTER(u32)),
+             u32),
             ("spe_set_pstate", (ctypes.POINTER(SpeExcModel), ctypes.c_void_p, u64,
                                 ctypes.POINTER(u32)), None),
             ("spe_take_exception", (ctypes.POINTER(SpeExcModel), ctypes.c_void_p, u32, u32, u64,

@@ -133,18 +133,98 @@ struct qemu_exception {
     uint32_t target_el;
 };
 
-/* Whether the UNDEF at pc (in the current regime) may be an instruction spe_emu emulates. */
-static int python_undef(void *uc, const struct spe_intr *h, uint64_t pc)
+/* The instruction word at pc in the current regime; 0 when it cannot be read. */
+static int fetch_word(void *uc, const struct spe_intr *h, uint64_t pc, uint32_t *word)
 {
     uint64_t pa;
-    uint32_t word;
-    if (h->vmem_translate(uc, pc, 4 /* UC_PROT_EXEC */, &pa) != 0
-            || h->mem_read(uc, pa, &word, 4) != 0)
-        return 1;
+    return h->vmem_translate(uc, pc, 4 /* UC_PROT_EXEC */, &pa) == 0
+           && h->mem_read(uc, pa, word, 4) == 0;
+}
+
+/* Whether an UNDEF of `word` may be an instruction spe_emu emulates. */
+static int python_undef(const struct spe_intr *h, uint32_t word)
+{
     for (int i = 0; i < 2; i++)
         if ((word & h->python_undef_mask[i]) == h->python_undef_value[i])
             return 1;
     return 0;
+}
+
+uint32_t spe_deliverable(uint32_t lines, uint32_t irq_target, uint32_t fiq_target,
+                         uint32_t el, uint64_t pstate, uint32_t i_bit, uint32_t f_bit,
+                         uint32_t *kind)
+{
+    /* FIQ first; taken when routed above the current EL, or to it with PSTATE.F/I clear
+     * (never when routed below it). */
+    if ((lines & 2) && (fiq_target > el || (fiq_target == el && !(pstate >> f_bit & 1)))) {
+        *kind = 0x100;
+        return fiq_target;
+    }
+    if ((lines & 1) && (irq_target > el || (irq_target == el && !(pstate >> i_bit & 1)))) {
+        *kind = 0x080;
+        return irq_target;
+    }
+    return 0;
+}
+
+/* After the native path changed the GIC's state (the instruction at pc, now retired): when
+ * the GIC asserts an output, the control hooks must call Python again, and the interrupt is
+ * taken at once (preferred return: the next instruction) if it is deliverable to an EL where
+ * profiling is disabled; otherwise the run stops at the next block for Python to plan it. */
+static void gic_changed(void *uc, struct spe_intr *h, struct spe_counter *c, uint32_t el,
+                        uint64_t pstate, uint64_t next_pc)
+{
+    uint32_t lines = spe_gic_lines(h->gic);
+    h->gic->dirty = 1;
+    h->control->irq = lines != 0;
+    if (!lines)
+        return;
+    uint32_t kind = 0;
+    uint32_t target = spe_deliverable(lines, h->irq_target, h->fiq_target, el, pstate,
+                                      h->i_bit, h->f_bit, &kind);
+    if (target && !(h->enabled_els >> target & 1)) {
+        spe_take_exception(h->model, uc, target, kind, next_pc, 0, 0, 0, 0);
+        h->irqs_taken++;
+        return;
+    }
+    c->stop_at = c->insns;
+    c->fast_limit = 0;
+}
+
+/* ICC_IAR1_EL1 read, ICC_EOIR1_EL1 or ICC_SGI1R_EL1 write (an UNDEF in QEMU) executed on the
+ * GIC model's state (gic.c), when permitted at `el` and free of anything Python reports (an
+ * EOI it would log, an SGI to another PE); 1 when done (PC past it), 0: Python's to do. */
+static int icc_fast(void *uc, struct spe_intr *h, struct spe_counter *c, uint32_t word,
+                    uint64_t pc, uint32_t el, uint64_t pstate)
+{
+    const struct spe_exc_model *m = h->model;
+    struct spe_gic *g = h->gic;
+    uint32_t rt = word & 31, which;
+    for (which = 0; which < 3 && (word & ~31u) != h->icc_word[which]; which++)
+        ;
+    if (which == 3 || !(h->icc_ok >> (3 * el + which) & 1))
+        return 0;
+    uint64_t value = rt == 31 ? 0 : reg_read(uc, m, h->x_ids[rt]);
+    if (which == 0) {
+        uint64_t intid = spe_gic_acknowledge(g, 1);
+        if (rt != 31)
+            reg_write(uc, m, h->x_ids[rt], intid);
+    } else if (which == 1) {
+        uint32_t intid = (uint32_t)value & h->intid_mask;
+        if (spe_gic_eoi(g, 1, intid, 0) & (SPE_EOI_ERRORS | SPE_EOI_SPECIAL))
+            return 0;
+        spe_gic_eoi(g, 1, intid, 1);
+    } else {
+        if ((value & h->sgi_self_mask) != h->sgi_self_value)
+            return 0;
+        struct spe_gic_irq *irq = &g->irqs[(value >> h->sgi_intid_lsb) & 15];
+        if (h->sgi1r_groups >> (irq->group & 1) & 1)
+            irq->latch = 1;
+    }
+    reg_write(uc, m, m->pc_id, pc + 4);
+    h->icc_native++;
+    gic_changed(uc, h, c, el, pstate, pc + 4);
+    return 1;
 }
 
 void spe_intr_hook(void *uc, uint32_t intno, struct spe_intr *h)
@@ -157,8 +237,18 @@ void spe_intr_hook(void *uc, uint32_t intno, struct spe_intr *h)
 
     uint64_t pstate = reg_read(uc, m, m->pstate_id);
     uint32_t el = (uint32_t)(pstate >> m->el_lsb) & m->el_mask;
-    if (intno == h->psci_intno && el > 0)
+    if ((intno == h->psci_intno && el > 0) || (h->enabled_els >> el & 1))
         goto python;
+    uint64_t pc = reg_read(uc, m, m->pc_id);
+    if (intno == h->undef_intno) {
+        uint32_t word;
+        if (!fetch_word(uc, h, pc, &word))
+            goto python;
+        if (h->gic && h->gic_native && icc_fast(uc, h, c, word, pc, el, pstate))
+            return;
+        if (python_undef(h, word))
+            goto python;
+    }
     if (h->context_save(uc, h->context) != 0)
         goto python;
     struct qemu_exception exc;
@@ -171,14 +261,11 @@ void spe_intr_hook(void *uc, uint32_t intno, struct spe_intr *h)
         target = el;
     if (target < 1)
         target = 1;
-    if (((h->enabled_els >> el) | (h->enabled_els >> target)) & 1)
+    if (h->enabled_els >> target & 1)
         goto python;
     uint32_t ec = (exc.syndrome >> h->ec_lsb) & h->ec_mask;
     if ((h->abort_ecs >> ec & 1)
             && (h->python_fscs >> ((exc.syndrome >> h->fsc_lsb) & h->fsc_mask) & 1))
-        goto python;
-    uint64_t pc = reg_read(uc, m, m->pc_id);
-    if (intno == h->undef_intno && python_undef(uc, h, pc))
         goto python;
 
     /* The population is accounted up to and including the instruction (Machine._take_sync):
@@ -213,7 +300,7 @@ python:
  * something to re-plan (struct spe_control). */
 void spe_control_hook(void *uc, uint64_t address, uint32_t size, struct spe_control *ctl)
 {
-    if (!ctl->python) {
+    if (!(ctl->python | ctl->irq)) {
         ctl->skipped++;
         return;
     }
@@ -225,7 +312,7 @@ void spe_control_hook(void *uc, uint64_t address, uint32_t size, struct spe_cont
  * context): the run then checks for the Illegal Execution state exception. */
 void spe_eret_hook(void *uc, uint64_t address, uint32_t size, struct spe_control *ctl)
 {
-    if (!ctl->python) {
+    if (!(ctl->python | ctl->irq)) {
         const struct spe_exc_model *m = ctl->model;
         uint32_t el = (uint32_t)(reg_read(uc, m, m->pstate_id) >> m->el_lsb) & m->el_mask;
         if (el == 0) {

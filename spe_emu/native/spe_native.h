@@ -271,6 +271,8 @@ struct spe_exc_entry {
 #define SPE_EXC_FAR 2        /* write FAR_ELx = far */
 
 typedef void (*spe_intr_fn)(void *uc, uint32_t intno, void *user_data);
+struct spe_gic;
+struct spe_control;
 typedef int (*spe_context_save_fn)(void *uc, void *context);
 
 /* The INTR hook (spe_intr_hook): synchronous exceptions QEMU raised, taken natively where
@@ -301,7 +303,32 @@ struct spe_intr {
     /* the exception-loop guard (Machine._take_sync): entries with no instruction retired */
     uint64_t entry_retired, entries_in_place, loop_limit;
     uint64_t taken;                       /* exceptions taken natively */
+    /* The GIC CPU interface's common accesses (ICC_IAR1_EL1 reads, ICC_EOIR1_EL1 and
+     * ICC_SGI1R_EL1 writes) executed natively on the GIC model's state, and an interrupt
+     * they make deliverable taken at once; the rest go to Python. */
+    struct spe_gic *gic;                  /* NULL: no GIC */
+    struct spe_control *control;          /* told when the GIC's output is asserted */
+    uint32_t gic_native;                  /* 0 until Python refreshed the fields below */
+    uint32_t icc_ok;                      /* bit 3 * EL + n: access n (IAR1, EOIR1, SGI1R)
+                                             is permitted at EL (Python's access checks) */
+    uint32_t icc_word[3];                 /* MRS ICC_IAR1_EL1, MSR ICC_EOIR1_EL1, MSR
+                                             ICC_SGI1R_EL1 with Rt = 0 */
+    uint32_t intid_mask;                  /* ICC_EOIR1_EL1.INTID (from bit 0) */
+    uint64_t sgi_self_mask, sgi_self_value;  /* ICC_SGI1R_EL1 naming only this PE */
+    uint32_t sgi_intid_lsb, sgi1r_groups; /* ICC_SGI1R_EL1.INTID; groups it forwards */
+    uint32_t irq_target, fiq_target;      /* the EL a physical IRQ / FIQ is routed to */
+    uint32_t i_bit, f_bit;                /* PSTATE.I, PSTATE.F */
+    int32_t x_ids[31];                    /* Unicorn ids of X0-X30 */
+    uint64_t icc_native;                  /* ICC accesses executed natively */
+    uint64_t irqs_taken;                  /* interrupts taken natively */
 };
+
+/* D1.3.6 interrupt masking (exception.c): the interrupt taken now given the GIC's outputs
+ * (`lines`: bit 0 IRQ, bit 1 FIQ), their target ELs, the current EL and PSTATE: its target
+ * EL with *kind = its vector offset (0x080 IRQ, 0x100 FIQ), or 0 for none. */
+uint32_t spe_deliverable(uint32_t lines, uint32_t irq_target, uint32_t fiq_target,
+                         uint32_t el, uint64_t pstate, uint32_t i_bit, uint32_t f_bit,
+                         uint32_t *kind);
 
 /* MSR/MRS hooks: encodings (op0:op1:CRn:CRm:op2, 16 bits) Python must see; the rest are
  * left to QEMU without a Python call. msr_all: every MSR goes to Python (while profiling is
@@ -320,7 +347,8 @@ struct spe_sysreg_filter {
  * output possibly asserted, or a Profiling Buffer that may be enabled: Python keeps it). */
 typedef void (*spe_code_fn)(void *uc, uint64_t address, uint32_t size, void *user_data);
 struct spe_control {
-    uint32_t python, pad;
+    uint32_t python;    /* Python's own reasons */
+    uint32_t irq;       /* the native CPU-interface path left the GIC's output asserted */
     spe_code_fn fallback;
     uint64_t skipped;
     /* ERET (spe_eret_hook): Python also when SPSR_ELx may set PSTATE.IL: per EL, bit
@@ -373,5 +401,10 @@ struct spe_gic {
 #define SPE_EOI_NOT_ACTIVE 16    /* deactivated an interrupt that was not active (done) */
 #define SPE_EOI_ERRORS (SPE_EOI_NO_SUCH | SPE_EOI_NO_ACTIVE | SPE_EOI_WRONG_GROUP \
                         | SPE_EOI_NOT_ACTIVE)
+
+int spe_gic_hppi(const struct spe_gic *g, uint32_t *prio, uint32_t *intid, uint32_t *group);
+uint32_t spe_gic_lines(const struct spe_gic *g);
+uint32_t spe_gic_acknowledge(struct spe_gic *g, uint32_t group);
+uint32_t spe_gic_eoi(struct spe_gic *g, uint32_t group, uint32_t intid, int commit);
 
 #endif
