@@ -2282,8 +2282,9 @@ class Machine:
     def _wait_if_wfi(self) -> None:
         """If the instruction before the PC, just executed, is a WFI (Unicorn returns from
         emu_start after it: QEMU halts the PE), the PE waits for a wake-up event (Arm ARM
-        D1.6.2 "Wait For Interrupt"): an interrupt the GIC asserts wakes it even when PSTATE
-        masks it; otherwise virtual time advances to the next event on the clock.
+        D1.6.2 "Wait For Interrupt"): an interrupt the GIC asserts, or a pending virtual IRQ
+        or FIQ, wakes it even when PSTATE masks it; otherwise virtual time advances to the
+        next event on the clock.
 
         Raises:
             GuestError: nothing is scheduled that could ever wake the PE.
@@ -2293,7 +2294,8 @@ class Machine:
             word = self._fetch(pc - 4, self.context().el)
         except (TranslationFault, UcError):
             return
-        if word != WFI_WORD or self._irq_line():
+        if (word != WFI_WORD or self._irq_line()
+                or self.pe.virtual_interrupt_pending(self.context())):
             return
         self._counter_reads_changed()
         # Events that assert no interrupt (a console poll that found no input) do not end

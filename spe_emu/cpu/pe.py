@@ -66,6 +66,17 @@ class ProcessingElement:
         return bool(ctx.el2_enabled and HCR_EL2.get(hcr, "VSE") and HCR_EL2.get(hcr, "AMO")
                     and not ctx.tge)
 
+    @staticmethod
+    def virtual_interrupt_pending(ctx: AccessContext) -> bool:
+        """A virtual IRQ or FIQ is pending for EL1 and EL0: HCR_EL2.VI with IMO, or VF with
+        FMO, EL2 enabled and TGE = 0, at EL1 or EL0 (Arm ARM D1.3.5 "Virtual interrupts").
+        A wake-up event for WFI even while PSTATE masks it (D1.6.2); Unicorn's QEMU takes
+        the interrupt itself."""
+        hcr = ctx.hcr_el2
+        return bool(ctx.el < 2 and ctx.el2_enabled and not ctx.tge
+                    and ((HCR_EL2.get(hcr, "VI") and HCR_EL2.get(hcr, "IMO"))
+                         or (HCR_EL2.get(hcr, "VF") and HCR_EL2.get(hcr, "FMO"))))
+
     def deliverable_interrupt(self, ctx: AccessContext) -> tuple[VectorKind, int] | None:
         """The interrupt that would be taken now, as (IRQ, FIQ or SError, target EL), or None:
         the controller asserts it, it is not routed below the current EL, and PSTATE.I/F masks
