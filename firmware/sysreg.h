@@ -165,6 +165,7 @@
 
 /* MDCR_EL3 */
 #define MDCR_EL3_NSPB		GENMASK(13, 12)
+#define MDCR_EL3_SDD		BIT(16)
 #define MDCR_EL3_NSPB_SHIFT	12
 /* Profiling Buffer owned by Non-secure EL1 (or EL2, see MDCR_EL2.E2PB) */
 #define MDCR_EL3_NSPB_NS_EL1	FIELD_VAL(MDCR_EL3_NSPB, 3)
@@ -195,6 +196,7 @@
 /* MDCR_EL2 */
 #define MDCR_EL2_HPMN		GENMASK(4, 0)
 #define MDCR_EL2_TPM		BIT(6)
+#define MDCR_EL2_TDE		BIT(8)
 #define MDCR_EL2_E2PB		GENMASK(13, 12)
 #define MDCR_EL2_TPMS		BIT(14)
 #define MDCR_EL2_HPMN_MASK	MDCR_EL2_HPMN	/* reset value PMCR_EL0.N */

@@ -320,6 +320,26 @@ EXC_DEBUG = [
         why="EL0 LDR of it: Watchpoint to EL1, WnR 0"),
     Exc(0x1106, 1, 0x200, esr(EC_SVC, 0x16), ("case_0x1106", 8), psr(1),
         why="a breakpoint at EL1 with PSTATE.D = 1 is masked: the next exception is the SVC"),
+    Exc(0x1107, 1, 0x200, esr(EC_WPT_SAME, WNR | FSC_DEBUG), THIS, psr(1, 1, "AIF"),
+        far=("watched", 8), why="EL1 STP whose second doubleword is watched: FAR = that one"),
+    Exc(0x1108, 1, 0x200, esr(EC_WPT_SAME, FSC_DEBUG), THIS, psr(1, 1, "AIF"), far="watched",
+        why="EL1 LDR X0 of a watched doubleword"),
+    Val(0x1109, 0x77, why="X0 after the LDR that took the Watchpoint: unchanged"),
+    Exc(0x110a, 1, 0x200, esr(EC_SVC, 0x10a), ("case_0x110a", 8), psr(1, 1, "AIF"),
+        why="DBGWCR0_EL1.PAC = 0b10 (EL0 only): an EL1 load does not match"),
+    Exc(0x110b, 1, 0x200, esr(EC_WPT_SAME, WNR | FSC_DEBUG), THIS, psr(1, 1, "AIF"),
+        far="watched", why="DBGWCR0_EL1.LSC = 0b10: the LDR before does not match, the STR does"),
+    Exc(0x110c, 1, 0x200, esr(EC_WPT_SAME, FSC_DEBUG), THIS, psr(1, 1, "AIF"),
+        far=("watched", 8), why="DBGWCR0_EL1.MASK = 4: 16 bytes watched, LDR of the second "
+                                "doubleword matches"),
+    Exc(0x110d, 1, 0x200, esr(EC_SVC, 0x10d), ("case_0x110d", 8), psr(1, 1, "AIF"),
+        why="OS Lock set (OSLAR_EL1.OSLK = 1): debug exceptions disabled, no match"),
+    Exc(0x110e, 2, 0x400, esr(EC_WPT_LOWER, FSC_DEBUG), THIS, psr(1), far="watched",
+        why="MDCR_EL2.TDE = 1: Watchpoint from EL1 to EL2 (EC 0x34), not masked by PSTATE.D"),
+    Exc(0x110f, 1, 0x200, esr(EC_SVC, 0x10f), ("case_0x110f", 8), psr(1),
+        why="EL1 load with PSTATE.D = 1: the Watchpoint is masked"),
+    Exc(0x1110, 1, 0x200, esr(EC_SVC, 0x110), ("case_0x1110", 8), psr(1, 1, "AIF"),
+        why="OS Lock set: no Breakpoint exception (AArch64.GenerateDebugExceptionsFrom())"),
 ]
 
 # exc_virq.S: virtual IRQ, FIQ and SError (issue 13 survey). An IRQ or FIQ writes no ESR: the
@@ -509,11 +529,14 @@ PROGRAMS = {
         0xf42: "no memory-type alignment check with the MMU off: the load completes"}),
     "exc_debug": Program("exc_debug.S", EXC_DEBUG, qemu_bugs={
         0x1105: "QEMU 7.2 keeps a watchpoint's write-hit flag after the STR of case 0x1104: this "
-                "load reports WnR = 1 (ESR 0xd2000062); re-arming DBGWCR0_EL1 clears it"},
+                "load reports WnR = 1 (ESR 0xd2000062); re-arming DBGWCR0_EL1 clears it",
+        0x110d: "QEMU 7.2 takes the Watchpoint (ESR 0xd6000022) with the OS Lock set: it does "
+                "not check OSLSR_EL1.OSLK, which AArch64.GenerateDebugExceptionsFrom() does",
+        0x1110: "QEMU 7.2 takes the Breakpoint (ESR 0xc6000022) with the OS Lock set (no "
+                "OSLSR_EL1.OSLK check)"},
         spe_emu_bugs={
-        tag: "no Watchpoint exception, the access completes: Unicorn's QEMU compiles "
-             "cpu_watchpoint_insert() out, although ID_AA64DFR0_EL1.WRPs advertises 4 "
-             "watchpoints" for tag in (0x1103, 0x1104, 0x1105)}),
+        0x1110: "the Breakpoint is taken (ESR 0xc6000022): breakpoints are raised by Unicorn's "
+                "QEMU 5, which does not check the OS Lock either"}),
     "exc_virq": Program("exc_virq.S", EXC_VIRQ),
     "exc_walk": Program("exc_walk.S", EXC_WALK),
 }

@@ -65,6 +65,8 @@ class EC(enum.IntEnum):
     DABORT_SAME = 0x25
     SP_ALIGN = 0x26
     SERROR = 0x2F
+    WATCHPOINT_LOWER = 0x34
+    WATCHPOINT_SAME = 0x35
     BRK64 = 0x3C
 
 

@@ -71,6 +71,7 @@ from .fastuc import FastAccess
 from .native_records import (CAPTURE_REGS, CAPTURE_SLOT, NativeRecords, block_templates, plan_steps)
 from .pe import ISR_EL1, ProcessingElement
 from .qemu_state import ExceptionReader, exception_layout
+from .watchpoints import DEBUG_WRITES, Watchpoints
 from .sync_checks import ABORT_ECS, INSN_BYTES, SPSR, SyncChecks, eret_il_table
 
 NEVER = (1 << 64) - 1
@@ -399,6 +400,7 @@ class Machine:
         self.pe = ProcessingElement(self.fast, self.gic.irq_line, self.gic.fiq_line)
         self._gic_state = self.gic.gic.state
         self.checks = SyncChecks(self)
+        self.watchpoints = Watchpoints(self)
         self.semihost = Semihosting(Path(config.outdir), self._read_current, self._write_current,
                                     console=config.console, clock=self.clock.centiseconds)
         self.exit: MachineExit | None = None
@@ -656,7 +658,7 @@ class Machine:
             return hooked | set(RANDOM_NUMBER_REGS) | set(COUNTER_READS) | {
                 ISR_EL1.encoding.tuple, ID_AA64DFR0_EL1.encoding.tuple,
                 ID_AA64PFR0_EL1.encoding.tuple}
-        return hooked | TRANSLATION_WRITES | WATCHED_WRITES | {DAIF_ENC}
+        return hooked | TRANSLATION_WRITES | WATCHED_WRITES | DEBUG_WRITES | {DAIF_ENC}
 
     def _install_intr_hook(self) -> None:
         """The native INTR hook (``spe_intr_hook``, exception.c): synchronous exceptions with
@@ -2034,7 +2036,9 @@ class Machine:
             self._irq_line_value = None  # (HCR_EL2.VSE, AMO, TGE; SCR_EL3.NS)
             self._python_controls()
             self.intr.gic_native = 0   # (until _native_context has the new context)
-        if enc in WATCHED_WRITES or enc == DAIF_ENC:
+        if enc in DEBUG_WRITES:
+            self.watchpoints.dirty = True  # (hooks installed again before the run goes on)
+        if enc in WATCHED_WRITES or enc in DEBUG_WRITES or enc == DAIF_ENC:
             # Takes effect after this instruction; re-plan at the next block boundary.
             self.replan = True
             if self.cfg.mode != "reference":
@@ -2069,6 +2073,9 @@ class Machine:
         """Reference mode: one population step per instruction, in Python. The Exception level
         is read from PSTATE at every instruction; whether profiling is enabled at each EL is
         re-derived whenever a hook reported a change of control state."""
+        if self.watchpoints.dirty:  # (installed again before this instruction: _start)
+            uc.emu_stop()
+            return
         if self._stop_requested or self._irq_line():
             # (every instruction while an interrupt is asserted: the unmasking MSR DAIFClr or
             # ERET may be in code no control hook covers)
@@ -2136,6 +2143,8 @@ class Machine:
 
     def _start(self, pc: int, until: int = 0, count: int = 0) -> None:
         self._unmapped = None
+        if self.watchpoints.dirty:
+            self.watchpoints.refresh()
         try:
             self.uc.emu_start(pc, until, 0, count)
         except UcError as exc:
@@ -2144,6 +2153,8 @@ class Machine:
             else:
                 raise GuestError(f"emulation stopped at PC {self.pc:#x} after {self.insns()} "
                                  f"instructions: {exc}") from None
+        if self.watchpoints.hit is not None:
+            self.watchpoints.take_hit()
         if self._hook_error is not None:
             exc, self._hook_error = self._hook_error, None
             raise exc

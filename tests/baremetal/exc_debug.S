@@ -13,11 +13,34 @@
 //   0x1105       EL0 LDR of it: EC 0x34 to EL1
 //   0x1106       EL1 instruction at DBGBVR0_EL1 with PSTATE.D = 1: masked, no exception; the
 //                SVC #0x16 after it is the next exception
+//   0x1107       EL1 STP whose second doubleword is watched: Watchpoint, WnR 1, FAR = it
+//   0x1108       EL1 LDR X0 of a watched doubleword with X0 = 0x77: Watchpoint ...
+//   0x1109       ... and X0 afterwards (value record): 0x77, the load did not complete
+//   0x110a       EL1 LDR with DBGWCR0_EL1.PAC = 0b10 (EL0 only): no match, next is SVC #0x10a
+//   0x110b       DBGWCR0_EL1.LSC = 0b10 (stores): an LDR does not match, the STR after it does
+//   0x110c       DBGWCR0_EL1.MASK = 4 (16 bytes, BAS all ones): LDR of the second doubleword
+//   0x110d       OS Lock set (OSLAR_EL1.OSLK = 1): no match, next is SVC #0x10d
+//   0x110e       MDCR_EL2.TDE = 1: EL1 LDR of a watched doubleword, Watchpoint to EL2 (EC 0x34)
+//                although PSTATE.D = 1 (D masks only debug exceptions to the current EL)
+//   0x110f       EL1 LDR with PSTATE.D = 1 (KDE = 1): masked, next is SVC #0x10f
+//   0x1110       OS Lock set: an EL1 instruction at DBGBVR0_EL1 does not break, next is
+//                SVC #0x110
     .include "macros.inc"
     .equ MDSCR_MDE, (1 << 15)
     .equ MDSCR_KDE, (1 << 13)
     .equ DBGBCR_ADDR, (1 | (3 << 1) | (0xf << 5))               // E, PMC EL1+EL0, BAS
     .equ DBGWCR_LDST, (1 | (3 << 1) | (3 << 3) | (0xff << 5))   // E, PAC, LSC, BAS
+    .equ DBGWCR_EL0ONLY, (1 | (2 << 1) | (3 << 3) | (0xff << 5))
+    .equ DBGWCR_ST, (1 | (3 << 1) | (2 << 3) | (0xff << 5))
+    .equ DBGWCR_MASK16, (1 | (3 << 1) | (3 << 3) | (0xff << 5) | (4 << 24))
+
+// Watchpoint 0 on \addr with DBGWCR0_EL1 = \wcr (written afresh for every case: QEMU 7.2
+// keeps a write hit's WnR until DBGWCR0_EL1 is written again)
+    .macro WATCH wcr, addr
+    ldr     x1, =\addr
+    msr     dbgwvr0_el1, x1
+    SETREG  dbgwcr0_el1, \wcr
+    .endm
     .text
     .global main
 main:
@@ -75,6 +98,69 @@ el0_wp:
     CASE    0x1106
     nop                             // PSTATE.D = 1: the breakpoint is masked
     svc     #0x16
+    msr     dbgbcr0_el1, xzr
+
+    msr     daifclr, #8
+    WATCH   DBGWCR_LDST, watched + 8
+    ldr     x2, =watched
+    mov     x3, #0x77
+    mov     x4, #0x78
+    CASE    0x1107
+    stp     x3, x4, [x2]
+    WATCH   DBGWCR_LDST, watched
+    mov     x0, #0x77
+    CASE    0x1108
+    ldr     x0, [x2]
+    mov     x5, x0
+    PUT     0x1109, x5
+    WATCH   DBGWCR_EL0ONLY, watched
+    CASE    0x110a
+    ldr     x0, [x2]
+    svc     #0x10a
+    WATCH   DBGWCR_ST, watched
+    ldr     x0, [x2]
+    CASE    0x110b
+    str     x0, [x2]
+    WATCH   DBGWCR_MASK16, watched
+    CASE    0x110c
+    ldr     x0, [x2, #8]
+    WATCH   DBGWCR_LDST, watched
+    mov     x9, #1
+    msr     oslar_el1, x9
+    isb
+    CASE    0x110d
+    ldr     x0, [x2]
+    svc     #0x10d
+    msr     oslar_el1, xzr
+    isb
+    msr     daifset, #8
+    hvc     #ELEVATE                // EL2: MDCR_EL2.TDE = 1
+    mrs     x20, mdcr_el2
+    orr     x20, x20, #(1 << 8)
+    msr     mdcr_el2, x20
+    ERET_TO 2, 0x3c5, 1f
+1:  CASE    0x110e
+    ldr     x0, [x2]
+    hvc     #ELEVATE
+    bic     x20, x20, #(1 << 8)
+    msr     mdcr_el2, x20
+    ERET_TO 2, 0x3c5, 1f
+1:  CASE    0x110f
+    ldr     x0, [x2]
+    svc     #0x10f
+    msr     dbgwcr0_el1, xzr
+    ldr     x9, =case_0x1110
+    msr     dbgbvr0_el1, x9
+    SETREG  dbgbcr0_el1, DBGBCR_ADDR
+    mov     x9, #1
+    msr     oslar_el1, x9
+    msr     daifclr, #8
+    isb
+    CASE    0x1110
+    nop
+    svc     #0x110
+    msr     daifset, #8
+    msr     oslar_el1, xzr
     msr     dbgbcr0_el1, xzr
     msr     mdscr_el1, xzr
     isb

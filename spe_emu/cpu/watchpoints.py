@@ -1,0 +1,258 @@
+"""Hardware watchpoints (Arm ARM D2 "AArch64 Self-hosted Debug", pseudocode
+``AArch64.CheckWatchpoint()``, ``AArch64.WatchpointMatch()``, ``AArch64.WatchpointByteMatch()``,
+``AArch64.StateMatch()``, ``AArch64.GenerateDebugExceptionsFrom()``,
+``AArch64.WatchpointException()``).
+
+Unicorn's QEMU 5.0 keeps DBGWCR<n>_EL1/DBGWVR<n>_EL1 but compiles ``cpu_watchpoint_insert()``
+out, so it never raises a Watchpoint exception although ID_AA64DFR0_EL1.WRPs advertises four.
+spe_emu raises them with Unicorn memory hooks installed only over the watched ranges (widened by
+:data:`SLACK` bytes each side, so that every access of an instruction that touches a watched
+byte is seen) and only while a watchpoint can match: MDSCR_EL1.MDE = 1, the OS Lock clear
+(OSLSR_EL1.OSLK = 0) and DBGWCR<n>_EL1.E = 1. Writes of those registers reach
+``Machine._on_msr``, which stops the run at the next block boundary (the writes take effect
+after a context synchronization event, which ends QEMU's block) so the hooks are installed
+again (:meth:`Watchpoints.refresh`). Nothing is installed, and nothing runs, while no
+watchpoint is enabled.
+
+A hook call that matches notes the hit, puts the PC back on the instruction and stops
+emulation; Unicorn completes the access (and the rest of the instruction) first, so the
+instruction is undone at the stop: the CPU registers from a context saved before its first
+hooked access, the bytes its hooked stores overwrote. Then the Watchpoint exception is taken
+(ELR = the instruction, FAR = the watched address accessed, ESR EC 0x34/0x35 with WnR and DFSC
+0b100010).
+
+Choices where the architecture leaves them open (docs/model.md "Exception classes"): the
+address comparison uses VA bits [55:bottom] (``AddrTop()`` with TBI); a non-contiguous BAS, or
+a BAS not all ones with MASK != 0, matches the bytes BAS selects; MASK 1 or 2 (reserved) acts as
+0; linked watchpoints (DBGWCR<n>_EL1.WT = 1) never match (no context-matching breakpoints are
+modelled); unprivileged loads/stores (LDTR/STTR) count as privileged at EL1.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from unicorn import UC_HOOK_MEM_READ, UC_HOOK_MEM_WRITE, UC_MEM_WRITE
+from unicorn import arm64_const as A
+
+from ..arch.context import MDCR_EL2, MDCR_EL3, AccessContext
+from ..arch.faults import TranslationFault
+from ..sysreg import MASK64, reg
+from . import a64
+from .exceptions import ABORT_ISS, EC, PSTATE, esr
+
+if TYPE_CHECKING:
+    from .machine import Machine
+
+NUM_WATCHPOINTS = 4   # ID_AA64DFR0_EL1.WRPs + 1 of Unicorn's "max" CPU
+DBGWCR = [reg(f"DBGWCR{n}_EL1", (2, 0, 0, n, 7), "MASK 28:24", "WT 20", "LBN 19:16",
+              "SSC 15:14", "HMC 13", "BAS 12:5", "LSC 4:3", "PAC 2:1", "E 0",
+              doc="Arm ARM D19.3 DBGWCR<n>_EL1") for n in range(NUM_WATCHPOINTS)]
+DBGWVR = [reg(f"DBGWVR{n}_EL1", (2, 0, 0, n, 6), "VA 63:2", doc="Arm ARM D19.3 DBGWVR<n>_EL1")
+          for n in range(NUM_WATCHPOINTS)]
+MDSCR_EL1 = reg("MDSCR_EL1", (2, 0, 0, 2, 2), "MDE 15", "KDE 13", "SS 0",
+                doc="Arm ARM D19.3 MDSCR_EL1")
+OSLAR_EL1 = reg("OSLAR_EL1", (2, 0, 1, 0, 4), "OSLK 0", doc="Arm ARM D19.3 OSLAR_EL1")
+OSLSR_EL1 = reg("OSLSR_EL1", (2, 0, 1, 1, 4), "OSLK 1", read_only=True,
+                doc="Arm ARM D19.3 OSLSR_EL1")
+DEBUG_WRITES = frozenset(r.encoding.tuple for r in (*DBGWCR, *DBGWVR, MDSCR_EL1, OSLAR_EL1))
+"""MSRs after which the watchpoint hooks are installed again."""
+
+FSC_DEBUG = 0b100010   # DFSC of a Watchpoint exception ("Debug exception")
+SLACK = 64             # bytes: the largest access of one instruction (DC ZVA, LD4 of Q registers)
+MAX_BLOCK_INSNS = 512  # instructions looked at from a block's start (QEMU's blocks are shorter)
+
+
+class Watchpoints:
+    """The machine's watchpoints: hooks, matching, and the exception."""
+
+    def __init__(self, machine: Machine):
+        self.m = machine
+        self.dirty = True          # the controls may have changed: refresh before running
+        self._hooks: list[int] = []
+        self._active: list[tuple[int, int, int]] = []   # (n, DBGWCR, DBGWVR) enabled
+        self._key: tuple | None = None                  # the instruction being hooked
+        self._block: tuple[int, int] | None = None      # (reported PC, count) of its block
+        self._pc, self._left = 0, 0                     # its address, bytes it has to access
+        self._saved = None                              # its CPU context before its accesses
+        self._undo: list[tuple[int, bytes]] = []        # (VA, old bytes) of its hooked stores
+        self.hit: tuple[int, int, bool] | None = None   # (PC, FAR, write) to take at the stop
+
+    # -- hooks -------------------------------------------------------------------------
+    def refresh(self) -> None:
+        """Install the memory hooks for the enabled watchpoints (remove the old ones)."""
+        self.dirty = False
+        uc = self.m.uc
+        for h in self._hooks:
+            uc.hook_del(h)
+        self._hooks, self._active = [], []
+        cpr = self.m.fast.cpr
+        if (not MDSCR_EL1.get(cpr(MDSCR_EL1.encoding.tuple), "MDE")
+                or OSLSR_EL1.get(cpr(OSLSR_EL1.encoding.tuple), "OSLK")):
+            return
+        for n in range(NUM_WATCHPOINTS):
+            wcr = cpr(DBGWCR[n].encoding.tuple)
+            if not DBGWCR[n].get(wcr, "E"):
+                continue
+            wvr = cpr(DBGWVR[n].encoding.tuple)
+            self._active.append((n, wcr, wvr))
+            lo, size = watched_range(wcr, wvr)
+            begin, end = max(lo - SLACK, 0), min(lo + size + SLACK, 1 << 64) - 1
+            self._hooks.append(uc.hook_add(UC_HOOK_MEM_READ | UC_HOOK_MEM_WRITE, self._on_access,
+                                           None, begin, end))
+
+    def _on_access(self, uc, access: int, address: int, size: int, _value: int, _data) -> None:
+        m = self.m
+        write = access == UC_MEM_WRITE
+        if self.hit is not None:
+            return self._log(write, address, size)   # (the rest of a hit instruction)
+        pc = self._instruction(address, size, write)
+        if pc is None:
+            return None
+        self._log(write, address, size)
+        ctx = m.context()
+        pstate = m.fast.reg(A.UC_ARM64_REG_PSTATE)
+        if debug_target(ctx, pstate, m.fast.cpr(MDSCR_EL1.encoding.tuple)) is None:
+            return None
+        for _n, wcr, wvr in self._active:
+            far = watchpoint_match(wcr, wvr, ctx, address, size, write)
+            if far is not None:
+                self.hit = (pc, far, write)
+                uc.reg_write(A.UC_ARM64_REG_PC, pc)   # (leaves the block after this access)
+                uc.emu_stop()
+                return None
+        return None
+
+    def _instruction(self, address: int, size: int, write: bool) -> int | None:
+        """The address of the load/store making this access. Inside a memory hook Unicorn's
+        PC is the instruction's or, in blocks QEMU translated without synchronising it, the
+        block's start; so the instructions from there on are decoded and the first whose
+        data range (from the registers now) holds the access, of the right kind, is it. An
+        instruction's later accesses (pairs, structures, atomics) are its own until it has
+        made all of them. On a new instruction, the CPU context is saved for the undo."""
+        m = self.m
+        reported = m.pc
+        key = (reported, m.insns())   # one execution of the block (or of the instruction)
+        if key != self._block:
+            self._block, self._pc, self._left = key, reported, 0
+        if self._left > 0:   # the current instruction has accesses to make
+            self._left -= size
+            return self._pc
+        el = PSTATE.get(m.fast.reg(A.UC_ARM64_REG_PSTATE), "EL")
+        pc = self._pc if self._pc == reported else self._pc + 4
+        for _ in range(MAX_BLOCK_INSNS):
+            try:
+                info = a64.decode(m._fetch(pc, el))
+            except TranslationFault:
+                return None
+            lowest = info.data_address(pc, m._regs(info.reads))
+            if (lowest is not None and (info.is_store if write else info.is_load)
+                    and lowest <= address < lowest + max(info.access_size, 1)):
+                total = info.access_size * (2 if info.is_load and info.is_store else 1)
+                self._pc, self._left = pc, total - size
+                self._key, self._undo = (pc, key), []
+                self._saved = m.uc.context_save()
+                return pc
+            pc += 4
+        return None
+
+    def _log(self, write: bool, address: int, size: int) -> None:
+        if write:
+            self._undo.append((address, self.m._read_current(address, size)))
+
+    # -- the exception -----------------------------------------------------------------
+    def take_hit(self) -> None:
+        """At the stop after a hit: undo the instruction and take the Watchpoint exception
+        (``AArch64.WatchpointException()``)."""
+        pc, far, write = self.hit
+        self.hit, self._key, self._block = None, None, None
+        m = self.m
+        m.uc.context_restore(self._saved)
+        for va, old in reversed(self._undo):
+            m._write_current(va, old)
+        self._undo = []
+        m._ctx = None
+        ctx = m.context()
+        target = debug_target(ctx, m.fast.reg(A.UC_ARM64_REG_PSTATE),
+                              m.fast.cpr(MDSCR_EL1.encoding.tuple))
+        ec = EC.WATCHPOINT_LOWER if target > ctx.el else EC.WATCHPOINT_SAME
+        syndrome = esr(ec, ABORT_ISS.make(WnR=int(write), FSC=FSC_DEBUG))
+        m._take_sync(ctx, target, syndrome, pc, far=far)
+
+
+def watched_range(wcr: int, wvr: int) -> tuple[int, int]:
+    """(lowest VA, bytes) a watchpoint can match: 2^MASK bytes (MASK >= 3), else the
+    doubleword (word when DBGWVR<n>_EL1[2] = 1) at DBGWVR<n>_EL1."""
+    mask = DBGWCR[0].get(wcr, "MASK")
+    if mask >= 3:
+        return wvr & ~((1 << mask) - 1) & MASK64, 1 << mask
+    bottom = 2 if wvr & 4 else 3
+    return wvr & ~((1 << bottom) - 1) & MASK64, 1 << bottom
+
+
+def debug_target(ctx: AccessContext, pstate: int, mdscr: int) -> int | None:
+    """The EL a debug exception from the current state is taken to, or None when debug
+    exceptions are disabled (``AArch64.GenerateDebugExceptionsFrom(PSTATE.EL, IsSecure(),
+    PSTATE.D)`` with MDSCR_EL1.MDE, the OS Lock being checked when the hooks are installed):
+    EL2 when EL2 is enabled and HCR_EL2.TGE or MDCR_EL2.TDE is set, else EL1; from that EL
+    itself only with MDSCR_EL1.KDE = 1 and PSTATE.D = 0; never from a higher EL; from Secure
+    state not with MDCR_EL3.SDD = 1."""
+    if not MDSCR_EL1.get(mdscr, "MDE"):
+        return None
+    route_to_el2 = ctx.el2_enabled and (ctx.tge or MDCR_EL2.get(ctx.mdcr_el2, "TDE"))
+    target = 2 if route_to_el2 else 1
+    if ctx.is_secure and MDCR_EL3.get(ctx.mdcr_el3, "SDD"):
+        return None
+    if ctx.el == target:
+        if not MDSCR_EL1.get(mdscr, "KDE") or PSTATE.get(pstate, "D"):
+            return None
+    elif ctx.el > target:
+        return None
+    return target
+
+
+def state_match(wcr: int, ctx: AccessContext) -> bool:
+    """``AArch64.StateMatch()`` for a watchpoint (not linked), privileged access at EL1+:
+    the Exception level (HMC, SSC, PAC) and Security state (SSC) conditions."""
+    spec = DBGWCR[0]
+    ssc, hmc, pac = spec.get(wcr, "SSC"), spec.get(wcr, "HMC"), spec.get(wcr, "PAC")
+    el_match = {3: hmc == 1 and ssc & 1 == 0,
+                2: (hmc == 1 and (ssc << 2 | pac) != 0b1000) or ssc == 0b11,
+                1: pac & 1 == 1,
+                0: pac & 2 == 2}[ctx.el]
+    secure = ctx.is_secure
+    security_match = {0b00: True, 0b01: not secure, 0b10: secure,
+                      0b11: hmc == 1 or secure}[ssc]
+    return el_match and security_match
+
+
+def watchpoint_match(wcr: int, wvr: int, ctx: AccessContext, address: int, size: int,
+                     write: bool) -> int | None:
+    """``AArch64.WatchpointMatch()`` for an access of ``size`` bytes at ``address``: the
+    first matching byte's address (for FAR_ELx), or None."""
+    spec = DBGWCR[0]
+    if not spec.get(wcr, "E") or spec.get(wcr, "WT"):
+        return None
+    if not spec.get(wcr, "LSC") & (2 if write else 1):
+        return None
+    if not state_match(wcr, ctx):
+        return None
+    for byte in range(size):
+        va = (address + byte) & MASK64
+        if byte_match(wcr, wvr, va):
+            return va
+    return None
+
+
+def byte_match(wcr: int, wvr: int, va: int) -> bool:
+    """``AArch64.WatchpointByteMatch()`` with VA bits [55:bottom] compared (TBI)."""
+    spec = DBGWCR[0]
+    bottom = 2 if wvr & 4 else 3
+    bas = spec.get(wcr, "BAS")
+    mask = spec.get(wcr, "MASK")
+    if mask in (1, 2):
+        mask = 0
+    byte_select = bool(bas >> (va & ((1 << bottom) - 1)) & 1)
+    low = mask if mask > bottom else bottom
+    top_mask = ((1 << 56) - 1) & ~((1 << low) - 1)
+    return (va & top_mask) == (wvr & top_mask) and byte_select
