@@ -699,28 +699,31 @@ class Machine:
         self._native_hook(UC_HOOK_INTR, ctypes.c_void_p(native.intr_hook_address()),
                           ctypes.byref(h), 1, 0)
 
-    def _intr_fallback(self, _uch, intno: int, _data) -> None:
-        """The native INTR hook's fallback: :meth:`_on_intr`; an exception in it stops the
-        run and is raised by :meth:`_start`."""
+    def _guarded(self, body: Callable[[], object], default: object = None) -> object:
+        """Run the body of a hook that native code calls: an exception in it stops the run
+        and is raised by :meth:`_start` (ctypes would only print it); ``default`` is then
+        returned to the caller."""
         try:
-            self._on_intr(self.uc, intno, None)
+            return body()
         except BaseException as exc:  # noqa: BLE001 -- re-raised after emu_start returns
             if self._hook_error is None:
                 self._hook_error = exc
             self.uc.emu_stop()
+            return default
+
+    @staticmethod
+    def _cp_reg(cp_ptr) -> CpReg:
+        """The ``uc_arm64_cp_reg`` a native MRS/MSR hook passes, as the binding's CpReg."""
+        cp = ctypes.cast(cp_ptr, ctypes.POINTER(UcRegCP64)).contents
+        return CpReg(cp.crn, cp.crm, cp.op0, cp.op1, cp.op2, cp.val)
+
+    def _intr_fallback(self, _uch, intno: int, _data) -> None:
+        """The native INTR hook's fallback: :meth:`_on_intr` (:meth:`_guarded`)."""
+        self._guarded(lambda: self._on_intr(self.uc, intno, None))
 
     def _msr_fallback(self, _uch, reg: int, cp_ptr, _data) -> int:
-        """The native MSR hook's fallback: :meth:`_on_msr`; an exception in it stops the run
-        and is raised by :meth:`_start`."""
-        try:
-            cp = ctypes.cast(cp_ptr, ctypes.POINTER(UcRegCP64)).contents
-            return self._on_msr(self.uc, reg, CpReg(cp.crn, cp.crm, cp.op0, cp.op1, cp.op2,
-                                                    cp.val), None)
-        except BaseException as exc:  # noqa: BLE001 -- re-raised after emu_start returns
-            if self._hook_error is None:
-                self._hook_error = exc
-            self.uc.emu_stop()
-            return 0
+        """The native MSR hook's fallback: :meth:`_on_msr` (:meth:`_guarded`)."""
+        return self._guarded(lambda: self._on_msr(self.uc, reg, self._cp_reg(cp_ptr), None), 0)
 
     def _native_hook(self, kind: int, callback, user_data, begin: int, end: int,
                      *insn: int) -> None:
@@ -738,14 +741,8 @@ class Machine:
             raise GuestError(f"cannot install a native hook (type {kind}, uc error {err})")
 
     def _guarded_control_insn(self, _uch, address: int, size: int, _data) -> None:
-        """The control instructions' callback: :meth:`_on_control_insn`; an exception in it
-        stops the run and is raised by :meth:`_start` (ctypes would only print it)."""
-        try:
-            self._on_control_insn(self.uc, address, size, None)
-        except BaseException as exc:  # noqa: BLE001 -- re-raised after emu_start returns
-            if self._hook_error is None:
-                self._hook_error = exc
-            self.uc.emu_stop()
+        """The control instructions' callback: :meth:`_on_control_insn` (:meth:`_guarded`)."""
+        self._guarded(lambda: self._on_control_insn(self.uc, address, size, None))
 
     def _control_instruction_addresses(self) -> list[tuple[int, bool]]:
         """(address, is an ERET) of the ERET and MSR DAIFSet/DAIFClr instructions in
@@ -1890,20 +1887,14 @@ class Machine:
 
     def _mrs_fallback(self, _uch, reg: int, cp_ptr, _data) -> int:
         """The native MRS hook's fallback (fast mode): fills the counter-read table when it is
-        invalid and this is a counter read, then :meth:`_on_mrs`; an exception stops the run
-        and is raised by :meth:`_start`."""
-        try:
-            cp = ctypes.cast(cp_ptr, ctypes.POINTER(UcRegCP64)).contents
+        invalid and this is a counter read, then :meth:`_on_mrs` (:meth:`_guarded`)."""
+        def body() -> int:
+            cp = self._cp_reg(cp_ptr)
             if (not self.counter_reads.valid
                     and (cp.op0, cp.op1, cp.crn, cp.crm, cp.op2) in COUNTER_READS):
                 self._fill_counter_reads()
-            return self._on_mrs(self.uc, reg, CpReg(cp.crn, cp.crm, cp.op0, cp.op1, cp.op2,
-                                                    cp.val), None)
-        except BaseException as exc:  # noqa: BLE001 -- re-raised after emu_start returns
-            if self._hook_error is None:
-                self._hook_error = exc
-            self.uc.emu_stop()
-            return 0
+            return self._on_mrs(self.uc, reg, cp, None)
+        return self._guarded(body, 0)
 
     def _fill_counter_reads(self) -> None:
         """The native counter-read table for the present control state, from the registered
