@@ -265,6 +265,9 @@ def _prepare_outdir(outdir: Path, *stale: Path) -> None:
         outdir.mkdir(parents=True, exist_ok=True)
         for path in stale:
             path.unlink(missing_ok=True)
+        probe = outdir / ".spe-emu-write-test"  # (a directory files cannot be made in, such
+        probe.write_bytes(b"")                  # as /proc/self, fails here, not at the end)
+        probe.unlink()
     except OSError as exc:
         raise ConfigError(f"output directory {outdir}: {exc.strerror or exc}") from None
 

@@ -1,4 +1,5 @@
-"""The ``spe-emu`` command line: run / decode / report output, and one-line errors (status 2)."""
+"""The ``spe-emu`` command line: run / decode / report output, and one-line errors (status 125, 124 for
+the instruction budget)."""
 
 from __future__ import annotations
 
@@ -116,7 +117,7 @@ def test_decode_prints_every_packet(cli_run):
 
 def test_decode_missing_trace_is_an_error(tmp_path):
     result = invoke("decode", tmp_path / "nope.trace")
-    _assert_one_line_error(result, "cannot read")
+    _assert_one_line_error(result, "nope.trace: no such file")
 
 
 # ---------------------------------------------------------------------------- report -------
@@ -150,8 +151,8 @@ def test_report_hot_functions_are_guest_symbols(cli_run):
 
 # ---------------------------------------------------------------------------- errors -------
 
-def _assert_one_line_error(result, fragment: str):
-    assert result.exit_code == 2, (result.exit_code, result.output, result.exception)
+def _assert_one_line_error(result, fragment: str, status: int = 125):
+    assert result.exit_code == status, (result.exit_code, result.output, result.exception)
     err = result.stderr.strip("\n").splitlines()
     assert len(err) == 1, result.stderr
     assert err[0].startswith("spe-emu: error: "), err[0]
@@ -177,14 +178,14 @@ def _error_cases(tmp: Path):
 
 @pytest.mark.parametrize("case", ["missing", "text", "x86", "interval", "filter", "runaway",
                                   "boot-el", "report-image"])
-def test_errors_are_one_line_with_status_2(tmp_path, case):
+def test_errors_are_one_line_with_status_125(tmp_path, case):
     args, fragment = _error_cases(tmp_path)[case]
     if case == "x86":
         head = Path("/bin/true").read_bytes()[:20] if Path("/bin/true").exists() else b""
         if head[:4] != b"\x7fELF" or head[18:20] != b"\x3e\x00":
             pytest.skip("/bin/true is not an x86-64 ELF here")
     result = invoke(*args)
-    _assert_one_line_error(result, fragment)
+    _assert_one_line_error(result, fragment, 124 if case == "runaway" else 125)
 
 
 def test_boot_el_out_of_range_is_refused(tmp_path):
@@ -205,8 +206,63 @@ def test_error_from_a_real_process(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "spe_emu.tools.cli", "run",
                            str(tmp_path / "missing.elf"), "-o", str(tmp_path / "o")],
                           capture_output=True, text=True, cwd=tmp_path, env=env, timeout=60)
-    assert proc.returncode == 2
+    assert proc.returncode == 125
     assert proc.stdout == ""
     lines = proc.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("spe-emu: error: "), proc.stderr
     assert "missing.elf" in lines[0]
+
+
+# ---------------------------------------------------------------------------- robustness ---
+
+def test_version():
+    result = invoke("--version")
+    assert result.exit_code == 0 and result.stdout.startswith("spe-emu ")
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="no /proc")
+def test_output_directory_files_cannot_be_made_in_is_one_line(tmp_path):
+    _assert_one_line_error(invoke("run", SORT, "-o", "/proc/self"), "/proc/self")
+
+
+@pytest.mark.parametrize("command", [["run", "/dev/zero"], ["decode", "/dev/zero"],
+                                     ["report", "/dev/zero", "--image", SORT],
+                                     ["report", "/dev/null", "--image", "/dev/zero"]])
+def test_devices_are_refused_before_reading(tmp_path, command):
+    # (/dev/zero read to the end never ends)
+    _assert_one_line_error(invoke(*command, "-o", tmp_path) if command[0] == "run"
+                           else invoke(*command), "/dev/")
+
+
+def _with_u64(data: bytes, offset: int, value: int) -> bytes:
+    return data[:offset] + value.to_bytes(8, "little") + data[offset + 8:]
+
+
+def _huge_offsets(tmp: Path) -> dict[str, Path]:
+    raw = Path(SORT).read_bytes()
+    phoff = int.from_bytes(raw[0x20:0x28], "little")
+    shoff = int.from_bytes(raw[0x28:0x30], "little")
+    shentsize = int.from_bytes(raw[0x3A:0x3C], "little")
+    files = {"e_phoff": _with_u64(raw, 0x20, 1 << 63),
+             "e_shoff": _with_u64(raw, 0x28, (1 << 64) - 1),
+             "p_offset": _with_u64(raw, phoff + 8, (1 << 63) + 0x1000),
+             "sh_offset": _with_u64(raw, shoff + shentsize + 0x18, 1 << 63)}
+    out = {}
+    for name, data in files.items():
+        out[name] = tmp / f"{name}.elf"
+        out[name].write_bytes(data)
+    return out
+
+
+@pytest.mark.parametrize("field", ["e_phoff", "e_shoff", "p_offset", "sh_offset"])
+def test_elf_offsets_beyond_2_63_are_one_line_errors_in_run_and_report(tmp_path, field):
+    bad = _huge_offsets(tmp_path)[field]
+    trace = tmp_path / "t.trace"
+    trace.write_bytes(b"")
+    _assert_one_line_error(invoke("run", bad, "-o", tmp_path / "o"), str(bad))
+    _assert_one_line_error(invoke("report", trace, "--image", bad), str(bad))
+
+
+def test_usage_errors_exit_125_not_2():
+    result = invoke("run", "--no-such-option")
+    assert result.exit_code == 125

@@ -113,7 +113,7 @@ def test_perf_data_command_and_errors(sort_run, tmp_path):
     assert [r[2][8:11] for r in recs if r[0] == PD.PERF_RECORD_COMM] == [b"qs\0"]
     res = CliRunner().invoke(main, ["perf-data", str(sort_run / "spe.trace"), "--image",
                                     str(tmp_path / "missing.elf"), "-o", str(out)])
-    assert res.exit_code == 2
+    assert res.exit_code == 125
     assert res.output.startswith(f"spe-emu: error: {tmp_path / 'missing.elf'}: cannot read")
     (tmp_path / "x86").write_bytes(b"\x7fELF" + bytes(60))
     with pytest.raises(ImageError):

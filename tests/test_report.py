@@ -156,10 +156,11 @@ def test_report_without_image_and_empty_trace():
 def test_bad_images_raise_image_error_naming_the_file(tmp_path):
     junk = tmp_path / "junk.elf"
     junk.write_bytes(b"this is not an ELF file")
-    with pytest.raises(ImageError, match=f"^{re.escape(str(junk))}: not a valid ELF file"):
+    # (the validation and messages of run's loader, spe_emu.platform.loader.load_elf)
+    with pytest.raises(ImageError, match=f"^{re.escape(str(junk))}: not an ELF file"):
         build_report(b"", junk)
     missing = tmp_path / "missing.elf"
-    with pytest.raises(ImageError, match=f"^{re.escape(str(missing))}: cannot read image"):
+    with pytest.raises(ImageError, match=f"^{re.escape(str(missing))}: no such file"):
         build_report(b"", missing)
     assert issubclass(ImageError, SpeEmuError)
 
@@ -177,7 +178,7 @@ def test_non_aarch64_elf_is_refused(tmp_path):
     hdr[58:60] = (64).to_bytes(2, "little")          # e_shentsize
     path = tmp_path / "x86.elf"
     path.write_bytes(bytes(hdr))
-    with pytest.raises(ImageError, match=f"^{re.escape(str(path))}: not an AArch64 ELF image"):
+    with pytest.raises(ImageError, match=f"^{re.escape(str(path))}: not an AArch64 ELF "):
         build_report(b"", path)
 
 
@@ -187,5 +188,7 @@ def test_truncated_images_raise_image_error(image, tmp_path):
     cut = tmp_path / "cut.elf"
     for n in (0, 10, 63, 64, 200, len(data) // 2, len(data) - 1):
         cut.write_bytes(data[:n])
-        with pytest.raises(ImageError, match=f"^{re.escape(str(cut))}: not a valid ELF file"):
+        problem = ("not an ELF file|truncated ELF header|malformed ELF|.* extends past the end"
+                   "|.* outside the file|not a valid ELF file")
+        with pytest.raises(ImageError, match=f"^{re.escape(str(cut))}: ({problem})"):
             build_report(TRACE, cut)

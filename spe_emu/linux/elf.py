@@ -10,7 +10,6 @@ never a traceback or an unbounded read.
 from __future__ import annotations
 
 import io
-import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,7 +18,8 @@ from elftools.construct import ConstructError
 from elftools.elf.elffile import ELFFile
 
 from ..errors import ImageError
-from ..platform.loader import PF_R, PF_W, PF_X, Image, Segment, _read_symbols
+from ..platform.loader import (PF_R, PF_W, PF_X, Image, Segment, _read_symbols, check_tables,
+                               read_limited)
 
 MAX_PROGRAM_BYTES = 256 << 20
 """Largest program file accepted (bytes): a bigger file, or one that is not a regular file
@@ -61,27 +61,6 @@ class LinuxProgram:
         return Image(self.path, self.entry, list(self.segments), dict(self.symbols))
 
 
-def read_program_file(path: Path, what: str = "program") -> bytes:
-    """The bytes of a regular file of at most :data:`MAX_PROGRAM_BYTES`.
-
-    Raises:
-        ImageError: missing, unreadable, not a regular file, or too large.
-    """
-    try:
-        st = path.stat()
-        if not stat.S_ISREG(st.st_mode):
-            raise ImageError(f"{path}: not a regular file")
-        if st.st_size > MAX_PROGRAM_BYTES:
-            raise ImageError(f"{path}: {st.st_size} bytes (a {what} may have at most "
-                             f"{MAX_PROGRAM_BYTES})")
-        with path.open("rb") as f:
-            return f.read(MAX_PROGRAM_BYTES + 1)
-    except FileNotFoundError:
-        raise ImageError(f"{path}: no such file") from None
-    except OSError as exc:
-        raise ImageError(f"{path}: cannot read: {exc.strerror or exc}") from None
-
-
 def load_linux_program(path: str | Path, va_limit: int) -> LinuxProgram:
     """Read a static AArch64 Linux executable and place it: ``ET_EXEC`` at its own addresses,
     ``ET_DYN`` (static-pie) with its lowest page at :data:`ET_DYN_BASE`.
@@ -95,7 +74,7 @@ def load_linux_program(path: str | Path, va_limit: int) -> LinuxProgram:
             segment outside ``[0, va_limit)``; overlapping segments.
     """
     path = Path(path)
-    raw = read_program_file(path)
+    raw = read_limited(path, MAX_PROGRAM_BYTES, "a program")
     if raw[:4] != b"\x7fELF":
         raise ImageError(f"{path}: not an ELF file (bad magic {raw[:4]!r})")
     if len(raw) < 64 or raw[4] != 2 or raw[5] != 1:
@@ -112,6 +91,7 @@ def load_linux_program(path: str | Path, va_limit: int) -> LinuxProgram:
         if phnum == 0 or phent < 56 or phoff > len(raw) or phent * phnum > len(raw) - phoff:
             raise ImageError(f"{path}: program headers outside the file (e_phoff {phoff:#x}, "
                              f"{phnum} x {phent} bytes)")
+        check_tables(path, elf, raw)
         loads, phdr_va = [], None
         for seg in elf.iter_segments():
             kind = seg["p_type"]

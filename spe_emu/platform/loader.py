@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import bisect
 import io
+import stat
+import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -126,6 +128,37 @@ def _fail(path: Path, problem: str) -> ImageError:
     return ImageError(f"{path}: {problem}")
 
 
+MAX_IMAGE_BYTES = 256 << 20
+"""Largest ELF file accepted (bytes)."""
+
+
+def read_limited(path: Path, limit: int = MAX_IMAGE_BYTES, what: str = "an image") -> bytes:
+    """The bytes of a regular file of at most ``limit`` bytes, checked before reading (a
+    device such as /dev/zero is never read).
+
+    Raises:
+        ImageError: missing, unreadable, not a regular file, or larger than ``limit``.
+    """
+    path = Path(path)
+    try:
+        st = path.stat()
+        if not stat.S_ISREG(st.st_mode):
+            raise _fail(path, "not a regular file")
+        if st.st_size > limit:
+            raise _fail(path, f"{st.st_size} bytes ({what} may have at most {limit})")
+        with path.open("rb") as f:
+            data = f.read(limit + 1)
+    except FileNotFoundError:
+        raise _fail(path, "no such file") from None
+    except IsADirectoryError:
+        raise _fail(path, "not a regular file") from None
+    except OSError as exc:
+        raise _fail(path, f"cannot read: {exc.strerror or exc}") from None
+    if len(data) > limit:
+        raise _fail(path, f"more than {limit} bytes ({what} may have at most {limit})")
+    return data
+
+
 def load_elf(path: str | Path) -> Image:
     """Read an AArch64 little-endian ELF64 executable (``ET_EXEC``).
 
@@ -137,12 +170,7 @@ def load_elf(path: str | Path) -> Image:
             problem.
     """
     path = Path(path)
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise _fail(path, "no such file") from None
-    except OSError as exc:
-        raise _fail(path, f"cannot read: {exc.strerror or exc}") from None
+    raw = read_limited(path)
     if raw[:4] != ELF_MAGIC:
         raise _fail(path, f"not an ELF file (bad magic {raw[:4]!r})")
     if len(raw) < 64:
@@ -159,6 +187,7 @@ def load_elf(path: str | Path) -> Image:
         if elf["e_type"] != "ET_EXEC":
             raise _fail(path, f"not an executable (e_type = {elf['e_type']}, need ET_EXEC; "
                               f"link with a fixed address, not -pie/-shared)")
+        check_tables(path, elf, raw)
         segments = []
         for seg in elf.iter_segments():
             if seg["p_type"] != "PT_LOAD":
@@ -179,10 +208,41 @@ def load_elf(path: str | Path) -> Image:
         entry = elf["e_entry"]
     except ImageError:
         raise
-    except (ELFError, ConstructError, ValueError, KeyError, IndexError, EOFError) as exc:
+    except (ELFError, ConstructError, ValueError, KeyError, IndexError, EOFError,
+            OverflowError) as exc:
         # (pyelftools' bundled construct raises ConstructError subclasses on short data)
         raise _fail(path, f"malformed ELF: {type(exc).__name__}: {exc}") from None
     return Image(path=path, entry=entry, segments=segments, symbols=symbols)
+
+
+SHT_NOBITS = 8
+SHDR = struct.Struct("<IIQQQQIIQQ")
+"""Elf64_Shdr: sh_name, sh_type, sh_flags, sh_addr, sh_offset, sh_size, sh_link, sh_info,
+sh_addralign, sh_entsize (gABI, "Section Header")."""
+
+
+def check_tables(path: Path, elf: ELFFile, raw: bytes) -> None:
+    """The program and section header tables, and every section's bytes, lie inside the
+    file ``raw`` (offsets up to 2**64 - 1 are refused here, before anything seeks to them).
+
+    Raises:
+        ImageError: naming the table or section.
+    """
+    size = len(raw)
+    for what, off, num, ent in (("program headers", elf["e_phoff"], elf["e_phnum"],
+                                 elf["e_phentsize"]),
+                                ("section headers", elf["e_shoff"], elf["e_shnum"],
+                                 elf["e_shentsize"])):
+        if num and (off > size or num * ent > size - off):
+            raise _fail(path, f"{what} outside the file (offset {off:#x}, {num} x {ent} bytes)")
+    if elf["e_shentsize"] < SHDR.size:
+        return
+    for i in range(elf["e_shnum"]):
+        _n, kind, _f, _a, off, sz, *_ = SHDR.unpack_from(raw, elf["e_shoff"]
+                                                          + i * elf["e_shentsize"])
+        if kind != SHT_NOBITS and (off > size or sz > size - off):
+            raise _fail(path, f"section {i} outside the file (sh_offset {off:#x}, "
+                              f"sh_size {sz:#x})")
 
 
 def _read_symbols(elf: ELFFile) -> dict[str, tuple[int, int]]:

@@ -1,7 +1,10 @@
 """The ``spe-emu`` command line: ``run``, ``decode``, ``report``, ``perf-data``.
 
-Errors from the library (:class:`spe_emu.errors.SpeEmuError`) become a one-line message on
-stderr and exit status 2; a guest that exits non-zero makes ``run`` exit with that status.
+Exit statuses (README, "Exit statuses"): the guest's own status when it exits; otherwise one
+line ``spe-emu: error: ...`` on stderr and :data:`EXIT_ERROR` (125: spe-emu could not do what
+was asked: usage, an input file, an option, the output directory), :data:`EXIT_RUNAWAY` (124:
+the guest did not exit within --max-insns) or :data:`EXIT_EMULATION` (126: the run stopped on
+an error of the guest the emulator cannot continue from). The numbers follow env(1)/timeout(1).
 """
 
 from __future__ import annotations
@@ -13,18 +16,74 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from ..errors import SpeEmuError
+from ..errors import GuestError, GuestRunaway, SpeEmuError
 from ..linux.elf import is_linux_program
 from ..session import (GUEST_REGION, KernelOptions, RunOptions, parse_ram_size, run_image,
                        run_kernel)
 
 
-def _fail(message: str) -> None:
+EXIT_RUNAWAY = 124
+EXIT_ERROR = 125
+EXIT_EMULATION = 126
+
+
+def _fail(message: str, status: int = EXIT_ERROR) -> None:
     click.echo(f"spe-emu: error: {message}", err=True)
-    sys.exit(2)
+    sys.exit(status)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def _fail_with(exc: SpeEmuError) -> None:
+    """One line for a library error, with the status its kind has."""
+    status = (EXIT_RUNAWAY if isinstance(exc, GuestRunaway) else
+              EXIT_EMULATION if isinstance(exc, GuestError) else EXIT_ERROR)
+    _fail(str(exc), status)
+
+
+_NO_ARGS_IS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())  # (click >= 8.2)
+
+
+class _Group(click.Group):
+    """Click's own usage errors (unknown option, missing argument) exit with EXIT_ERROR too."""
+
+    def main(self, *args, **kwargs):
+        kwargs["standalone_mode"] = False
+        try:
+            return super().main(*args, **kwargs)
+        except _NO_ARGS_IS_HELP as exc:
+            click.echo(exc.ctx.get_help() if exc.ctx else str(exc))
+            sys.exit(0)
+        except click.ClickException as exc:
+            exc.show()
+            sys.exit(EXIT_ERROR)
+        except click.Abort:
+            click.echo("Aborted!", err=True)
+            sys.exit(EXIT_ERROR)
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return version("spe_emu")
+    except PackageNotFoundError:  # (run from a checkout that is not installed)
+        return "unknown (not installed)"
+
+
+MAX_TRACE_BYTES = 1 << 30
+"""Largest trace file ``decode`` and ``report`` read (bytes)."""
+
+
+def _read_trace(trace: Path) -> bytes:
+    """A trace file's bytes: a regular file of at most MAX_TRACE_BYTES (one-line error)."""
+    from ..platform.loader import read_limited
+    try:
+        return read_limited(trace, MAX_TRACE_BYTES, "a trace")
+    except SpeEmuError as exc:
+        _fail_with(exc)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(_version(), "--version", prog_name="spe-emu",
+                      message="%(prog)s %(version)s")
 def main() -> None:
     """Run AArch64 programs with the Arm Statistical Profiling Extension and read the trace."""
 
@@ -132,7 +191,7 @@ def run(image, args, share, env_set, env_unset, clear_env, machine, kernel, init
                 status.update(f"running... {n / 1e6:.0f} M instructions")
             session = run_image(image, opts, console=echo, progress=progress)
     except SpeEmuError as exc:
-        _fail(str(exc))
+        _fail_with(exc)
     r = session.result
     table = Table(title=f"spe-emu run {image}", show_header=False)
     for name, value in [("instructions retired", r.instructions),
@@ -183,7 +242,7 @@ def _run_linux(program, program_name, args, share, env_set, env_unset, clear_env
     try:
         session = run_program(program, lopts, opts)
     except SpeEmuError as exc:
-        _fail(str(exc))
+        _fail_with(exc)
     r = session.result
     if session.process.exit_status is None:
         # the firmware ended the run (a guest exception, a fatal buffer event): say why
@@ -222,7 +281,7 @@ def _run_machine(board, kernel, initrd, append, dtb, memory, dumpdtb, boot_el, m
         opts.validate()
         session = run_kernel(kopts, opts, console=echo, stdin=sys.stdin.buffer)
     except SpeEmuError as exc:
-        _fail(str(exc))
+        _fail_with(exc)
     if dumpdtb is not None:
         return
     _exit_with(session.result.exit_status)
@@ -239,10 +298,7 @@ def _exit_with(status: int | None) -> None:
 def decode(trace: Path) -> None:
     """Print every packet of TRACE, one per line (perf report -D style)."""
     from .decode import decode_lines, format_line
-    try:
-        data = trace.read_bytes()
-    except OSError as exc:
-        _fail(f"cannot read {trace}: {exc.strerror}")
+    data = _read_trace(trace)
     click.echo(f". ... ARM SPE data: size {len(data):#x} bytes")
     for line in decode_lines(data):
         click.echo(format_line(line))
@@ -256,14 +312,11 @@ def decode(trace: Path) -> None:
 def report(trace: Path, image: Path, top: int) -> None:
     """Hottest functions and PCs, and the operation mix, of TRACE."""
     from .report import build_report, render_report
-    try:
-        data = trace.read_bytes()
-    except OSError as exc:
-        _fail(f"cannot read {trace}: {exc.strerror}")
+    data = _read_trace(trace)
     try:
         rep = build_report(data, image)
     except SpeEmuError as exc:
-        _fail(str(exc))
+        _fail_with(exc)
     render_report(rep, Console(), top=top)
 
 
@@ -285,7 +338,7 @@ def perf_data(trace: Path, images: tuple[Path, ...], output: Path, comm: str | N
     try:
         write_perf_data(output, data, images, comm=comm)
     except SpeEmuError as exc:
-        _fail(str(exc))
+        _fail_with(exc)
     except OSError as exc:
         _fail(f"cannot write {output}: {exc.strerror}")
 

@@ -8,12 +8,15 @@ hottest PCs (capstone); :func:`render_report` prints the result as rich tables.
 from __future__ import annotations
 
 import bisect
+import io
 import os
+from pathlib import Path
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Optional, Union
 
 from ..errors import ImageError
+from ..platform.loader import load_elf, read_limited
 from ..spe.packets import (
     BRANCH_COND, LDST_AR, LDST_AT, LDST_EXCL, LDST_ST, OP_CLASS_BRANCH, OP_CLASS_LDST,
     OP_CLASS_OTHER, OTHER_COND, BadPacket, branch_is_indirect, iter_packets, iter_records,
@@ -60,40 +63,44 @@ class _Image:
 
     def __init__(self, path: Union[str, os.PathLike]):
         from elftools.common.exceptions import ELFError
+        from elftools.construct import ConstructError
         from elftools.elf.elffile import ELFFile
         from elftools.elf.sections import SymbolTableSection
 
         self.path = os.fspath(path)
+        # the same validation as ``run`` (a bad file is one ImageError line), then its bytes
+        raw = read_limited(Path(self.path))
+        load_elf(self.path)
         try:
-            with open(self.path, "rb") as fh:
-                elf = ELFFile(fh)
-                machine = elf["e_machine"]
-                if machine != "EM_AARCH64":
-                    raise ImageError(f"{self.path}: not an AArch64 ELF image (machine {machine})")
-                self.segments = [(seg["p_vaddr"], seg.data()[:seg["p_filesz"]])
-                                 for seg in elf.iter_segments() if seg["p_type"] == "PT_LOAD"]
-                sections = list(elf.iter_sections())
-                exec_index = {i for i, s in enumerate(sections)
-                              if s["sh_flags"] & SHF_EXECINSTR and s["sh_size"]}
-                exec_ranges = [(sections[i]["sh_addr"],
-                                sections[i]["sh_addr"] + sections[i]["sh_size"])
-                               for i in exec_index]
-                funcs, labels = [], []
-                for sec in sections:
-                    if not isinstance(sec, SymbolTableSection):
+            elf = ELFFile(io.BytesIO(raw))
+            machine = elf["e_machine"]
+            if machine != "EM_AARCH64":
+                raise ImageError(f"{self.path}: not an AArch64 ELF image (machine {machine})")
+            self.segments = [(seg["p_vaddr"], seg.data()[:seg["p_filesz"]])
+                             for seg in elf.iter_segments() if seg["p_type"] == "PT_LOAD"]
+            sections = list(elf.iter_sections())
+            exec_index = {i for i, s in enumerate(sections)
+                          if s["sh_flags"] & SHF_EXECINSTR and s["sh_size"]}
+            exec_ranges = [(sections[i]["sh_addr"],
+                            sections[i]["sh_addr"] + sections[i]["sh_size"])
+                           for i in exec_index]
+            funcs, labels = [], []
+            for sec in sections:
+                if not isinstance(sec, SymbolTableSection):
+                    continue
+                for sym in sec.iter_symbols():
+                    kind = sym["st_info"]["type"]
+                    # only symbols defined in an executable section (no ABS/UNDEF/data)
+                    if sym["st_shndx"] not in exec_index or not sym.name:
                         continue
-                    for sym in sec.iter_symbols():
-                        kind = sym["st_info"]["type"]
-                        # only symbols defined in an executable section (no ABS/UNDEF/data)
-                        if sym["st_shndx"] not in exec_index or not sym.name:
-                            continue
-                        if kind == "STT_FUNC":
-                            funcs.append((sym["st_value"], sym["st_size"], sym.name))
-                        elif kind == "STT_NOTYPE" and not sym.name.startswith("$"):
-                            labels.append((sym["st_value"], sym.name))  # not mapping symbols
+                    if kind == "STT_FUNC":
+                        funcs.append((sym["st_value"], sym["st_size"], sym.name))
+                    elif kind == "STT_NOTYPE" and not sym.name.startswith("$"):
+                        labels.append((sym["st_value"], sym.name))  # not mapping symbols
         except OSError as err:
             raise ImageError(f"{self.path}: cannot read image: {err.strerror or err}") from err
-        except ELFError as err:
+        except (ELFError, ConstructError, ValueError, KeyError, IndexError, EOFError,
+                OverflowError) as err:
             raise ImageError(f"{self.path}: not a valid ELF file: {err}") from err
         self.exec_ranges = sorted(exec_ranges)
         # Sized functions win; a function of size 0 and a plain label (assembly without
