@@ -403,6 +403,45 @@ EXC_WALK = [
         why="valid block at a PA with no memory: synchronous External abort, FAR = the VA"),
 ]
 
+def wfx(ti: int) -> int:
+    """EC 0x01 (trapped WFI/WFE) from AArch64: CV [24] = 1, COND [23:20] = 0b1110, TI [1:0]
+    (0b00 WFI, 0b01 WFE)."""
+    return esr(0x01, 1 << 24 | 0b1110 << 20 | ti)
+
+
+EC_PAC_TRAP = 0x09
+
+# exc_traps.S: WFI/WFE, debug, PMU, cache/TLB maintenance, CPACR_EL1, PAuth and ACTLR_EL1
+# traps of HCR_EL2, MDCR_EL2, CPTR_EL2, SCR_EL3, MDCR_EL3 and SCTLR_EL1 (issue 13).
+EXC_TRAPS = [
+    Exc(0x1401, 2, 0x400, wfx(0b00), THIS, psr(1), why="EL1 WFI with HCR_EL2.TWI = 1"),
+    Exc(0x1402, 1, 0x200, esr(EC_SVC, 0x142), ("case_0x1402", 8), psr(1),
+        why="EL1 WFE with HCR_EL2.TWE = 1 right after an ERET: the exception return set the "
+            "Event Register, the WFE would not enter a low-power state, so it is not trapped "
+            "(Arm ARM 'Wait for Event mechanism'; HCR_EL2.TWE)"),
+    Exc(0x1403, 1, 0x400, wfx(0b00), THIS, psr(0, 0, ""), why="EL0 WFI with SCTLR_EL1.nTWI = 0"),
+    Exc(0x1404, 3, 0x400, wfx(0b00), THIS, psr(1), why="EL1 WFI with SCR_EL3.TWI = 1"),
+    Exc(0x1405, 2, 0x400, esr(EC_SYSREG, sysreg_iss(2, 0, 0, 2, 2, 3, True)), THIS, psr(1),
+        why="EL1 MRS X3, MDSCR_EL1 with MDCR_EL2.TDA = 1"),
+    Exc(0x1406, 2, 0x400, esr(EC_SYSREG, sysreg_iss(2, 0, 1, 1, 4, 4, True)), THIS, psr(1),
+        why="EL1 MRS X4, OSLSR_EL1 with MDCR_EL2.TDOSA = 1"),
+    Exc(0x1407, 2, 0x400, esr(EC_SYSREG, sysreg_iss(3, 3, 9, 12, 0, 5, True)), THIS, psr(1),
+        why="EL1 MRS X5, PMCR_EL0 with MDCR_EL2.TPM = 1"),
+    Exc(0x1408, 3, 0x400, esr(EC_SYSREG, sysreg_iss(2, 0, 0, 2, 2, 6, True)), THIS, psr(1),
+        why="EL1 MRS X6, MDSCR_EL1 with MDCR_EL3.TDA = 1"),
+    Exc(0x1409, 2, 0x400, esr(EC_SYSREG, sysreg_iss(1, 0, 7, 6, 2, 7, False)), THIS, psr(1),
+        why="EL1 DC ISW, X7 with HCR_EL2.TSW = 1"),
+    Exc(0x140a, 2, 0x400, esr(EC_SYSREG, sysreg_iss(1, 0, 8, 7, 0, 31, False)), THIS, psr(1),
+        why="EL1 TLBI VMALLE1 with HCR_EL2.TTLB = 1"),
+    Exc(0x140b, 2, 0x400, esr(EC_SYSREG, sysreg_iss(3, 0, 1, 0, 2, 8, True)), THIS, psr(1),
+        why="EL1 MRS X8, CPACR_EL1 with CPTR_EL2.TCPAC = 1"),
+    Exc(0x140c, 2, 0x400, esr(EC_PAC_TRAP), THIS, psr(1),
+        why="EL1 PACIA with HCR_EL2.API = 0, SCTLR_EL1.EnIA = 1: EC 0x09, ISS 0 "
+            "(AArch64.AddPACIA(): not trapped while EnIA = 0)"),
+    Exc(0x140d, 2, 0x400, esr(EC_SYSREG, sysreg_iss(3, 0, 1, 0, 1, 9, True)), THIS, psr(1),
+        why="EL1 MRS X9, ACTLR_EL1 with HCR_EL2.TACR = 1"),
+]
+
 PMSCR = (3, 0, 9, 9, 0)
 PMSIDR = (3, 0, 9, 9, 7)
 PMBLIMITR, PMBPTR, PMBSR = (3, 0, 9, 10, 0), (3, 0, 9, 10, 1), (3, 0, 9, 10, 3)
@@ -538,6 +577,7 @@ PROGRAMS = {
         0x1110: "the Breakpoint is taken (ESR 0xc6000022): breakpoints are raised by Unicorn's "
                 "QEMU 5, which does not check the OS Lock either"}),
     "exc_virq": Program("exc_virq.S", EXC_VIRQ),
+    "exc_traps": Program("exc_traps.S", EXC_TRAPS),
     "exc_walk": Program("exc_walk.S", EXC_WALK),
 }
 

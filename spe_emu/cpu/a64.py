@@ -903,6 +903,20 @@ def _written_branch_sys(w: int) -> tuple[int, ...] | None:
     return None  # MSR, SYS/SYSL, branches, exception generation: not modelled
 
 
+# FEAT_PAuth instructions (Arm ARM C6): (mask, value) of PACIA..AUTDZB and XPACI/XPACD
+# (data-processing 1-source), PACGA, the HINT-space forms (PACIA1716 .. AUTIBSP), BRAA..BLRABZ,
+# RETAA/RETAB, ERETAA/ERETAB, and LDRAA/LDRAB.
+PAUTH_PATTERNS = ((0xFFFF8000, 0xDAC10000), (0xFFE0FC00, 0x9AC03000), (0xFFFFFD1F, 0xD503211F),
+                  (0xFE9FF800, 0xD61F0800), (0xFFFFFBFF, 0xD65F0BFF), (0xFFFFFBFF, 0xD69F0BFF),
+                  (0xFF200400, 0xF8200400))
+
+
+def is_pauth(word: int) -> bool:
+    """Whether ``word`` is a pointer authentication instruction (the ones HCR_EL2.API and
+    SCR_EL3.API trap; Arm ARM D19.2 EC 0x09)."""
+    return any(word & mask == value for mask, value in PAUTH_PATTERNS)
+
+
 @lru_cache(maxsize=1 << 16)
 def written_registers(word: int) -> frozenset[int] | None:
     """Unicorn register ids (X0-X30, SP, NZCV) that ``word`` may write, as a superset; None

@@ -53,6 +53,7 @@ class EC(enum.IntEnum):
 
     UNKNOWN = 0x00
     FP_ACCESS = 0x07
+    PAC_TRAP = 0x09
     ILLEGAL_STATE = 0x0E
     SVC64 = 0x15
     HVC64 = 0x16

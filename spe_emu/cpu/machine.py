@@ -1812,13 +1812,17 @@ class Machine:
     def _rebuild_syndrome(self, pc: int, ctx: AccessContext) -> int:
         """QEMU 5's helpers that raise with a return address (``raise_exception_ra``) have the
         syndrome overwritten by ``restore_state_to_opc``; an all-zero ESR is never what the
-        architecture reports for AArch64, so rebuild it. The one such trap reachable here is
-        MSR DAIFSet/DAIFClr at EL0 with SCTLR_EL1.UMA == 0: EC 0x18 with Op0 0, Op1, CRn 4,
-        CRm = imm, Op2, Rt 0b11111 (Arm ARM D19.2). Anything else is reported as EC 0x00."""
-        info = a64.decode(self._fetch(pc, ctx.el))
+        architecture reports for AArch64, so rebuild it. Such traps reachable here: MSR
+        DAIFSet/DAIFClr at EL0 with SCTLR_EL1.UMA == 0: EC 0x18 with Op0 0, Op1, CRn 4, CRm =
+        imm, Op2, Rt 0b11111; a pointer authentication instruction trapped by HCR_EL2.API or
+        SCR_EL3.API: EC 0x09, ISS 0 (Arm ARM D19.2). Anything else is reported as EC 0x00."""
+        word = self._fetch(pc, ctx.el)
+        info = a64.decode(word)
         if info.pstate is not None:
             op1, op2, crm = info.pstate
             return esr(EC.SYSREG, sysreg_trap_iss(0, op1, 4, crm, op2, 31, False))
+        if a64.is_pauth(word):
+            return esr(EC.PAC_TRAP)
         return esr(EC.UNKNOWN)
 
     def _on_unmapped(self, _uc: Uc, access: int, address: int, _size: int, _value: int,
