@@ -146,8 +146,16 @@ static void handle_svc(struct trap_frame *tf)
 
 static void __attribute__((noreturn)) guest_exception(const struct trap_frame *tf, uint64_t esr)
 {
-	fw_printf("spe_fw: guest exception ESR=0x%lx ELR=0x%lx FAR=0x%lx\n", esr, tf->elr,
-		  read_sysreg(far_el1));
+	uint64_t far = read_sysreg(far_el1);
+
+	fw_printf("spe_fw: guest exception ESR=0x%lx ELR=0x%lx FAR=0x%lx\n", esr, tf->elr, far);
+	if (linux_process) {
+		/* the host names the signal Linux would send; the process dies of it */
+		const uint64_t fault[3] = { esr, far, tf->elr };
+		uint64_t sig = semihost_call(SEMIHOST_SPE_LINUX_FAULT, fault);
+
+		fw_exit(LINUX_SIGNAL_EXIT_BASE + (sig & 0x7f), 1);
+	}
 	fw_exit(FW_EXIT_GUEST_EXCEPTION, 1);
 }
 

@@ -24,10 +24,14 @@
  *                 entry and sp;
  *   LINUX_SYSCALL trap frame -> LINUX_ACTION_* mask: the host performs the
  *                 system call of the frame (number in x8, arguments in
- *                 x0-x5) and writes the result into the frame's x0.
+ *                 x0-x5) and writes the result into the frame's x0;
+ *   LINUX_FAULT   [esr, far, elr] -> the signal Linux would send the process
+ *                 for this exception from EL0 (it ends with 128 + signal).
  */
 #define SEMIHOST_SPE_LINUX_EXEC		0x100
 #define SEMIHOST_SPE_LINUX_SYSCALL	0x101
+#define SEMIHOST_SPE_LINUX_FAULT	0x102
+#define LINUX_SIGNAL_EXIT_BASE		128	/* exit status = 128 + signal, as a shell reports */
 #define LINUX_ACTION_TLBI		0x1	/* mappings changed or went away */
 #define LINUX_ACTION_EXIT		0x2	/* the process ended: status in x0 */
 

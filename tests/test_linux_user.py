@@ -210,6 +210,35 @@ def test_exit_statuses_match_qemu(progs, tmp_path, args):
     _same(spe, qemu)
 
 
+FAULT = r"""
+#include <stdio.h>
+#include <string.h>
+int main(int argc, char **argv) {
+    printf("before\n");
+    fflush(stdout);
+    if (!strcmp(argv[1], "udf")) __asm__ volatile("udf #0");
+    if (!strcmp(argv[1], "brk")) __asm__ volatile("brk #1");
+    if (!strcmp(argv[1], "mrs")) { unsigned long v; __asm__ volatile("mrs %0, sctlr_el1" : "=r"(v)); }
+    volatile int *p = (volatile int *)(unsigned long)(argc * 8); *p = 1;   /* near NULL */
+    return 0;
+}
+"""
+
+
+@needs_qemu
+@pytest.mark.parametrize("how,signal", [("store", "SIGSEGV"), ("udf", "SIGILL"),
+                                        ("brk", "SIGTRAP"), ("mrs", "SIGILL")])
+def test_a_fault_kills_the_program_with_qemus_signal_status(tmp_path, how, signal):
+    prog = build_static(FAULT, tmp_path / "fault")
+    if prog is None:
+        pytest.skip("no cross compiler")
+    spe, summary = _spe(prog, [how], None, tmp_path)
+    qemu = run_qemu(prog, [how], tmp_path, ENV, argv0="fault")
+    assert spe.status == qemu.status and spe.stdout == qemu.stdout == b"before\n"
+    assert summary["linux"]["fault"]["signal"] == signal
+    assert summary["linux"]["exit_status"] is None
+
+
 @needs_qemu
 def test_file_io_in_the_shared_directory_matches_qemu(progs, tmp_path):
     dirs = []

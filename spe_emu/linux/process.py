@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from ..cpu.exceptions import ABORT_ISS, EC, ESR
 from ..errors import GuestError
 from .elf import LinuxProgram
 from .memory import (PAGE, PROT_EXEC, PROT_MASK, PROT_READ, PROT_WRITE, VA_LIMIT,
@@ -35,6 +36,7 @@ from .memory import (PAGE, PROT_EXEC, PROT_MASK, PROT_READ, PROT_WRITE, VA_LIMIT
 MASK64 = (1 << 64) - 1
 SEMIHOST_SPE_LINUX_EXEC = 0x100
 SEMIHOST_SPE_LINUX_SYSCALL = 0x101
+SEMIHOST_SPE_LINUX_FAULT = 0x102
 LINUX_ACTION_TLBI = 0x1
 LINUX_ACTION_EXIT = 0x2
 STACK_TOP = 0x7F_FFFF_0000
@@ -74,6 +76,10 @@ MREMAP_MAYMOVE, MREMAP_FIXED = 1, 2
 TCGETS, TIOCGWINSZ = 0x5401, 0x5413
 F_DUPFD, F_GETFD, F_SETFD, F_GETFL, F_SETFL, F_DUPFD_CLOEXEC = 0, 1, 2, 3, 4, 1030
 SIG_DFL, SIG_IGN = 0, 1
+SIGILL, SIGTRAP, SIGBUS, SIGSEGV = 4, 5, 7, 11
+SIGNAL_NAMES = {4: "SIGILL", 5: "SIGTRAP", 6: "SIGABRT", 7: "SIGBUS", 11: "SIGSEGV"}
+FSC_ALIGNMENT = 0b100001
+"""ISS FSC of an Alignment fault (Arm ARM D19.2, ISS encoding for a Data Abort)."""
 SIGKILL, SIGSTOP = 9, 19
 IGNORED_BY_DEFAULT = {17, 18, 23, 28}  # SIGCHLD, SIGCONT, SIGURG, SIGWINCH
 RLIM_INFINITY = MASK64
@@ -169,6 +175,7 @@ class LinuxProcess:
         self.signal_actions: dict[int, bytes] = {}
         self.signal_mask = 0
         self.killed_by: int | None = None
+        self.fault: dict | None = None
         self.files: dict[int, _File] = {}
         for fd, host in ((0, opts.stdin_fd), (1, opts.stdout_fd), (2, opts.stderr_fd)):
             self.files[fd] = _File(host, f"<fd {fd}>", flags=O_ACCMODE & (0 if fd == 0 else 1),
@@ -268,6 +275,28 @@ class LinuxProcess:
         self._gwrite(frame, struct.pack("<Q", result & MASK64))
         return action
 
+    def fault_call(self, param: int) -> int:
+        """Semihosting ``SPE_LINUX_FAULT``: the block at ``param`` is [ESR_EL1, FAR_EL1,
+        ELR_EL1] of an exception from EL0 the firmware does not handle; returns the signal
+        Linux's arm64 fault handling sends for it (the process dies of it): an Alignment
+        fault, a PC or SP alignment fault or an SError -> SIGBUS, other Instruction/Data
+        Aborts -> SIGSEGV, BRK and watchpoints -> SIGTRAP, everything else (undefined
+        instructions, trapped system registers) -> SIGILL."""
+        esr, far, elr = struct.unpack("<3Q", self._gread(param, 24))
+        ec = ESR.get(esr, "EC")
+        if ec in (EC.IABORT_LOWER, EC.DABORT_LOWER):
+            fsc = ABORT_ISS.get(ESR.get(esr, "ISS"), "FSC")
+            sig = SIGBUS if fsc == FSC_ALIGNMENT else SIGSEGV
+        elif ec in (EC.PC_ALIGN, EC.SP_ALIGN, EC.SERROR):
+            sig = SIGBUS
+        elif ec in (EC.BRK64, EC.WATCHPOINT_LOWER):
+            sig = SIGTRAP
+        else:
+            sig = SIGILL
+        self.killed_by = sig
+        self.fault = {"esr": esr, "far": far, "elr": elr, "signal": SIGNAL_NAMES[sig]}
+        return sig
+
     def _syscall_table(self) -> dict[int, tuple[str, Callable]]:
         table = {}
         for nr, name in SYSCALL_NAMES.items():
@@ -285,7 +314,7 @@ class LinuxProcess:
     def summary(self) -> dict:
         """What summary.json reports about the process."""
         return {"argv": list(self.opts.argv), "exit_status": self.exit_status,
-                "killed_by_signal": self.killed_by,
+                "killed_by_signal": self.killed_by, "fault": self.fault,
                 "syscalls": dict(sorted(self.syscalls.items())),
                 "unsupported_syscalls": dict(sorted(self.unsupported.items())),
                 "peak_memory_bytes": self.mem.peak_pages * PAGE}

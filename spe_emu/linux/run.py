@@ -18,8 +18,8 @@ from ..session import (BUFFER_BASE, FIRMWARE_CONFIG_SYMBOL, FIRMWARE_MAGIC, GUES
 from .elf import load_linux_program
 from .hwcap import hwcaps
 from .memory import L2_SHIFT, VA_LIMIT, AddressSpace
-from .process import (SEMIHOST_SPE_LINUX_EXEC, SEMIHOST_SPE_LINUX_SYSCALL, LinuxOptions,
-                      LinuxProcess)
+from .process import (SEMIHOST_SPE_LINUX_EXEC, SEMIHOST_SPE_LINUX_FAULT,
+                      SEMIHOST_SPE_LINUX_SYSCALL, LinuxOptions, LinuxProcess)
 
 LINUX_RAM_SIZE = 1 << 30
 """RAM of a Linux run (bytes, at 0x4000_0000): the firmware's 128 MiB, then 896 MiB of pages
@@ -94,6 +94,7 @@ def run_program(program_path: Path, lopts: LinuxOptions, opts: RunOptions,
                            hwcaps(machine.fast.cpr), private=(GUEST_REGION,))
     machine.semihost.register_operation(SEMIHOST_SPE_LINUX_EXEC, process.exec_call)
     machine.semihost.register_operation(SEMIHOST_SPE_LINUX_SYSCALL, process.syscall_call)
+    machine.semihost.register_operation(SEMIHOST_SPE_LINUX_FAULT, process.fault_call)
     machine.reset(firmware.entry)
     try:
         result = machine.run()

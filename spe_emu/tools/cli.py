@@ -244,10 +244,14 @@ def _run_linux(program, program_name, args, share, env_set, env_unset, clear_env
     except SpeEmuError as exc:
         _fail_with(exc)
     r = session.result
-    if session.process.exit_status is None:
-        # the firmware ended the run (a guest exception, a fatal buffer event): say why
+    fault = session.process.fault
+    if fault is not None:  # (qemu-aarch64 says "uncaught target signal")
+        click.echo(f"spe-emu: guest killed by {fault['signal']} at PC {fault['elr']:#x} "
+                   f"(ESR {fault['esr']:#x}, FAR {fault['far']:#x})", err=True)
+    elif session.process.exit_status is None and session.process.killed_by is None:
+        # the firmware ended the run (a fatal buffer event): say why
         for line in session.summary["firmware_console"].splitlines():
-            if line.startswith(("spe_fw: guest exception", "spe_fw: fatal")):
+            if line.startswith("spe_fw: fatal"):
                 click.echo(f"spe-emu: {line}", err=True)
     if perf_data:
         from .perfdata import PERF_DATA_NAME, write_perf_data
