@@ -276,6 +276,14 @@ EXC_SYNC = [
     Exc(0xf05, 2, 0x200, FP_TRAP, THIS, psr(2), why="EL2 FMOV with CPTR_EL2.TFP = 1"),
     Exc(0xf06, 3, 0x200, FP_TRAP, THIS, psr(3), why="EL3 FMOV with CPTR_EL3.TFP = 1"),
     Exc(0xf07, 3, 0x400, FP_TRAP, THIS, psr(1), why="EL1 FMOV with CPTR_EL3.TFP = 1"),
+    Exc(0xf08, 1, 0x200, FP_TRAP, THIS, psr(1),
+        why="EL1 LDR D7 (SIMD&FP load) with CPACR_EL1.FPEN = 0b00"),
+    Exc(0xf09, 1, 0x200, FP_TRAP, THIS, psr(1), why="EL1 MRS X2, FPCR with CPACR_EL1.FPEN = 0b00"),
+    Exc(0xf0a, 2, 0x400, UNDEF, THIS, psr(0, 0, ""),
+        why="EL0 FMOV with CPACR_EL1.FPEN = 0b00 and HCR_EL2.TGE = 1: the trap to EL1 is "
+            "taken to EL2 as EC 0x00 (AArch64.AdvSIMDFPAccessTrap())"),
+    Exc(0xf0b, 2, 0x200, FP_TRAP, THIS, psr(2),
+        why="EL2 FMOV with HCR_EL2.E2H = 1 and CPTR_EL2.FPEN = 0b00 (CPACR_EL1 layout)"),
     # Illegal return (SetPSTATEFromPSR()): EL, SP kept, NZCV/DAIF from SPSR, IL = 1 (UAO and
     # BTYPE UNKNOWN: 0 here); the next instruction takes EC 0x0E, ELR = that instruction.
     Exc(0xf11, 1, 0x200, esr(EC_ILLEGAL), ("illegal_target1", 0), psr(1, il=1),
@@ -297,6 +305,12 @@ EXC_SYNC = [
         why="EL0 LDR [SP] with SP 8 mod 16 and SCTLR_EL1.SA0 = 1: SP alignment fault"),
     Exc(0xf41, 1, 0x200, esr(EC_DABT_SAME, FSC_ALIGNMENT), THIS, psr(1), far=("aligned_data", 4),
         why="EL1 misaligned LDR with SCTLR_EL1.A = 1, MMU off: alignment fault"),
+    Exc(0xf43, 1, 0x200, esr(EC_SVC, 0xF43), ("case_0xf43", 8), psr(1),
+        why="EL1 LDP W2, W3 at 4 mod 8 with SCTLR_EL1.A = 1: two 4-byte accesses, each "
+            "aligned (AArch64.CheckAlignment() per access): the next exception is this SVC"),
+    Exc(0xf44, 1, 0x400, esr(EC_DABT_LOWER, WNR | FSC_ALIGNMENT), THIS, psr(0, 0, ""),
+        far=("aligned_data", 2), why="EL0 STR W0 at 2 mod 4 with SCTLR_EL1.A = 1: alignment "
+                                     "fault to EL1, WnR = 1"),
     Exc(0xf42, 1, 0x200, esr(EC_DABT_SAME, FSC_ALIGNMENT), THIS, psr(1), far=("aligned_data", 4),
         why="EL1 misaligned LDR with the MMU off: Device-nGnRnE memory, alignment fault "
             "(AArch64.S1DisabledOutput())"),
@@ -545,9 +559,7 @@ PROGRAMS = {
         0xc00: "ID_AA64MMFR2_EL1 differs: QEMU 7.2 -cpu max has FEAT_IDST, Unicorn's max not",
         0xc04: "EC 0x18 (FEAT_IDST) on QEMU, UNDEFINED on spe_emu's CPU",
         0xc05: "EC 0x18 (FEAT_IDST) on QEMU, UNDEFINED on spe_emu's CPU"}),
-    "mmu": Program("mmu.S", MMU, boot_els=(3, 2, 1), spe_emu_limits={
-        0xd04: "Unicorn's QEMU 5.0 does not check SCTLR_ELx.A (alignment) for ordinary "
-               "loads and stores, so the misaligned LDR completes"}),
+    "mmu": Program("mmu.S", MMU, boot_els=(3, 2, 1)),
     "spe_access": Program("spe_access.S", SPE, qemu=False),
     "exc_sync": Program("exc_sync.S", EXC_SYNC, qemu_bugs={
         0xf31: "QEMU 7.2 does not check SP alignment (SCTLR_EL1.SA): the load completes",
@@ -557,15 +569,13 @@ PROGRAMS = {
         0xf51: "QEMU 7.2 takes HVC at EL3 to EL2 (ESR_EL2 0x5a000f51, SPSR 0x3cd); the EL2 "
                "handler's ERET to EL3 is then an illegal return (a second record, EC 0x0E)"},
         spe_emu_limits={
-        0xf41: "Unicorn's QEMU 5.0 does not check SCTLR_ELx.A (alignment) for ordinary "
-               "loads and stores, so the misaligned LDR completes"},
+        0xf42: "no alignment check of Device memory with SCTLR_ELx.A = 0 (with the MMU off, "
+               "every data access): it would run a hook through all code that runs with the "
+               "MMU off, boot code included (docs/model.md \"Exceptions\"); the load "
+               "completes"},
         spe_emu_bugs={
-        **{tag: "no exception, the FMOV executes: Unicorn's QEMU has fp_exception_el() "
-                "stubbed to return 0, so CPACR_EL1.FPEN, CPTR_EL2.TFP and CPTR_EL3.TFP never "
-                "trap" for tag in range(0xf01, 0xf08)},
         0xf31: "no SP alignment check (SCTLR_EL1.SA): the load completes",
-        0xf32: "no SP alignment check (SCTLR_EL1.SA0): the load completes",
-        0xf42: "no memory-type alignment check with the MMU off: the load completes"}),
+        0xf32: "no SP alignment check (SCTLR_EL1.SA0): the load completes"}),
     "exc_debug": Program("exc_debug.S", EXC_DEBUG, qemu_bugs={
         0x1105: "QEMU 7.2 keeps a watchpoint's write-hit flag after the STR of case 0x1104: this "
                 "load reports WnR = 1 (ESR 0xd2000062); re-arming DBGWCR0_EL1 clears it",

@@ -72,7 +72,7 @@ from .native_records import (CAPTURE_REGS, CAPTURE_SLOT, NativeRecords, block_te
 from .pe import ISR_EL1, ProcessingElement
 from .qemu_state import ExceptionReader, exception_layout
 from .watchpoints import DEBUG_WRITES, Watchpoints
-from .sync_checks import ABORT_ECS, INSN_BYTES, SPSR, SyncChecks, eret_il_table
+from .sync_checks import ABORT_ECS, CONTROL_REGS, INSN_BYTES, SPSR, SyncChecks
 
 NEVER = (1 << 64) - 1
 PSTATE_EL = PSTATE.field("EL")
@@ -575,6 +575,8 @@ class Machine:
         set_pstate(self.fast, pstate)
         uc.reg_write(A.UC_ARM64_REG_PC, entry)
         self._install_hooks()
+        if self.cfg.mode != "raw":
+            self.checks.refresh()
         self._start_console_input()
 
     def _install_hooks(self) -> None:
@@ -658,7 +660,8 @@ class Machine:
             return hooked | set(RANDOM_NUMBER_REGS) | set(COUNTER_READS) | {
                 ISR_EL1.encoding.tuple, ID_AA64DFR0_EL1.encoding.tuple,
                 ID_AA64PFR0_EL1.encoding.tuple}
-        return hooked | TRANSLATION_WRITES | WATCHED_WRITES | DEBUG_WRITES | {DAIF_ENC}
+        return (hooked | TRANSLATION_WRITES | WATCHED_WRITES | DEBUG_WRITES | {DAIF_ENC}
+                | CONTROL_REGS)
 
     def _install_intr_hook(self) -> None:
         """The native INTR hook (``spe_intr_hook``, exception.c): synchronous exceptions with
@@ -1013,7 +1016,7 @@ class Machine:
         # a record holds, e.g. CONTEXTIDR_EL1).
         self.intr.enabled_els = ALL_ELS if now else sum(
             1 << el for el in range(4) if el != ctx.el
-            and self.spu.profiling_enabled(replace(ctx, el=el)))
+            and self.spu.profiling_enabled(replace(ctx, el=el))) | self.checks.python_els()
         self.sysreg_filter.msr_all = int(now or self.cfg.mode == "reference")
         self._python_controls()
 
@@ -2022,6 +2025,12 @@ class Machine:
             # (:meth:`_hooked_sysreg`), so both must hold the same value.
             self._hooked_sysreg(entry, False, cp.val)
             return 0
+        if self.checks.control_written(enc):
+            # (a trap control of SyncChecks: refreshed at the stop right after this write)
+            if self.cfg.mode == "fast":
+                self.counter.stop_at = min(self.counter.stop_at, self.counter.insns)
+            elif self.cfg.mode == "reference":
+                self._ref_deadline = 0
         if enc in TRANSLATION_WRITES:
             self._flush_translations()
             return 0
@@ -2052,12 +2061,12 @@ class Machine:
         profiling stays disabled at the Exception level returned to. (A re-plan owed for an
         earlier write would find the same: it waits for the next stop.) The cached context
         stays: an ERET changes only the EL, which :meth:`context` reads live."""
-        if not (self.checks.eret_may_set_il(address) or self.enabled or self._irq_line()
+        if not (self.checks.eret_needs_stop(address) or self.enabled or self._irq_line()
                 or self.spu.buffer_may_be_enabled()):
             # Nothing to do until one of them changes: the native hooks skip the control
             # instructions until then (_python_controls), except an ERET whose SPSR_ELx may
             # set PSTATE.IL in this context (the table eret_il_table gives them).
-            self.control.eret_il[:] = eret_il_table(replace(self.context(), el=0))
+            self.control.eret_il[:] = self.checks.eret_table(replace(self.context(), el=0))
             self.control.python = self.control.irq = 0
             return
         self._catch_up(self._insn_index(address), address)
@@ -2160,6 +2169,8 @@ class Machine:
         last_progress = 0
         irq_check = True  # the IRQ line or its masking may have changed since the last check
         while self.exit is None:
+            if self.checks.after_stop():  # PC alignment, Illegal Execution state
+                continue
             self.clock.run_due(c.insns)
             if self.replan or self._irq_line():
                 # (also at a masked-interrupt poll stop: the mask may have been lifted)
@@ -2350,6 +2361,8 @@ class Machine:
 
     def _run_reference(self, progress) -> RunResult:
         while self.exit is None:
+            if self.checks.after_stop():  # PC alignment, Illegal Execution state
+                continue
             self.clock.run_due()
             self._ref_enabled = None
             self._deliver_irq()

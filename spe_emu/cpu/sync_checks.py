@@ -12,15 +12,31 @@ installed only while the control is on (docs/model.md "Exceptions"):
   (:meth:`SyncChecks.refine_abort`).
 - Illegal Execution state (EC 0x0E): QEMU 5 sets PSTATE.IL on an illegal exception return
   (and on a return with SPSR_ELx.IL == 1) but never raises the exception. The fast loop's
-  ERET control hook asks :meth:`SyncChecks.eret_may_set_il` (the ``IllegalExceptionReturn()``
-  conditions on SPSR_ELx); when it may, the run stops right after the ERET and
-  :meth:`SyncChecks.take_illegal_state` takes the exception if PSTATE.IL is set. The
+  ERET control hook (natively, by :func:`eret_il_table`) asks
+  :meth:`SyncChecks.eret_needs_stop` (the ``IllegalExceptionReturn()`` conditions on
+  SPSR_ELx); when it may, the run stops right after the ERET and
+  :meth:`SyncChecks.after_stop` takes the exception if PSTATE.IL is set. The
   reference loop, which sees PSTATE at every instruction, stops at an instruction with
   PSTATE.IL set.
 - PC alignment fault (EC 0x22): QEMU 5 fetches at any PC. The fast loop's native block hook
   (counter.c) stops in front of a block at a misaligned address (one more test on its common
   path); the reference loop stops at such an instruction; :meth:`SyncChecks.after_stop`
   takes the fault.
+- SIMD&FP access traps (EC 0x07): Unicorn's QEMU has ``fp_exception_el()`` return 0, so
+  CPACR_EL1.FPEN, CPTR_EL2.{TFP, FPEN} and CPTR_EL3.TFP never trap. The MSR hook notes writes
+  of the controls (:data:`CONTROL_REGS`) and the run stops after them; at the stop
+  :meth:`SyncChecks.refresh` works out, per Exception level, where a SIMD&FP instruction is
+  trapped to (:func:`fp_trap_routes`), and an instruction hook (:meth:`SyncChecks._on_insn`)
+  is installed only while the PE is at such an EL (EL0 and EL1 count as one: the PE moves
+  between them with no stop); exceptions and ERETs to such an EL stop the run while it is
+  not installed (:meth:`SyncChecks.python_els`, :meth:`SyncChecks.eret_table`). The hook
+  reads PSTATE.EL, and at a trapping EL decodes the instruction and takes the trap before it
+  executes.
+- Alignment faults (Data Abort, DFSC 0b100001): QEMU 5 checks alignment for exclusives and
+  atomics only. The same refresh works out, per EL, whether ordinary loads and stores are
+  checked (SCTLR_ELx.A == 1 of the EL's regime: :func:`alignment_checked`); the instruction
+  hook then computes each load's or store's address and takes the fault before it executes
+  (``AArch64.CheckAlignment()``, ``AArch64.AlignmentFault()``).
 """
 
 from __future__ import annotations
@@ -29,14 +45,17 @@ from dataclasses import replace
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
-from unicorn import UcError
+from unicorn import UC_HOOK_CODE, UcError
 
 from unicorn import arm64_const as A
 
 from ..arch import mmu
-from ..arch.context import HCR_EL2, SCR_EL3, SPSR_ENC, AccessContext
+from ..arch.context import CPACR_EL1, HCR_EL2, SCR_EL3, SPSR_ENC, AccessContext
+from ..arch.context import SCTLR_ELX, SCTLR_ENC
+from ..arch.firmware_regs import CPTR_EL2, CPTR_EL3, extended
 from ..arch.faults import ExternalAbort
 from ..sysreg import reg
+from . import a64
 from .exceptions import ABORT_ISS, EC, ESR, PSTATE, esr
 
 if TYPE_CHECKING:
@@ -55,6 +74,95 @@ AARCH64_MODES = {0b00000: 0, 0b00100: 1, 0b00101: 1, 0b01000: 2, 0b01001: 2, 0b0
 M_AARCH32 = 0b10000     # SPSR_ELx.M[4] set: a return to AArch32 (decided by QEMU)
 ERET_WORD = 0xD69F03E0
 INSN_BYTES = 4          # A64 instructions: a PC with bits[1:0] != 0 is misaligned
+ISS_FP = reg("ISS_FP", (3, 0, 5, 2, 0), "CV 24", "COND 23:20",
+             doc="Arm ARM D19.2 ISS encoding for an exception from an access to SIMD or "
+                 "floating-point functionality, resulting from the FPEN and TFP traps")
+COND_ALWAYS = 0b1110    # ConditionSyndrome() of an A64 instruction: CV = 1, COND = 0b1110
+FP_TRAP_SYNDROME = esr(EC.FP_ACCESS, ISS_FP.make(CV=1, COND=COND_ALWAYS))
+FPEN_EL0_ONLY, FPEN_NONE = 0b01, 0b11     # CPACR_EL1.FPEN: trap EL0 only; trap nothing
+# FPCR and FPSR (MRS/MSR of them are SIMD&FP accesses, AArch64.CheckFPEnabled())
+FP_SYSREGS = {(3, 3, 4, 4, 0), (3, 3, 4, 4, 1)}
+FP_CLASSES = {"simd_fp", "fcsel", "fccmp", "fccmpe"}   # a64.decode's SIMD&FP data processing
+CONTROL_REGS = ({r.encoding.tuple for r in (CPACR_EL1, CPTR_EL2, CPTR_EL3, HCR_EL2, SCR_EL3)}
+                | set(SCTLR_ENC.values()))
+"""Writes that change where a SIMD&FP instruction traps (:func:`fp_trap_routes`) or which
+accesses are checked for alignment (:func:`alignment_checked`)."""
+SCTLR = extended(SCTLR_ELX)   # SCTLR_ELx with A, SA, SA0 (Arm ARM D19.2 SCTLR_EL1)
+FSC_ALIGNMENT = 0b100001
+PAIR_CLASSES = {"ldp", "stp", "ldnp", "stnp", "ldpsw"}
+SIMD_STRUCT_SINGLE = 1 << 24  # A64 Advanced SIMD load/store: single structure (C4.1.66)
+SIMD_STRUCT_SIZE_LSB = 10     # its size field [11:10] (multiple structures: element size)
+
+
+def element_bytes(info: a64.InsnInfo) -> int:
+    """The size of each single access of a load or store, which alignment is checked
+    against (the Arm ARM's ``Mem[address, size, accdesc]`` calls): a register of a pair, an
+    element of an Advanced SIMD structure, else the whole access."""
+    name = info.mnemonic_class
+    if name in PAIR_CLASSES:
+        return info.access_size // 2
+    if name[:2] in ("ld", "st") and name[2:3] in ("1", "2", "3", "4") and name[3:] in ("", "r"):
+        if info.word & SIMD_STRUCT_SINGLE:
+            return info.access_size // int(name[2])
+        return 1 << ((info.word >> SIMD_STRUCT_SIZE_LSB) & 0b11)
+    return info.access_size
+
+
+def alignment_checked(ctx: AccessContext, sctlr: dict[int, int]) -> tuple[bool, ...]:
+    """Per Exception level 0-3, whether every load and store must be aligned to its
+    :func:`element_bytes` because SCTLR_ELx.A of the EL's stage 1 regime is set (EL1&0;
+    EL2&0 for EL0 in a host, HCR_EL2.{E2H, TGE} == {1, 1}). ``sctlr``: SCTLR_EL1, SCTLR_EL2,
+    SCTLR_EL3 by EL.
+
+    Not checked (docs/model.md "Exceptions"): the alignment of accesses to Device memory
+    with SCTLR_ELx.A == 0, including every data access with stage 1 disabled (SCTLR_ELx.M ==
+    0 is Device-nGnRnE, ``AArch64.S1DisabledOutput()``): that would run the instruction hook
+    through all code that runs with the MMU off, boot code included (QEMU 7.2 does not check
+    it either)."""
+    host = ctx.el2_enabled and HCR_EL2.get(ctx.hcr_el2, "E2H") and ctx.tge
+    return tuple(bool(SCTLR.get(sctlr[2 if el == 0 and host else max(el, 1)], "A"))
+                 for el in range(4))
+
+
+def uses_fp(info: a64.InsnInfo) -> bool:
+    """Whether the instruction is one ``AArch64.CheckFPAdvSIMDEnabled()`` / ``CheckFPEnabled()``
+    is called for: SIMD&FP data processing, SIMD&FP loads and stores, MRS/MSR of FPCR/FPSR."""
+    return (info.mnemonic_class in FP_CLASSES or (info.is_simd_fp and info.op_class)
+            or info.sysreg in FP_SYSREGS)
+
+
+def fp_trap_routes(ctx: AccessContext, cpacr: int, cptr2: int, cptr3: int
+                   ) -> tuple[tuple[int, int] | None, ...]:
+    """Per Exception level 0-3, (target EL, ESR value) of the trap a SIMD&FP instruction
+    takes there, or None (``AArch64.CheckFPEnabled()``, ``AArch64.AdvSIMDFPAccessTrap()``):
+    CPACR_EL1.FPEN at EL0 and EL1 outside a host (0bx0: both, 0b01: EL0), to EL1; then,
+    with EL2 enabled, at EL0-EL2 CPTR_EL2.TFP, or with HCR_EL2.E2H == 1 CPTR_EL2.FPEN (which
+    has CPACR_EL1's layout then; 0b01 traps EL0 with HCR_EL2.TGE == 1), to EL2; then
+    CPTR_EL3.TFP at every EL, to EL3. The syndrome is EC 0x07 with CV = 1, COND = 0b1110; a
+    trap to EL1 with EL2 enabled and HCR_EL2.TGE == 1 is taken to EL2 as EC 0x00."""
+    e2h = ctx.el2_enabled and HCR_EL2.get(ctx.hcr_el2, "E2H")
+    routes = []
+    for el in range(4):
+        in_host = e2h and (el == 2 or (el == 0 and ctx.tge))
+        target = None
+        fpen = CPACR_EL1.get(cpacr, "FPEN")
+        if el <= 1 and not in_host and (fpen != FPEN_NONE and (fpen != FPEN_EL0_ONLY
+                                                                or el == 0)):
+            target = 1
+        elif el <= 2 and ctx.el2_enabled:
+            if e2h:
+                fpen2 = CPACR_EL1.get(cptr2, "FPEN")   # (CPTR_EL2 with E2H == 1)
+                if fpen2 != FPEN_NONE and (fpen2 != FPEN_EL0_ONLY or (el == 0 and ctx.tge)):
+                    target = 2
+            elif CPTR_EL2.get(cptr2, "TFP"):
+                target = 2
+        if target is None and CPTR_EL3.get(cptr3, "TFP"):
+            target = 3
+        if target == 1 and ctx.el2_enabled and ctx.tge:
+            routes.append((2, esr(EC.UNKNOWN)))
+        else:
+            routes.append(None if target is None else (target, FP_TRAP_SYNDROME))
+    return tuple(routes)
 
 
 def eret_sets_il(spsr: int, ctx: AccessContext) -> bool:
@@ -105,20 +213,135 @@ class SyncChecks:
         # An ERET that may have set PSTATE.IL ran (fast loop), or the reference loop stopped
         # at an instruction with PSTATE.IL set: look at the next stop.
         self.il_pending = False
+        self.controls_changed = True  # a control of CONTROL_REGS was written: refresh()
+        self.fp_routes: tuple = (None,) * 4
+        self.aligned: tuple[bool, ...] = (False,) * 4
+        self._insn_hook = None  # the instruction hook's handle while installed
+        self.hooked_els: frozenset[int] = frozenset()  # where the hook must run
+
+    # -- controls and the instruction hook ------------------------------------------------
+    def control_written(self, enc: tuple[int, int, int, int, int]) -> bool:
+        """From the MSR hook, before QEMU writes the register: True when ``enc`` is one of
+        :data:`CONTROL_REGS` (the caller stops the run after the write, for :meth:`refresh`)."""
+        if enc in CONTROL_REGS:
+            self.controls_changed = True
+            return True
+        return False
+
+    def refresh(self) -> None:
+        """Work out the traps and checks from the live control registers (at a stop, after
+        a write of :data:`CONTROL_REGS`), and the Exception levels where the instruction
+        hook must run (:meth:`_place_hook`)."""
+        self.controls_changed = False
+        m = self.m
+        cpr = m.fast.cpr
+        ctx = m._live_context()
+        self.fp_routes = fp_trap_routes(ctx, cpr(CPACR_EL1.encoding.tuple),
+                                        cpr(CPTR_EL2.encoding.tuple),
+                                        cpr(CPTR_EL3.encoding.tuple))
+        self.aligned = alignment_checked(ctx, {el: cpr(SCTLR_ENC[el]) for el in (1, 2, 3)})
+        needed = {el for el in range(4) if self.fp_routes[el] or self.aligned[el]}
+        if needed & {0, 1}:
+            # (EL0 <-> EL1 changes may happen with no stop: SVC and ERET between them)
+            needed |= {0, 1}
+        if frozenset(needed) != self.hooked_els:
+            self.hooked_els = frozenset(needed)
+            m.replan = True          # (the native hooks' tables: python_els, eret_table)
+            m._python_controls()
+        self._place_hook(ctx.el)
+
+    def _place_hook(self, el: int) -> None:
+        """Install the instruction hook while the PE is at an EL of :attr:`hooked_els`,
+        remove it otherwise (a removed hook leaves the blocks it was translated into). The
+        PE changes between EL0/EL1 and EL2/EL3 only through exceptions, which stop the run,
+        and ERETs, which the control hook stops after when they return to an EL where the
+        hook is missing (:meth:`eret_needs_stop`); at every stop :meth:`after_stop` places
+        the hook for the EL the PE is at."""
+        m = self.m
+        # (the reference loop has no ERET control hook: there it runs wherever it may be
+        # needed, at the reference loop's speed anyway)
+        wanted = el in self.hooked_els or (m.cfg.mode == "reference" and bool(self.hooked_els))
+        if wanted and self._insn_hook is None:
+            self._insn_hook = m.uc.hook_add(UC_HOOK_CODE, self._on_insn)
+            # Blocks translated without the hook keep running without it (the block at the
+            # PC, too: the native hook stops inside it): translate everything again.
+            m.uc.ctl_flush_tb()
+        elif not wanted and self._insn_hook is not None:
+            m.uc.hook_del(self._insn_hook)
+            self._insn_hook = None
+        else:
+            return
+        # (the native hooks' tables depend on it: python_els, eret_table)
+        m.replan = True
+        m._python_controls()
+
+    def _on_insn(self, uc, address: int, _size: int, _data) -> None:
+        """The instruction hook (installed only while a trap or check is enabled): at an EL
+        where SIMD&FP instructions trap, a SIMD&FP instruction takes the trap; where accesses
+        are checked for alignment, a load or store with a misaligned address takes the
+        alignment fault (Data Abort, DFSC 0b100001, FAR = the address, WnR for a store);
+        either instead of executing (Unicorn does not execute an instruction whose hook
+        moved the PC and stopped). The trap comes first (it is taken before the access)."""
+        m = self.m
+        el = PSTATE.get(m.fast.reg(A.UC_ARM64_REG_PSTATE), "EL")
+        route = self.fp_routes[el]
+        aligned = self.aligned[el]
+        if route is None and not aligned:
+            return
+        info = a64.decode(m._fetch(address, el))
+        if route is not None and uses_fp(info):
+            target, syndrome, far = route[0], route[1], None
+        elif (aligned and (info.is_load or info.is_store) and not info.is_atomic
+              and not info.is_exclusive):
+            # (QEMU checks exclusives and atomics itself)
+            va = info.data_address(address, m._regs(info.reads))
+            if va is None or va % element_bytes(info) == 0:
+                return
+            ctx = m.context()
+            target, syndrome = m.pe.abort(ctx, fetch=False, write=info.is_store,
+                                          fsc=FSC_ALIGNMENT, external=False)
+            far = va
+        else:
+            return
+        m._catch_up(m._insn_index(address), address)
+        m._take_sync(m.context(), target, syndrome, address, far=far)
 
     # -- Illegal Execution state ----------------------------------------------------------
-    def eret_may_set_il(self, address: int) -> bool:
+    def python_els(self) -> int:
+        """Bit mask of the ELs an exception from or to which the native INTR hook leaves to
+        Python (which stops the run, so :meth:`after_stop` places the instruction hook): the
+        ELs where the hook must run while it is not installed."""
+        if self._insn_hook is not None:
+            return 0
+        return sum(1 << el for el in self.hooked_els)
+
+    def eret_table(self, ctx: AccessContext) -> tuple[int, ...]:
+        """The native ERET hook's table (exception.c ``spe_eret_hook``, :func:`eret_il_table`):
+        the ERETs that may set PSTATE.IL and, while the instruction hook is not installed,
+        those returning to an EL where it must run (both: :meth:`eret_needs_stop`)."""
+        table = eret_il_table(ctx)
+        if self._insn_hook is not None or not self.hooked_els:
+            return table
+        extra = sum(1 << (il << 5 | mode) for il in (0, 1)
+                    for mode, el in AARCH64_MODES.items() if el in self.hooked_els)
+        return (table[0],) + tuple(t | extra for t in table[1:])
+
+    def eret_needs_stop(self, address: int) -> bool:
         """From the fast loop's control hook, before the ERET or MSR DAIFSet/DAIFClr at
-        ``address`` executes: True (and the check owed at the next stop) when it is an ERET
-        that may leave PSTATE.IL set (:func:`eret_sets_il`)."""
+        ``address`` executes: True when it is an ERET after which the run must stop, because
+        it may leave PSTATE.IL set (:func:`eret_sets_il`; the check is then owed at the
+        stop), or it returns to an EL where the instruction hook must run and it is not
+        installed (:meth:`_place_hook`)."""
         m = self.m
         ctx = m.context()
         if ctx.el == 0 or m._fetch(address, ctx.el) != ERET_WORD:
             return False
-        if not eret_sets_il(m.fast.cpr(SPSR_ENC[ctx.el]), ctx):
-            return False
-        self.il_pending = True
-        return True
+        spsr = m.fast.cpr(SPSR_ENC[ctx.el])
+        if eret_sets_il(spsr, ctx):
+            self.il_pending = True
+            return True
+        return (self._insn_hook is None
+                and AARCH64_MODES.get(SPSR.get(spsr, "M")) in self.hooked_els)
 
     def after_stop(self) -> bool:
         """At a run-loop stop, before the instruction at the PC executes: take the exception
@@ -137,6 +360,12 @@ class SyncChecks:
         Both are taken to the EL an UNDEFINED instruction would be (EL1 from EL0, EL2 with
         HCR_EL2.TGE); the instruction does not execute (nor count)."""
         m = self.m
+        if m.cfg.mode == "raw":
+            pass   # (the engine alone: no instruction hook, no ERET hook; PC alignment only)
+        elif self.controls_changed:
+            self.refresh()
+        elif self.hooked_els or self._insn_hook is not None:
+            self._place_hook(PSTATE.get(m.fast.reg(A.UC_ARM64_REG_PSTATE), "EL"))
         pc = m.pc
         if pc % INSN_BYTES:
             syndrome, far = esr(EC.PC_ALIGN), pc

@@ -8,6 +8,10 @@
 //   0xf05  EL2 FMOV with CPTR_EL2.TFP = 1 -> EL2
 //   0xf06  EL3 FMOV with CPTR_EL3.TFP = 1 -> EL3
 //   0xf07  EL1 FMOV with CPTR_EL3.TFP = 1 -> EL3
+//   0xf08  EL1 LDR D7 (a SIMD&FP load) with CPACR_EL1.FPEN = 0b00 -> EL1, EC 0x07
+//   0xf09  EL1 MRS X2, FPCR with CPACR_EL1.FPEN = 0b00 -> EL1, EC 0x07
+//   0xf0a  EL0 FMOV with CPACR_EL1.FPEN = 0b00 and HCR_EL2.TGE = 1 -> EL2, EC 0x00
+//   0xf0b  EL2 FMOV with HCR_EL2.E2H = 1 and CPTR_EL2.FPEN = 0b00 -> EL2, EC 0x07
 //   0xf11  EL1 ERET with SPSR_EL1.M = EL2h: illegal return, PSTATE.IL = 1 at EL1, then EC 0x0E
 //          on the ERET's target instruction
 //   0xf12  EL1 ERET with SPSR_EL1.M = 0b0001 (not a valid mode): likewise
@@ -19,6 +23,8 @@
 //   0xf31  EL1t LDR [SP] with SP_EL0 8 mod 16 and SCTLR_EL1.SA = 1: SP alignment, EC 0x26
 //   0xf32  EL0 LDR [SP] with SP 8 mod 16 and SCTLR_EL1.SA0 = 1: EC 0x26 to EL1
 //   0xf41  EL1 misaligned LDR with SCTLR_EL1.A = 1, MMU off: alignment fault (DFSC 0x21)
+//   0xf43  EL1 LDP W2, W3 at 4 mod 8 with SCTLR_EL1.A = 1: each access aligned, no fault
+//   0xf44  EL0 STR W0 at 2 mod 4 with SCTLR_EL1.A = 1: alignment fault to EL1, WnR
 //   0xf42  EL1 misaligned LDR with SCTLR_EL1.A = 0, MMU off: the access is to Device memory,
 //          so alignment fault (DFSC 0x21) too
 //   0xf51  HVC at EL3 with SCR_EL3.HCE = 1 -> EL3 (AArch64.CallHypervisor()), last: a PE
@@ -32,6 +38,7 @@
     .equ ALIGN_A, (1 << 1)
     .equ HCR_RW, 0x80000000
     .equ HCR_TGE, (1 << 27)
+    .equ HCR_E2H, (1 << 34)
     .text
     .global main
 main:
@@ -77,6 +84,30 @@ el0_fp:
     smc     #ELEVATE                // EL3
     msr     cptr_el3, xzr
     isb
+    ERET_TO 3, 0x3c5, 1f            // EL1
+1:  msr     cpacr_el1, xzr
+    isb
+    ldr     x1, =aligned_data
+    CASE    0xf08
+    ldr     d7, [x1]
+    CASE    0xf09
+    mrs     x2, fpcr
+    hvc     #ELEVATE                // EL2
+    SETREG  hcr_el2, (HCR_RW | HCR_TGE)
+    ERET_TO 2, 0x0, 1f              // EL0, TGE = 1
+1:  CASE    0xf0a
+    fmov    d8, xzr
+    svc     #ELEVATE                // EL2 (TGE = 1)
+    SETREG  hcr_el2, (HCR_RW | HCR_E2H)
+    msr     cptr_el2, xzr           // FPEN = 0b00 (CPACR_EL1 layout with E2H = 1)
+    isb
+    CASE    0xf0b
+    fmov    d9, xzr
+    SETREG  cptr_el2, (3 << 20)
+    SETREG  hcr_el2, HCR_RW
+    SETREG  cptr_el2, CPTR_EL2_RES1
+    SETREG  cpacr_el1, (3 << 20)
+    smc     #ELEVATE                // EL3
 
     // ---------------------------------------------------------------- illegal return ---
     ERET_TO 3, 0x3c5, el1_illegal
@@ -143,6 +174,15 @@ el0_spalign:
     ldr     x1, =aligned_data + 4
     CASE    0xf41
     ldr     x0, [x1]
+    CASE    0xf43
+    ldp     w2, w3, [x1]            // two 4-byte accesses, each aligned: no fault
+    svc     #0xf43
+    ldr     x1, =aligned_data + 2
+    ERET_TO 1, 0x0, el0_align
+el0_align:
+    CASE    0xf44
+    str     w0, [x1]
+    svc     #ELEVATE                // EL1
     SETREG  sctlr_el1, SCTLR_EL1_VALUE
     ldr     x1, =aligned_data + 4
     CASE    0xf42
