@@ -102,8 +102,10 @@ def drained(m: Machine, buf: int, size: int | None = None) -> tuple:
 
 
 def run_asm(text: str, tmp_path: Path, *, boot_el: int = 1, mode: str = "fast",
-            spe: SpeConfig | None = None, stack: int = 0x4100_0000) -> Machine:
-    """Assemble ``text`` (which sets nothing up itself but may use SP) and run it."""
+            spe: SpeConfig | None = None, stack: int = 0x4100_0000,
+            setup=None) -> Machine:
+    """Assemble ``text`` (which sets nothing up itself but may use SP) and run it;
+    ``setup(machine)`` is called before the run."""
     prologue = f"movz x9, #{stack >> 16:#x}, lsl #16\nmov sp, x9\n"
     code = assemble(prologue + text, BASE)
     image = Image(path=Path("<asm>"), entry=BASE,
@@ -112,5 +114,7 @@ def run_asm(text: str, tmp_path: Path, *, boot_el: int = 1, mode: str = "fast",
                               outdir=tmp_path, max_insns=50_000_000))
     m.load(image)
     m.reset(BASE)
+    if setup is not None:
+        setup(m)
     m.result = m.run()
     return m

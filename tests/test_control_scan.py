@@ -1,4 +1,4 @@
-"""The fast run loop hooks every ERET and MSR DAIFSet/DAIFClr in executable code
+"""The fast run loop hooks every ERET, PSB CSYNC and MSR DAIFSet/DAIFClr in executable code
 (Machine._control_instruction_addresses, through control_offsets); the scan is a regular expression over the segment's
 bytes and must find exactly the word-aligned instructions a word-by-word decode finds."""
 
@@ -8,23 +8,29 @@ import struct
 from hypothesis import given
 from hypothesis import strategies as st
 
-from spe_emu.cpu.machine import (DAIF_IMM_MASK, DAIF_IMM_VALUE, ERET_WORD, control_offsets,
-                                 word_pattern)
+from spe_emu.cpu.machine import (DAIF_IMM_MASK, DAIF_IMM_VALUE, ERET_WORD, PSB_CSYNC_WORD,
+                                 control_offsets, word_pattern)
 
 DAIFSET_2 = 0xD50342DF     # MSR DAIFSet, #2
 DAIFCLR_F = 0xD5034FFF     # MSR DAIFClr, #0xf
-NEAR_MISSES = [0xD69F03E1, 0xD50342BF, 0xD503421F, 0xD50352DF, 0xD51342DF]
+NEAR_MISSES = [0xD69F03E1, 0xD50342BF, 0xD503421F, 0xD50352DF, 0xD51342DF,
+               0xD503225F, 0xD503221F]  # (TSB CSYNC, ESB)
 
 
 def by_words(data: bytes) -> list[int]:
     return [off for off in range(0, len(data) - 3, 4)
-            if (w := struct.unpack_from("<I", data, off)[0]) == ERET_WORD
+            if (w := struct.unpack_from("<I", data, off)[0]) in (ERET_WORD, PSB_CSYNC_WORD)
             or w & DAIF_IMM_MASK == DAIF_IMM_VALUE]
 
 
 def test_known_encodings():
     data = struct.pack("<6I", 0xD503201F, ERET_WORD, DAIFSET_2, *NEAR_MISSES[:2], DAIFCLR_F)
     assert control_offsets(data) == (4, 8, 20)
+
+
+def test_psb_csync_is_found():
+    data = struct.pack("<4I", 0xD503201F, PSB_CSYNC_WORD, 0xD503225F, 0xD5033F9F)
+    assert control_offsets(data) == (4,)
 
 
 def test_misaligned_copy_is_not_reported():
@@ -38,7 +44,7 @@ def test_word_pattern_is_per_byte_mask():
     assert not pat.fullmatch(struct.pack("<I", 0x13AB34CD))
 
 
-@given(st.lists(st.one_of(st.sampled_from([ERET_WORD, DAIFSET_2, DAIFCLR_F, *NEAR_MISSES]),
+@given(st.lists(st.one_of(st.sampled_from([ERET_WORD, PSB_CSYNC_WORD, DAIFSET_2, DAIFCLR_F, *NEAR_MISSES]),
                           st.integers(0, 2**32 - 1)), max_size=16),
        st.integers(0, 3), st.integers(0, 3))
 def test_same_as_word_by_word(words, lead, trail):

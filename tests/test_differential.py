@@ -2,11 +2,15 @@
 filters, EL0-only profiling (EL0/EL1 transitions), buffer-full interrupts and records built
 natively (with Context packets, physical addresses, a small locality model), the native run
 loop and the per-instruction oracle leave byte-identical Profiling Buffers and traces, the same
-PMBSR_EL1 / PMBPTR_EL1 / PMSICR_EL1, the same population and the same guest state.
+PMBSR_EL1 / PMBPTR_EL1 / PMSICR_EL1, the same population and the same guest state -- and the
+same guest-visible Profiling Buffer at every synchronisation point on the way: each PSB CSYNC
+executed with profiling enabled (after which a load must read every earlier record, SPE
+supplement §3.6) and each trapped PMS*/PMB* access.
 
 Each run stops after the same instruction budget (the oracle runs at ~0.2 MIPS), so the
 comparison is of the complete machine state at that instruction."""
 
+import hashlib
 from pathlib import Path
 
 import pytest
@@ -44,6 +48,13 @@ def run(guest: str, mode: str, config: str, seed: int, outdir: Path) -> dict:
     opts = RunOptions(seed=seed, mode=mode, outdir=outdir, max_insns=BUDGET,
                       spe=SpeConfig(**spec["spe"]), **spec["opts"])
     m = prepare_machine(Path(__file__).resolve().parents[1] / "guests" / f"{guest}.elf", opts)
+    sync_points = []
+
+    def observe(kind: str, index: int) -> None:
+        buf = bytes(m.uc.mem_read(BUFFER_BASE, opts.buffer_size))
+        sync_points.append((kind, index, hashlib.sha256(buf).hexdigest()))
+
+    m.sync_observer = observe
     with pytest.raises(GuestRunaway):
         m.run()
     regs = m.uc.reg_read_batch([A.UC_ARM64_REG_X0 + i for i in range(29)]
@@ -65,6 +76,7 @@ def run(guest: str, mode: str, config: str, seed: int, outdir: Path) -> dict:
         "records": m.spu.stats.records_written,
         "irqs": m.irqs_taken,
         "console": m.semihost.console_output,
+        "sync points": sync_points,
     }
 
 
@@ -76,6 +88,7 @@ def test_fast_path_matches_reference(tmp_path, guest, config):
     ref = run(guest, "reference", config, seed, tmp_path / "ref")
     assert fast["instructions"] == ref["instructions"] == BUDGET
     assert fast["samples"] > 50
+    assert len(fast["sync points"]) >= 5  # (PMS*/PMB* accesses of the start and of each IRQ)
     if config == "irq":
         assert fast["irqs"] >= 1
     for key in fast:

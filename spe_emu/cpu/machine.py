@@ -105,6 +105,7 @@ TRANSLATION_WRITES = {enc for table in (SCTLR_ENC, TTBR0_ENC, banked(TTBR1_EL1),
                       for enc in table.values()}
 CRN_TLBI = 8
 ERET_WORD = 0xD69F03E0
+PSB_CSYNC_WORD = 0xD503223F  # HINT #17 (Arm ARM C6.2 PSB CSYNC)
 DAIF_IMM_MASK, DAIF_IMM_VALUE = 0xFFFFF0DF, 0xD50340DF  # MSR DAIFSet/DAIFClr, #imm
 
 
@@ -122,13 +123,14 @@ def word_pattern(mask: int, value: int) -> bytes:
 # The control instructions, found anywhere (a lookahead, so overlapping candidates are all seen;
 # control_offsets keeps the word-aligned ones).
 CONTROL_WORDS = re.compile(b"(?=" + word_pattern(0xFFFFFFFF, ERET_WORD) + b"|"
+                           + word_pattern(0xFFFFFFFF, PSB_CSYNC_WORD) + b"|"
                            + word_pattern(DAIF_IMM_MASK, DAIF_IMM_VALUE) + b")", re.DOTALL)
 
 
 @lru_cache(maxsize=64)
 def control_offsets(code: bytes) -> tuple[int, ...]:
-    """Byte offsets of the ERET and MSR DAIFSet/DAIFClr words in ``code`` (A64 words at
-    multiples of 4), in one scan at the regular expression engine's speed (about 30 us per
+    """Byte offsets of the ERET, PSB CSYNC and MSR DAIFSet/DAIFClr words in ``code`` (A64
+    words at multiples of 4), in one scan at the regular expression engine's speed (about 30 us per
     KiB), remembered for the process: every run of a program loads the same segments."""
     return tuple(m.start() for m in CONTROL_WORDS.finditer(code) if m.start() % 4 == 0)
 # Upper bound on the bytes of one record before alignment padding (the largest record, with
@@ -184,6 +186,10 @@ def _block_writes(code: bytes) -> tuple | None:
     branch (X30 for BL/BLR) or exception-generating (nothing: it is taken first). None when
     an instruction is not modelled."""
     words = struct.unpack(f"<{len(code) // 4}I", code)
+    if PSB_CSYNC_WORD in words:
+        # (a synchronisation point for the Profiling Buffer: the records of the samples before
+        # it are written at its hook, so no sample of its block is predicted or captured)
+        return None
     writes = []
     for i, word in enumerate(words):
         written = a64.written_registers(word)
@@ -424,6 +430,11 @@ class Machine:
         # context (EL 0) -> (IRQ target, FIQ target, ICC access bits) (_native_context)
         self._native_contexts: dict[AccessContext, tuple[int, int, int]] = {}
         self.control = native.SpeControl(python=1)
+        # Called as (kind, instruction number) at each PSB CSYNC executed while profiling is
+        # enabled ("psb", after its records are written) and each trapped PMS*/PMB* access
+        # ("sysreg", before it): the differential tests compare guest memory there.
+        self.sync_observer: Callable[[str, int], None] | None = None
+        self._psb_addresses: frozenset[int] = frozenset()  # reference mode (the scan's)
         self._ref_deadline = NEVER  # reference mode: instruction count of the next clock event
         self._waiting = False  # the PE waits in WFI (_wait_if_wfi)
         self._rng = Xorshift64(config.spe.seed ^ RNDR_SEED_SALT)  # RNDR/RNDRRS values
@@ -642,13 +653,19 @@ class Machine:
             ctl = self.control
             ctl.model = ctypes.pointer(exception_model())
             ctl.spsr_il_lsb, ctl.spsr_m_lsb = SPSR.field("IL").lsb, SPSR.field("M").lsb
-            hooks = {True: ctypes.c_void_p(native.eret_hook_address()),
-                     False: ctypes.c_void_p(native.control_hook_address())}
-            for addr, is_eret in self._control_instruction_addresses():
-                self._native_hook(UC_HOOK_CODE, hooks[is_eret], ctypes.byref(ctl), addr,
-                                  addr + 3)
+            self._psb_callback = CODE_HOOK(self._guarded_psb_csync)
+            ctl.psb_fallback = ctypes.cast(self._psb_callback, ctypes.c_void_p).value
+            hooks = {ERET_WORD: ctypes.c_void_p(native.eret_hook_address()),
+                     PSB_CSYNC_WORD: ctypes.c_void_p(native.psb_hook_address())}
+            control = ctypes.c_void_p(native.control_hook_address())
+            for addr, word in self._control_instruction_addresses():
+                self._native_hook(UC_HOOK_CODE, hooks.get(word, control), ctypes.byref(ctl),
+                                  addr, addr + 3)
             # (self.records is made when profiling is first enabled: _refresh_enabled)
         elif self.cfg.mode == "reference":
+            self._psb_addresses = frozenset(addr for addr, word in
+                                            self._control_instruction_addresses()
+                                            if word == PSB_CSYNC_WORD)
             uc.hook_add(UC_HOOK_CODE, self._on_every_insn)
 
     def _python_sysreg_encodings(self, which: str) -> set[tuple[int, int, int, int, int]]:
@@ -743,20 +760,23 @@ class Machine:
         if err:
             raise GuestError(f"cannot install a native hook (type {kind}, uc error {err})")
 
+    def _guarded_psb_csync(self, _uch, address: int, size: int, _data) -> None:
+        """The PSB CSYNC hook's callback: :meth:`_on_psb_csync` (:meth:`_guarded`)."""
+        self._guarded(lambda: self._on_psb_csync(address))
+
     def _guarded_control_insn(self, _uch, address: int, size: int, _data) -> None:
         """The control instructions' callback: :meth:`_on_control_insn` (:meth:`_guarded`)."""
         self._guarded(lambda: self._on_control_insn(self.uc, address, size, None))
 
-    def _control_instruction_addresses(self) -> list[tuple[int, bool]]:
-        """(address, is an ERET) of the ERET and MSR DAIFSet/DAIFClr instructions in
-        executable segments."""
+    def _control_instruction_addresses(self) -> list[tuple[int, int]]:
+        """(address, instruction word) of the ERET, PSB CSYNC and MSR DAIFSet/DAIFClr
+        instructions in executable segments."""
         out = []
         for image in self.images:
             for seg in image.segments:
                 if seg.flags & PF_X:
                     data = bytes(seg.data)
-                    out += [(seg.vaddr + off,
-                             int.from_bytes(data[off:off + 4], "little") == ERET_WORD)
+                    out += [(seg.vaddr + off, int.from_bytes(data[off:off + 4], "little"))
                             for off in control_offsets(data)]
         return out
 
@@ -1018,6 +1038,7 @@ class Machine:
             1 << el for el in range(4) if el != ctx.el
             and self.spu.profiling_enabled(replace(ctx, el=el))) | self.checks.python_els()
         self.sysreg_filter.msr_all = int(now or self.cfg.mode == "reference")
+        self.control.psb = int(now)  # (PSB CSYNC: records may be unwritten only while enabled)
         self._python_controls()
 
     def _member_selected(self, index: int, observed: tuple | None = None) -> None:
@@ -1702,6 +1723,8 @@ class Machine:
             return
         rt_reg = a64.X_REGS[info.rt] if info.rt < 31 else None  # Rt == 31 is XZR
         self._account(self._retired_before(pc) + 1)
+        if self.sync_observer is not None and entry.owner is self.spu:
+            self.sync_observer("sysreg", self._retired_before(pc))
         if info.is_read:
             value = entry.owner.sysreg_read(entry.spec.name, ctx)
             self._irq_line_value = None  # (an acknowledge changes the GIC's outputs)
@@ -2073,6 +2096,20 @@ class Machine:
         self.replan = True
         self.counter.stop_at = min(self.counter.stop_at, self.counter.insns)
 
+    def _on_psb_csync(self, address: int) -> None:
+        """Fast mode, a PSB CSYNC at ``address`` while profiling is enabled (SPE supplement
+        §3.6; Arm ARM D17.6.1): the records of every sampled operation before it -- a pending
+        predicted sample, the native captures -- are written to the Profiling Buffer now, so
+        a load after the following DSB reads them. A block holding a PSB CSYNC has no
+        predicted or captured sample (:func:`_block_writes`), so everything pending is before
+        it. The run then stops at the next block boundary to re-plan (the capture budget was
+        computed from the room before these writes)."""
+        self._catch_up(self._insn_index(address), address)
+        self.replan = True
+        self.counter.stop_at = min(self.counter.stop_at, self.counter.insns)
+        if self.sync_observer is not None:
+            self.sync_observer("psb", self._insn_index(address))
+
     def _on_every_insn(self, uc: Uc, address: int, size: int, _data) -> None:
         """Reference mode: one population step per instruction, in Python. The Exception level
         is read from PSTATE at every instruction; whether profiling is enabled at each EL is
@@ -2118,6 +2155,10 @@ class Machine:
             self._member_selected(index)
         else:
             self._account(index + 1)
+        if self.sync_observer is not None and now and address in self._psb_addresses:
+            # (records are written at once here; observed after the PSB CSYNC's own sample,
+            # as the fast hook, which runs after a capture at its own instruction)
+            self.sync_observer("psb", index)
 
     # ------------------------------------------------------------------ run loop -----------
     def run(self, progress: Callable[[int], None] | None = None) -> RunResult:

@@ -214,7 +214,9 @@ class SpeControl(ctypes.Structure):
     _fields_ = [("python", ctypes.c_uint32), ("irq", ctypes.c_uint32),
                 ("fallback", ctypes.c_void_p), ("skipped", ctypes.c_uint64),
                 ("eret_il", ctypes.c_uint64 * 4), ("model", ctypes.POINTER(SpeExcModel)),
-                ("spsr_il_lsb", ctypes.c_uint32), ("spsr_m_lsb", ctypes.c_uint32)]
+                ("spsr_il_lsb", ctypes.c_uint32), ("spsr_m_lsb", ctypes.c_uint32),
+                ("psb", ctypes.c_uint32), ("psb_pad", ctypes.c_uint32),
+                ("psb_fallback", ctypes.c_void_p), ("psb_skipped", ctypes.c_uint64)]
 
 
 def eret_hook_address() -> int:
@@ -227,6 +229,12 @@ def control_hook_address() -> int:
     """Address of ``spe_control_hook`` for ``uc_hook_add(UC_HOOK_CODE, ...)`` (user data: a
     :class:`SpeControl`)."""
     return ctypes.cast(library().spe_control_hook, ctypes.c_void_p).value
+
+
+def psb_hook_address() -> int:
+    """Address of ``spe_psb_hook`` for ``uc_hook_add(UC_HOOK_CODE, ...)`` on a PSB CSYNC (user
+    data: a :class:`SpeControl`; Python's ``psb_fallback`` runs only while ``psb`` is set)."""
+    return ctypes.cast(library().spe_psb_hook, ctypes.c_void_p).value
 
 
 GIC_MAX_INTIDS = 992  # SPE_GIC_MAX_INTIDS

@@ -307,6 +307,17 @@ void spe_control_hook(void *uc, uint64_t address, uint32_t size, struct spe_cont
     ctl->fallback(uc, address, size, ctl);
 }
 
+/* UC_HOOK_CODE callback on PSB CSYNC: Python writes the records of every sampled operation
+ * before it (SPE supplement §3.6) only while profiling is enabled; otherwise nothing. */
+void spe_psb_hook(void *uc, uint64_t address, uint32_t size, struct spe_control *ctl)
+{
+    if (!ctl->psb) {
+        ctl->psb_skipped++;
+        return;
+    }
+    ctl->psb_fallback(uc, address, size, ctl);
+}
+
 /* UC_HOOK_CODE callback on ERET: as spe_control_hook, and Python's hook also when this ERET
  * may leave PSTATE.IL set (its SPSR_ELx.{IL, M} in the table Python made for the current
  * context): the run then checks for the Illegal Execution state exception. */

@@ -356,6 +356,11 @@ struct spe_control {
     uint64_t eret_il[4];
     const struct spe_exc_model *model;
     uint32_t spsr_il_lsb, spsr_m_lsb;   /* SPSR_ELx.IL, SPSR_ELx.M[4:0] */
+    /* PSB CSYNC (spe_psb_hook): Python's Machine._on_psb_csync runs only while `psb` is set
+     * (profiling enabled: records of captured or predicted samples may be unwritten). */
+    uint32_t psb, psb_pad;
+    spe_code_fn psb_fallback;
+    uint64_t psb_skipped;
 };
 
 static inline unsigned spe_sysreg_key(const struct uc_arm64_cp *cp)
