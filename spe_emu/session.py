@@ -60,6 +60,7 @@ class RunOptions:
     mode: str = "fast"
     outdir: Path = Path("spe-out")
     spe: SpeConfig = field(default_factory=SpeConfig)
+    ground_truth: bool = False
 
     def validate(self) -> None:
         t = spe_registers(self.spe)
@@ -272,6 +273,24 @@ def _prepare_outdir(outdir: Path, *stale: Path) -> None:
         raise ConfigError(f"output directory {outdir}: {exc.strerror or exc}") from None
 
 
+GROUND_TRUTH_NAME = "ground_truth.json"
+
+
+def write_ground_truth(machine: Machine, outdir: Path, enabled: bool) -> Path | None:
+    """With ``enabled``: write ``ground_truth.json`` into ``outdir`` --
+    ``{"instructions": total executed, "pcs": {"0x<pc>": executions}}`` (every executed
+    instruction, counted per block by the native hook: :meth:`Machine.ground_truth`) -- and
+    return its path; else remove a stale one and return None."""
+    path = Path(outdir) / GROUND_TRUTH_NAME
+    if not enabled:
+        path.unlink(missing_ok=True)
+        return None
+    counts = machine.ground_truth()
+    path.write_text(json.dumps({"instructions": sum(counts.values()),
+                                "pcs": {f"{pc:#x}": n for pc, n in counts.items()}}) + "\n")
+    return path
+
+
 def run_image(image_path: Path, opts: RunOptions,
               console: Callable[[bytes], None] | None = None,
               progress: Callable[[int], None] | None = None) -> Session:
@@ -286,7 +305,10 @@ def run_image(image_path: Path, opts: RunOptions,
     trace_path = outdir / TRACE_NAME
     _prepare_outdir(outdir, trace_path)
     machine = prepare_machine(image_path, opts, console)
+    if opts.ground_truth:
+        machine.enable_ground_truth()
     result = machine.run(progress=progress)
+    write_ground_truth(machine, outdir, opts.ground_truth)
     summary = {
         "image": str(image_path),
         "firmware": opts.firmware,

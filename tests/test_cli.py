@@ -131,12 +131,11 @@ def test_report_hot_functions_are_guest_symbols(cli_run):
     lines = result.stdout.splitlines()
     assert lines[0] == f"SPE report from {SORT}: {len(records)} records, 0 bad packets"
     start = next(i for i, line in enumerate(lines) if "Hot functions" in line)
-    end = next(i for i, line in enumerate(lines) if "Hot PCs" in line)
-    functions = {}
-    for line in lines[start:end]:
-        cells = [c.strip() for c in line.split("│")]
-        if len(cells) == 5 and cells[2].isdigit():
-            functions[cells[1]] = int(cells[2])
+    assert "Hot PCs" in result.stdout and "Operation mix" in result.stdout
+    data = json.loads(invoke("report", out / "spe.trace", "--image", SORT, "--json").stdout)
+    assert data["total_records"] == len(records)
+    functions = {f["name"]: f["samples"] for f in data["functions"]}
+    assert lines[start + 4].split("│")[1].strip() == max(functions, key=functions.get)
     assert functions, result.stdout
     symbols = load_elf(SORT).symbols
     for name in functions:

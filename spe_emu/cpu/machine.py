@@ -845,6 +845,24 @@ class Machine:
         """Instructions retired so far (at a stop point)."""
         return self.ref_insns if self.cfg.mode == "reference" else self.counter.insns
 
+    def enable_ground_truth(self) -> None:
+        """Count every executed instruction per PC from now on (``spe-emu run
+        --ground-truth``): the native block hook counts executions per (block, length), so
+        each block takes its slow path (no Python call). Raises ConfigError in reference mode."""
+        if self.cfg.mode == "reference":
+            raise ConfigError("--ground-truth counts blocks in the native hook: use --mode "
+                              "fast or raw")
+        native.ground_truth_enable(self.counter)
+
+    def ground_truth(self) -> dict[int, int]:
+        """``{pc: instructions executed at pc}`` since :meth:`enable_ground_truth` (empty when
+        it was not called); the counts add up to the instructions retired since then."""
+        counts: dict[int, int] = {}
+        for (addr, n), times in native.ground_truth_blocks(self.counter).items():
+            for pc in range(addr, addr + 4 * n, 4):
+                counts[pc] = counts.get(pc, 0) + times
+        return {pc: n for pc, n in sorted(counts.items()) if n}
+
     def _retired_before(self, addr: int) -> int:
         """Instructions retired before the instruction at ``addr`` (called from hooks; counter.c
         spe_mrs_hook has the same rule for native counter reads: tests/test_counter_reads.py)."""
@@ -1770,6 +1788,10 @@ class Machine:
                 # The native hook counted the whole block on entry; an exception in the
                 # middle of the block ends it after the faulting instruction.
                 retired = self._retired_before(insn) + 1
+                if c.gt_table:  # (ground truth: the block ran only up to the faulting insn)
+                    native.ground_truth_add(c, c.block_start, c.block_insns, -1)
+                    native.ground_truth_add(c, c.block_start, c.block_insns - (c.insns - retired),
+                                            1)
                 c.block_insns -= c.insns - retired
                 c.insns = retired
             else:  # e.g. an Instruction Abort: the instruction was never fetched

@@ -14,7 +14,8 @@ from ..cpu.machine import Machine, MachineConfig, RunResult
 from ..errors import ConfigError
 from ..platform.loader import load_elf
 from ..session import (BUFFER_BASE, FIRMWARE_CONFIG_SYMBOL, FIRMWARE_MAGIC, GUEST_REGION,
-                       TRACE_NAME, RunOptions, _prepare_outdir, default_firmware)
+                       TRACE_NAME, RunOptions, _prepare_outdir, default_firmware,
+                       write_ground_truth)
 from .elf import load_linux_program
 from .hwcap import hwcaps
 from .memory import L2_SHIFT, VA_LIMIT, AddressSpace
@@ -96,10 +97,13 @@ def run_program(program_path: Path, lopts: LinuxOptions, opts: RunOptions,
     machine.semihost.register_operation(SEMIHOST_SPE_LINUX_SYSCALL, process.syscall_call)
     machine.semihost.register_operation(SEMIHOST_SPE_LINUX_FAULT, process.fault_call)
     machine.reset(firmware.entry)
+    if opts.ground_truth:
+        machine.enable_ground_truth()
     try:
         result = machine.run()
     finally:
         process.close_all()
+    write_ground_truth(machine, outdir, opts.ground_truth)
     summary = {
         "program": str(program_path),
         "linux": process.summary(),

@@ -82,7 +82,9 @@ class SpeCounter(ctypes.Structure):
                 ("ram_base", ctypes.c_uint64), ("ram_size", ctypes.c_uint64),
                 ("step_count", ctypes.c_uint64), ("evaluated", ctypes.c_uint64),
                 ("caps", SpeCapture * CAP_MAX), ("verdicts", SpeVerdict * VERDICTS),
-                ("steps", SpeStep * STEPS)]
+                ("steps", SpeStep * STEPS),
+                ("gt_table", ctypes.c_void_p), ("gt_cap", ctypes.c_uint64),
+                ("gt_used", ctypes.c_uint64)]
 
     @property
     def stop_at(self) -> int:
@@ -484,6 +486,40 @@ def verdicts_clear(counter: SpeCounter) -> None:
     library().spe_verdicts_clear(ctypes.byref(counter))
 
 
+class GtEntry(ctypes.Structure):
+    """Mirror of ``struct spe_gt_entry``: the block at ``addr`` of ``n`` instructions was
+    entered ``count`` times."""
+
+    _fields_ = [("addr", ctypes.c_uint64), ("n", ctypes.c_uint64), ("count", ctypes.c_uint64)]
+
+
+def ground_truth_enable(counter: SpeCounter, capacity: int = 1 << 12) -> None:
+    """Make the block hook count executions per block (``capacity`` initial entries, a power
+    of two; the table grows). Raises MemoryError when the table cannot be allocated."""
+    if not library().spe_gt_enable(ctypes.byref(counter), capacity):
+        raise MemoryError("ground-truth table")
+
+
+def ground_truth_add(counter: SpeCounter, addr: int, n: int, times: int) -> None:
+    """Add ``times`` (negative: take back) executions of the ``n``-instruction block at
+    ``addr``."""
+    if not library().spe_gt_add(ctypes.byref(counter), addr, n, times):
+        raise MemoryError("ground-truth table")
+
+
+def ground_truth_blocks(counter: SpeCounter) -> dict[tuple[int, int], int]:
+    """``{(block address, instructions): executions}`` counted so far (empty when off)."""
+    if not counter.gt_table:
+        return {}
+    table = (GtEntry * counter.gt_cap).from_address(counter.gt_table)
+    return {(e.addr, e.n): e.count for e in table if e.n and e.count}
+
+
+def ground_truth_free(counter: SpeCounter) -> None:
+    """Stop counting and release the table."""
+    library().spe_gt_free(ctypes.byref(counter))
+
+
 def block_hook_address() -> int:
     """Address of ``spe_block_hook`` for ``uc_hook_add(UC_HOOK_BLOCK, ...)``."""
     return ctypes.cast(library().spe_block_hook, ctypes.c_void_p).value
@@ -503,6 +539,10 @@ def _declare(lib: ctypes.CDLL) -> None:
             ("spe_record_captures", (ctypes.POINTER(SpeCounter), rec, u32, u32), u32),
             ("spe_verdicts_add", (ctypes.POINTER(SpeCounter), ctypes.c_char_p, u64),
              ctypes.c_int),
+            ("spe_gt_enable", (ctypes.POINTER(SpeCounter), u64), ctypes.c_int),
+            ("spe_gt_add", (ctypes.POINTER(SpeCounter), u64, u64, ctypes.c_int64),
+             ctypes.c_int),
+            ("spe_gt_free", (ctypes.POINTER(SpeCounter),), None),
             ("spe_gic_hppi", (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
                               ctypes.c_void_p), ctypes.c_int),
             ("spe_gic_lines", (ctypes.c_void_p,), u32),

@@ -23,6 +23,7 @@
  * The file is also a (trivial) CPython extension module so setuptools can build it; the
  * module itself exports nothing.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "spe_native.h"
@@ -253,8 +254,71 @@ static int try_capture(void *uc, uint64_t address, uint64_t n, struct spe_counte
     return 1;
 }
 
+/* The ground-truth slot of the n-instruction block at addr (its own or the empty one where it
+ * goes); the table always has an empty slot (it grows at half full). */
+static struct spe_gt_entry *gt_slot(struct spe_gt_entry *t, uint64_t cap, uint64_t addr,
+                                    uint64_t n)
+{
+    uint64_t i = ((addr >> 2) * 0x9E3779B97F4A7C15ull ^ n * 0xC2B2AE3D27D4EB4Full) >> 17;
+    for (;; i++) {
+        struct spe_gt_entry *e = &t[i & (cap - 1)];
+        if (e->n == 0 || (e->addr == addr && e->n == n))
+            return e;
+    }
+}
+
+/* Starts counting executions per block in a table of cap entries (a power of two, >= 2);
+ * returns 0 when out of memory. */
+int spe_gt_enable(struct spe_counter *c, uint64_t cap)
+{
+    free(c->gt_table);
+    c->gt_table = calloc(cap, sizeof(struct spe_gt_entry));
+    c->gt_cap = c->gt_table ? cap : 0;
+    c->gt_used = 0;
+    c->fast_limit = 0;   /* every block takes the slow path from now on */
+    return c->gt_table != 0;
+}
+
+void spe_gt_free(struct spe_counter *c)
+{
+    free(c->gt_table);
+    c->gt_table = 0;
+    c->gt_cap = c->gt_used = 0;
+}
+
+/* Adds `times` executions of the n-instruction block at addr (negative: takes them back, for
+ * a block an exception ended early); returns 0 when the table could not grow (the count is
+ * then lost, which Python reports). */
+int spe_gt_add(struct spe_counter *c, uint64_t addr, uint64_t n, int64_t times)
+{
+    if (!c->gt_table || n == 0)
+        return 0;
+    if (2 * (c->gt_used + 1) > c->gt_cap) {
+        uint64_t cap = 2 * c->gt_cap;
+        struct spe_gt_entry *t = calloc(cap, sizeof(struct spe_gt_entry));
+        if (!t)
+            return 0;
+        for (uint64_t i = 0; i < c->gt_cap; i++)
+            if (c->gt_table[i].n)
+                *gt_slot(t, cap, c->gt_table[i].addr, c->gt_table[i].n) = c->gt_table[i];
+        free(c->gt_table);
+        c->gt_table = t;
+        c->gt_cap = cap;
+    }
+    struct spe_gt_entry *e = gt_slot(c->gt_table, c->gt_cap, addr, n);
+    if (e->n == 0) {
+        e->addr = addr;
+        e->n = n;
+        c->gt_used++;
+    }
+    e->count += (uint64_t)times;
+    return 1;
+}
+
 static inline void count_block(struct spe_counter *c, uint64_t address, uint64_t n)
 {
+    if (c->gt_table)
+        spe_gt_add(c, address, n, 1);
     c->block_start = address;
     c->block_insns = n;
     c->insns += n;
@@ -287,12 +351,12 @@ static __attribute__((noinline)) void block_slow(void *uc, uint64_t address, uin
         c->stops++;
         c->stop_block = address;
         c->stop_block_insns = n;
-        c->fast_limit = c->stop_at;
+        c->fast_limit = c->gt_table ? 0 : c->stop_at;
         c->emu_stop(uc);
         return;
     }
     count_block(c, address, n);
-    c->fast_limit = c->completing ? 0 : c->stop_at;
+    c->fast_limit = c->completing || c->gt_table ? 0 : c->stop_at;
 }
 
 /* The common path, one branch: the block ends by fast_limit (so it holds no stop point and

@@ -99,6 +99,8 @@ struct spe_verdict {
     uint16_t plan, plan_len;        /* SPE_EVAL: its steps, steps[plan .. plan + plan_len) */
 };
 
+struct spe_gt_entry;
+
 struct spe_counter {
     uint64_t insns;        /* instructions of every block entered so far */
     uint64_t fast_limit;   /* the hook counts a block without more checks if it ends by this
@@ -129,6 +131,20 @@ struct spe_counter {
     struct spe_capture caps[SPE_CAP_MAX];
     struct spe_verdict verdicts[SPE_VERDICTS];
     struct spe_step steps[SPE_STEPS];
+    /* ground truth (spe-emu run --ground-truth): executions per (block address, length) in an
+     * open-addressing table of gt_cap entries (a power of two; NULL: off, and the common
+     * path of the hook never looks at it) */
+    struct spe_gt_entry *gt_table;
+    uint64_t gt_cap;       /* entries in gt_table */
+    uint64_t gt_used;      /* entries in use */
+};
+
+/* One ground-truth entry: the block at addr of n instructions was entered count times
+ * (n == 0: an empty slot). */
+struct spe_gt_entry {
+    uint64_t addr;
+    uint64_t n;
+    uint64_t count;
 };
 
 /* ---- record.c: records of captured samples ------------------------------------------ */

@@ -141,10 +141,12 @@ def main() -> None:
               show_default=True, help="Output directory (trace, summary.json, guest files).")
 @click.option("--perf-data", "perf_data", is_flag=True,
               help="Also write perf.data (for perf report/script) into the output directory.")
+@click.option("--ground-truth", "ground_truth", is_flag=True,
+              help="Also count every executed instruction per PC (ground_truth.json).")
 def run(image, args, share, env_set, env_unset, clear_env, machine, kernel, initrd, append,
         dtb, memory, dumpdtb, interval, seed, random, filters, min_latency, timestamps,
         context, pa, exclude_kernel, no_profiling, buffer_size, boot_el, no_firmware,
-        firmware_path, max_insns, mode, outdir, perf_data) -> None:
+        firmware_path, max_insns, mode, outdir, perf_data, ground_truth) -> None:
     """Run IMAGE with SPE enabled and write the trace plus a JSON summary into the output
     directory. IMAGE is a static AArch64 Linux program (run like qemu-aarch64: spe-emu run
     [OPTIONS] PROGRAM [-- ARGS...]; its stdin, stdout, stderr and exit status are the
@@ -174,7 +176,8 @@ def run(image, args, share, env_set, env_unset, clear_env, machine, kernel, init
                       physical=pa, el1=not exclude_kernel, profiling=not no_profiling,
                       buffer_size=buffer_size,
                       boot_el=boot_el, firmware=not no_firmware, firmware_path=firmware_path,
-                      max_insns=max_insns, mode=mode, outdir=outdir)
+                      max_insns=max_insns, mode=mode, outdir=outdir,
+                      ground_truth=ground_truth)
     if linux:
         _run_linux(image, program_name, args, share, env_set, env_unset, clear_env, opts,
                    perf_data)
@@ -310,17 +313,50 @@ def decode(trace: Path) -> None:
 
 @main.command()
 @click.argument("trace", type=click.Path(path_type=Path))
-@click.option("--image", type=click.Path(path_type=Path), required=True,
-              help="The ELF the trace was taken from (for symbols).")
-@click.option("--top", default=10, show_default=True)
-def report(trace: Path, image: Path, top: int) -> None:
-    """Hottest functions and PCs, and the operation mix, of TRACE."""
-    from .report import build_report, render_report
+@click.option("--image", type=click.Path(path_type=Path), default=None,
+              help="The ELF the trace was taken from (symbols, source lines, disassembly); "
+                   "without it: addresses only.")
+@click.option("--top", type=click.IntRange(min=1), default=10, show_default=True,
+              help="Rows per table (>= 1).")
+@click.option("--json", "as_json", is_flag=True, help="Print everything as JSON instead.")
+@click.option("--annotate", "function", default=None, metavar="FUNCTION",
+              help="Print FUNCTION's disassembly with source lines and samples (needs --image).")
+@click.option("--ground-truth", "ground_truth", type=click.Path(path_type=Path), default=None,
+              metavar="FILE", help="Exact counts of spe-emu run --ground-truth (default: "
+                                   "ground_truth.json next to TRACE, when present).")
+@click.option("--plot", "plot_dir", type=click.Path(path_type=Path), default=None,
+              metavar="DIR", help="Also write plots (PNG and SVG) into DIR.")
+@click.option("--html", "html_file", type=click.Path(path_type=Path), default=None,
+              metavar="FILE", help="Also write a self-contained HTML report page.")
+def report(trace: Path, image: Path | None, top: int, as_json: bool, function: str | None,
+           ground_truth: Path | None, plot_dir: Path | None, html_file: Path | None) -> None:
+    """Where SPE's samples fall (functions, source lines, PCs), their latency, events and data
+    addresses, and the operation mix, of TRACE (perf report --mem-mode / annotate / c2c)."""
+    import json
+
+    from .report import GROUND_TRUTH_NAME, annotate, build_report, load_ground_truth, render_report
     data = _read_trace(trace)
     try:
-        rep = build_report(data, image)
+        if function is not None:
+            if image is None:
+                _fail("--annotate needs --image")
+            annotate(data, image, function, Console())
+            return
+        if ground_truth is None and (trace.parent / GROUND_TRUTH_NAME).exists():
+            ground_truth = trace.parent / GROUND_TRUTH_NAME
+        exact = load_ground_truth(ground_truth) if ground_truth is not None else None
+        rep = build_report(data, image, ground_truth=exact, check_image=True)
+        if plot_dir is not None or html_file is not None:
+            from .plots import write_html, write_plots
+            if plot_dir is not None:
+                write_plots(rep, plot_dir)
+            if html_file is not None:
+                write_html(rep, html_file, top=top)
     except SpeEmuError as exc:
         _fail_with(exc)
+    if as_json:
+        click.echo(json.dumps(rep.to_json(), indent=1))
+        return
     render_report(rep, Console(), top=top)
 
 

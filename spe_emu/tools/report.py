@@ -18,44 +18,15 @@ from typing import Optional, Union
 from ..errors import ImageError
 from ..platform.loader import load_elf, read_limited
 from ..spe.packets import (
-    BRANCH_COND, LDST_AR, LDST_AT, LDST_EXCL, LDST_ST, OP_CLASS_BRANCH, OP_CLASS_LDST,
-    OP_CLASS_OTHER, OTHER_COND, BadPacket, branch_is_indirect, iter_packets, iter_records,
-    ldst_is_extended, ldst_is_simd_fp,
+    BRANCH_COND, EV_L1D_ACCESS, EV_L1D_REFILL, EV_LLC_ACCESS, EV_LLC_MISS, EV_MISPRED,
+    EV_TLB_ACCESS, EV_TLB_WALK, LDST_ST, OP_CLASS_BRANCH, OP_CLASS_LDST, OP_CLASS_OTHER,
+    OTHER_COND, BadPacket, branch_is_indirect, iter_packets, iter_records, ldst_is_extended,
+    ldst_is_simd_fp,
 )
 
 UNKNOWN_SYMBOL = "[unknown]"
 INSN_BYTES = 4
 SHF_EXECINSTR = 0x4
-
-
-@dataclass
-class Report:
-    """What :func:`build_report` found.
-
-    Fields:
-        total_records: complete records in the trace (the denominator of every percentage).
-        hot_functions: ``(name, samples, percent)`` for every function that has samples, most
-            sampled first (``[unknown]`` collects PCs outside every symbol).
-        hot_pcs: ``(pc, "symbol+0xoff", disassembly, samples, percent)`` for the most sampled
-            PCs (at most ``max_pcs`` of them), most sampled first; disassembly is ``""`` when
-            the PC is not in the image.
-        op_mix: samples per operation kind. Coarse keys partition the records: ``load``,
-            ``store``, ``branch``, ``other``, ``no-op-type`` (record without an Operation Type
-            packet). Finer keys count subsets: ``load simd-fp``, ``store simd-fp``,
-            ``load-acquire``, ``store-release``, ``exclusive``, ``atomic``, ``cond branch``,
-            ``indirect branch``, ``cond select``. Only non-zero keys are present.
-        el_mix: samples per Exception level of the PC (``EL0`` .. ``EL3``, ``no-pc``).
-        bad_packets: bad headers met in the trace.
-        image_path: the image used (None when built without one).
-    """
-
-    total_records: int
-    hot_functions: list[tuple[str, int, float]] = field(default_factory=list)
-    hot_pcs: list[tuple[int, str, str, int, float]] = field(default_factory=list)
-    op_mix: dict[str, int] = field(default_factory=dict)
-    el_mix: dict[str, int] = field(default_factory=dict)
-    bad_packets: int = 0
-    image_path: Optional[str] = None
 
 
 class _Image:
@@ -115,6 +86,36 @@ class _Image:
             names[value] = name
         self.names = names
         self.func_starts = [v for v, _, _ in self.funcs]
+        self._raw = raw
+        self._lines: Optional[tuple[list[int], list[tuple[str, int]]]] = None
+
+    def text_contains(self, pc: int) -> bool:
+        """``pc`` is inside one of the image's executable sections."""
+        return self._exec_range(pc) is not None
+
+    def function_range(self, name: str) -> Optional[tuple[int, int]]:
+        """[start, end) of the function (or label) ``name``; None when there is none."""
+        for value, size, fname in self.funcs:
+            if fname == name and size:
+                return value, value + size
+        for i, start in enumerate(self.starts):
+            if self.names.get(start) == name:
+                rng = self._exec_range(start)
+                end = self.starts[i + 1] if i + 1 < len(self.starts) else (rng or (0, start))[1]
+                return start, min(end, rng[1]) if rng else end
+        return None
+
+    def line_of(self, pc: int) -> Optional[tuple[str, int]]:
+        """(source file, line) of ``pc`` from the DWARF line table (.debug_line), or None when
+        the image has no line information for it."""
+        if self._lines is None:
+            self._lines = _line_table(self._raw)
+        addrs, rows = self._lines
+        i = bisect.bisect_right(addrs, pc) - 1
+        if i < 0 or rows[i] is None:
+            return None
+        return rows[i]
+
 
     def _exec_range(self, pc: int) -> Optional[tuple[int, int]]:
         for lo, hi in self.exec_ranges:
@@ -144,6 +145,211 @@ class _Image:
         return None
 
 
+def _line_table(raw: bytes) -> tuple[list[int], list]:
+    """Sorted row addresses of every DWARF line program of an ELF, and per row its
+    (file path, line) or None for an end_sequence (an address range with no line)."""
+    from elftools.elf.elffile import ELFFile
+
+    rows: dict[int, Optional[tuple[str, int]]] = {}
+    try:
+        elf = ELFFile(io.BytesIO(raw))
+        if not elf.has_dwarf_info():
+            return [], []
+        dwarf = elf.get_dwarf_info()
+        for cu in dwarf.iter_CUs():
+            prog = dwarf.line_program_for_CU(cu)
+            if prog is None:
+                continue
+            header = prog.header
+            files = header["file_entry"]
+            dirs = header["include_directory"]
+            version = header["version"]
+            for entry in prog.get_entries():
+                st = entry.state
+                if st is None:
+                    continue
+                if st.end_sequence:
+                    rows.setdefault(st.address, None)
+                    continue
+                index = st.file if version >= 5 else st.file - 1
+                if not 0 <= index < len(files):
+                    continue
+                fe = files[index]
+                name = fe.name.decode(errors="replace")
+                if fe.dir_index < len(dirs) + (1 if version < 5 else 0):
+                    d = (dirs[fe.dir_index - 1] if version < 5 and fe.dir_index
+                         else dirs[fe.dir_index] if version >= 5 else b"")
+                    if d and not os.path.isabs(name):
+                        name = os.path.join(d.decode(errors="replace"), name)
+                rows[st.address] = (name, st.line)
+    except Exception:  # a malformed .debug_line: report without source lines
+        return [], []
+    addrs = sorted(rows)
+    return addrs, [rows[a] for a in addrs]
+
+
+GROUND_TRUTH_NAME = "ground_truth.json"   # (spe_emu.session writes it)
+CACHE_LINE = 64          # bytes: the false-sharing view groups data addresses by this
+PAGE = 4096              # bytes: the PA page view
+PERCENTILES = (50, 90, 99)
+LATENCIES = (("TOT", "latency_total"), ("ISSUE", "latency_issue"), ("XLAT", "latency_xlat"))
+# Events packet bits (Arm SPE §5.3.7): (rate name, the event counted, the event it is a
+# share of, or None: a share of the group's load/store samples)
+RATES = (("l1d_refill", EV_L1D_REFILL, EV_L1D_ACCESS), ("llc_miss", EV_LLC_MISS, EV_LLC_ACCESS),
+         ("tlb_refill", EV_TLB_WALK, EV_TLB_ACCESS), ("mispredict", EV_MISPRED, None))
+
+# Operation mix: every record has exactly one leaf; a row's count is the sum of its children.
+OP_TREE = (
+    ("load/store", (("load", ("load gp", "load simd-fp", "load extended")),
+                    ("store", ("store gp", "store simd-fp", "store extended")))),
+    ("branch", (("direct unconditional", ()), ("direct conditional", ()),
+                ("indirect", ()))),
+    ("other", (("unconditional", ()), ("conditional select", ()))),
+    ("no operation type", ()),
+    ("reserved class", ()),
+)
+
+
+def _op_leaf(op_class: Optional[int], sub: Optional[int]) -> str:
+    """The one leaf of :data:`OP_TREE` a record counts towards (Operation Type packet,
+    Arm SPE §5.3.8)."""
+    if op_class is None:
+        return "no operation type"
+    if op_class == OP_CLASS_LDST:
+        kind = "store" if sub & LDST_ST else "load"
+        if ldst_is_simd_fp(sub):
+            return f"{kind} simd-fp"
+        return f"{kind} extended" if ldst_is_extended(sub) else f"{kind} gp"
+    if op_class == OP_CLASS_BRANCH:
+        if branch_is_indirect(sub):
+            return "indirect"
+        return "direct conditional" if sub & BRANCH_COND else "direct unconditional"
+    if op_class == OP_CLASS_OTHER:
+        return "conditional select" if sub & OTHER_COND else "unconditional"
+    return "reserved class"
+
+
+def _op_mix(leaves: Counter, total: int) -> list[tuple[int, str, int, float]]:
+    """(depth, kind, samples, percent of all records) rows of :data:`OP_TREE`, parents
+    before their children, zero rows left out; each depth's rows add up to their parent."""
+    rows = []
+
+    def walk(nodes, depth):
+        out = 0
+        for name, children in nodes:
+            if children:
+                rows_before = len(rows)
+                rows.append(None)
+                count = walk(tuple((c, ()) if isinstance(c, str) else c for c in children),
+                             depth + 1)
+                if count:
+                    rows[rows_before] = (depth, name, count, _percent(count, total))
+                else:
+                    del rows[rows_before:]
+            else:
+                count = leaves.get(name, 0)
+                if count:
+                    rows.append((depth, name, count, _percent(count, total)))
+            out += count
+        return out
+
+    walk(OP_TREE, 0)
+    return rows
+
+
+def _percent(count: int, total: int) -> float:
+    return 100.0 * count / total if total else 0.0
+
+
+def _pctl(values: list[int], q: float) -> float:
+    """The q-th percentile of sorted ``values`` (nearest rank)."""
+    if not values:
+        return 0.0
+    k = max(0, min(len(values) - 1, -(-len(values) * q // 100) - 1))
+    return float(values[int(k)])
+
+
+class _Group:
+    """Accumulates the records of one function, source line, data address, ..."""
+
+    __slots__ = ("samples", "ldst", "loads", "stores", "branches", "lat", "events", "sources",
+                 "pcs", "offsets", "funcs")
+
+    def __init__(self):
+        self.samples = self.ldst = self.loads = self.stores = self.branches = 0
+        self.lat = {name: [] for name, _ in LATENCIES}
+        self.events: Counter[int] = Counter()
+        self.sources: Counter[int] = Counter()
+        self.pcs: set = set()
+        self.offsets: set = set()
+        self.funcs: set = set()
+
+    def add(self, rec, func: str = "") -> None:
+        self.samples += 1
+        if rec.op_class == OP_CLASS_LDST:
+            self.ldst += 1
+            if rec.op_subclass & LDST_ST:
+                self.stores += 1
+            else:
+                self.loads += 1
+            for name, attr in LATENCIES:
+                v = getattr(rec, attr)
+                if v is not None:
+                    self.lat[name].append(v)
+        elif rec.op_class == OP_CLASS_BRANCH:
+            self.branches += 1
+        ev = rec.events
+        if ev:
+            for bit in (EV_L1D_ACCESS, EV_L1D_REFILL, EV_TLB_ACCESS, EV_TLB_WALK, EV_MISPRED,
+                        EV_LLC_ACCESS, EV_LLC_MISS):
+                if ev >> bit & 1:
+                    self.events[bit] += 1
+        if rec.data_source is not None:
+            self.sources[rec.data_source] += 1
+        if rec.pc is not None:
+            self.pcs.add(rec.pc)
+        if func:
+            self.funcs.add(func)
+
+    def summary(self, total: int) -> dict:
+        """Samples, percent of ``total``, load/store counts, latency statistics (cycles: mean,
+        percentiles, max; per counter TOT/ISSUE/XLAT), event rates (percent) and data
+        sources of the group."""
+        lat = {}
+        for name, values in self.lat.items():
+            if values:
+                values.sort()
+                lat[name] = {"mean": sum(values) / len(values), "max": values[-1],
+                             **{f"p{q}": _pctl(values, q) for q in PERCENTILES}}
+        rates = {}
+        for name, ev, of in RATES:
+            den = self.events[of] if of is not None else self.branches
+            if of is not None and not den:
+                den = self.ldst   # (an SPU that does not report the access event)
+            if den:
+                rates[name] = _percent(self.events[ev], den)
+        return {"samples": self.samples, "percent": _percent(self.samples, total),
+                "loads": self.loads, "stores": self.stores, "branches": self.branches,
+                "latency": lat, "rates": rates,
+                "data_source": {f"{k:#x}": v for k, v in sorted(self.sources.items())}}
+
+
+def shorten(text: str, width: int) -> str:
+    """``text`` cut to ``width`` characters by an ellipsis in its middle (a ``+0x..`` offset
+    at its end is always kept whole)."""
+    if len(text) <= width:
+        return text
+    name, plus, off = text.rpartition("+0x")
+    tail = plus + off if plus else ""
+    if not plus:
+        name = text
+    room = width - len(tail) - 1
+    if room < 2:
+        return text[:width - 1] + "…"
+    left = (room + 1) // 2
+    return name[:left] + "…" + name[len(name) - (room - left):] + tail
+
+
 def _disassembler():
     import capstone
 
@@ -164,54 +370,134 @@ def _disassemble(md, image: Optional[_Image], pc: int) -> str:
     return f".inst 0x{int.from_bytes(code, 'little'):08x}"
 
 
-def _op_kinds(op_class: Optional[int], sub: Optional[int]) -> list[str]:
-    """The op_mix keys one record counts towards (first one is the coarse key)."""
-    if op_class is None:
-        return ["no-op-type"]
-    if op_class == OP_CLASS_LDST:
-        store = bool(sub & LDST_ST)
-        kinds = ["store" if store else "load"]
-        if ldst_is_simd_fp(sub):
-            kinds.append("store simd-fp" if store else "load simd-fp")
-        elif ldst_is_extended(sub):
-            if sub & LDST_AR:
-                kinds.append("store-release" if store else "load-acquire")
-            if sub & LDST_EXCL:
-                kinds.append("exclusive")
-            if sub & LDST_AT:
-                kinds.append("atomic")
-        return kinds
-    if op_class == OP_CLASS_BRANCH:
-        kinds = ["branch"]
-        if sub & BRANCH_COND:
-            kinds.append("cond branch")
-        if branch_is_indirect(sub):
-            kinds.append("indirect branch")
-        return kinds
-    if op_class == OP_CLASS_OTHER:
-        return ["other", "cond select"] if sub & OTHER_COND else ["other"]
-    return ["reserved"]
+_BRANCHES = ("b", "bl", "br", "blr", "ret", "cbz", "cbnz", "tbz", "tbnz", "eret", "braa",
+             "brab", "blraa", "blrab", "retaa", "retab", "braaz", "brabz", "blraaz", "blrabz")
+_LDST_PREFIXES = ("ld", "st", "cas", "swp", "prfm", "prfum")
 
 
-def _percent(count: int, total: int) -> float:
-    return 100.0 * count / total if total else 0.0
+def insn_class(text: str) -> str:
+    """The operation class (``load/store``, ``branch``, ``other``) of a disassembled
+    instruction, as SPE's Operation Type packet would give it (§5.3.8)."""
+    mnem = text.split(" ", 1)[0]
+    if mnem in _BRANCHES or mnem.startswith("b."):
+        return "branch"
+    if mnem.startswith(_LDST_PREFIXES):
+        return "load/store"
+    return "other"
+
+
+def _tvd(est: dict, exact: dict) -> float:
+    """Total variation distance (percent points) between two share tables (percent)."""
+    return 0.5 * sum(abs(est.get(k, 0.0) - exact.get(k, 0.0)) for k in set(est) | set(exact))
+
+
+@dataclass
+class Report:
+    """What :func:`build_report` found (every percentage is of ``total_records`` unless said).
+
+    Fields:
+        total_records: complete records in the trace.
+        hot_functions: ``(name, samples, percent)``, most sampled first (``[unknown]`` collects
+            PCs outside every symbol).
+        hot_pcs: ``(pc, "symbol+0xoff", disassembly, samples, percent)`` for the ``max_pcs``
+            most sampled PCs; disassembly is ``""`` when the PC is not in the image.
+        functions: per function name, :meth:`_Group.summary` (samples, latency TOT/ISSUE/XLAT
+            mean and percentiles in cycles, event rates in percent, data sources).
+        lines: ``("file:line", function, summary)`` per source line with samples (DWARF line
+            table; empty without it), most sampled first.
+        op_mix: ``(depth, kind, samples, percent)`` rows of the operation hierarchy
+            (:data:`OP_TREE`); the depth-0 rows add up to 100 %, every parent to its
+            children.
+        el_mix: samples per Exception level of the PC (``EL0`` .. ``EL3``, ``no-pc``).
+        data_addresses: ``(va, samples, loads, stores, mean TOT latency or None, function)``
+            of the most sampled data virtual addresses.
+        cache_lines: per ``CACHE_LINE``-byte line ``(line va, samples, loads, stores,
+            distinct offsets, functions, mean TOT or None)``, most sampled first (the
+            false-sharing view: several offsets written by several functions).
+        pages: ``(page pa, samples, percent)`` of the hottest ``PAGE``-byte physical pages
+            (empty when the trace has no PA packets).
+        timeline: ``(timestamp, pc)`` of every record with both (virtual time in ticks).
+        latencies: per function, the TOT latencies (cycles) of its loads/stores.
+        data_vas: every sampled data virtual address (for the heat map).
+        ground_truth: with a ground-truth file: ``functions`` and ``op_classes`` rows
+            ``(name, estimated %, exact %, error in points)``, and ``error_functions`` /
+            ``error_pcs`` (total variation distance between the sampled and the exact
+            distribution, in percent points), ``instructions``, ``samples``; else None.
+        bad_packets: bad headers met in the trace.
+        image_path: the image used (None when built without one).
+    """
+
+    total_records: int
+    hot_functions: list[tuple[str, int, float]] = field(default_factory=list)
+    hot_pcs: list[tuple[int, str, str, int, float]] = field(default_factory=list)
+    functions: dict[str, dict] = field(default_factory=dict)
+    lines: list[tuple[str, str, dict]] = field(default_factory=list)
+    op_mix: list[tuple[int, str, int, float]] = field(default_factory=list)
+    el_mix: dict[str, int] = field(default_factory=dict)
+    data_addresses: list[tuple] = field(default_factory=list)
+    cache_lines: list[tuple] = field(default_factory=list)
+    pages: list[tuple[int, int, float]] = field(default_factory=list)
+    timeline: list[tuple[int, int]] = field(default_factory=list)
+    latencies: dict[str, list[int]] = field(default_factory=dict)
+    data_vas: list[int] = field(default_factory=list)
+    ground_truth: Optional[dict] = None
+    bad_packets: int = 0
+    image_path: Optional[str] = None
+
+    def to_json(self) -> dict:
+        """Everything as JSON-ready data (addresses as ``0x`` strings)."""
+        h = lambda v: None if v is None else f"{v:#x}"
+        return {
+            "image": self.image_path, "total_records": self.total_records,
+            "bad_packets": self.bad_packets,
+            "functions": [dict(name=n, **self.functions[n]) for n, _, _ in self.hot_functions],
+            "pcs": [{"pc": h(pc), "location": w, "instruction": d, "samples": c, "percent": p}
+                    for pc, w, d, c, p in self.hot_pcs],
+            "lines": [dict(line=ln, function=f, **s) for ln, f, s in self.lines],
+            "op_mix": [{"depth": d, "kind": k, "samples": c, "percent": p}
+                       for d, k, c, p in self.op_mix],
+            "el_mix": self.el_mix,
+            "data_addresses": [{"va": h(a), "samples": c, "loads": lo, "stores": st,
+                                "mean_latency": m, "function": f}
+                               for a, c, lo, st, m, f in self.data_addresses],
+            "cache_lines": [{"line": h(a), "samples": c, "loads": lo, "stores": st,
+                             "offsets": o, "functions": fs, "mean_latency": m}
+                            for a, c, lo, st, o, fs, m in self.cache_lines],
+            "pages": [{"pa": h(a), "samples": c, "percent": p} for a, c, p in self.pages],
+            "ground_truth": self.ground_truth,
+        }
+
+
+def load_ground_truth(path: Union[str, os.PathLike]) -> dict[int, int]:
+    """``{pc: executions}`` from a ``ground_truth.json`` (``spe-emu run --ground-truth``).
+    Raises ImageError naming the file when it is unreadable or malformed."""
+    import json
+
+    try:
+        data = json.loads(Path(path).read_text())
+        return {int(pc, 16): int(n) for pc, n in data["pcs"].items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
+        raise ImageError(f"{path}: not a ground-truth file: {err}") from err
 
 
 def build_report(trace: bytes, image_path: Optional[Union[str, os.PathLike]],
-                 *, max_pcs: int = 100) -> Report:
-    """Analyse ``trace`` (raw Profiling Buffer bytes) against the ELF at ``image_path``.
+                 *, max_pcs: int = 100, ground_truth: Optional[dict[int, int]] = None,
+                 check_image: bool = False) -> Report:
+    """Analyse ``trace`` (raw Profiling Buffer bytes, Arm SPE §5) against the ELF at
+    ``image_path`` (None: addresses only, every PC ``[unknown]``); ``ground_truth``
+    (``{pc: executions}``) adds the estimated-against-exact tables.
 
-    ``image_path`` None skips symbols and disassembly (every PC is ``[unknown]``).
-    Percentages are of all complete records. Raises :class:`spe_emu.errors.ImageError`
-    (message starting with the path) when the image is missing, unreadable, not an ELF or
-    not AArch64.
+    Raises:
+        ImageError: (message starting with the path) the image is missing, unreadable, not an
+            ELF or not AArch64; or, with ``check_image``, no sampled PC lies in its
+            executable sections (not the image of this trace).
     """
     image = _Image(image_path) if image_path is not None else None
     trace = bytes(trace)
     records = list(iter_records(trace))
     total = len(records)
     pcs: Counter[int] = Counter()
-    ops: Counter[str] = Counter()
+    leaves: Counter[str] = Counter()
     els: Counter[str] = Counter()
     for rec in records:
         if rec.pc is not None:
@@ -219,67 +505,317 @@ def build_report(trace: bytes, image_path: Optional[Union[str, os.PathLike]],
             els[f"EL{rec.el}"] += 1
         else:
             els["no-pc"] += 1
-        ops.update(_op_kinds(rec.op_class, rec.op_subclass))
-
-    funcs: Counter[str] = Counter()
-    where: dict[int, str] = {}
-    for pc, count in pcs.items():
-        name, off = image.symbolize(pc) if image is not None else (UNKNOWN_SYMBOL, pc)
-        funcs[name] += count
-        where[pc] = f"{name}+{off:#x}" if name != UNKNOWN_SYMBOL else UNKNOWN_SYMBOL
+        leaves[_op_leaf(rec.op_class, rec.op_subclass)] += 1
 
     md = _disassembler()
+    if check_image and image is not None:
+        _check_match(image, md, records)
+    sym: dict[int, tuple[str, int]] = {}
+    where: dict[int, str] = {}
+    for pc in pcs:
+        name, off = image.symbolize(pc) if image is not None else (UNKNOWN_SYMBOL, pc)
+        sym[pc] = (name, off)
+        where[pc] = f"{name}+{off:#x}" if name != UNKNOWN_SYMBOL else UNKNOWN_SYMBOL
+
+    funcs: dict[str, _Group] = {}
+    lines: dict[str, _Group] = {}
+    line_func: dict[str, str] = {}
+    addrs: dict[int, _Group] = {}
+    clines: dict[int, _Group] = {}
+    pages: Counter[int] = Counter()
+    timeline, latencies, data_vas = [], {}, []
+    line_cache: dict[int, Optional[str]] = {}
+    for rec in records:
+        name = sym[rec.pc][0] if rec.pc is not None else UNKNOWN_SYMBOL
+        if rec.pc is not None:
+            funcs.setdefault(name, _Group()).add(rec)
+        if image is not None and rec.pc is not None:
+            if rec.pc not in line_cache:
+                loc = image.line_of(rec.pc)
+                line_cache[rec.pc] = None if loc is None else f"{loc[0]}:{loc[1]}"
+            ln = line_cache[rec.pc]
+            if ln is not None:
+                lines.setdefault(ln, _Group()).add(rec)
+                line_func.setdefault(ln, name)
+        if rec.op_class == OP_CLASS_LDST and rec.latency_total is not None:
+            latencies.setdefault(name, []).append(rec.latency_total)
+        if rec.data_va is not None:
+            data_vas.append(rec.data_va)
+            addrs.setdefault(rec.data_va, _Group()).add(rec, name)
+            g = clines.setdefault(rec.data_va & ~(CACHE_LINE - 1), _Group())
+            g.add(rec, name)
+            g.offsets.add(rec.data_va & (CACHE_LINE - 1))
+        if rec.data_pa is not None:
+            pages[rec.data_pa & ~(PAGE - 1)] += 1
+        if rec.timestamp is not None and rec.pc is not None:
+            timeline.append((rec.timestamp, rec.pc))
+
+    def mean_tot(g: _Group):
+        v = g.lat["TOT"]
+        return sum(v) / len(v) if v else None
+
+    by_count = lambda d: sorted(d.items(), key=lambda kv: (-kv[1].samples, kv[0]))
     hot_pcs = [(pc, where[pc], _disassemble(md, image, pc), count, _percent(count, total))
                for pc, count in sorted(pcs.items(), key=lambda kv: (-kv[1], kv[0]))[:max_pcs]]
-    hot_functions = [(name, count, _percent(count, total))
-                     for name, count in sorted(funcs.items(), key=lambda kv: (-kv[1], kv[0]))]
+    hot_functions = [(name, g.samples, _percent(g.samples, total)) for name, g in
+                     by_count(funcs)]
     bad = sum(1 for _, item in iter_packets(trace) if isinstance(item, BadPacket))
-    return Report(total_records=total, hot_functions=hot_functions, hot_pcs=hot_pcs,
-                  op_mix=dict(ops), el_mix=dict(sorted(els.items())), bad_packets=bad,
-                  image_path=None if image is None else image.path)
+    rep = Report(
+        total_records=total, hot_functions=hot_functions, hot_pcs=hot_pcs,
+        functions={n: g.summary(total) for n, g in funcs.items()},
+        lines=[(ln, line_func[ln], g.summary(total)) for ln, g in by_count(lines)],
+        op_mix=_op_mix(leaves, total), el_mix=dict(sorted(els.items())),
+        data_addresses=[(a, g.samples, g.loads, g.stores, mean_tot(g), sorted(g.funcs)[0])
+                        for a, g in by_count(addrs)[:max_pcs]],
+        cache_lines=[(a, g.samples, g.loads, g.stores, len(g.offsets), sorted(g.funcs),
+                      mean_tot(g)) for a, g in by_count(clines)[:max_pcs]],
+        pages=[(a, c, _percent(c, total)) for a, c in
+               sorted(pages.items(), key=lambda kv: (-kv[1], kv[0]))[:max_pcs]],
+        timeline=sorted(timeline), latencies=latencies, data_vas=data_vas,
+        bad_packets=bad, image_path=None if image is None else image.path)
+    if ground_truth:
+        rep.ground_truth = _compare(pcs, ground_truth, image, md)
+    return rep
+
+
+_CLASS_NAMES = {OP_CLASS_LDST: "load/store", OP_CLASS_BRANCH: "branch", OP_CLASS_OTHER: "other"}
+MISMATCH_MIN = 20         # records compared before the operation-type check can refuse
+MISMATCH_SHARE = 0.2      # ... an image whose instructions disagree with more than this share
+
+
+def _check_match(image: _Image, md, records) -> None:
+    """Raise ImageError when ``image`` is not the one the trace was taken from: the sampled
+    PCs with an Operation Type packet fall outside its executable sections, or their
+    instructions there disagree with the records' operation classes (more than
+    MISMATCH_SHARE of at least MISMATCH_MIN)."""
+    seen: dict[int, Optional[str]] = {}
+    compared = differ = inside = 0
+    example = None
+    for rec in records:
+        if rec.pc is None or rec.op_class not in _CLASS_NAMES:
+            continue
+        if rec.pc not in seen:
+            seen[rec.pc] = (insn_class(_disassemble(md, image, rec.pc) or "?")
+                            if image.text_contains(rec.pc) else None)
+        cls = seen[rec.pc]
+        if cls is None:
+            continue
+        inside += 1
+        compared += 1
+        if cls != _CLASS_NAMES[rec.op_class]:
+            differ += 1
+            example = example or (rec.pc, _disassemble(md, image, rec.pc),
+                                  _CLASS_NAMES[rec.op_class])
+    pcs = [pc for pc in seen]
+    if pcs and not inside:
+        text = ", ".join(f"{a:#x}-{b:#x}" for a, b in image.exec_ranges) or "none"
+        raise ImageError(f"{image.path}: not the image of this trace: no sampled PC "
+                         f"({min(pcs):#x}..{max(pcs):#x}) is in its executable sections "
+                         f"({text})")
+    if compared >= MISMATCH_MIN and differ > MISMATCH_SHARE * compared:
+        pc, text, cls = example
+        raise ImageError(f"{image.path}: not the image of this trace: {differ} of {compared} "
+                         f"sampled instructions disagree with their operation type (at "
+                         f"{pc:#x} the image has '{text}', the record says {cls})")
+
+
+def _compare(pcs: Counter, exact: dict[int, int], image: Optional[_Image], md) -> dict:
+    """SPE's estimated shares (samples per PC) against the exact ones (executions per PC),
+    per function, per operation class (from the image's instructions) and per PC."""
+    n_samples, n_exec = sum(pcs.values()), sum(exact.values())
+    name = (lambda pc: image.symbolize(pc)[0]) if image is not None else (
+        lambda pc: UNKNOWN_SYMBOL)
+
+    def shares(counts: dict, key, total: int) -> dict:
+        out: dict = {}
+        for pc, n in counts.items():
+            k = key(pc)
+            out[k] = out.get(k, 0.0) + 100.0 * n / total
+        return out
+
+    def rows(est: dict, ex: dict) -> list:
+        keys = sorted(set(est) | set(ex), key=lambda k: (-ex.get(k, 0.0), k))
+        return [(k, est.get(k, 0.0), ex.get(k, 0.0), est.get(k, 0.0) - ex.get(k, 0.0))
+                for k in keys]
+
+    out = {"samples": n_samples, "instructions": n_exec, "functions": [], "op_classes": [],
+           "error_functions": 0.0, "error_pcs": 0.0}
+    if not n_samples or not n_exec:
+        return out
+    ef, xf = shares(pcs, name, n_samples), shares(exact, name, n_exec)
+    out["functions"] = rows(ef, xf)
+    out["error_functions"] = _tvd(ef, xf)
+    out["error_pcs"] = _tvd(shares(pcs, lambda pc: pc, n_samples),
+                            shares(exact, lambda pc: pc, n_exec))
+    if image is not None:
+        cls_cache: dict[int, str] = {}
+
+        def cls(pc):
+            if pc not in cls_cache:
+                text = _disassemble(md, image, pc)
+                cls_cache[pc] = insn_class(text) if text else "outside the image"
+            return cls_cache[pc]
+        eo, xo = shares(pcs, cls, n_samples), shares(exact, cls, n_exec)
+        out["op_classes"] = rows(eo, xo)
+        out["error_op_classes"] = _tvd(eo, xo)
+    return out
+
+
+def _fmt(v, digits=1) -> str:
+    return "-" if v is None else f"{v:.{digits}f}"
+
+
+def _table(title: str, columns, console_width: int):
+    from rich.table import Table
+
+    t = Table(title=title, expand=False, pad_edge=False, collapse_padding=True)
+    for i, col in enumerate(columns):
+        name, right = (col, False) if isinstance(col, str) else col
+        # (the first column names the row: never wrapped, shortened in the middle instead)
+        t.add_column(name, justify="right" if right else "left", overflow="fold",
+                     no_wrap=i == 0)
+    return t
 
 
 def render_report(report: Report, console, top: int = 10) -> None:
-    """Print ``report`` on the rich ``console``: a summary line, then tables of the ``top``
-    functions, the ``top`` PCs, the operation mix and the Exception-level mix. Symbol names
-    and disassembly are printed literally (never as rich markup)."""
-    from rich.table import Table
+    """Print ``report`` on the rich ``console`` (tables sized to its width: long symbols are
+    shortened in the middle, their ``+0x`` offsets kept): a summary line, then the ``top``
+    functions (samples, load/store latency, event rates), source lines, PCs, the operation
+    hierarchy, Exception levels, data addresses, cache lines, PA pages and, with ground
+    truth, the estimated-against-exact tables. Names are printed literally (never as rich
+    markup)."""
     from rich.text import Text
 
+    width = console.width
+    sym_w = max(16, min(48, width // 3 - 2))
     source = f" from {report.image_path}" if report.image_path else ""
     console.print(Text(f"SPE report{source}: {report.total_records} records, "
                        f"{report.bad_packets} bad packets"))
 
-    t = Table(title=f"Hot functions (top {top})")
-    t.add_column("Function")
-    t.add_column("Samples", justify="right")
-    t.add_column("%", justify="right")
+    t = _table(f"Hot functions (top {top}; latency of loads/stores in cycles)", [
+        "Function", ("Samples", 1), ("%", 1), ("Ld/St", 1), ("TOT mean", 1), ("p50", 1),
+        ("p90", 1), ("p99", 1)], width)
     for name, count, pct in report.hot_functions[:top]:
-        t.add_row(Text(name), str(count), f"{pct:.2f}")
+        s = report.functions[name]
+        tot = s["latency"].get("TOT", {})
+        t.add_row(Text(shorten(name, sym_w)), str(count), f"{pct:.2f}",
+                  str(s["loads"] + s["stores"]), _fmt(tot.get("mean")), _fmt(tot.get("p50"), 0),
+                  _fmt(tot.get("p90"), 0), _fmt(tot.get("p99"), 0))
+    console.print(t)
+    t = _table(f"Events per function (top {top}; percent of accesses, of branches)", [
+        "Function", ("ISSUE mean", 1), ("XLAT mean", 1), ("L1D miss%", 1), ("LLC miss%", 1),
+        ("TLB miss%", 1), ("Mispred%", 1), "Data source"], width)
+    for name, count, pct in report.hot_functions[:top]:
+        s = report.functions[name]
+        lat, r = s["latency"], s["rates"]
+        t.add_row(Text(shorten(name, sym_w)), _fmt(lat.get("ISSUE", {}).get("mean")),
+                  _fmt(lat.get("XLAT", {}).get("mean")), _fmt(r.get("l1d_refill")),
+                  _fmt(r.get("llc_miss")), _fmt(r.get("tlb_refill")), _fmt(r.get("mispredict")),
+                  Text(" ".join(f"{k}:{v}" for k, v in s["data_source"].items()) or "-"))
     console.print(t)
 
-    t = Table(title=f"Hot PCs (top {top})")
-    t.add_column("PC", justify="right")
-    t.add_column("Location")
-    t.add_column("Instruction")
-    t.add_column("Samples", justify="right")
-    t.add_column("%", justify="right")
+    if report.lines:
+        t = _table(f"Hot source lines (top {top})", [
+            "Line", "Function", ("Samples", 1), ("%", 1), ("TOT mean", 1), ("ISSUE", 1),
+            ("L1D miss%", 1)], width)
+        for ln, func, s in report.lines[:top]:
+            lat = s["latency"]
+            t.add_row(Text(shorten(ln, sym_w)), Text(shorten(func, sym_w // 2 + 4)),
+                      str(s["samples"]), f"{s['percent']:.2f}",
+                      _fmt(lat.get("TOT", {}).get("mean")),
+                      _fmt(lat.get("ISSUE", {}).get("mean")),
+                      _fmt(s["rates"].get("l1d_refill")))
+        console.print(t)
+
+    t = _table(f"Hot PCs (top {top})", [("PC", 1), "Location", "Instruction", ("Samples", 1),
+                                         ("%", 1)], width)
     for pc, where, disasm, count, pct in report.hot_pcs[:top]:
-        t.add_row(f"{pc:#x}", Text(where), Text(disasm), str(count), f"{pct:.2f}")
+        t.add_row(f"{pc:#x}", Text(shorten(where, sym_w)), Text(disasm), str(count),
+                  f"{pct:.2f}")
     console.print(t)
 
-    t = Table(title="Operation mix")
-    t.add_column("Kind")
-    t.add_column("Samples", justify="right")
-    t.add_column("%", justify="right")
-    for kind, count in sorted(report.op_mix.items(), key=lambda kv: (-kv[1], kv[0])):
-        t.add_row(Text(kind), str(count), f"{_percent(count, report.total_records):.2f}")
+    t = _table("Operation mix (each level adds up to its parent)",
+               ["Kind", ("Samples", 1), ("%", 1)], width)
+    for depth, kind, count, pct in report.op_mix:
+        t.add_row(Text("  " * depth + kind), str(count), f"{pct:.2f}")
     console.print(t)
 
-    t = Table(title="Exception level")
-    t.add_column("EL")
-    t.add_column("Samples", justify="right")
-    t.add_column("%", justify="right")
+    t = _table("Exception level", ["EL", ("Samples", 1), ("%", 1)], width)
     for el, count in report.el_mix.items():
         t.add_row(el, str(count), f"{_percent(count, report.total_records):.2f}")
     console.print(t)
+
+    if report.data_addresses:
+        t = _table(f"Hot data addresses (top {top})", [
+            ("Data VA", 1), ("Samples", 1), ("Loads", 1), ("Stores", 1), ("TOT mean", 1),
+            "Function"], width)
+        for a, c, lo, st, m, f in report.data_addresses[:top]:
+            t.add_row(f"{a:#x}", str(c), str(lo), str(st), _fmt(m), Text(shorten(f, sym_w)))
+        console.print(t)
+        t = _table(f"Hot cache lines ({CACHE_LINE} bytes, top {top}): several offsets "
+                   f"stored to by several functions suggest false sharing", [
+                       ("Line VA", 1), ("Samples", 1), ("Loads", 1), ("Stores", 1),
+                       ("Offsets", 1), "Functions", ("TOT mean", 1)], width)
+        for a, c, lo, st, o, fs, m in report.cache_lines[:top]:
+            names = ", ".join(shorten(f, 20) for f in fs[:3]) + (" …" if len(fs) > 3 else "")
+            t.add_row(f"{a:#x}", str(c), str(lo), str(st), str(o), Text(names), _fmt(m))
+        console.print(t)
+    if report.pages:
+        t = _table(f"Hot physical pages ({PAGE} bytes, top {top})",
+                   [("Page PA", 1), ("Samples", 1), ("%", 1)], width)
+        for a, c, p in report.pages[:top]:
+            t.add_row(f"{a:#x}", str(c), f"{p:.2f}")
+        console.print(t)
+
+    gt = report.ground_truth
+    if gt:
+        for key, title in (("functions", "Function"), ("op_classes", "Operation class")):
+            if not gt.get(key):
+                continue
+            t = _table(f"Sampled against exact ({title.lower()}, top {top})", [
+                title, ("SPE %", 1), ("Exact %", 1), ("Error (points)", 1)], width)
+            for name, est, ex, err in gt[key][:top]:
+                t.add_row(Text(shorten(name, sym_w)), f"{est:.2f}", f"{ex:.2f}", f"{err:+.2f}")
+            console.print(t)
+        console.print(Text(
+            f"Sampling error: {gt['samples']} samples of {gt['instructions']} instructions: "
+            f"total variation {gt['error_functions']:.2f} points over functions, "
+            f"{gt['error_pcs']:.2f} over PCs"))
+
+
+def annotate(trace: bytes, image_path: Union[str, os.PathLike], function: str,
+             console) -> None:
+    """Print ``function`` of the image (``perf annotate`` style): its capstone disassembly,
+    each instruction with its samples and percent of the function's samples, and the
+    source line (DWARF line table; the text when the file is readable) before the
+    instructions it generated. Raises ImageError when the image has no such function."""
+    from rich.text import Text
+
+    image = _Image(image_path)
+    rng = image.function_range(function)
+    if rng is None:
+        raise ImageError(f"{image.path}: no function {function!r}")
+    lo, hi = rng
+    pcs: Counter[int] = Counter(r.pc for r in iter_records(bytes(trace))
+                                if r.pc is not None and lo <= r.pc < hi)
+    total = sum(pcs.values())
+    md = _disassembler()
+    console.print(Text(f"Annotate {function} [{lo:#x}, {hi:#x}): {total} samples"))
+    sources: dict[str, Optional[list[str]]] = {}
+    last = None
+    for pc in range(lo, hi, INSN_BYTES):
+        loc = image.line_of(pc)
+        if loc is not None and loc != last:
+            last = loc
+            path, line = loc
+            if path not in sources:
+                try:
+                    sources[path] = Path(path).read_text(errors="replace").splitlines()
+                except OSError:
+                    sources[path] = None
+            text = sources[path]
+            src = text[line - 1].strip() if text and 0 < line <= len(text) else ""
+            console.print(Text(f"{'':>16}  {os.path.basename(path)}:{line}  {src}"))
+        n = pcs.get(pc, 0)
+        pct = f"{_percent(n, total):6.2f}" if n else " " * 6
+        console.print(Text(f"{pct} {n or '':>8}  {pc:#x}: {_disassemble(md, image, pc)}"))
