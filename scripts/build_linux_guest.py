@@ -1,0 +1,430 @@
+#!/usr/bin/env python3
+"""Build a Linux guest for ``spe-emu run --machine virt``: Debian 12's stock arm64 kernel, its
+``arm_spe_pmu.ko`` and initramfs variants from Debian's arm64 packages (docs/linux.md).
+
+    python scripts/build_linux_guest.py                  # build (downloads once, cached)
+    python scripts/build_linux_guest.py --print-dir      # where the outputs are
+    spe-emu run --machine virt -m 1G --kernel ~/.cache/spe_emu/linux/guest/vmlinuz \\
+        --initrd ~/.cache/spe_emu/linux/guest/probe.cpio.gz --append console=ttyAMA0
+
+Steps (as root, as on the developers' machines and CI):
+
+1. ``dpkg --add-architecture arm64`` and ``apt-get update`` when apt knows no arm64 package.
+2. ``apt-get download`` into ``CACHE/debs``: the newest ``linux-image-6.1.0-N-arm64`` (the
+   highest ABI number N apt knows), ``busybox-static``, ``linux-perf`` and the library
+   packages perf's dependencies name, followed recursively (``apt-cache depends``, Depends
+   only, first of each alternative, library packages only: names starting ``lib`` and
+   ``zlib1g``). A package already in ``CACHE/debs`` is not downloaded again.
+3. ``dpkg-deb -x`` of every package into ``CACHE/root``.
+4. The shared-library closure of ``/usr/bin/perf`` is what the dynamic linker will load: its
+   ``PT_INTERP`` and ``DT_NEEDED`` entries, followed recursively through the libraries'
+   own ``DT_NEEDED`` (read with pyelftools, the ``readelf -d`` view), each soname looked up
+   in the extracted multiarch library directories. The downloaded packages only need to hold
+   that closure; an soname found nowhere is an error naming it.
+5. Outputs in ``CACHE/guest`` (``--out`` changes it): ``vmlinuz`` (the kernel's Image,
+   gzip-compressed), ``arm_spe_pmu.ko`` (and the modules its ``.modinfo`` ``depends=`` names,
+   none in 6.1), ``probe.cpio.gz`` and ``perf.cpio.gz`` (newc cpio + gzip, written by
+   :mod:`spe_emu.tools.cpio`; fixed owners and times, so the same packages give the same
+   bytes), and ``manifest.json`` (package versions, file sizes and SHA-256).
+
+``CACHE`` is ``~/.cache/spe_emu/linux`` (``$SPE_EMU_LINUX_CACHE`` or ``--cache`` changes it).
+Nothing here is committed to the repository.
+
+Initramfs variants (their ``/init`` is a busybox ``sh`` script; every line it prints itself
+starts with ``spe-guest:``):
+
+* ``probe``: mounts proc, sysfs and devtmpfs, ``insmod arm_spe_pmu.ko``, prints the kernel log
+  lines naming ``arm_spe`` and ``/sys/bus/event_source/devices/arm_spe_0/caps/*`` with their
+  values, then ``poweroff -f`` (PSCI SYSTEM_OFF).
+* ``perf``: as ``probe``, then ``perf record -e arm_spe_0/ts_enable=1,pa_enable=1,
+  load_filter=1,store_filter=1,branch_filter=1/ -c 4096 -o /tmp/perf.data -- WORKLOAD``,
+  ``perf report --stdio``, ``perf script | head``, then powers off. ``--workload`` replaces the
+  default WORKLOAD (busybox ``sha256sum`` of a generated 1 MiB file, three times).
+
+Exit status: 0 built; 1 a step failed (one line on stderr naming it).
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import click
+from elftools.common.exceptions import ELFError
+from elftools.elf.elffile import ELFFile
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from spe_emu.tools.cpio import Newc  # noqa: E402
+
+ARCH = "arm64"
+KERNEL_PACKAGE = re.compile(r"^linux-image-6\.1\.0-(\d+)-arm64$")
+BASE_PACKAGES = ("busybox-static", "linux-perf")
+LIBRARY_PACKAGE = re.compile(r"^(lib|zlib1g)")
+MULTIARCH = "aarch64-linux-gnu"
+LIB_DIRS = (f"lib/{MULTIARCH}", f"usr/lib/{MULTIARCH}", "lib", "usr/lib")
+"""Where the extracted packages keep shared libraries, searched in this order."""
+SPE_MODULE = "arm_spe_pmu"
+SPE_EVENT = ("arm_spe_0/ts_enable=1,pa_enable=1,load_filter=1,store_filter=1,"
+             "branch_filter=1/")
+PERIOD = 4096
+DEFAULT_WORKLOAD = ("sh -c 'dd if=/dev/zero of=/tmp/work bs=64k count=16 2>/dev/null; "
+                    "for i in 1 2 3; do sha256sum /tmp/work; done'")
+MARK = "spe-guest:"
+"""Every line /init prints itself starts with this (the tests read the console for them)."""
+VARIANTS = ("probe", "perf")
+
+
+class BuildError(Exception):
+    """A step of the build failed; the message names it."""
+
+
+def default_cache() -> Path:
+    env = os.environ.get("SPE_EMU_LINUX_CACHE")
+    return Path(env) if env else Path.home() / ".cache" / "spe_emu" / "linux"
+
+
+# -- apt -----------------------------------------------------------------------------------
+def _run(cmd: list[str], cwd: Path | None = None) -> str:
+    try:
+        done = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
+    except FileNotFoundError:
+        raise BuildError(f"{cmd[0]}: not found (a Debian host with apt is needed)") from None
+    if done.returncode:
+        tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or [""]
+        raise BuildError(f"{' '.join(cmd)}: exit {done.returncode}: {tail[0]}")
+    return done.stdout
+
+
+def _apt_knows_arm64() -> bool:
+    try:
+        out = _run(["apt-cache", "policy", f"busybox-static:{ARCH}"])
+    except BuildError:
+        return False
+    return "Candidate:" in out and "Candidate: (none)" not in out
+
+
+def ensure_arm64_apt() -> None:
+    """Make apt know Debian's arm64 packages (``dpkg --add-architecture``, ``apt-get
+    update``), once.
+
+    Raises:
+        BuildError: a command failed (not root, no network).
+    """
+    if _apt_knows_arm64():
+        return
+    if ARCH not in _run(["dpkg", "--print-foreign-architectures"]).split():
+        _run(["dpkg", "--add-architecture", ARCH])
+    _run(["apt-get", "update", "-qq"])
+    if not _apt_knows_arm64():
+        raise BuildError("apt-get update did not bring arm64 package lists")
+
+
+def newest_kernel_package() -> str:
+    """``linux-image-6.1.0-N-arm64`` with the highest ABI number N apt knows."""
+    out = _run(["apt-cache", "search", "--names-only", r"^linux-image-6\.1\.0-[0-9]+-arm64$"])
+    found = [(int(m.group(1)), m.group(0)) for line in out.splitlines()
+             if (m := KERNEL_PACKAGE.match(line.split(" ", 1)[0]))]
+    if not found:
+        raise BuildError("apt knows no linux-image-6.1.0-*-arm64 package")
+    return max(found)[1]
+
+
+def library_closure_packages(roots: tuple[str, ...]) -> list[str]:
+    """The library packages ``roots`` depend on, recursively (Depends only; the first of
+    each alternative; names matching :data:`LIBRARY_PACKAGE`), roots included, sorted."""
+    seen, todo = set(roots), list(roots)
+    while todo:
+        pkg = todo.pop()
+        out = _run(["apt-cache", "depends", "--no-recommends", "--no-suggests",
+                    "--no-conflicts", "--no-breaks", "--no-replaces", "--no-enhances",
+                    f"{pkg}:{ARCH}"])
+        alternative = False
+        for line in out.splitlines():
+            m = re.match(r"^\s*(\|)?(Pre)?Depends: (\S+)", line)
+            if not m:
+                continue
+            name = m.group(3).split(":")[0]
+            skip = alternative             # a later member of an alternative group
+            alternative = bool(m.group(1))
+            if skip or name.startswith("<") or not LIBRARY_PACKAGE.match(name):
+                continue
+            if name not in seen:
+                seen.add(name)
+                todo.append(name)
+    return sorted(seen)
+
+
+def cached_deb(debs: Path, package: str) -> Path | None:
+    hits = sorted(debs.glob(f"{package}_*_{ARCH}.deb"))
+    return hits[-1] if hits else None
+
+
+def download(packages: list[str], debs: Path) -> dict[str, Path]:
+    """``apt-get download`` of each package not already in ``debs``; package -> .deb."""
+    debs.mkdir(parents=True, exist_ok=True)
+    missing = [p for p in packages if cached_deb(debs, p) is None]
+    if missing:
+        _run(["apt-get", "download", "-qq"] + [f"{p}:{ARCH}" for p in missing], cwd=debs)
+    out = {}
+    for p in packages:
+        deb = cached_deb(debs, p)
+        if deb is None:
+            raise BuildError(f"apt-get download {p}:{ARCH} left no .deb in {debs}")
+        out[p] = deb
+    return out
+
+
+def deb_version(deb: Path) -> str:
+    return _run(["dpkg-deb", "-f", str(deb), "Version"]).strip()
+
+
+def extract(debs: dict[str, Path], root: Path) -> None:
+    """``dpkg-deb -x`` of every package into ``root`` (emptied first)."""
+    if root.exists():
+        shutil.rmtree(root)
+    root.mkdir(parents=True)
+    for deb in debs.values():
+        _run(["dpkg-deb", "-x", str(deb), str(root)])
+
+
+# -- ELF closure ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Needed:
+    """An ELF's dynamic-linking needs: ``interp`` (PT_INTERP path or None) and sonames."""
+
+    interp: str | None
+    sonames: tuple[str, ...]
+
+
+def elf_needs(path: Path) -> Needed:
+    try:
+        with path.open("rb") as f:
+            elf = ELFFile(f)
+            interp = next((s.get_interp_name() for s in elf.iter_segments()
+                           if s["p_type"] == "PT_INTERP"), None)
+            dyn = elf.get_section_by_name(".dynamic")
+            names = tuple(t.needed for t in dyn.iter_tags()
+                          if t.entry.d_tag == "DT_NEEDED") if dyn else ()
+    except (OSError, ELFError) as exc:
+        raise BuildError(f"{path}: cannot read as ELF: {exc}") from None
+    return Needed(interp, names)
+
+
+def find_soname(root: Path, soname: str) -> Path:
+    for d in LIB_DIRS:
+        p = root / d / soname
+        if p.exists():
+            return p
+    raise BuildError(f"shared library {soname} is in none of the downloaded packages "
+                     f"({', '.join(LIB_DIRS)} under {root})")
+
+
+def library_closure(root: Path, binary: Path) -> dict[str, Path]:
+    """soname -> file (symlinks resolved) of every library ``binary`` loads, the dynamic
+    linker included (keyed by its PT_INTERP path)."""
+    needs = elf_needs(binary)
+    out: dict[str, Path] = {}
+    if needs.interp:
+        p = root / needs.interp.lstrip("/")
+        if not p.exists():
+            raise BuildError(f"dynamic linker {needs.interp} not in the downloaded packages")
+        out[needs.interp] = p.resolve()
+    todo = list(needs.sonames)
+    while todo:
+        soname = todo.pop()
+        if soname in out or soname == Path(needs.interp or "").name:
+            continue
+        path = find_soname(root, soname).resolve()
+        out[soname] = path
+        todo += elf_needs(path).sonames
+    return out
+
+
+# -- kernel modules ------------------------------------------------------------------------
+def modinfo(ko: Path) -> dict[str, str]:
+    """The ``key=value`` strings of a module's ``.modinfo`` section (what modinfo prints)."""
+    with ko.open("rb") as f:
+        sec = ELFFile(f).get_section_by_name(".modinfo")
+        data = sec.data() if sec else b""
+    pairs = (s.decode(errors="replace").partition("=") for s in data.split(b"\0") if s)
+    return {k: v for k, _, v in pairs}
+
+
+def module_load_order(moddir: Path, name: str) -> list[Path]:
+    """``name``'s module file after the modules its ``depends=`` names (recursively), in an
+    order ``insmod`` can load them."""
+    by_name = {p.stem.replace("-", "_"): p for p in moddir.rglob("*.ko")}
+    order: list[Path] = []
+
+    def visit(n: str, stack: tuple[str, ...]) -> None:
+        n = n.replace("-", "_")
+        if n in stack:
+            raise BuildError(f"module dependency cycle: {' -> '.join(stack + (n,))}")
+        if n not in by_name:
+            raise BuildError(f"module {n}.ko not found under {moddir}")
+        ko = by_name[n]
+        if ko in order:
+            return
+        for dep in filter(None, modinfo(ko).get("depends", "").split(",")):
+            visit(dep, stack + (n,))
+        order.append(ko)
+
+    visit(name, ())
+    return order
+
+
+# -- initramfs -----------------------------------------------------------------------------
+def init_script(variant: str, modules: list[str], workload: str) -> str:
+    """The ``/init`` of a variant (:data:`VARIANTS`)."""
+    lines = [
+        "#!/bin/busybox sh",
+        "/bin/busybox mkdir -p /proc /sys /dev /tmp",
+        "/bin/busybox mount -t proc proc /proc",
+        "/bin/busybox --install -s /bin",
+        "export PATH=/bin:/usr/bin HOME=/tmp",
+        f"export LD_LIBRARY_PATH=/lib/{MULTIARCH}",
+        "mount -t sysfs sysfs /sys",
+        "mount -t devtmpfs devtmpfs /dev",
+        f"echo '{MARK} /init reached'",
+    ]
+    for m in modules:
+        lines.append(f"if insmod /lib/modules/{m}; then echo '{MARK} insmod {m} ok'; "
+                     f"else echo '{MARK} insmod {m} failed'; fi")
+    lines += [
+        f"dmesg | grep -i arm_spe | sed 's/^/{MARK} dmesg: /'",
+        "d=/sys/bus/event_source/devices/arm_spe_0",
+        "if [ -d $d ]; then",
+        "  for f in $d/caps/*; do echo \"" + MARK + " caps/${f##*/} = $(cat $f)\"; done",
+        "  echo \"" + MARK + " type = $(cat $d/type)\"",
+        "else",
+        f"  echo '{MARK} no arm_spe_0 PMU'",
+        "fi",
+    ]
+    if variant == "perf":
+        lines += [
+            f"echo '{MARK} perf record'",
+            f"perf record -e {SPE_EVENT} -c {PERIOD} -o /tmp/perf.data -- {workload}",
+            f"echo \"{MARK} perf record exit $?\"",
+            "perf report --stdio -i /tmp/perf.data 2>&1 | head -n 60",
+            f"echo \"{MARK} perf report done\"",
+            "perf script -i /tmp/perf.data 2>&1 | head -n 20",
+            f"echo \"{MARK} perf script done\"",
+        ]
+    elif variant != "probe":
+        raise BuildError(f"unknown initramfs variant {variant!r} (one of {VARIANTS})")
+    lines += [f"echo '{MARK} power off'", "poweroff -f", ""]
+    return "\n".join(lines)
+
+
+def initramfs(variant: str, root: Path, modules: list[Path], workload: str) -> bytes:
+    """The newc cpio archive (not compressed) of a variant."""
+    a = Newc()
+    for d in ("dev", "proc", "sys", "tmp", "usr/bin", f"lib/{MULTIARCH}"):
+        a.directory(d)
+    a.char_device("dev/console", 5, 1)
+    a.file("bin/busybox", (root / "bin/busybox").read_bytes(), mode=0o755)
+    for ko in modules:
+        a.file(f"lib/modules/{ko.name}", ko.read_bytes())
+    if variant == "perf":
+        perf = root / "usr/bin/perf"
+        a.file("usr/bin/perf", perf.read_bytes(), mode=0o755)
+        for soname, path in sorted(library_closure(root, perf).items()):
+            name = soname.lstrip("/") if soname.startswith("/") else f"lib/{MULTIARCH}/{soname}"
+            a.file(name, path.read_bytes(), mode=0o755)
+    a.file("init", init_script(variant, [ko.name for ko in modules], workload).encode(),
+           mode=0o755)
+    return a.finish()
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def build(cache: Path, out: Path, workload: str, log=print) -> dict:
+    """Download (or reuse), extract and pack; returns the manifest written to
+    ``out/manifest.json``.
+
+    Raises:
+        BuildError: a step failed.
+    """
+    debs_dir = cache / "debs"
+    try:
+        ensure_arm64_apt()
+        kernel_pkg = newest_kernel_package()
+        packages = [kernel_pkg] + library_closure_packages(BASE_PACKAGES)
+    except BuildError:
+        # offline: whatever the cache holds
+        cached = sorted(debs_dir.glob(f"linux-image-6.1.0-*-{ARCH}_*_{ARCH}.deb"))
+        if not cached:
+            raise
+        log("apt unavailable; using the cached packages")
+        kernel_pkg = max(cached, key=lambda p: int(p.name.split("-")[4])).name.split("_")[0]
+        packages = [kernel_pkg] + sorted({p.name.split("_")[0] for p in debs_dir.glob("*.deb")
+                                          if not p.name.startswith("linux-image")})
+    log(f"kernel package {kernel_pkg}; {len(packages)} packages")
+    debs = download(packages, debs_dir)
+    root = cache / "root"
+    extract(debs, root)
+    vmlinuz = next((root / "boot").glob("vmlinuz-*"), None)
+    if vmlinuz is None:
+        raise BuildError(f"{debs[kernel_pkg]}: no boot/vmlinuz-*")
+    release = vmlinuz.name.removeprefix("vmlinuz-")
+    moddir = root / "lib/modules" / release
+    modules = module_load_order(moddir, SPE_MODULE)
+
+    out.mkdir(parents=True, exist_ok=True)
+    outputs: dict[str, bytes] = {}
+    image = vmlinuz.read_bytes()
+    outputs["vmlinuz"] = image if image[:2] == b"\x1f\x8b" else gzip.compress(image, 9, mtime=0)
+    for ko in modules:
+        outputs[ko.name] = ko.read_bytes()
+    for variant in VARIANTS:
+        outputs[f"{variant}.cpio.gz"] = gzip.compress(
+            initramfs(variant, root, modules, workload), 6, mtime=0)
+    for name, data in outputs.items():
+        (out / name).write_bytes(data)
+        log(f"{out / name}: {len(data)} bytes")
+    manifest = {
+        "kernel_release": release,
+        "packages": {p: deb_version(d) for p, d in sorted(debs.items())},
+        "modules": [ko.name for ko in modules],
+        "workload": workload,
+        "files": {n: {"bytes": len(d), "sha256": _sha256(d)} for n, d in outputs.items()},
+    }
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    return manifest
+
+
+@click.command()
+@click.option("--cache", type=click.Path(path_type=Path), default=None,
+              help="download/extract cache (default ~/.cache/spe_emu/linux or "
+                   "$SPE_EMU_LINUX_CACHE)")
+@click.option("--out", type=click.Path(path_type=Path), default=None,
+              help="output directory (default CACHE/guest)")
+@click.option("--workload", default=DEFAULT_WORKLOAD, show_default=True,
+              help="the command perf records in the perf initramfs (busybox sh syntax)")
+@click.option("--print-dir", is_flag=True, help="print the output directory and exit")
+def main(cache: Path | None, out: Path | None, workload: str, print_dir: bool) -> None:
+    """Download Debian's arm64 kernel, busybox and perf, and pack the guest's initramfs."""
+    cache = cache or default_cache()
+    out = out or cache / "guest"
+    if print_dir:
+        click.echo(out)
+        return
+    try:
+        build(cache, out, workload, log=click.echo)
+    except (BuildError, OSError) as exc:
+        click.echo(f"build_linux_guest: {exc}", err=True)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
