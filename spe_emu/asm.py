@@ -24,7 +24,8 @@ class AssemblyError(SpeEmuError):
 
 def _names() -> dict[str, str]:
     out = {}
-    for table in (spe_registers(SpeConfig(ernd=1)), ICC_REGISTERS):
+    every = SpeConfig(ernd=1, pmsver=5, fne=1, lds=1, fds=1, flag_updates=1)  # all registers
+    for table in (spe_registers(every), ICC_REGISTERS):
         for spec in table:
             e = spec.encoding
             out[spec.name.lower()] = f"s{e.op0}_{e.op1}_c{e.crn}_c{e.crm}_{e.op2}"

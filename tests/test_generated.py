@@ -159,10 +159,12 @@ def test_sysreg_header_values_are_the_architectures():
 
 
 def test_sysreg_declarations_agree_with_the_model():
-    # PMSIDR_EL1.FnE (FEAT_SPEv1p2) is RES0 and reads 0 in the model's PMSVer 1
+    # PMSIDR_EL1.FnE (FEAT_SPEv1p2) reads 0 in the default PMSVer 1 and 1 with FnE configured;
+    # the firmware's test of it (PMSIDR_EL1_FNE) is the model's field
     pmsidr = spe_registers(SpeConfig())["PMSIDR_EL1"]
     fne = firmware_regs.extended(pmsidr).field("FnE")
-    assert fne.mask & pmsidr.res0 and not pmsidr.reset & fne.mask
+    assert fne is pmsidr.field("FnE") and fne.mask == 1 << 6 and not pmsidr.reset & fne.mask
+    assert spe_registers(SpeConfig(pmsver=3, fne=1))["PMSIDR_EL1"].reset & fne.mask
     # SCTLR_EL1 keeps the model's SCTLR_ELx fields (M, SPAN) and adds the firmware's
     sctlr = firmware_regs.extended(SCTLR_ELX)
     assert sctlr.name == "SCTLR_EL1" and sctlr.field("SPAN") is SCTLR_ELX.field("SPAN")

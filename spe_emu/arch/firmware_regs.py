@@ -10,7 +10,7 @@ masks and shifts are derived like every other register's, never written by hand:
   fields the firmware names are declared (as in spe_emu.arch.context: the other bits are RES0
   here unless declared RES1).
 - :data:`EXTENSIONS`: fields (and RES1 bits) the firmware names in registers a model table
-  declares only in part: SCTLR_ELx, SCR_EL3, ID_AA64PFR0_EL1, PMSIDR_EL1. :func:`extended`
+  declares only in part: SCTLR_ELx, SCR_EL3, ID_AA64PFR0_EL1. :func:`extended`
   adds them to the model's declaration; the result is checked like any register (no field
   overlaps the model's own), so every field is still declared once.
 
@@ -41,9 +41,8 @@ MAIR_EL1 = reg("MAIR_EL1", (3, 0, 10, 2, 0), *(f"Attr{n} {8 * n + 7}:{8 * n}" fo
                doc="Arm ARM D19.2 MAIR_EL1: Attr<n> is the attribute of AttrIndx n")
 PMSNEVFR_EL1 = reg("PMSNEVFR_EL1", (3, 0, 9, 9, 1),
                    doc="Arm ARM PMSNEVFR_EL1 (FEAT_SPEv1p2), implemented when "
-                       "PMSIDR_EL1.FnE == 1. The model implements PMSVer 1 (SPE supplement "
-                       "DDI 0586A), which has no such register; the firmware only writes 0 to "
-                       "it, so no field is declared")
+                       "PMSIDR_EL1.FnE == 1 (SpeConfig.fne; the model's table declares it "
+                       "then); the firmware only writes 0 to it, so no field is declared")
 
 DECLARED = (CURRENTEL, DAIFSET, CPTR_EL2, CPTR_EL3, MAIR_EL1, PMSNEVFR_EL1)
 """The registers (and instruction layouts) declared only for the firmware's header."""
@@ -91,10 +90,6 @@ EXTENSIONS = {
     "SCR_EL3": Extension(res1=0b11 << 4, doc="Arm ARM D19.2 SCR_EL3: bits 5:4 are RES1"),
     "ID_AA64PFR0_EL1": Extension(parse_fields("EL2 11:8 RO"),
                                  doc="Arm ARM D19.2 ID_AA64PFR0_EL1 (QEMU's value)"),
-    "PMSIDR_EL1": Extension(
-        parse_fields("FnE 6 RO"),
-        doc="Arm ARM PMSIDR_EL1.FnE (FEAT_SPEv1p2: PMSNEVFR_EL1 implemented); RES0 in "
-            "the model's PMSVer 1, so the firmware's test of it fails as on SPEv1 hardware"),
 }
 """Register name in the model's table -> what the firmware adds to it."""
 

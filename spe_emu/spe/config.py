@@ -17,13 +17,90 @@ INTERVAL_CODES = {0b0000: 256, 0b0010: 512, 0b0011: 768, 0b0100: 1024, 0b0101: 1
 PMSVER_NI = 0b0000
 PMSVER_SPE = 0b0001
 """ID_AA64DFR0_EL1.PMSVer: SPE not implemented; FEAT_SPE (Arm ARM D19.2 ID_AA64DFR0_EL1)."""
+PMSVER_V1P1, PMSVER_V1P2, PMSVER_V1P3, PMSVER_V1P4 = 0b0010, 0b0011, 0b0100, 0b0101
+"""ID_AA64DFR0_EL1.PMSVer of FEAT_SPEv1p1 .. FEAT_SPEv1p4 (Arm ARM D19.2; Linux
+arch/arm64/tools/sysreg ``ID_AA64DFR0_EL1.PMSVer`` V1P1..V1P4)."""
+PMSVER_NAMES = {PMSVER_NI: "not implemented", PMSVER_SPE: "FEAT_SPE",
+                PMSVER_V1P1: "FEAT_SPEv1p1", PMSVER_V1P2: "FEAT_SPEv1p2",
+                PMSVER_V1P3: "FEAT_SPEv1p3", PMSVER_V1P4: "FEAT_SPEv1p4"}
 COUNT_SIZE_12BIT_SAT = 0b0010
 """PMSIDR_EL1.CountSize: 12-bit saturating counters (§4.3.11)."""
+COUNT_SIZE_16BIT_SAT = 0b0011
+"""PMSIDR_EL1.CountSize: 16-bit saturating counters (Arm ARM PMSIDR_EL1.CountSize)."""
+COUNT_SIZE_BITS = {COUNT_SIZE_12BIT_SAT: 12, COUNT_SIZE_16BIT_SAT: 16}
 MAX_SIZE_CODES = range(0b0100, 0b1011 + 1)
 """PMSIDR_EL1.MaxSize encodings: records of at most 2**code bytes, 16 B..2 KiB (§4.3.11; an
 implementation may not use 16 or 32 B)."""
 ALIGN_CODES = range(0b0000, 0b1011 + 1)
 """PMBIDR_EL1.Align encodings: records aligned to 2**code bytes, 1 B..2 KiB (§4.3.1)."""
+
+
+@dataclass(frozen=True)
+class Feature:
+    """One implementation choice settable by name (``spe-emu run --spe-feature NAME=VALUE``).
+
+    Attributes:
+        name: the ID register field's name as the Arm ARM spells it (PMSIDR_EL1.FnE ...),
+            or ``PMSVer`` (ID_AA64DFR0_EL1), ``Align``/``F`` (PMBIDR_EL1).
+        attr: the :class:`SpeConfig` field it sets.
+        values: the values the model implements.
+        register: the ID register holding it.
+        doc: what the value 1 (or each value) means, with where it is defined.
+    """
+
+    name: str
+    attr: str
+    values: tuple[int, ...]
+    register: str
+    doc: str
+
+
+FEATURES = (
+    Feature("PMSVer", "pmsver", tuple(PMSVER_NAMES), "ID_AA64DFR0_EL1",
+            "0 no SPE, 1 FEAT_SPE, 2..5 FEAT_SPEv1p1..v1p4 (v1p2 and later need FnE=1, "
+            "v1p3 and later F=1)"),
+    Feature("FnE", "fne", (0, 1), "PMSIDR_EL1",
+            "PMSNEVFR_EL1 and PMSFCR_EL1.FnE: inverted event filter (FEAT_SPEv1p2)"),
+    Feature("LDS", "lds", (0, 1), "PMSIDR_EL1",
+            "Data Source packet in the records of loads (§5.3.5)"),
+    Feature("FDS", "fds", (0, 1), "PMSIDR_EL1",
+            "PMSDSFR_EL1 and PMSFCR_EL1.FDS: filter loads by data source (FEAT_SPE_FDS; "
+            "needs LDS=1)"),
+    Feature("ERnd", "ernd", (0, 1), "PMSIDR_EL1",
+            "random interval part after INTERVAL, secondary counter PMSICR_EL1.ECOUNT (§3.1.2)"),
+    Feature("ArchInst", "arch_inst", (0, 1), "PMSIDR_EL1",
+            "1 architecture instructions sampled; 0 micro-ops (one per instruction here)"),
+    Feature("CountSize", "count_size_code", tuple(COUNT_SIZE_BITS), "PMSIDR_EL1",
+            "2 (0b0010) 12-bit, 3 (0b0011) 16-bit saturating counters"),
+    Feature("MaxSize", "max_size_code", tuple(range(0b0110, MAX_SIZE_CODES[-1] + 1)),
+            "PMSIDR_EL1", "records of at most 2**MaxSize bytes"),
+    Feature("Interval", "interval_code", tuple(INTERVAL_CODES), "PMSIDR_EL1",
+            "recommended minimum interval code (0 -> 256)"),
+    Feature("Align", "align_code", tuple(ALIGN_CODES), "PMBIDR_EL1",
+            "records aligned (padded) to 2**Align bytes"),
+    Feature("F", "flag_updates", (0, 1), "PMBIDR_EL1",
+            "SPU translations manage the Access flag and dirty state"),
+    Feature("EFT", "eft", (0,), "PMSIDR_EL1",
+            "PMSFCR_EL1.{SIMDm, FPm, STm, Bm, LDm, SIMD, FP} (FEAT_SPE_EFT): not modelled"),
+    Feature("CRR", "crr", (0,), "PMSIDR_EL1",
+            "call/return in branch Operation Type packets (FEAT_SPE_CRR): not modelled"),
+    Feature("FPF", "fpf", (0,), "PMSIDR_EL1",
+            "floating-point flag in Operation Type packets (FEAT_SPE_FPF): not modelled"),
+    Feature("PBT", "pbt", (0,), "PMSIDR_EL1",
+            "previous branch target Address packet (FEAT_SPEv1p2 OPTIONAL): not modelled"),
+)
+"""Every settable ID-register choice, by its architectural name (docs/model.md)."""
+FEATURES_BY_NAME = {f.name.lower(): f for f in FEATURES}
+
+# (feature attribute, value) -> the (attribute, minimum value) it requires, and what says so.
+REQUIREMENTS = (
+    ("pmsver", PMSVER_V1P2, "fne", 1, "Arm ARM PMSIDR_EL1.FnE: FEAT_SPEv1p2 implements FnE = 1"),
+    ("fne", 1, "pmsver", PMSVER_V1P2, "Arm ARM PMSIDR_EL1.FnE: PMSNEVFR_EL1 is FEAT_SPEv1p2's"),
+    ("pmsver", PMSVER_V1P3, "flag_updates", 1,
+     "Arm ARM D17.8.3: with FEAT_SPEv1p3 SPU translations manage the Access flag and dirty "
+     "state (PMBIDR_EL1.F = 1)"),
+    ("fds", 1, "lds", 1, "the data source filter compares the Data Source packet's value"),
+)
 
 
 @dataclass(frozen=True)
@@ -38,9 +115,17 @@ class SpeConfig:
         count_size_code: PMSIDR_EL1.CountSize (0b0010 = 12-bit saturating counters).
         ernd: PMSIDR_EL1.ERnd (0: random number added at the start of the interval;
             1: secondary counter PMSICR_EL1.ECOUNT, §3.1.2).
-        arch_inst: PMSIDR_EL1.ArchInst (1: architecture instructions are the operations).
+        arch_inst: PMSIDR_EL1.ArchInst (1: architecture instructions are the operations;
+            0: micro-ops, of which every instruction here is exactly one).
         align_code: PMBIDR_EL1.Align (0 = byte; records padded to 2**code bytes).
         flag_updates: PMBIDR_EL1.F.
+        fne: PMSIDR_EL1.FnE (PMSNEVFR_EL1 and PMSFCR_EL1.FnE implemented; FEAT_SPEv1p2).
+        lds: PMSIDR_EL1.LDS (loads' records carry a Data Source packet, §5.3.5; values in
+            docs/model.md).
+        fds: PMSIDR_EL1.FDS (PMSDSFR_EL1 and PMSFCR_EL1.FDS implemented).
+        eft, crr, fpf, pbt: PMSIDR_EL1.{EFT, CRR, FPF, PBT}: only 0 is modelled.
+        :data:`FEATURES` lists these by their architectural names, :data:`REQUIREMENTS` the
+        combinations the architecture requires.
 
     CONSTRAINED UNPREDICTABLE choices (§3.2.3 ``CollectRecord()``, §4.3.9):
         ft_all_zero_discards: PMSFCR_EL1.FT == 1 with B, LD and ST all 0: True records nothing,
@@ -91,6 +176,13 @@ class SpeConfig:
     llc_lines: int = 16384
     seed: int = 0
     external_abort: str = "report"
+    fne: int = 0
+    lds: int = 0
+    fds: int = 0
+    eft: int = 0
+    crr: int = 0
+    fpf: int = 0
+    pbt: int = 0
 
     def __post_init__(self) -> None:
         def need(cond: bool, name: str, value: object, what: str) -> None:
@@ -100,19 +192,21 @@ class SpeConfig:
         need(self.external_abort in ("report", "ignore"), "external_abort",
              self.external_abort, "must be 'report' or 'ignore'")
 
-        need(self.pmsver in (PMSVER_NI, PMSVER_SPE), "pmsver", self.pmsver,
-             "must be 0 (no SPE) or 1 (FEAT_SPE)")
+        for feature in FEATURES:
+            value = getattr(self, feature.attr)
+            need(value in feature.values, feature.attr, value,
+                 f"{feature.register}.{feature.name} must be one of "
+                 f"{', '.join(map(str, feature.values))} ({feature.doc})")
+        for attr, at_least, needs, minimum, why in REQUIREMENTS:
+            # (PMSVer 0: no SPE, the other choices are moot -- the raw loop's configuration)
+            if self.pmsver != PMSVER_NI and getattr(self, attr) >= at_least:
+                need(getattr(self, needs) >= minimum, needs, getattr(self, needs),
+                     f"{attr} >= {at_least} requires {needs} >= {minimum} ({why})")
         need(0b0110 <= self.max_size_code <= MAX_SIZE_CODES[-1], "max_size_code",
              self.max_size_code,
              "PMSIDR_EL1.MaxSize must be 0b0110..0b1011 (64 B..2 KiB; 16/32 B not permitted)")
         need(self.interval_code in INTERVAL_CODES, "interval_code", self.interval_code,
              f"must be one of {sorted(INTERVAL_CODES)}")
-        need(self.count_size_code == COUNT_SIZE_12BIT_SAT, "count_size_code",
-             self.count_size_code,
-             "only 12-bit counters (0b0010) are modelled")
-        need(self.ernd in (0, 1), "ernd", self.ernd, "must be 0 or 1")
-        need(self.arch_inst == 1, "arch_inst", self.arch_inst,
-             "only architecture-instruction sampling is modelled")
         need(self.align_code in ALIGN_CODES, "align_code", self.align_code, "must be 0..11")
         need(self.align_code <= self.max_size_code, "align_code", self.align_code,
              "must not exceed max_size_code")
@@ -123,6 +217,11 @@ class SpeConfig:
             need(getattr(self, name) >= 1, name, getattr(self, name), "must be >= 1")
 
     @property
+    def counter_bits(self) -> int:
+        """Width of the saturating Counter packet values (PMSIDR_EL1.CountSize): 12 or 16."""
+        return COUNT_SIZE_BITS[self.count_size_code]
+
+    @property
     def max_record_bytes(self) -> int:
         """2**PMSIDR_EL1.MaxSize, in bytes."""
         return 1 << self.max_size_code
@@ -131,6 +230,27 @@ class SpeConfig:
     def align_bytes(self) -> int:
         """2**PMBIDR_EL1.Align, in bytes."""
         return 1 << self.align_code
+
+    def with_features(self, assignments: "list[str] | tuple[str, ...]") -> "SpeConfig":
+        """A copy with ``NAME=VALUE`` assignments applied (names of :data:`FEATURES`, any
+        case; values decimal, 0x.. or 0b..).
+
+        Raises:
+            ConfigError: an unknown name, a malformed value or a value the model does not
+                implement.
+        """
+        changes: dict[str, object] = {}
+        for text in assignments:
+            name, sep, value = text.partition("=")
+            feature = FEATURES_BY_NAME.get(name.strip().lower())
+            if not sep or feature is None:
+                raise ConfigError(f"--spe-feature {text!r}: expected NAME=VALUE with NAME one "
+                                  f"of {', '.join(f.name for f in FEATURES)}")
+            try:
+                changes[feature.attr] = int(value.strip(), 0)
+            except ValueError:
+                raise ConfigError(f"--spe-feature {text!r}: {value!r} is not a number") from None
+        return self.with_(**changes)
 
     def with_(self, **changes: object) -> "SpeConfig":
         """A copy with some fields changed (validated)."""

@@ -956,9 +956,10 @@ def data_pa_bytes(addr: int, ns: int) -> bytes:
     return _ADDR_HEADERS[ADDR_DATA_PA] + _U64.pack((addr & _ADDR_MASK) | _put(ADDR_NS, ns))
 
 
-def counter_bytes(index: int, value: int) -> bytes:
-    """``encode(counter_packet(index, value))`` (12-bit saturating)."""
-    return _COUNTER_HEADERS[index] + _U16.pack(min(value, COUNTER_MAX))
+def counter_bytes(index: int, value: int, maximum: int = COUNTER_MAX) -> bytes:
+    """``encode(counter_packet(index, value, bits=...))``: saturating at ``maximum``
+    (2**bits - 1; default 12-bit)."""
+    return _COUNTER_HEADERS[index] + _U16.pack(min(value, maximum))
 
 
 def events_bytes(bits: int) -> bytes:

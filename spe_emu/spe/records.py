@@ -31,6 +31,12 @@ from .filters import OpType
 
 LINE = 64
 PAGE = 4096
+# Data Source packet values (PMSIDR_EL1.LDS = 1; §5.3.5 leaves them IMPLEMENTATION DEFINED):
+# the encoding Arm's Neoverse and Cortex cores use, as Linux perf decodes it
+# (tools/perf/util/arm-spe-decoder/arm-spe-decoder.h, ``arm_spe_common_data_source``), for
+# the model's three outcomes of a load: L1D hit, LLC (system cache) hit, DRAM.
+DS_L1D, DS_SYS_CACHE, DS_DRAM = 0x0, 0xB, 0xE
+DS_PAYLOAD_BYTES = 2  # SZ = 0b01: halfword payload
 PACKET_CACHE_ENTRIES = 1 << 16
 
 # Execution latencies of the model, in cycles (docs/model.md).
@@ -129,6 +135,7 @@ class Built:
     events: int
     total_latency: int
     optypes: frozenset
+    data_source: int | None = None  # the Data Source packet's value, when there is one
 
 
 class RecordBuilder:
@@ -141,6 +148,7 @@ class RecordBuilder:
         # counters, events), memoised: the fast path builds thousands of records per second.
         self._packet_cache: dict[tuple, bytes] = {}
         self._optypes: dict[tuple, frozenset] = {}  # what optypes() depends on -> result
+        self.counter_max = (1 << config.counter_bits) - 1  # PMSIDR_EL1.CountSize
 
     def _packet(self, key: tuple, encode, *args) -> bytes:
         cache = self._packet_cache
@@ -173,6 +181,7 @@ class RecordBuilder:
         issue = ISSUE_CYCLES
         execute = 1
         xlat = None
+        source = None
         out: list[bytes] = [self.context_packets(s.context, s.context2)]
         out.append(packet(("pc", s.pc, s.el, s.ns), P.instruction_address_bytes, P.ADDR_PC,
                           s.pc, s.el, s.ns))
@@ -196,16 +205,21 @@ class RecordBuilder:
                     out.append(P.data_pa_bytes(s.data_pa, s.ns))
                 ev, execute, xlat = self._memory(s, info)
                 events |= ev
+                if cfg.lds and info.is_load:
+                    source = (DS_L1D if not ev & (1 << P.EV_L1D_REFILL) else
+                              DS_DRAM if ev & (1 << P.EV_LLC_MISS) else DS_SYS_CACHE)
         total = issue + execute + (xlat - 1 if xlat else 0)
         out.append(packet(("tail", events, total, issue, xlat), self._tail, events, total,
                           issue, xlat))
+        if source is not None:
+            out.append(packet(("ds", source), self._data_source, source))
         out.append(P.timestamp_bytes(s.timestamp) if s.timestamp is not None else P.END_BYTES)
         kind = (info.op_class, info.is_load, info.is_store, info.is_atomic)
         optypes = self._optypes.get(kind)
         if optypes is None:
             optypes = self._optypes[kind] = self.optypes(info)
-        # CollectRecord() sees the latency the TOT counter reports: 12-bit saturating (§5.3.4).
-        return Built(b"".join(out), events, min(total, P.COUNTER_MAX), optypes)
+        # CollectRecord() sees the latency the TOT counter reports: saturating (§5.3.4).
+        return Built(b"".join(out), events, min(total, self.counter_max), optypes, source)
 
     @staticmethod
     def context_packets(context: int | None, context2: int | None) -> bytes:
@@ -218,13 +232,18 @@ class RecordBuilder:
             out += P.context_bytes(P.CONTEXT_EL2, context2)
         return out
 
-    @staticmethod
-    def _tail(events: int, total: int, issue: int, xlat: int | None) -> bytes:
+    def _tail(self, events: int, total: int, issue: int, xlat: int | None) -> bytes:
         """The Events packet and the latency Counter packets (TOT, ISSUE, then XLAT if any),
-        which follow each other in every record."""
-        return (P.events_bytes(events) + P.counter_bytes(P.COUNTER_TOTAL, total)
-                + P.counter_bytes(P.COUNTER_ISSUE, issue)
-                + (P.counter_bytes(P.COUNTER_XLAT, xlat) if xlat is not None else b""))
+        which follow each other in every record; counters saturate at 2**CountSize bits - 1."""
+        top = self.counter_max
+        return (P.events_bytes(events) + P.counter_bytes(P.COUNTER_TOTAL, total, top)
+                + P.counter_bytes(P.COUNTER_ISSUE, issue, top)
+                + (P.counter_bytes(P.COUNTER_XLAT, xlat, top) if xlat is not None else b""))
+
+    @staticmethod
+    def _data_source(value: int) -> bytes:
+        """The Data Source packet (§5.3.5) with ``value`` (DS_*), halfword payload."""
+        return P.encode(P.data_source_packet(value, DS_PAYLOAD_BYTES))
 
     def _branch(self, s: Sample, out: list) -> bool:
         """Append the branch target packet; return whether the model mispredicted it."""

@@ -99,6 +99,49 @@ PMSEVFR_FILTERABLE = ((0xFFFF << 48) | (0xFF << 24) | (0xF << 12) | (1 << 7) | (
 # operations (§4.3.8).
 MODEL_FILTER_EVENTS = ("E7 7", "E5 5", "E3 3")
 PMSEVFR_RES1 = 1 << 1
+# PMSNEVFR_EL1 (FEAT_SPEv1p2, Arm ARM PMSNEVFR_EL1): the same events, and E[1] (a record is
+# discarded when any event selected here is 1; every modelled record has E[1] = 1).
+PMSNEVFR_EVENTS = MODEL_FILTER_EVENTS + ("E1 1",)
+
+# PMSIDR_EL1 (Arm ARM PMSIDR_EL1; bit positions as Linux arch/arm64/tools/sysreg): field ->
+# the SpeConfig attribute giving its value, or the constant it reads as. SME and ALTCLK are
+# FEAT_SPE_SME / FEAT_SPE_ALTCLK (no SME in the model): 0; Format 0 is the only format.
+PMSIDR_FIELDS = ("ALTCLK 31:28 RO", "FPF 27 RO", "EFT 26 RO", "CRR 25 RO", "PBT 24 RO",
+                 "Format 23:20 RO", "CountSize 19:16 RO", "MaxSize 15:12 RO", "Interval 11:8 RO",
+                 "FDS 7 RO", "FnE 6 RO", "ERnd 5 RO", "LDS 4 RO", "ArchInst 3 RO", "FL 2 RO",
+                 "FT 1 RO", "FE 0 RO")
+PMSIDR_VALUES = {"ALTCLK": 0, "FPF": "fpf", "EFT": "eft", "CRR": "crr", "PBT": "pbt",
+                 "Format": 0, "CountSize": "count_size_code", "MaxSize": "max_size_code",
+                 "Interval": "interval_code", "FDS": "fds", "FnE": "fne", "ERnd": "ernd",
+                 "LDS": "lds", "ArchInst": "arch_inst", "FL": 1, "FT": 1, "FE": 1}
+
+# Fields that exist only with a feature (RES0 otherwise): (register, SpeConfig attribute,
+# value that implements them, fields). Arm ARM PMSFCR_EL1, PMSLATFR_EL1; Linux
+# arch/arm64/tools/sysreg for the bit positions.
+FEATURE_FIELDS = (
+    ("PMSFCR_EL1", "fne", 1, ("FnE 3",)),
+    ("PMSFCR_EL1", "fds", 1, ("FDS 4",)),
+    ("PMSFCR_EL1", "eft", 1, ("SIMDm 52", "FPm 51", "STm 50", "LDm 49", "Bm 48", "SIMD 20",
+                              "FP 19")),
+    ("PMSLATFR_EL1", "count_size_code", 0b0011, ("MINLAT 15:0",)),
+)
+BASE_FIELDS = {
+    "PMSFCR_EL1": ("ST 18", "LD 17", "B 16", "FL 2", "FT 1", "FE 0"),
+    "PMSLATFR_EL1": ("MINLAT 11:0",),
+}
+# Registers that exist only with a feature (UNDEFINED otherwise): name -> (attribute, value).
+FEATURE_REGISTERS = {"PMSNEVFR_EL1": ("fne", 1), "PMSDSFR_EL1": ("fds", 1)}
+
+
+def feature_fields(name: str, config: SpeConfig) -> tuple[str, ...]:
+    """The fields of ``name`` (PMSFCR_EL1, PMSLATFR_EL1) ``config`` implements: the base
+    fields with those of :data:`FEATURE_FIELDS` whose feature is configured replacing any field
+    of the same name (MINLAT 15:0 for 16-bit counters)."""
+    out = {f.split()[0]: f for f in BASE_FIELDS[name]}
+    for reg_name, attr, value, fields in FEATURE_FIELDS:
+        if reg_name == name and getattr(config, attr) == value:
+            out.update((f.split()[0], f) for f in fields)
+    return tuple(out.values())
 
 
 def spe_registers(config: SpeConfig) -> RegisterTable:
@@ -109,14 +152,21 @@ def spe_registers(config: SpeConfig) -> RegisterTable:
     PMSCR_EL2. Side effects are named hooks implemented by :class:`spe_emu.spe.spu.Spu`.
     """
     pmsicr_fields = ["COUNT 31:0"] + (["ECOUNT 63:56"] if config.ernd else [])
-    pmsidr_fields = ("CountSize 19:16 RO", "MaxSize 15:12 RO", "Interval 11:8 RO", "ERnd 5 RO",
-                     "LDS 4 RO", "ArchInst 3 RO", "FL 2 RO", "FT 1 RO", "FE 0 RO")
-    pmsidr_value = reg("PMSIDR_EL1", (3, 0, 9, 9, 7), *pmsidr_fields).make(
-        CountSize=config.count_size_code, MaxSize=config.max_size_code,
-        Interval=config.interval_code, ERnd=config.ernd, LDS=0, ArchInst=config.arch_inst,
-        FL=1, FT=1, FE=1)
-    pmsidr = reg("PMSIDR_EL1", (3, 0, 9, 9, 7), *pmsidr_fields, read_only=True,
-                 reset=pmsidr_value, check=check_statistical_profiling_access, doc="§4.3.11")
+    pmsidr_value = reg("PMSIDR_EL1", (3, 0, 9, 9, 7), *PMSIDR_FIELDS).make(**{
+        name: getattr(config, v) if isinstance(v, str) else v
+        for name, v in PMSIDR_VALUES.items()})
+    pmsidr = reg("PMSIDR_EL1", (3, 0, 9, 9, 7), *PMSIDR_FIELDS, read_only=True,
+                 reset=pmsidr_value, check=check_statistical_profiling_access,
+                 doc="§4.3.11; Arm ARM PMSIDR_EL1")
+    optional = {
+        "PMSNEVFR_EL1": reg("PMSNEVFR_EL1", (3, 0, 9, 9, 1), *PMSNEVFR_EVENTS,
+                            check=check_statistical_profiling_access,
+                            doc="Arm ARM PMSNEVFR_EL1 (FEAT_SPEv1p2)"),
+        "PMSDSFR_EL1": reg("PMSDSFR_EL1", (3, 0, 9, 10, 4), "S 63:0",
+                           check=check_statistical_profiling_access,
+                           doc="Arm ARM PMSDSFR_EL1 (FEAT_SPE_FDS): S[n] keeps loads whose "
+                               "Data Source value is n"),
+    }
     pmbidr_reset = reg("PMBIDR_EL1", (3, 0, 9, 10, 7), "F 5 RO", "P 4 RO", "Align 3:0 RO").make(
         F=config.flag_updates, P=0, Align=config.align_code)
     return RegisterTable([
@@ -128,12 +178,14 @@ def spe_registers(config: SpeConfig) -> RegisterTable:
             on_write="write_pmsicr", replan=Replan.PLAN, doc="§4.3.10"),
         reg("PMSIRR_EL1", (3, 0, 9, 9, 3), "INTERVAL 31:8", "RND 0",
             check=check_statistical_profiling_access, replan=Replan.PLAN, doc="§4.3.12"),
-        reg("PMSFCR_EL1", (3, 0, 9, 9, 4), "ST 18", "LD 17", "B 16", "FL 2", "FT 1", "FE 0",
+        reg("PMSFCR_EL1", (3, 0, 9, 9, 4), *feature_fields("PMSFCR_EL1", config),
             check=check_statistical_profiling_access, doc="§4.3.9"),
         reg("PMSEVFR_EL1", (3, 0, 9, 9, 5), *MODEL_FILTER_EVENTS, res1=PMSEVFR_RES1,
             check=check_statistical_profiling_access, doc="§4.3.8"),
-        reg("PMSLATFR_EL1", (3, 0, 9, 9, 6), "MINLAT 11:0",
+        reg("PMSLATFR_EL1", (3, 0, 9, 9, 6), *feature_fields("PMSLATFR_EL1", config),
             check=check_statistical_profiling_access, doc="§4.3.13"),
+        *(spec for name, spec in optional.items()
+          if getattr(config, FEATURE_REGISTERS[name][0]) == FEATURE_REGISTERS[name][1]),
         pmsidr,
         reg("PMBLIMITR_EL1", (3, 0, 9, 10, 0), "LIMIT 63:12", "FM 2:1", "E 0",
             check=check_profiling_buffer_access, on_write="write_control", replan=Replan.ENABLE,

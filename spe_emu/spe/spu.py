@@ -262,9 +262,12 @@ class Spu:
 
     def native_records_allowed(self, ctx: AccessContext) -> bool:
         """Whether records can be built without ``CollectRecord()`` filtering: no PMSFCR_EL1
-        filter is enabled. Checks ``ProfilingBufferEnabled()`` as :meth:`record` does."""
+        filter is enabled -- and by the native recorder at all: it builds records without
+        Data Source packets and with 12-bit counters (PMSIDR_EL1.LDS == 0, CountSize 0b0010).
+        Checks ``ProfilingBufferEnabled()`` as :meth:`record` does."""
         self._check_enabled(ctx)
-        return not self._filter_state()[0]
+        return (not self._filter_state()[0] and not self.config.lds
+                and self.config.counter_bits == 12)
 
     def _check_enabled(self, ctx: AccessContext) -> None:
         key = (ctx, self.regs["PMBLIMITR_EL1"], self.regs["PMBSR_EL1"])
@@ -274,15 +277,17 @@ class Spu:
             raise AssertionError("SPU asked to sample while the Profiling Buffer is disabled")
 
     def _filter_state(self) -> tuple:
-        """(any filter enabled, PMSFCR_EL1 fields, PMSEVFR_EL1, PMSLATFR_EL1.MINLAT), kept
-        until the next register write."""
+        """(any filter enabled, PMSFCR_EL1 fields, PMSEVFR_EL1, PMSLATFR_EL1.MINLAT,
+        PMSNEVFR_EL1, PMSDSFR_EL1 -- 0 where not implemented), kept until the next register
+        write."""
         if self._filters is None:
             fcr = self.table["PMSFCR_EL1"]
             value = self.regs["PMSFCR_EL1"]
-            fields = {name: fcr.get(value, name) for name in ("FE", "FT", "FL", "B", "LD", "ST")}
+            fields = {f.name: fcr.get(value, f.name) for f in fcr.fields}
             minlat = self.table["PMSLATFR_EL1"].get(self.regs["PMSLATFR_EL1"], "MINLAT")
-            active = bool(fields["FE"] or fields["FT"] or fields["FL"])
-            self._filters = (active, fields, self.regs["PMSEVFR_EL1"], minlat)
+            active = any(fields.get(name) for name in ("FE", "FT", "FL", "FnE", "FDS"))
+            self._filters = (active, fields, self.regs["PMSEVFR_EL1"], minlat,
+                             self.regs.get("PMSNEVFR_EL1", 0), self.regs.get("PMSDSFR_EL1", 0))
         return self._filters
 
     def record(self, s: Sample, ctx: AccessContext) -> bytes | None:
@@ -291,9 +296,10 @@ class Spu:
         self._check_enabled(ctx)
         self.stats.samples += 1
         built = self.builder.build(s)
-        active, fields, pmsevfr, minlat = self._filter_state()
+        active, fields, pmsevfr, minlat, pmsnevfr, pmsdsfr = self._filter_state()
         if active and not collect_record(built.events, built.total_latency, built.optypes,
-                                         fields, pmsevfr, minlat, self.config):
+                                         fields, pmsevfr, minlat, self.config, pmsnevfr,
+                                         built.data_source, pmsdsfr):
             self.stats.filtered_out += 1
             return None
         return built.data

@@ -18,6 +18,7 @@ from rich.table import Table
 
 from ..errors import GuestError, GuestRunaway, SpeEmuError
 from ..linux.elf import is_linux_program
+from ..spe.config import FEATURES, SpeConfig
 from ..session import (GUEST_REGION, KernelOptions, RunOptions, parse_ram_size, run_image,
                        run_kernel)
 
@@ -143,10 +144,16 @@ def main() -> None:
               help="Also write perf.data (for perf report/script) into the output directory.")
 @click.option("--ground-truth", "ground_truth", is_flag=True,
               help="Also count every executed instruction per PC (ground_truth.json).")
+@click.option("--spe-feature", "spe_features", multiple=True, metavar="NAME=VALUE",
+              help="Set an SPE ID-register choice (repeatable; docs/model.md): "
+                   + "; ".join(f"{f.name} ({f.register}, default "
+                               f"{getattr(SpeConfig(), f.attr)}): {f.doc}" for f in FEATURES)
+                   + ".")
 def run(image, args, share, env_set, env_unset, clear_env, machine, kernel, initrd, append,
         dtb, memory, dumpdtb, interval, seed, random, filters, min_latency, timestamps,
         context, pa, exclude_kernel, no_profiling, buffer_size, boot_el, no_firmware,
-        firmware_path, max_insns, mode, outdir, perf_data, ground_truth) -> None:
+        firmware_path, max_insns, mode, outdir, perf_data, ground_truth,
+        spe_features) -> None:
     """Run IMAGE with SPE enabled and write the trace plus a JSON summary into the output
     directory. IMAGE is a static AArch64 Linux program (run like qemu-aarch64: spe-emu run
     [OPTIONS] PROGRAM [-- ARGS...]; its stdin, stdout, stderr and exit status are the
@@ -154,13 +161,17 @@ def run(image, args, share, env_set, env_unset, clear_env, machine, kernel, init
     --kernel FILE, boot software built for QEMU's virt board (console on stdout and
     console.log)."""
     program_name = image  # (argv[0] of a Linux program: as given, "./a.out" stays so)
+    try:
+        spe = SpeConfig().with_features(spe_features)
+    except SpeEmuError as exc:
+        _fail_with(exc)
     image = Path(image) if image is not None else None
     if machine is not None or kernel is not None:
         if image is not None:
             _fail(f"IMAGE ({image}) and --kernel are exclusive: with --machine, give the "
                   f"program as --kernel")
         _run_machine(machine or "virt", kernel, initrd, append, dtb, memory, dumpdtb,
-                     boot_el, max_insns, mode, outdir, seed)
+                     boot_el, max_insns, mode, outdir, seed, spe)
         return
     if image is None:
         _fail("missing IMAGE (or --machine virt --kernel FILE)")
@@ -177,7 +188,7 @@ def run(image, args, share, env_set, env_unset, clear_env, machine, kernel, init
                       buffer_size=buffer_size,
                       boot_el=boot_el, firmware=not no_firmware, firmware_path=firmware_path,
                       max_insns=max_insns, mode=mode, outdir=outdir,
-                      ground_truth=ground_truth)
+                      ground_truth=ground_truth, spe=spe)
     if linux:
         _run_linux(image, program_name, args, share, env_set, env_unset, clear_env, opts,
                    perf_data)
@@ -270,7 +281,7 @@ def _run_linux(program, program_name, args, share, env_set, env_unset, clear_env
 
 
 def _run_machine(board, kernel, initrd, append, dtb, memory, dumpdtb, boot_el, max_insns,
-                 mode, outdir, seed) -> None:
+                 mode, outdir, seed, spe=None) -> None:
     """``run --machine``: the console goes to stdout as the guest writes it; the exit status
     is the guest's (0 after PSCI SYSTEM_OFF)."""
     def echo(data: bytes) -> None:
@@ -284,7 +295,7 @@ def _run_machine(board, kernel, initrd, append, dtb, memory, dumpdtb, boot_el, m
             kopts.ram_size = parse_ram_size(memory)
         kopts.board_spec()  # (an unknown --machine is refused before anything is read)
         opts = RunOptions(boot_el=boot_el, firmware=False, max_insns=max_insns, mode=mode,
-                          outdir=outdir, seed=seed)
+                          outdir=outdir, seed=seed, spe=spe or SpeConfig())
         opts.validate()
         session = run_kernel(kopts, opts, console=echo, stdin=sys.stdin.buffer)
     except SpeEmuError as exc:
