@@ -303,6 +303,13 @@ EXC_SYNC = [
         why="EL1t LDR [SP] with SP_EL0 8 mod 16 and SCTLR_EL1.SA = 1: SP alignment fault"),
     Exc(0xf32, 1, 0x400, esr(EC_SP_ALIGN), THIS, psr(0, 0, ""),
         why="EL0 LDR [SP] with SP 8 mod 16 and SCTLR_EL1.SA0 = 1: SP alignment fault"),
+    Exc(0xf33, 1, 0x000, esr(EC_SP_ALIGN), ("case_0xf33", 4), psr(1, 0),
+        why="EL1t STR X0, [SP, #-8]! with SCTLR_EL1.SA = 1: SP aligned at the access (no "
+            "fault), 8 mod 16 after the writeback: the LDR [SP] after it takes the SP "
+            "alignment fault"),
+    Exc(0xf34, 1, 0x000, esr(EC_SVC, 0xF34), ("case_0xf34", 8), psr(1, 0),
+        why="EL1t LDR [SP] with SP 8 mod 16 and SCTLR_EL1.SA = 0: not checked, the next "
+            "exception is this SVC"),
     Exc(0xf41, 1, 0x200, esr(EC_DABT_SAME, FSC_ALIGNMENT), THIS, psr(1), far=("aligned_data", 4),
         why="EL1 misaligned LDR with SCTLR_EL1.A = 1, MMU off: alignment fault"),
     Exc(0xf43, 1, 0x200, esr(EC_SVC, 0xF43), ("case_0xf43", 8), psr(1),
@@ -564,6 +571,7 @@ PROGRAMS = {
     "exc_sync": Program("exc_sync.S", EXC_SYNC, qemu_bugs={
         0xf31: "QEMU 7.2 does not check SP alignment (SCTLR_EL1.SA): the load completes",
         0xf32: "QEMU 7.2 does not check SP alignment (SCTLR_EL1.SA0): the load completes",
+        0xf33: "QEMU 7.2 does not check SP alignment (SCTLR_EL1.SA): the load completes",
         0xf42: "QEMU 7.2 makes no memory-type alignment check with the MMU off: the misaligned "
                "load from Device memory completes",
         0xf51: "QEMU 7.2 takes HVC at EL3 to EL2 (ESR_EL2 0x5a000f51, SPSR 0x3cd); the EL2 "
@@ -572,10 +580,7 @@ PROGRAMS = {
         0xf42: "no alignment check of Device memory with SCTLR_ELx.A = 0 (with the MMU off, "
                "every data access): it would run a hook through all code that runs with the "
                "MMU off, boot code included (docs/model.md \"Exceptions\"); the load "
-               "completes"},
-        spe_emu_bugs={
-        0xf31: "no SP alignment check (SCTLR_EL1.SA): the load completes",
-        0xf32: "no SP alignment check (SCTLR_EL1.SA0): the load completes"}),
+               "completes"}),
     "exc_debug": Program("exc_debug.S", EXC_DEBUG, qemu_bugs={
         0x1105: "QEMU 7.2 keeps a watchpoint's write-hit flag after the STR of case 0x1104: this "
                 "load reports WnR = 1 (ESR 0xd2000062); re-arming DBGWCR0_EL1 clears it",

@@ -72,7 +72,7 @@ from .native_records import (CAPTURE_REGS, CAPTURE_SLOT, NativeRecords, block_te
 from .pe import ISR_EL1, ProcessingElement
 from .qemu_state import ExceptionReader, exception_layout
 from .watchpoints import DEBUG_WRITES, Watchpoints
-from .sync_checks import ABORT_ECS, CONTROL_REGS, INSN_BYTES, SPSR, SyncChecks
+from .sync_checks import ABORT_ECS, CONTROL_REGS, INSN_BYTES, SP_ELX_WRITES, SPSR, SyncChecks
 
 NEVER = (1 << 64) - 1
 PSTATE_EL = PSTATE.field("EL")
@@ -661,6 +661,11 @@ class Machine:
             for addr, word in self._control_instruction_addresses():
                 self._native_hook(UC_HOOK_CODE, hooks.get(word, control), ctypes.byref(ctl),
                                   addr, addr + 3)
+            # After each instruction that may misalign SP: SyncChecks.on_sp_written
+            self._sp_callback = CODE_HOOK(lambda _uch, address, _size, _data: self._guarded(
+                lambda: self.checks.on_sp_written(address)))
+            for addr in self.checks.sp_scan_addresses():
+                self._native_hook(UC_HOOK_CODE, self._sp_callback, None, addr, addr + 3)
             # (self.records is made when profiling is first enabled: _refresh_enabled)
         elif self.cfg.mode == "reference":
             self._psb_addresses = frozenset(addr for addr, word in
@@ -678,7 +683,7 @@ class Machine:
                 ISR_EL1.encoding.tuple, ID_AA64DFR0_EL1.encoding.tuple,
                 ID_AA64PFR0_EL1.encoding.tuple}
         return (hooked | TRANSLATION_WRITES | WATCHED_WRITES | DEBUG_WRITES | {DAIF_ENC}
-                | CONTROL_REGS)
+                | CONTROL_REGS | SP_ELX_WRITES)
 
     def _install_intr_hook(self) -> None:
         """The native INTR hook (``spe_intr_hook``, exception.c): synchronous exceptions with

@@ -37,6 +37,16 @@ installed only while the control is on (docs/model.md "Exceptions"):
   checked (SCTLR_ELx.A == 1 of the EL's regime: :func:`alignment_checked`); the instruction
   hook then computes each load's or store's address and takes the fault before it executes
   (``AArch64.CheckAlignment()``, ``AArch64.AlignmentFault()``).
+- SP alignment fault (EC 0x26): QEMU 5 makes no SP alignment check, and SCTLR_ELx.SA/SA0 are
+  set by nearly all software, so the check cannot wait for the control. It runs only while
+  some stack pointer is not 16-byte aligned (:attr:`SyncChecks.sp_misaligned`): the loaded
+  images are scanned for the instructions that can misalign SP (:func:`sp_writer_offsets`:
+  ADD/SUB/logical with Rd = SP other than an ADD/SUB of SP with a multiple of 16, a
+  writeback of SP by a multiple of 8 but not 16 ...), a hook on the instruction after each
+  looks at SP and, when misaligned, stops there; MSR SP_ELx writes and :meth:`refresh` look
+  at the banked SPs. While a stack pointer is misaligned, the instruction hook checks the
+  loads and stores with base SP (``CheckSPAlignment()``) at the ELs where SCTLR_ELx.SA
+  (SA0 at EL0) is set.
 """
 
 from __future__ import annotations
@@ -54,6 +64,7 @@ from ..arch.context import CPACR_EL1, HCR_EL2, SCR_EL3, SPSR_ENC, AccessContext
 from ..arch.context import SCTLR_ELX, SCTLR_ENC
 from ..arch.firmware_regs import CPTR_EL2, CPTR_EL3, extended
 from ..arch.faults import ExternalAbort
+from ..platform.loader import PF_X
 from ..sysreg import reg
 from . import a64
 from .exceptions import ABORT_ISS, EC, ESR, PSTATE, esr
@@ -92,6 +103,86 @@ FSC_ALIGNMENT = 0b100001
 PAIR_CLASSES = {"ldp", "stp", "ldnp", "stnp", "ldpsw"}
 SIMD_STRUCT_SINGLE = 1 << 24  # A64 Advanced SIMD load/store: single structure (C4.1.66)
 SIMD_STRUCT_SIZE_LSB = 10     # its size field [11:10] (multiple structures: element size)
+
+
+SP_ALIGN = 16             # CheckSPAlignment(): SP must be a multiple of 16 bytes
+SP_REGS = (A.UC_ARM64_REG_SP, A.UC_ARM64_REG_SP_EL0, A.UC_ARM64_REG_SP_EL1,
+           A.UC_ARM64_REG_SP_EL2, A.UC_ARM64_REG_SP_EL3)
+SP_ELX_WRITES = {(3, 0, 4, 1, 0), (3, 4, 4, 1, 0), (3, 6, 4, 1, 0)}  # MSR SP_EL0/1/2, Xt
+SP_NUM = 31               # register number 31 as Rd/Rn: SP in these encodings
+# A64 encodings that write SP (Arm ARM C4.1), as (mask, value) over the instruction word:
+# ADD/SUB (immediate) with Rd = SP; ADD/SUB (extended register) with Rd = SP; AND/ORR/EOR
+# (immediate) with Rd = SP; loads/stores (immediate, pre/post-index) and pairs
+# (pre/post-index) with Rn = SP, which write SP back.
+SP_ADDSUB_IMM = (0x3F80001F, 0x1100001F)
+SP_ADDSUB_EXT = (0x3FE0001F, 0x0B20001F)
+SP_LOGICAL_IMM = (0x1F80001F, 0x1200001F)
+SP_LDST_WB = (0x3B2007E0, 0x380007E0)
+SP_PAIR_WB = (0x3A8003E0, 0x288003E0)
+SP_WRITERS = (SP_ADDSUB_IMM, SP_ADDSUB_EXT, SP_LOGICAL_IMM, SP_LDST_WB, SP_PAIR_WB)
+
+
+def _field(word: int, lsb: int, width: int) -> int:
+    """Instruction field word[lsb + width - 1:lsb] (A64 encoding, Arm ARM C4.1)."""
+    return (word >> lsb) & ((1 << width) - 1)
+
+
+def _signed(value: int, bits: int) -> int:
+    return value - (1 << bits) if value >> (bits - 1) else value
+
+
+def may_misalign_sp(word: int) -> bool:
+    """Whether the instruction ``word``, which matched one of :data:`SP_WRITERS`, may leave SP
+    not 16-byte aligned when it was: everything but an ADD/SUB (immediate) of SP to SP, and
+    a writeback, by a multiple of 16 (``sub sp, sp, #32``, ``stp x29, x30, [sp, #-16]!``);
+    ANDS/ADDS/SUBS write XZR, not SP."""
+    if word & SP_ADDSUB_IMM[0] == SP_ADDSUB_IMM[1]:
+        imm = _field(word, 10, 12) << (12 * _field(word, 22, 1))
+        return _field(word, 5, 5) != SP_NUM or not _field(word, 31, 1) or imm % SP_ALIGN != 0
+    if word & SP_LOGICAL_IMM[0] == SP_LOGICAL_IMM[1]:
+        return _field(word, 29, 2) != 0b11
+    if word & SP_LDST_WB[0] == SP_LDST_WB[1]:
+        return _signed(_field(word, 12, 9), 9) % SP_ALIGN != 0
+    if word & SP_PAIR_WB[0] == SP_PAIR_WB[1]:
+        opc, simd = _field(word, 30, 2), _field(word, 26, 1)
+        scale = 4 << (opc if simd else opc >> 1)
+        return _signed(_field(word, 15, 7), 7) * scale % SP_ALIGN != 0
+    return True   # ADD/SUB (extended register)
+
+
+def sp_writer_offsets(code: bytes) -> list[int]:
+    """Offsets (multiples of 4) in ``code`` of the instructions that may misalign SP
+    (:func:`may_misalign_sp`)."""
+    from .machine import word_pattern   # (the control-instruction scan's pattern builder)
+    pattern = _sp_writer_pattern(word_pattern)
+    out = []
+    for match in pattern.finditer(code):
+        off = match.start()
+        if off % INSN_BYTES == 0 and may_misalign_sp(int.from_bytes(code[off:off + 4],
+                                                                     "little")):
+            out.append(off)
+    return out
+
+
+_SP_PATTERN = []
+
+
+def _sp_writer_pattern(word_pattern):
+    if not _SP_PATTERN:
+        import re
+        _SP_PATTERN.append(re.compile(b"(?=" + b"|".join(word_pattern(mask, value)
+                                                         for mask, value in SP_WRITERS)
+                                      + b")", re.DOTALL))
+    return _SP_PATTERN[0]
+
+
+def sp_checked(ctx: AccessContext, sctlr: dict[int, int]) -> tuple[bool, ...]:
+    """Per Exception level 0-3, whether a load or store with base SP checks SP's alignment
+    (``CheckSPAlignment()``): SCTLR_ELx.SA0 at EL0 (of EL1, or of EL2 in a host), else
+    SCTLR_ELx.SA of the EL. ``sctlr``: SCTLR_EL1, SCTLR_EL2, SCTLR_EL3 by EL."""
+    host = ctx.el2_enabled and HCR_EL2.get(ctx.hcr_el2, "E2H") and ctx.tge
+    return tuple(bool(SCTLR.get(sctlr[(2 if host else 1) if el == 0 else el],
+                                "SA0" if el == 0 else "SA")) for el in range(4))
 
 
 def element_bytes(info: a64.InsnInfo) -> int:
@@ -215,6 +306,8 @@ class SyncChecks:
         self.il_pending = False
         self.controls_changed = True  # a control of CONTROL_REGS was written: refresh()
         self.fp_routes: tuple = (None,) * 4
+        self.sp_checks: tuple[bool, ...] = (False,) * 4
+        self.sp_misaligned = False  # some SP (live or banked) is not 16-byte aligned
         self.aligned: tuple[bool, ...] = (False,) * 4
         self._insn_hook = None  # the instruction hook's handle while installed
         self.hooked_els: frozenset[int] = frozenset()  # where the hook must run
@@ -223,7 +316,7 @@ class SyncChecks:
     def control_written(self, enc: tuple[int, int, int, int, int]) -> bool:
         """From the MSR hook, before QEMU writes the register: True when ``enc`` is one of
         :data:`CONTROL_REGS` (the caller stops the run after the write, for :meth:`refresh`)."""
-        if enc in CONTROL_REGS:
+        if enc in CONTROL_REGS or enc in SP_ELX_WRITES:
             self.controls_changed = True
             return True
         return False
@@ -239,8 +332,14 @@ class SyncChecks:
         self.fp_routes = fp_trap_routes(ctx, cpr(CPACR_EL1.encoding.tuple),
                                         cpr(CPTR_EL2.encoding.tuple),
                                         cpr(CPTR_EL3.encoding.tuple))
-        self.aligned = alignment_checked(ctx, {el: cpr(SCTLR_ENC[el]) for el in (1, 2, 3)})
-        needed = {el for el in range(4) if self.fp_routes[el] or self.aligned[el]}
+        sctlr = {el: cpr(SCTLR_ENC[el]) for el in (1, 2, 3)}
+        self.aligned = alignment_checked(ctx, sctlr)
+        self.sp_checks = sp_checked(ctx, sctlr)
+        self.sp_misaligned = any(m.fast.reg(r) % SP_ALIGN for r in SP_REGS)
+        # (the reference loop has no scan hooks: there it checks wherever SA/SA0 is set)
+        sp_on = self.sp_misaligned or m.cfg.mode == "reference"
+        needed = {el for el in range(4)
+                  if self.fp_routes[el] or self.aligned[el] or (sp_on and self.sp_checks[el])}
         if needed & {0, 1}:
             # (EL0 <-> EL1 changes may happen with no stop: SVC and ERET between them)
             needed |= {0, 1}
@@ -286,11 +385,16 @@ class SyncChecks:
         el = PSTATE.get(m.fast.reg(A.UC_ARM64_REG_PSTATE), "EL")
         route = self.fp_routes[el]
         aligned = self.aligned[el]
-        if route is None and not aligned:
+        if route is None and not aligned and not self.sp_checks[el]:
             return
         info = a64.decode(m._fetch(address, el))
         if route is not None and uses_fp(info):
             target, syndrome, far = route[0], route[1], None
+        elif (self.sp_checks[el] and info.op_class == a64.OP_CLASS_LDST
+              and info.reads[:1] == (A.UC_ARM64_REG_SP,)
+              and m.fast.reg(A.UC_ARM64_REG_SP) % SP_ALIGN):
+            # CheckSPAlignment(): EC 0x26, ISS 0 (AArch64.SPAlignmentFault())
+            target, syndrome, far = m.pe.sync_target(m.context()), esr(EC.SP_ALIGN), None
         elif (aligned and (info.is_load or info.is_store) and not info.is_atomic
               and not info.is_exclusive):
             # (QEMU checks exclusives and atomics itself)
@@ -305,6 +409,34 @@ class SyncChecks:
             return
         m._catch_up(m._insn_index(address), address)
         m._take_sync(m.context(), target, syndrome, address, far=far)
+
+    def sp_scan_addresses(self) -> list[int]:
+        """Addresses of the instructions after the ones that may misalign SP, in the loaded
+        images' executable segments (:func:`sp_writer_offsets`), for :meth:`on_sp_written`."""
+        m = self.m
+        return [seg.vaddr + off + INSN_BYTES
+                for image in m.images for seg in image.segments if seg.flags & PF_X
+                for off in sp_writer_offsets(bytes(seg.data))]
+
+    def on_sp_written(self, address: int) -> None:
+        """Hook on the instruction after one that may have misaligned SP (fast loop): when
+        SP is misaligned now and the SP checks are off, stop in front of this instruction
+        (it has not executed) so :meth:`after_stop` turns them on."""
+        m = self.m
+        if self.sp_misaligned or not any(self.sp_checks):
+            return
+        if not m.fast.reg(A.UC_ARM64_REG_SP) % SP_ALIGN:
+            return
+        m._catch_up(m._insn_index(address), address)
+        c = m.counter
+        if c.block_start <= address < c.block_start + INSN_BYTES * c.block_insns:
+            # (the native hook counted the whole block; the rest of it has not run)
+            retired = m._retired_before(address)
+            c.block_insns -= c.insns - retired
+            c.insns = retired
+        self.controls_changed = True
+        m.fast.set_reg(A.UC_ARM64_REG_PC, address)
+        m._request_stop()
 
     # -- Illegal Execution state ----------------------------------------------------------
     def python_els(self) -> int:
@@ -364,6 +496,8 @@ class SyncChecks:
             pass   # (the engine alone: no instruction hook, no ERET hook; PC alignment only)
         elif self.controls_changed:
             self.refresh()
+        elif self.sp_misaligned and not any(m.fast.reg(r) % SP_ALIGN for r in SP_REGS):
+            self.refresh()   # (every SP aligned again: the SP checks stop)
         elif self.hooked_els or self._insn_hook is not None:
             self._place_hook(PSTATE.get(m.fast.reg(A.UC_ARM64_REG_PSTATE), "EL"))
         pc = m.pc

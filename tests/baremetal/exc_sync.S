@@ -22,6 +22,9 @@
 //          (a PE that does not check the PC executes the halfword-straddling BRK #0xF2F)
 //   0xf31  EL1t LDR [SP] with SP_EL0 8 mod 16 and SCTLR_EL1.SA = 1: SP alignment, EC 0x26
 //   0xf32  EL0 LDR [SP] with SP 8 mod 16 and SCTLR_EL1.SA0 = 1: EC 0x26 to EL1
+//   0xf33  EL1t STR X0, [SP, #-8]! with SCTLR_EL1.SA = 1 (SP aligned at the access), then
+//          LDR [SP]: SP alignment fault on the LDR
+//   0xf34  EL1t LDR [SP] with SP 8 mod 16 and SCTLR_EL1.SA = 0: no fault (the SVC after it)
 //   0xf41  EL1 misaligned LDR with SCTLR_EL1.A = 1, MMU off: alignment fault (DFSC 0x21)
 //   0xf43  EL1 LDP W2, W3 at 4 mod 8 with SCTLR_EL1.A = 1: each access aligned, no fault
 //   0xf44  EL0 STR W0 at 2 mod 4 with SCTLR_EL1.A = 1: alignment fault to EL1, WnR
@@ -167,7 +170,20 @@ el0_spalign:
     ldr     x0, [sp]
     add     sp, sp, #8
     svc     #ELEVATE                // EL1
+    SETREG  sctlr_el1, (SCTLR_EL1_VALUE | SA)
+    msr     spsel, #0
+    mov     x10, sp
+    CASE    0xf33
+    str     x0, [sp, #-8]!          // SP_EL0 aligned at the access, 8 mod 16 after it
+    ldr     x1, [sp]                // SP alignment fault
+    mov     sp, x10
     SETREG  sctlr_el1, SCTLR_EL1_VALUE
+    sub     sp, sp, #8
+    CASE    0xf34
+    ldr     x1, [sp]                // SCTLR_EL1.SA = 0: not checked
+    svc     #0xf34
+    mov     sp, x10
+    msr     spsel, #1
 
     // ---------------------------------------------------------------- alignment --------
     SETREG  sctlr_el1, (SCTLR_EL1_VALUE | ALIGN_A)
