@@ -26,7 +26,7 @@ import bisect
 import ctypes
 import re
 import struct
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Callable, NamedTuple
@@ -308,6 +308,9 @@ class RunResult:
     pmsicr: int
     exit_via: str | None = None
     """How the run ended (:attr:`MachineExit.via`)."""
+    driver_rules: list = field(default_factory=list)
+    """The SPE programming rules the guest broke, first time each (spe.driver_rules.RuleBreak
+    as dicts: rule, section, text, pc, registers)."""
 
 
 @lru_cache(maxsize=1 << 16)
@@ -401,6 +404,7 @@ class Machine:
             self._add_device(spec)
         self.spu = Spu(config.spe, self._spu_write, self._pmbirq)
         self.sysregs.register(self.spu, self.spu.table)
+        self.spu.rules.report, self.spu.rules.pc = self._guest_error, lambda: self.pc
         self.qemu_exception = ExceptionReader(self.uc)
         self.fast = FastAccess(self.uc)
         self.pe = ProcessingElement(self.fast, self.gic.irq_line, self.gic.fiq_line)
@@ -1044,6 +1048,7 @@ class Machine:
         now = self.spu.profiling_enabled(ctx)
         if now and not self.enabled:
             self.spu.interval.initialize(self.spu.regs["PMSIRR_EL1"])
+            self.spu.rules.profiling_started()
             if self.records is None and self.cfg.mode == "fast":
                 # Records of captured samples are built natively, from the one model state
                 # (made here, before the first sample, so a run that never profiles does
@@ -1061,7 +1066,7 @@ class Machine:
             1 << el for el in range(4) if el != ctx.el
             and self.spu.profiling_enabled(replace(ctx, el=el))) | self.checks.python_els()
         self.sysreg_filter.msr_all = int(now or self.cfg.mode == "reference")
-        self.control.psb = int(now)  # (PSB CSYNC: records may be unwritten only while enabled)
+        self._psb_hook_state()
         self._python_controls()
 
     def _member_selected(self, index: int, observed: tuple | None = None) -> None:
@@ -2123,6 +2128,11 @@ class Machine:
         self.replan = True
         self.counter.stop_at = min(self.counter.stop_at, self.counter.insns)
 
+    def _psb_hook_state(self) -> None:
+        """Whether the PSB CSYNC hook calls :meth:`_on_psb_csync`: while profiling is enabled
+        (records may be unwritten) or the driver-bug reporter waits for a PSB CSYNC."""
+        self.control.psb = int(self.enabled or not self.spu.rules.synced)
+
     def _on_psb_csync(self, address: int) -> None:
         """Fast mode, a PSB CSYNC at ``address`` while profiling is enabled (SPE supplement
         §3.6; Arm ARM D17.6.1): the records of every sampled operation before it -- a pending
@@ -2130,7 +2140,13 @@ class Machine:
         a load after the following DSB reads them. A block holding a PSB CSYNC has no
         predicted or captured sample (:func:`_block_writes`), so everything pending is before
         it. The run then stops at the next block boundary to re-plan (the capture budget was
-        computed from the room before these writes)."""
+        computed from the room before these writes). While profiling is disabled (the hook
+        runs for the driver-bug reporter) nothing is pending."""
+        enabled = self.enabled
+        self.spu.rules.psb_csync(enabled)
+        self._psb_hook_state()
+        if not enabled:
+            return
         self._catch_up(self._insn_index(address), address)
         self.replan = True
         self.counter.stop_at = min(self.counter.stop_at, self.counter.insns)
@@ -2176,16 +2192,19 @@ class Machine:
         now = table[PSTATE_EL.get(pstate)]
         if now and not self.enabled:
             self.spu.interval.initialize(self.spu.regs["PMSIRR_EL1"])
+            self.spu.rules.profiling_started()
         self.enabled = now
         self.acct = index
         if now and self.spu.interval.members_to_next_event() == 1:
             self._member_selected(index)
         else:
             self._account(index + 1)
-        if self.sync_observer is not None and now and address in self._psb_addresses:
-            # (records are written at once here; observed after the PSB CSYNC's own sample,
-            # as the fast hook, which runs after a capture at its own instruction)
-            self.sync_observer("psb", index)
+        if address in self._psb_addresses:
+            self.spu.rules.psb_csync(now)
+            if self.sync_observer is not None and now:
+                # (records are written at once here; observed after the PSB CSYNC's own
+                # sample, as the fast hook, which runs after a capture at its own instruction)
+                self.sync_observer("psb", index)
 
     # ------------------------------------------------------------------ run loop -----------
     def run(self, progress: Callable[[int], None] | None = None) -> RunResult:
@@ -2459,6 +2478,7 @@ class Machine:
             filtered_out=st.filtered_out, management_events=len(st.management_events),
             irqs_taken=self.irqs_taken, exceptions_taken=self.exceptions_taken,
             console=self.semihost.console_output, guest_errors=list(self.guest_errors),
+            driver_rules=[asdict(b) for b in self.spu.rules.breaks],
             pmbsr=self.spu.regs["PMBSR_EL1"], pmbptr=self.spu.regs["PMBPTR_EL1"],
             pmsicr=self.spu.interval.value)
 

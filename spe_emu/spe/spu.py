@@ -16,6 +16,7 @@ from .buffer import ManagementEvent, ProfilingBuffer
 from .config import SpeConfig
 from .filters import collect_record
 from .interval import IntervalCounter, Xorshift64
+from .driver_rules import DriverRules
 from .records import RecordBuilder, Sample
 from .registers import ALIASES, redirect, spe_registers
 
@@ -52,6 +53,8 @@ class Spu:
                                         config.ernd, Xorshift64(config.seed),
                                         config.zero_interval)
         self.builder = RecordBuilder(config)
+        # the driver-bug reporter (the machine sets its report and pc callbacks)
+        self.rules = DriverRules(self.regs, self.table, config)
         self.buffer = ProfilingBuffer(self.regs, self.table, config, write_va)
         self.on_irq = on_irq
         self.stats = SpuStats()
@@ -85,6 +88,8 @@ class Spu:
         """Direct read of register ``name`` (after its access check), with VHE redirection."""
         name = redirect(name, ctx)
         spec = self.table[name]
+        if name == "PMBPTR_EL1":
+            self.rules.pmbptr_read(self.profiling_enabled(ctx))
         if spec.on_read:
             return getattr(self, spec.on_read)(name, ctx)
         return self.regs[name]
@@ -95,6 +100,8 @@ class Spu:
         name = redirect(name, ctx)
         spec = self.table[name]
         new = spec.apply_write(self.regs[name], value)
+        if name == "PMBPTR_EL1":
+            self.rules.pmbptr_written(new, self.profiling_enabled(ctx))
         if spec.on_write:
             getattr(self, spec.on_write)(name, new, ctx)
         else:
