@@ -113,6 +113,7 @@
 #define PMBIDR_EL1_ALIGN	GENMASK(3, 0)
 #define PMBIDR_EL1_P		BIT(4)
 #define PMBIDR_EL1_F		BIT(5)
+#define PMBIDR_EL1_EA		GENMASK(11, 8)
 #define PMBIDR_EL1_ALIGN_MAX	UL(0xB)	/* 2 KiB */
 
 /* ---- ID registers ------------------------------------------------------ */

@@ -12,13 +12,27 @@ FSC_TRANSLATION_L3 = 0b000111
 
 
 class TranslationFault(GuestError):
-    """Raised by a translate callback: the VA has no valid stage 1 mapping for the access (a
-    GuestError, so a fault the host itself cannot get past ends the run with one line)."""
+    """Raised by a translate callback: the VA has no valid mapping for the access (a
+    GuestError, so a fault the host itself cannot get past ends the run with one line).
 
-    def __init__(self, va: int, fsc: int = FSC_TRANSLATION_L3):
-        super().__init__(f"translation fault at {va:#x}")
+    Attributes:
+        va: the virtual address whose access faulted.
+        fsc: the long-descriptor fault status code (the level in bits[1:0]).
+        stage: 1, or 2 for a fault of the stage 2 translation (Arm ARM D8.3 "stage 2
+            faults"; a Profiling Buffer write reports it with PMBSR_EL1.EC = 0b100101).
+        ipa: for a stage 2 fault, the intermediate physical address that faulted.
+        s1ptw: for a stage 2 fault, whether it happened on a stage 1 translation table
+            walk's read (ESR_ELx.ISS.S1PTW).
+    """
+
+    def __init__(self, va: int, fsc: int = FSC_TRANSLATION_L3, *, stage: int = 1,
+                 ipa: int | None = None, s1ptw: bool = False):
+        super().__init__(f"{'stage 2 ' if stage == 2 else ''}translation fault at {va:#x}")
         self.va = va
         self.fsc = fsc
+        self.stage = stage
+        self.ipa = ipa
+        self.s1ptw = s1ptw
 
 
 class ExternalAbort(TranslationFault):

@@ -1,4 +1,5 @@
-"""A VMSAv8-64 stage 1 table walker for the host side of the emulator.
+"""A VMSAv8-64 table walker for the host side of the emulator: stage 1, and stage 2 for the
+EL1&0 regime.
 
 The SPU writes records through the *owning* translation regime as a privileged write (SPE
 supplement §3.4, §3.5.3), and semihosting reads guest buffers by virtual address, whatever EL
@@ -6,12 +7,16 @@ the PE is executing at. Unicorn's own ``uc_vmem_translate`` translates with the 
 permissions, so spe_emu walks the tables itself: the 4 KiB, 16 KiB and 64 KiB translation
 granules (Arm ARM D8.2 "Translation granules"), TTBR0/TTBR1 for the EL1&0 regime, TTBR0 for EL2
 and EL3, table, block and page descriptors (Arm ARM D8.3 "Translation table descriptor
-formats"), AP[2] write permission, with a 48-bit output address (no FEAT_LPA / FEAT_LPA2 /
-FEAT_LVA). Stage 2 raises :class:`spe_emu.errors.GuestError`, never a silent guess.
+formats"), AP[2] write permission, the Access flag, with a 48-bit output address (no FEAT_LPA /
+FEAT_LPA2 / FEAT_LVA).
+
+With stage 2 enabled for the EL1&0 regime (:func:`stage2_enabled`: HCR_EL2.VM), every
+output address of stage 1 and every stage 1 table address is an IPA, translated by the stage 2
+walk of VTTBR_EL2 / VTCR_EL2 ({T0SZ, SL0, TG0, PS}; concatenated initial tables; stage 2
+descriptors with S2AP and AF): :func:`stage2`.
 
 The walk of one table tree (:func:`walk`) takes the granule, the input address size and the
-start level as arguments, so a stage 2 walk (VTCR_EL2.{TG0, T0SZ, SL0}, concatenated start
-tables) can reuse it; only :func:`translate` knows about stage 1 registers.
+start level as arguments; stage 1 (:func:`translate`) and stage 2 (:func:`stage2`) use it.
 """
 
 from __future__ import annotations
@@ -19,9 +24,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Protocol
 
-from ..errors import GuestError
 from ..sysreg import RegisterSpec, reg
-from .context import HCR_EL2, SCTLR_ELX, SCTLR_ENC, TTBR0_ENC, TTBR1_EL1, banked
+from .context import HCR_EL2, SCR_EL3, SCTLR_ELX, SCTLR_ENC, TTBR0_ENC, TTBR1_EL1, banked
 from .faults import ExternalAbort, TranslationFault
 
 
@@ -52,10 +56,23 @@ DESC = reg("DESC", (3, 0, 0, 0, 0), "UXN 54", "PXN 53", "OA 47:12", "AF 10", "SH
 
 FSC_ADDRESS_SIZE = 0b000000
 FSC_TRANSLATION = 0b000100
+FSC_ACCESS_FLAG = 0b001000
 FSC_PERMISSION = 0b001100
 FSC_WALK_EXTERNAL = 0b010100
-"""Long-descriptor FSCs of stage 1 faults, the level in bits[1:0] (``EncodeLDFSC()``): address
-size, translation, permission, synchronous External abort on a translation table walk."""
+"""Long-descriptor FSCs of stage 1 and stage 2 faults, the level in bits[1:0]
+(``EncodeLDFSC()``): address size, translation, Access flag, permission, synchronous External
+abort on a translation table walk."""
+FSC_KIND_MASK = ~0b11
+"""Clears the level of a long-descriptor FSC (its bits[1:0])."""
+# Stage 2 (Arm ARM D19.2 VTCR_EL2, VTTBR_EL2; D8.3 stage 2 Block and Page descriptors:
+# S2AP[1] allows writes, S2AP[0] reads; HA and the stage 2 memory attributes are not modelled).
+VTCR_EL2 = reg("VTCR_EL2", (3, 4, 2, 1, 2), "PS 18:16", "TG0 15:14", "SH0 13:12",
+               "ORGN0 11:10", "IRGN0 9:8", "SL0 7:6", "T0SZ 5:0",
+               doc="Arm ARM D19.2 (SH0, ORGN0 and IRGN0 are not modelled)")
+VTTBR_EL2 = reg("VTTBR_EL2", (3, 4, 2, 1, 0), "VMID 63:48", "BADDR 47:1", "CnP 0",
+                doc="Arm ARM D19.2")
+S2DESC = reg("S2DESC", (3, 0, 0, 0, 0), "XN 54", "OA 47:12", "AF 10", "SH 9:8", "S2AP 7:6",
+             "MemAttr 5:2", "TYPE 1", "VALID 0", doc="Arm ARM D8.3 (stage 2)")
 ID_AA64MMFR0_EL1 = reg("ID_AA64MMFR0_EL1", (3, 0, 0, 7, 0), "PARange 3:0", read_only=True,
                        doc="Arm ARM D19.2")
 # TCR_ELx.{IPS, PS} and ID_AA64MMFR0_EL1.PARange encodings -> bits (Arm ARM D19.2); 0b0110
@@ -109,6 +126,18 @@ GRANULE_64K = Granule("64KB", 16, frozenset({2}))
 # as neither, so 4K.
 TG0_GRANULE = {0b00: GRANULE_4K, 0b01: GRANULE_64K, 0b10: GRANULE_16K, 0b11: GRANULE_64K}
 TG1_GRANULE = {0b00: GRANULE_4K, 0b01: GRANULE_16K, 0b10: GRANULE_4K, 0b11: GRANULE_64K}
+# VTCR_EL2.SL0 -> level of the stage 2 initial lookup, per granule (Arm ARM D19.2 VTCR_EL2.SL0,
+# ``AArch64.S2StartLevel()``; without FEAT_TTST and FEAT_LPA2 the other values are reserved,
+# ``AArch64.S2InvalidSL()``).
+S2_START_LEVEL = {GRANULE_4K: {0b00: 2, 0b01: 1, 0b10: 0},
+                  GRANULE_16K: {0b00: 3, 0b01: 2, 0b10: 1},
+                  GRANULE_64K: {0b00: 3, 0b01: 2, 0b10: 1}}
+S2_MAX_CONCATENATED_BITS = 4
+"""At most 2**4 = 16 translation tables are concatenated at the stage 2 initial lookup."""
+# (granule, start level) -> the smallest PAMax (bits) with which VTCR_EL2.SL0 may select it
+# (``AArch64.S2InvalidSL()``: 4 KiB level 0 and 64 KiB level 1 need 44 bits, 16 KiB level 1
+# needs 42).
+S2_START_MIN_PA = {(GRANULE_4K, 0): 44, (GRANULE_16K, 1): 42, (GRANULE_64K, 1): 44}
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,11 +253,80 @@ def va_range(regime: int, va: int) -> VaRange:
     return ELX_LOWER[regime]
 
 
+def stage2_enabled(cpr: Callable[[tuple[int, int, int, int, int]], int]) -> bool:
+    """Whether the Non-secure EL1&0 regime has stage 2 translation: EL2 is enabled
+    (``EL2Enabled()``: SCR_EL3.NS == 1; the machine implements EL2 and EL3), HCR_EL2.VM == 1
+    and not HCR_EL2.{E2H, TGE} == {1, 1}, where HCR_EL2.VM behaves as 0 (Arm ARM D19.2
+    HCR_EL2.TGE). ``cpr`` reads a system register by encoding."""
+    hcr = cpr(HCR_EL2.encoding.tuple)
+    return bool(HCR_EL2.get(hcr, "VM") and SCR_EL3.get(cpr(SCR_EL3.encoding.tuple), "NS")
+                and not (HCR_EL2.get(hcr, "E2H") and HCR_EL2.get(hcr, "TGE")))
+
+
+def _pa_max(cpr: Callable[[tuple[int, int, int, int, int]], int]) -> int:
+    """``AArch64.PAMax()``: ID_AA64MMFR0_EL1.PARange in bits (48 at most, no FEAT_LPA)."""
+    return PA_BITS.get(ID_AA64MMFR0_EL1.get(cpr(ID_AA64MMFR0_EL1.encoding.tuple), "PARange"),
+                       48)
+
+
+def stage2(mem: PhysicalView, ipa: int, *, write: bool, read_desc: Callable[[int], int],
+           va: int | None = None, s1ptw: bool = False) -> int:
+    """Physical address of the intermediate physical address ``ipa`` by the stage 2
+    translation of the EL1&0 regime (Arm ARM D8.2, D8.3; ``AArch64.S2Walk()``), checked for a
+    write (``write``: S2AP[1]) or a read (S2AP[0]) and the Access flag. ``read_desc(pa)`` reads
+    one descriptor, raising :class:`ExternalAbort` where there is no memory.
+
+    VTCR_EL2: TG0 the granule (its reserved value as for stage 1, :data:`TG0_GRANULE`), T0SZ
+    the IPA size (clamped to 16..39 as for stage 1), SL0 the initial lookup level
+    (:data:`S2_START_LEVEL`), PS the output address size (at most ID_AA64MMFR0_EL1.PARange).
+    The initial lookup may use up to 16 concatenated tables, VTTBR_EL2.BADDR aligned to their
+    total size. A stage 2 level 0 Translation fault: an IPA beyond T0SZ
+    (``AArch64.IPAIsOutOfRange()``), a reserved SL0 or one inconsistent with T0SZ (the initial
+    lookup would resolve no bit, or need more than 16 tables: ``AArch64.S2InconsistentSL()``).
+    Address size faults and External aborts on the walk as in :func:`walk`.
+
+    Raises:
+        TranslationFault: with ``stage`` = 2, ``ipa``, ``s1ptw`` and ``va`` (default: the IPA);
+            FSC = translation, Address size, Access flag, permission fault or synchronous
+            External abort on the walk, with the level.
+    """
+    cpr = mem.cpr
+    vtcr = cpr(VTCR_EL2.encoding.tuple)
+    fault_va = ipa if va is None else va
+
+    def fault(fsc: int) -> TranslationFault:
+        return TranslationFault(fault_va, fsc, stage=2, ipa=ipa, s1ptw=s1ptw)
+
+    granule = TG0_GRANULE[VTCR_EL2.get(vtcr, "TG0")]
+    ia_bits = 64 - min(max(VTCR_EL2.get(vtcr, "T0SZ"), TXSZ_MIN), TXSZ_MAX)
+    level = S2_START_LEVEL[granule].get(VTCR_EL2.get(vtcr, "SL0"))
+    pa_max = _pa_max(cpr)
+    if (level is None or ipa >> ia_bits or ia_bits > pa_max
+            or pa_max < S2_START_MIN_PA.get((granule, level), 0)
+            or not 1 <= ia_bits - granule.level_shift(level)
+            <= granule.index_bits + S2_MAX_CONCATENATED_BITS):
+        raise fault(FSC_TRANSLATION)  # (level 0)
+    table = initial_table(cpr(VTTBR_EL2.encoding.tuple), granule, ia_bits, level)
+    oa_bits = min(PA_BITS.get(VTCR_EL2.get(vtcr, "PS"), 48), pa_max)
+    try:
+        leaf = walk(read_desc, ipa, table, granule, ia_bits, level, oa_bits)
+    except TranslationFault as found:
+        raise fault(found.fsc) from None
+    if not S2DESC.get(leaf.desc, "AF"):
+        raise fault(FSC_ACCESS_FLAG | leaf.level)
+    if not S2DESC.get(leaf.desc, "S2AP") & (0b10 if write else 0b01):
+        raise fault(FSC_PERMISSION | leaf.level)
+    return leaf.oa
+
+
 def translate(mem: PhysicalView, va: int, regime_el: int, *, write: bool = False,
               checked_read: Callable[[int], int] | None = None) -> int:
-    """Physical address of ``va`` in the stage 1 regime of ``regime_el`` (1 = EL1&0, 2, 3),
-    checked like a privileged data access (AP[2] for a write; Arm ARM D8.4). ``mem`` reads the
-    engine's system registers and physical memory.
+    """Physical address of ``va`` in the translation regime of ``regime_el`` (1 = EL1&0, 2,
+    3), checked like a privileged data access (AP[2] for a write, the Access flag; Arm ARM
+    D8.4, D8.5). ``mem`` reads the engine's system registers and physical memory. With stage 2
+    enabled for EL1&0 (:func:`stage2_enabled`), the stage 1 table addresses and its output
+    address are IPAs translated by :func:`stage2` (a read for a stage 1 table, ``s1ptw``; the
+    access itself for the output address).
 
     Before the walk (``AArch64.S1Translate()``; v8.0: ``AArch64.TranslationTableWalk()``,
     "basefound" / "disabled"), a translation fault at level 0:
@@ -250,24 +348,38 @@ def translate(mem: PhysicalView, va: int, regime_el: int, *, write: bool = False
     With ``checked_read`` (reads one descriptor at a PA, raising :class:`ExternalAbort` where
     there is no memory), the walk also makes the output address size checks (TCR_EL1.IPS /
     TCR_ELx.PS, at most ID_AA64MMFR0_EL1.PARange: ``AArch64.PAMax()``) and reports External
-    aborts on the walk (:func:`walk`); without it, as Unicorn 2.1.4's walker, it does neither.
+    aborts on the walk (:func:`walk`); without it, as Unicorn 2.1.4's walker, stage 1 does
+    neither.
 
-    Not modelled: PSTATE.PAN, hierarchical (table) attributes, the Access flag (an AF == 0
-    descriptor translates), TBID (every access is a data access), HCR_EL2.E2H (EL2 is walked
-    as the single-range EL2 regime).
+    The hardware update of the Access flag (FEAT_HAFDBS) is not implemented: an AF == 0
+    descriptor is an Access flag fault (D8.5.1), as the CPU's own accesses take it.
+
+    Not modelled: PSTATE.PAN, hierarchical (table) attributes, TBID (every access is a data
+    access), HCR_EL2.E2H (EL2 is walked as the single-range EL2 regime), HCR_EL2.{DC, TGE}
+    disabling the EL1&0 stage 1.
 
     Raises:
-        TranslationFault: no valid mapping or a write to a read-only page (FSC = translation or
-            permission fault with the level of the failing descriptor).
-        GuestError: stage 2 is enabled for the EL1&0 regime (HCR_EL2.VM == 1).
+        TranslationFault: no valid mapping, AF == 0, or a write to a read-only page (FSC =
+            translation, Access flag or permission fault with the level of the failing
+            descriptor); with ``stage`` = 2 for a fault of the stage 2 translation.
     """
     regime = max(regime_el, 1)
     cpr = mem.cpr
-    if regime == 1 and HCR_EL2.get(cpr(HCR_EL2.encoding.tuple), "VM"):
-        raise GuestError("stage 2 translation (HCR_EL2.VM == 1) is not modelled for the "
-                         "emulator's own accesses (Profiling Buffer, semihosting)")
+
+    def plain_read(pa: int) -> int:
+        return int.from_bytes(mem.read(pa, 8), "little")
+
+    raw = checked_read or plain_read
+    if regime == 1 and stage2_enabled(cpr):
+        def s2(ipa: int, write_access: bool, s1ptw: bool) -> int:
+            return stage2(mem, ipa, write=write_access, read_desc=raw, va=va, s1ptw=s1ptw)
+
+        read_desc = lambda ipa: raw(s2(ipa, False, True))  # noqa: E731 (stage 1 tables)
+    else:
+        s2 = None
+        read_desc = raw
     if not SCTLR_ELX.get(cpr(SCTLR_ENC[regime]), "M"):
-        return va
+        return va if s2 is None else s2(va, write, False)
     tcr = cpr(TCR_ENC[regime])
     rng = va_range(regime, va)
     ia_bits = 64 - min(max(rng.tcr.get(tcr, rng.tsz), TXSZ_MIN), TXSZ_MAX)
@@ -280,17 +392,16 @@ def translate(mem: PhysicalView, va: int, regime_el: int, *, write: bool = False
     granule = rng.granules[rng.tcr.get(tcr, rng.tg)]
     level = granule.start_level(ia_bits)
     table = initial_table(cpr(rng.ttbr), granule, ia_bits, level)
-    if checked_read is None:
-        leaf = walk(lambda pa: int.from_bytes(mem.read(pa, 8), "little"), va, table, granule,
-                    ia_bits, level)
+    if checked_read is None and s2 is None:
+        leaf = walk(read_desc, va, table, granule, ia_bits, level)
     else:
-        oa_bits = min(PA_BITS[rng.tcr.get(tcr, rng.ps)],
-                      PA_BITS.get(ID_AA64MMFR0_EL1.get(cpr(ID_AA64MMFR0_EL1.encoding.tuple),
-                                                       "PARange"), 48))
-        leaf = walk(checked_read, va, table, granule, ia_bits, level, oa_bits)
+        oa_bits = min(PA_BITS.get(rng.tcr.get(tcr, rng.ps), 48), _pa_max(cpr))
+        leaf = walk(read_desc, va, table, granule, ia_bits, level, oa_bits)
+    if not DESC.get(leaf.desc, "AF"):
+        raise TranslationFault(va, FSC_ACCESS_FLAG | leaf.level)
     if write and DESC.get(leaf.desc, "AP2"):  # read-only
         raise TranslationFault(va, FSC_PERMISSION | leaf.level)
-    return leaf.oa
+    return leaf.oa if s2 is None else s2(leaf.oa, write, False)
 
 
 def walk_fault(mem: PhysicalView, va: int, regime_el: int,
@@ -298,16 +409,16 @@ def walk_fault(mem: PhysicalView, va: int, regime_el: int,
     """The FSC of the Address size fault or synchronous External abort on a translation table
     walk (:data:`FSC_ADDRESS_SIZE`, :data:`FSC_WALK_EXTERNAL` with the level in bits[1:0])
     the stage 1 walk of ``va`` in the regime of ``regime_el`` ends with, or None when it ends
-    otherwise (a translation, a translation fault, stage 2 enabled). Unicorn's walker has
-    neither fault (it reads zeros from no memory: a translation fault one level down, and
-    lets any output address through), so the machine asks this when a fault or an access to
-    no memory comes out of a translation (Arm ARM D8.3, ``AArch64.S1Walk()``)."""
+    otherwise (a translation, a translation fault, a fault of the stage 2 translation).
+    Unicorn's walker has neither fault (it reads zeros from no memory: a translation fault
+    one level down, and lets any output address through), so the machine asks this when a
+    fault or an access to no memory comes out of a translation (Arm ARM D8.3,
+    ``AArch64.S1Walk()``)."""
     try:
         translate(mem, va, regime_el, checked_read=checked_read)
     except TranslationFault as fault:
         kind = fault.fsc & ~0b11
-        if kind in (FSC_ADDRESS_SIZE, FSC_WALK_EXTERNAL) and type(fault) is TranslationFault:
+        if (kind in (FSC_ADDRESS_SIZE, FSC_WALK_EXTERNAL) and type(fault) is TranslationFault
+                and fault.stage == 1):
             return fault.fsc
-    except GuestError:
-        pass
     return None

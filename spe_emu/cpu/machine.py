@@ -34,7 +34,7 @@ from typing import Callable, NamedTuple
 from unicorn import (UC_ARCH_ARM64, UC_ERR_FETCH_UNMAPPED, UC_ERR_READ_UNMAPPED,
                      UC_ERR_WRITE_UNMAPPED, UC_HOOK_BLOCK, UC_HOOK_CODE, UC_HOOK_INSN, UC_HOOK_INTR,
                      UC_HOOK_MEM_UNMAPPED, UC_MEM_FETCH_UNMAPPED, UC_MEM_WRITE_UNMAPPED,
-                     UC_MODE_ARM, UC_PROT_READ, UC_PROT_WRITE, Uc, UcError)
+                     UC_MODE_ARM, Uc, UcError)
 from unicorn import arm64_const as A
 from unicorn.unicorn_py3.arch.arm64 import CpReg, UcRegCP64
 from unicorn.unicorn_py3.unicorn import uclib
@@ -102,8 +102,12 @@ CONTEXT_ENCODINGS = tuple(r.encoding.tuple for r in (SCR_EL3, HCR_EL2, MDCR_EL2,
 # Writes that change stage 1 translation (SCTLR, TTBR0/1, TCR of EL1/EL2/EL3): flush the
 # host-side translation cache.
 TRANSLATION_WRITES = {enc for table in (SCTLR_ENC, TTBR0_ENC, banked(TTBR1_EL1), mmu.TCR_ENC)
-                      for enc in table.values()}
+                      for enc in table.values()} | {mmu.VTTBR_EL2.encoding.tuple,
+                                                     mmu.VTCR_EL2.encoding.tuple}
 CRN_TLBI = 8
+# Writes that may turn stage 2 of the EL1&0 regime on or off (HCR_EL2.{VM, E2H, TGE},
+# SCR_EL3.NS): the host-side translations are flushed when they do.
+STAGE2_SWITCHES = {HCR_EL2.encoding.tuple, SCR_EL3.encoding.tuple}
 ERET_WORD = 0xD69F03E0
 PSB_CSYNC_WORD = 0xD503223F  # HINT #17 (Arm ARM C6.2 PSB CSYNC)
 DAIF_IMM_MASK, DAIF_IMM_VALUE = 0xFFFFF0DF, 0xD50340DF  # MSR DAIFSet/DAIFClr, #imm
@@ -172,10 +176,6 @@ PYTHON_UNDEFS = ((0xFFD00000, 0xD5100000), (0xFFFFFFFF, 0xD4400000 | 0xF000 << 5
 # uc_hook_add (variadic): a function object of our own, without the binding's argtypes, so
 # the binding's own prototype is left as it is (item access makes a new object each time).
 UC_HOOK_ADD = uclib["uc_hook_add"]
-# uc_err uc_vmem_translate(uc_engine *uc, uint64_t address, uc_prot prot, uint64_t *paddress)
-UC_VMEM_TRANSLATE = uclib["uc_vmem_translate"]
-UC_VMEM_TRANSLATE.argtypes = (ctypes.c_void_p, ctypes.c_uint64, ctypes.c_int,
-                              ctypes.POINTER(ctypes.c_uint64))
 
 
 @lru_cache(maxsize=4096)
@@ -402,7 +402,7 @@ class Machine:
         self._pmbirq_input = self.gic.input(config.board.ppi("pmbirq"))
         for spec in specs[1:]:
             self._add_device(spec)
-        self.spu = Spu(config.spe, self._spu_write, self._pmbirq)
+        self.spu = Spu(config.spe, self._spu_write, self._pmbirq, self._spu_serror)
         self.sysregs.register(self.spu, self.spu.table)
         self.spu.rules.report, self.spu.rules.pc = self._guest_error, lambda: self.pc
         self.qemu_exception = ExceptionReader(self.uc)
@@ -892,34 +892,49 @@ class Machine:
         return max(el, 1)
 
     def _translate(self, va: int, regime: int, write: bool = False) -> int:
-        """Translation for host-side accesses: stage 1 by the emulator's own walker, cached
-        per 4 KiB page (flushed on SCTLR/TTBR/TCR writes and TLBI). With stage 2 enabled for
-        the EL1&0 regime (HCR_EL2.VM == 1) while the PE executes in it, QEMU's walker does
-        stages 1 and 2 (``uc_vmem_translate``, with the current EL's permissions; not cached:
-        VTTBR_EL2/VTCR_EL2 writes are not watched). Stage 2 for a regime the PE is not in
-        (a Profiling Buffer owned by EL1 written while EL2 runs) is not modelled yet.
+        """Translation for host-side accesses on the guest's behalf (the fetch of a trapped
+        instruction, semihosting blocks, Profiling Buffer writes, PA packets): stage 1 and,
+        for the EL1&0 regime with HCR_EL2.VM == 1, stage 2 by the emulator's own walker
+        (:func:`mmu.translate`, with the Address size and External abort checks), whatever
+        EL the PE is at; cached per 4 KiB page (flushed on SCTLR/TTBR/TCR/VTTBR_EL2/VTCR_EL2
+        writes, an HCR_EL2 or SCR_EL3 write that turns stage 2 on or off, and TLBI).
 
         Raises:
-            TranslationFault: the access does not translate (under stage 2 the FSC is that of
-                a level 3 translation fault: the walker does not say which fault it was).
+            TranslationFault: the access does not translate (its ``stage``, FSC with the
+                level, and for stage 2 the IPA).
         """
-        if regime == 1:
-            ctx = self.context()
-            if HCR_EL2.get(ctx.hcr_el2, "VM") and ctx.el < 2:
-                pa = ctypes.c_uint64()
-                if UC_VMEM_TRANSLATE(self.uc._uch, va, UC_PROT_WRITE if write else UC_PROT_READ,
-                                     ctypes.byref(pa)):
-                    raise TranslationFault(va)
-                return pa.value
         key = (regime, va >> 12, write)
         page = self._xlate.get(key)
         if page is None:
             try:
-                page = mmu.translate(self.fast, va & ~0xFFF, regime, write=write) & ~0xFFF
+                page = mmu.translate(self.fast, va & ~0xFFF, regime, write=write,
+                                     checked_read=self._descriptor) & ~0xFFF
             except TranslationFault as fault:
-                raise TranslationFault(va, fault.fsc) from None  # the address that faulted
+                ipa = fault.ipa
+                if ipa is not None and not fault.s1ptw:
+                    ipa |= va & 0xFFF
+                raise TranslationFault(va, fault.fsc, stage=fault.stage, ipa=ipa,
+                                       s1ptw=fault.s1ptw) from None  # (the address that faulted)
             self._xlate[key] = page
         return page | (va & 0xFFF)
+
+    def _descriptor(self, pa: int) -> int:
+        """One translation table descriptor at ``pa`` (a host-side walk's read).
+
+        Raises:
+            ExternalAbort: no RAM or device at ``pa``.
+        """
+        try:
+            return int.from_bytes(self.fast.read(pa, 8), "little")
+        except UcError:
+            raise ExternalAbort(pa) from None
+
+    def _stage2_switch(self, enc: tuple[int, ...], value: int) -> bool:
+        """Whether writing ``value`` to the register ``enc`` (HCR_EL2, SCR_EL3) turns stage 2
+        of the EL1&0 regime on or off (:func:`mmu.stage2_enabled`)."""
+        cpr = self.fast.cpr
+        return mmu.stage2_enabled(cpr) != mmu.stage2_enabled(
+            lambda e: value if e == enc else cpr(e))
 
     def _flush_translations(self) -> None:
         """Forget host-side translations (SCTLR/TTBR/TCR write, TLBI), and the native hook's
@@ -970,20 +985,26 @@ class Machine:
         self.fast.write(self._translate(va, regime, write=True), data)
 
     def _spu_write(self, va: int, data: bytes) -> None:
-        """Profiling Buffer writes (within one page): privileged, owning regime (§3.4). A
-        write that reaches no memory or device is an External abort (§3.5.4): raised as
-        :class:`ExternalAbort` for the buffer to report, or dropped, as
+        """Profiling Buffer writes (within one page): privileged, owning regime, through
+        stage 2 when it applies to it (§3.4; Arm ARM D17.8.3). A write that reaches no memory
+        or device is an External abort (§3.5.4), which the buffer handles as
         ``SpeConfig.external_abort`` says.
 
         Raises:
-            TranslationFault: no mapping; ExternalAbort: no memory behind it."""
+            TranslationFault: a stage 1 or stage 2 fault (including an External abort on a
+                walk); ExternalAbort: no memory behind the write."""
         _, owner_el = self.spu.owner(self.context())
         pa = self._translate(va, owner_el, write=True)
         if self.bus.find(pa) is None:
-            if self.cfg.spe.external_abort == "ignore":
-                return
             raise ExternalAbort(va)
         self.fast.write(pa, data)
+
+    def _spu_serror(self) -> None:
+        """An External abort on a Profiling Buffer write is a physical SError exception
+        (``SpeConfig.external_abort == "serror"``, Arm ARM D17.8.4.2): pending from now on,
+        taken at the next stop where PSTATE.A and the routing allow it."""
+        self.pe.serror_pending = True
+        self._device_changed()
 
     def _guest_error(self, message: str) -> None:
         self.guest_errors.append(message)
@@ -995,12 +1016,13 @@ class Machine:
         self._python_controls()
 
     def _irq_line(self) -> bool:
-        """Whether the GIC asserts IRQ or FIQ to the PE or a virtual SError is pending
-        (HCR_EL2.VSE), recomputed only after GIC state or HCR_EL2/SCR_EL3 may have changed
-        (the native CPU-interface path marks the GIC's state dirty)."""
+        """Whether the GIC asserts IRQ or FIQ to the PE or a physical or virtual SError
+        (HCR_EL2.VSE) is pending, recomputed only after GIC state or HCR_EL2/SCR_EL3 may have
+        changed (the native CPU-interface path marks the GIC's state dirty)."""
         if self._irq_line_value is None or self._gic_state.dirty:
             self._gic_state.dirty = 0
             self._irq_line_value = (self.gic.irq_line() or self.gic.fiq_line()
+                                    or self.pe.serror_pending
                                     or self.pe.virtual_serror_pending(self.context()))
         return self._irq_line_value
 
@@ -1022,8 +1044,8 @@ class Machine:
             return False
         kind, target = found
         if kind is VectorKind.SERROR:
-            self.pe.take_virtual_serror(self.pc)
-            self._irq_line_value = None  # (HCR_EL2.VSE cleared)
+            self.pe.take_serror(self.context(), self.pc)
+            self._irq_line_value = None  # (HCR_EL2.VSE or the physical SError cleared)
         else:
             self.pe.take(target, kind, self.pc)
         self._ctx = None
@@ -1120,7 +1142,7 @@ class Machine:
                 s.data_va = info.data_address(pc, regs)
                 if s.data_va is not None and collect_pa:
                     try:
-                        s.data_pa = mmu.translate(self.fast, s.data_va, self._regime_el(ctx.el))
+                        s.data_pa = self._translate(s.data_va, self._regime_el(ctx.el))
                     except TranslationFault:
                         s.data_pa = None
         if ts is not None:
@@ -2090,6 +2112,8 @@ class Machine:
             self._flush_translations()
             return 0
         if enc in WATCHED_WRITES:
+            if enc in STAGE2_SWITCHES and self._stage2_switch(enc, cp.val):
+                self._flush_translations()
             self._ctx = None
             self._ref_enabled = None
             self._irq_line_value = None  # (HCR_EL2.VSE, AMO, TGE; SCR_EL3.NS)

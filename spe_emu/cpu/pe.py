@@ -35,6 +35,10 @@ class ProcessingElement:
         self.mem = mem
         self.irq = irq
         self.fiq = fiq
+        self.serror_pending = False
+        """A physical SError interrupt is pending (its only source: an External abort on a
+        Profiling Buffer write with ``SpeConfig.external_abort == "serror"``, Arm ARM
+        D17.8.4.2); cleared when it is taken."""
 
     # -- routing ------------------------------------------------------------------------
     @staticmethod
@@ -56,6 +60,30 @@ class ProcessingElement:
         if ctx.el2_enabled and (HCR_EL2.get(ctx.hcr_el2, hcr_bit) or ctx.tge):
             return 2
         return 1
+
+    @staticmethod
+    def serror_target(ctx: AccessContext) -> int:
+        """The EL a physical SError is routed to (Arm ARM D1.3.5: SCR_EL3.EA, then
+        HCR_EL2.AMO or TGE when EL2 is enabled)."""
+        if SCR_EL3.get(ctx.scr_el3, "EA"):
+            return 3
+        if ctx.el2_enabled and (HCR_EL2.get(ctx.hcr_el2, "AMO") or ctx.tge):
+            return 2
+        return 1
+
+    def _physical_serror(self, ctx: AccessContext) -> int | None:
+        """The EL the pending physical SError is taken to now, or None: not routed below the
+        current EL, and masked by PSTATE.A when taken to the current EL or to EL1 from EL0
+        (Arm ARM D1.3.6: an exception routed to EL2 or EL3 above the current EL is not
+        masked)."""
+        if not self.serror_pending:
+            return None
+        target = self.serror_target(ctx)
+        if target < ctx.el:
+            return None
+        if target > ctx.el and target != 1:
+            return target
+        return None if PSTATE.get(current_pstate(self.mem), "A") else target
 
     @staticmethod
     def virtual_serror_pending(ctx: AccessContext) -> bool:
@@ -83,7 +111,12 @@ class ProcessingElement:
         it only when it is taken to the current EL (Arm ARM D1.3.6). FIQ first when both are;
         then a pending virtual SError (:meth:`virtual_serror_pending`), taken to EL1 from EL1
         or EL0 unless PSTATE.A masks it (QEMU 7.2 likewise takes the virtual one last; virtual
-        IRQs and FIQs are taken by Unicorn's QEMU itself)."""
+        IRQs and FIQs are taken by Unicorn's QEMU itself). A pending physical SError
+        (:attr:`serror_pending`) comes before all of them (the order among asynchronous
+        exceptions is not architected)."""
+        serror = self._physical_serror(ctx)
+        if serror is not None:
+            return VectorKind.SERROR, serror
         found = self._physical_interrupt(ctx)
         if found is None and ctx.el < 2 and self.virtual_serror_pending(ctx):
             if not PSTATE.get(current_pstate(self.mem), "A"):
@@ -106,14 +139,15 @@ class ProcessingElement:
     def isr_el1(self, ctx: AccessContext) -> int:
         """ISR_EL1 (Arm ARM D19.2): I and F show the physical IRQ/FIQ asserted, or, at EL1
         with EL2 enabled and HCR_EL2.IMO/FMO set, the virtual ones HCR_EL2.VI/VF request; A
-        shows a pending virtual SError (HCR_EL2.{AMO, VSE}) at EL1, else 0: no physical
-        SError source exists in this model."""
+        shows a pending virtual SError (HCR_EL2.{AMO, VSE}) at EL1 with HCR_EL2.AMO = 1, else
+        a pending physical SError (:attr:`serror_pending`)."""
         virtual = ctx.el == 1 and ctx.el2_enabled
         i = (HCR_EL2.get(ctx.hcr_el2, "VI") if virtual and HCR_EL2.get(ctx.hcr_el2, "IMO")
              else self.irq())
         f = (HCR_EL2.get(ctx.hcr_el2, "VF") if virtual and HCR_EL2.get(ctx.hcr_el2, "FMO")
              else self.fiq())
-        a = virtual and HCR_EL2.get(ctx.hcr_el2, "AMO") and HCR_EL2.get(ctx.hcr_el2, "VSE")
+        a = (HCR_EL2.get(ctx.hcr_el2, "VSE") if virtual and HCR_EL2.get(ctx.hcr_el2, "AMO")
+             else self.serror_pending)
         return ISR_EL1.make(I=int(i), F=int(f), A=int(a))
 
     def take_virtual_serror(self, preferred_return: int) -> ExceptionEntry:
@@ -125,6 +159,19 @@ class ProcessingElement:
         self.mem.set_cpr(HCR_EL2.encoding.tuple, HCR_EL2.set(hcr, "VSE", 0))
         return take_exception(self.mem, 1, VectorKind.SERROR, preferred_return=preferred_return,
                               syndrome=esr(EC.SERROR))
+
+    def take_serror(self, ctx: AccessContext, preferred_return: int) -> ExceptionEntry:
+        """Take the SError :meth:`deliverable_interrupt` found: the pending physical one
+        (``AArch64.TakePhysicalSErrorException()``: to :meth:`serror_target`, vector +0x180,
+        ESR_ELx EC 0x2F with IL = 1 and ISS 0 -- IDS = 0, and without FEAT_RAS ISS[23:0] is
+        RES0, so no AET/EA/DFSC --, ELR_ELx = the instruction not executed; the pending state
+        is cleared), else the virtual one (:meth:`take_virtual_serror`)."""
+        target = self._physical_serror(ctx)
+        if target is None:
+            return self.take_virtual_serror(preferred_return)
+        self.serror_pending = False
+        return take_exception(self.mem, target, VectorKind.SERROR,
+                              preferred_return=preferred_return, syndrome=esr(EC.SERROR))
 
     def external_abort(self, ctx: AccessContext, *, fetch: bool, write: bool
                        ) -> tuple[int, int]:

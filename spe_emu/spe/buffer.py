@@ -12,9 +12,11 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..arch.faults import ExternalAbort, TranslationFault, page_chunks
+from ..arch.mmu import FSC_KIND_MASK, FSC_WALK_EXTERNAL
 from ..sysreg import RegisterTable
 from .config import SpeConfig
-from .registers import BSC_FILLED, EC_OTHER, EC_STAGE1_ABORT, PMBSR_MSS_ABORT, PMBSR_MSS_OTHER
+from .registers import (BSC_FILLED, EC_OTHER, EC_STAGE1_ABORT, EC_STAGE2_ABORT, PMBSR_MSS_ABORT,
+                        PMBSR_MSS_OTHER)
 
 
 
@@ -35,14 +37,20 @@ class ProfilingBuffer:
         table: the SPE register table (field layouts).
         config: the implementation choices (MaxSize, Align).
         write_va: ``write_va(va, data)`` writes guest memory through the owning translation
-            regime; raises :class:`TranslationFault`.
+            regime; raises :class:`TranslationFault` (stage 1 or 2, including an External
+            abort on a walk) or :class:`ExternalAbort` (the write reached no memory).
+        on_serror: called for each External abort that ``config.external_abort == "serror"``
+            turns into a physical SError exception (Arm ARM D17.8.4.2).
     """
 
     def __init__(self, regs: dict[str, int], table: RegisterTable, config: SpeConfig,
-                 write_va: Callable[[int, bytes], None]):
+                 write_va: Callable[[int, bytes], None],
+                 on_serror: Callable[[], None] | None = None):
         self.regs = regs
         self.t = table
         self.write_va = write_va
+        self.on_serror = on_serror
+        self._external_abort = config.external_abort_behaviour
         self._limit_mask = table["PMBLIMITR_EL1"].field("LIMIT").mask
         self._align = config.align_bytes
         self._max_record = config.max_record_bytes
@@ -88,8 +96,12 @@ class ProfilingBuffer:
         (PMBSR_EL1.{S, EC, BSC} = {1, 0, 1}; PMBPTR_EL1 points after the last complete record).
         A record that does not fit at all (software broke the §3.4.1 rule) is not written and
         raises the same event with DL = 1 -- the model's choice among the UNPREDICTABLE options.
-        A translation fault raises a stage 1 Data Abort management event (EC 0b100100), with
-        PMBPTR_EL1 = the faulting address and DL = 1 if part of the record was written.
+        An MMU fault raises a Data Abort management event (Arm ARM D17.8.3): EC 0b100100 for
+        stage 1, 0b100101 for stage 2, MSS.FSC = the fault's FSC with its level, PMBPTR_EL1 =
+        the faulting virtual address (ESR, FAR and HPFAR_EL2 are not written) and DL = 1 if
+        part of the record was written. External aborts (on the write or on a walk for it)
+        are handled as ``SpeConfig.external_abort`` says (D17.8.4): reported the same way
+        with PMBSR_EL1.EA = 1, ignored, or an SError exception.
         """
         record = self.padded(record)
         ptr = self.regs["PMBPTR_EL1"]
@@ -98,11 +110,15 @@ class ProfilingBuffer:
                                   mss=PMBSR_MSS_OTHER[0].set(0, BSC_FILLED), dl=1)
         written, fault = self._write_pages(ptr, record)
         if fault is not None:
+            on_walk = fault.fsc & FSC_KIND_MASK == FSC_WALK_EXTERNAL
+            as_mmu_fault = on_walk and self._external_abort == "fault"
             self.regs["PMBPTR_EL1"] = fault.va
-            return 0, self._event("fault", ec=EC_STAGE1_ABORT,
+            return 0, self._event("fault",
+                                  ec=EC_STAGE2_ABORT if fault.stage == 2 else EC_STAGE1_ABORT,
                                   mss=PMBSR_MSS_ABORT[0].set(0, fault.fsc),
                                   dl=1 if written else None,
-                                  ea=isinstance(fault, ExternalAbort))
+                                  ea=(isinstance(fault, ExternalAbort) or on_walk)
+                                  and not as_mmu_fault)
         ptr += len(record)
         self.regs["PMBPTR_EL1"] = ptr
         if ptr > self.headroom_end:
@@ -141,12 +157,19 @@ class ProfilingBuffer:
 
     def _write_pages(self, ptr: int, data: bytes) -> tuple[int, TranslationFault | None]:
         """Write ``data`` at ``ptr`` page by page, so that a fault stops at the faulting
-        address. Returns (bytes written, the fault or None)."""
+        address. An External abort that ``SpeConfig.external_abort`` ignores or makes an
+        SError drops that page's bytes and the write goes on (Arm ARM D17.8.4.1, D17.8.4.2).
+        Returns (bytes written, the fault or None)."""
         written = 0
-        try:
-            for va, start, end in page_chunks(ptr, len(data)):
+        for va, start, end in page_chunks(ptr, len(data)):
+            try:
                 self.write_va(va, data[start:end])
-                written = end
-        except TranslationFault as fault:
-            return written, fault
+            except TranslationFault as fault:
+                external = (isinstance(fault, ExternalAbort)
+                            or fault.fsc & FSC_KIND_MASK == FSC_WALK_EXTERNAL)
+                if not external or self._external_abort not in ("ignore", "serror"):
+                    return written, fault
+                if self._external_abort == "serror" and self.on_serror is not None:
+                    self.on_serror()
+            written = end
         return written, None

@@ -33,6 +33,15 @@ MAX_SIZE_CODES = range(0b0100, 0b1011 + 1)
 implementation may not use 16 or 32 B)."""
 ALIGN_CODES = range(0b0000, 0b1011 + 1)
 """PMBIDR_EL1.Align encodings: records aligned to 2**code bytes, 1 B..2 KiB (§4.3.1)."""
+EXTERNAL_ABORT_CHOICES = ("report", "ignore", "serror", "fault")
+"""The values of :attr:`SpeConfig.external_abort` (Arm ARM D17.8.4)."""
+PMBIDR_EA = {"report": 0b0000, "ignore": 0b0001, "serror": 0b0010, "fault": 0b0000}
+"""PMBIDR_EL1.EA for each :attr:`SpeConfig.external_abort`: the mechanism used for an External
+abort that does not generate an MMU fault (Arm ARM D17.8.4 IKDMQG; PMBIDR_EL1.EA: 0b0000 not
+described, 0b0001 ignored, 0b0010 SError; the field exists from FEAT_SPEv1p2). "report"
+(reported to the SPU) has no encoding of its own: 0b0000, which FEAT_SPEv1p3 does not permit,
+nor reporting to the SPU (D17.8.4.4): with PMSVer >= FEAT_SPEv1p3 only "ignore" and "serror"
+are valid."""
 
 
 @dataclass(frozen=True)
@@ -143,13 +152,30 @@ class SpeConfig:
         exception_record_detail: for a sampled operation that generates an exception, keep
             the PC, Operation Type and counters in the record (§2.3.5 says it is UNPREDICTABLE
             whether the record has more than Events + End/Timestamp; default True).
-        external_abort: what a Profiling Buffer write that reaches no memory does (§3.5.4,
-            Arm ARM D17.8.4, IMPLEMENTATION DEFINED): ``"report"`` (default) -- reported to
-            the SPU synchronously: a Profiling Buffer management event with PMBSR_EL1.EA = 1,
-            EC = 0b100100 (stage 1 Data Abort), FSC = 0b010000 (synchronous External abort)
-            and PMBPTR_EL1 = the aborted address; ``"ignore"`` -- the write has no effect and
-            profiling goes on as if it had succeeded. (The SError option is not offered: no
-            SError source is modelled.)
+        external_abort: what an External abort on a Profiling Buffer write does -- the write
+            itself reached no memory or device, or a translation table walk for it did
+            (§3.5.4, Arm ARM D17.8.4, IMPLEMENTATION DEFINED; PMBIDR_EL1.EA advertises it
+            from FEAT_SPEv1p2 on, :data:`PMBIDR_EA`):
+
+            Default (None): ``"report"`` below FEAT_SPEv1p3 (PMSVer 0b0100), ``"ignore"``
+            from it on (:attr:`external_abort_behaviour`).
+
+            - ``"report"``: reported to the SPU synchronously (D17.8.4.4; not permitted
+              with FEAT_SPEv1p3): a Profiling Buffer management event with
+              PMBSR_EL1.EA = 1, S = 1, EC = 0b100100
+              (0b100101 for an abort on a stage 2 walk), MSS.FSC = 0b010000 (synchronous
+              External abort) or 0b0101LL (on a walk, level LL), DL = 1 if part of the
+              record was written, PMBPTR_EL1 = the aborted virtual address;
+            - ``"ignore"`` (D17.8.4.1): the aborted bytes are dropped and profiling goes on
+              as if the write had succeeded; PMBSR_EL1 is not modified;
+            - ``"serror"`` (D17.8.4.2): as ``"ignore"`` for the SPU, and the PE takes a
+              physical SError exception (ESR_ELx.EC = 0x2F, ISS = 0: no FEAT_RAS), routed by
+              SCR_EL3.EA and HCR_EL2.{AMO, TGE}, masked by PSTATE.A;
+            - ``"fault"`` (D17.8.4.3): an External abort on a translation table walk is an
+              MMU fault -- the management event of ``"report"`` with PMBSR_EL1.EA unchanged
+              (D17.8.3 leaves EA to the implementation: unchanged here); an External abort on
+              the write itself, which cannot be an MMU fault, is reported as with
+              ``"report"``.
 
     Model parameters (documented in docs/model.md):
         l1d_lines, tlb_entries, llc_lines: sizes of the sampled-access locality model.
@@ -175,7 +201,7 @@ class SpeConfig:
     tlb_entries: int = 48
     llc_lines: int = 16384
     seed: int = 0
-    external_abort: str = "report"
+    external_abort: str | None = None
     fne: int = 0
     lds: int = 0
     fds: int = 0
@@ -189,8 +215,13 @@ class SpeConfig:
             if not cond:
                 raise ConfigError(f"SpeConfig.{name}={value!r}: {what}")
 
-        need(self.external_abort in ("report", "ignore"), "external_abort",
-             self.external_abort, "must be 'report' or 'ignore'")
+        need(self.external_abort is None or self.external_abort in EXTERNAL_ABORT_CHOICES,
+             "external_abort", self.external_abort,
+             f"must be one of {', '.join(EXTERNAL_ABORT_CHOICES)}")
+        need(self.pmsver < PMSVER_V1P3 or PMBIDR_EA[self.external_abort_behaviour],
+             "external_abort", self.external_abort,
+             "FEAT_SPEv1p3 and later do not report External aborts to the SPU (Arm ARM "
+             "D17.8.4.4, PMBIDR_EL1.EA != 0b0000): 'ignore' or 'serror'")
 
         for feature in FEATURES:
             value = getattr(self, feature.attr)
@@ -225,6 +256,20 @@ class SpeConfig:
     def max_record_bytes(self) -> int:
         """2**PMSIDR_EL1.MaxSize, in bytes."""
         return 1 << self.max_size_code
+
+    @property
+    def external_abort_behaviour(self) -> str:
+        """:attr:`external_abort`, or its default: ``"report"`` below FEAT_SPEv1p3, else
+        ``"ignore"`` (FEAT_SPEv1p3 forbids reporting to the SPU)."""
+        if self.external_abort is not None:
+            return self.external_abort
+        return "report" if self.pmsver < PMSVER_V1P3 else "ignore"
+
+    @property
+    def pmbidr_ea(self) -> int:
+        """PMBIDR_EL1.EA: :data:`PMBIDR_EA` of :attr:`external_abort` with FEAT_SPEv1p2 or
+        later (``pmsver`` >= 0b0011), else 0 (the field is RES0)."""
+        return PMBIDR_EA[self.external_abort_behaviour] if self.pmsver >= PMSVER_V1P2 else 0
 
     @property
     def align_bytes(self) -> int:

@@ -167,8 +167,9 @@ def spe_registers(config: SpeConfig) -> RegisterTable:
                            doc="Arm ARM PMSDSFR_EL1 (FEAT_SPE_FDS): S[n] keeps loads whose "
                                "Data Source value is n"),
     }
-    pmbidr_reset = reg("PMBIDR_EL1", (3, 0, 9, 10, 7), "F 5 RO", "P 4 RO", "Align 3:0 RO").make(
-        F=config.flag_updates, P=0, Align=config.align_code)
+    pmbidr_fields = ("EA 11:8 RO", "F 5 RO", "P 4 RO", "Align 3:0 RO")
+    pmbidr_reset = reg("PMBIDR_EL1", (3, 0, 9, 10, 7), *pmbidr_fields).make(
+        EA=config.pmbidr_ea, F=config.flag_updates, P=0, Align=config.align_code)
     return RegisterTable([
         reg("PMSCR_EL1", (3, 0, 9, 9, 0), "PCT 6", "TS 5", "PA 4", "CX 3", "E1SPE 1", "E0SPE 0",
             check=check_statistical_profiling_access, on_write="write_control",
@@ -195,7 +196,7 @@ def spe_registers(config: SpeConfig) -> RegisterTable:
         reg("PMBSR_EL1", (3, 0, 9, 10, 3), "EC 31:26", "DL 19", "EA 18", "S 17", "COLL 16",
             "MSS 15:0", check=check_profiling_buffer_access, on_write="write_control",
             replan=Replan.ENABLE, doc="§4.3.4"),
-        reg("PMBIDR_EL1", (3, 0, 9, 10, 7), "F 5 RO", "P 4 RO", "Align 3:0 RO", read_only=True,
+        reg("PMBIDR_EL1", (3, 0, 9, 10, 7), *pmbidr_fields, read_only=True,
             reset=pmbidr_reset, check=check_pmbidr_access, on_read="read_pmbidr", doc="§4.3.1"),
         reg("PMSCR_EL2", (3, 4, 9, 9, 0), "PCT 6", "TS 5", "PA 4", "CX 3", "E2SPE 1", "E0HSPE 0",
             check=check_pmscr_el2_access, on_write="write_control", replan=Replan.ENABLE,

@@ -41,10 +41,13 @@ class Spu:
         write_va: writes guest memory through the owning translation regime (raises
             :class:`spe_emu.spe.buffer.TranslationFault`).
         on_irq: called with the new PMBIRQ level whenever PMBSR_EL1.S may have changed.
+        on_serror: called when an External abort on a buffer write is to be taken as a
+            physical SError exception (``SpeConfig.external_abort == "serror"``).
     """
 
     def __init__(self, config: SpeConfig, write_va: Callable[[int, bytes], None],
-                 on_irq: Callable[[bool], None] | None = None):
+                 on_irq: Callable[[bool], None] | None = None,
+                 on_serror: Callable[[], None] | None = None):
         self.config = config
         self.table = spe_registers(config)
         self.regs = {name: value for name, value in self.table.reset_values().items()
@@ -55,7 +58,7 @@ class Spu:
         self.builder = RecordBuilder(config)
         # the driver-bug reporter (the machine sets its report and pc callbacks)
         self.rules = DriverRules(self.regs, self.table, config)
-        self.buffer = ProfilingBuffer(self.regs, self.table, config, write_va)
+        self.buffer = ProfilingBuffer(self.regs, self.table, config, write_va, on_serror)
         self.on_irq = on_irq
         self.stats = SpuStats()
         self._pmbsr_s = self.table["PMBSR_EL1"].field("S")

@@ -18,7 +18,7 @@ from rich.table import Table
 
 from ..errors import GuestError, GuestRunaway, SpeEmuError
 from ..linux.elf import is_linux_program
-from ..spe.config import FEATURES, SpeConfig
+from ..spe.config import EXTERNAL_ABORT_CHOICES, FEATURES, SpeConfig
 from ..session import (GUEST_REGION, KernelOptions, RunOptions, parse_ram_size, run_image,
                        run_kernel)
 
@@ -149,11 +149,18 @@ def main() -> None:
                    + "; ".join(f"{f.name} ({f.register}, default "
                                f"{getattr(SpeConfig(), f.attr)}): {f.doc}" for f in FEATURES)
                    + ".")
+@click.option("--spe-external-abort", "spe_external_abort",
+              type=click.Choice(EXTERNAL_ABORT_CHOICES), default=None,
+              help="What an External abort on a Profiling Buffer write does (Arm ARM D17.8.4; "
+                   "docs/model.md): report = a management event with PMBSR_EL1.EA "
+                   "(default below FEAT_SPEv1p3), ignore (default from FEAT_SPEv1p3), serror "
+                   "= a physical SError exception, fault = an abort on a translation table "
+                   "walk is an MMU fault event.")
 def run(image, args, share, env_set, env_unset, clear_env, machine, kernel, initrd, append,
         dtb, memory, dumpdtb, interval, seed, random, filters, min_latency, timestamps,
         context, pa, exclude_kernel, no_profiling, buffer_size, boot_el, no_firmware,
         firmware_path, max_insns, mode, outdir, perf_data, ground_truth,
-        spe_features) -> None:
+        spe_features, spe_external_abort) -> None:
     """Run IMAGE with SPE enabled and write the trace plus a JSON summary into the output
     directory. IMAGE is a static AArch64 Linux program (run like qemu-aarch64: spe-emu run
     [OPTIONS] PROGRAM [-- ARGS...]; its stdin, stdout, stderr and exit status are the
@@ -162,7 +169,7 @@ def run(image, args, share, env_set, env_unset, clear_env, machine, kernel, init
     console.log)."""
     program_name = image  # (argv[0] of a Linux program: as given, "./a.out" stays so)
     try:
-        spe = SpeConfig().with_features(spe_features)
+        spe = SpeConfig(external_abort=spe_external_abort).with_features(spe_features)
     except SpeEmuError as exc:
         _fail_with(exc)
     image = Path(image) if image is not None else None
