@@ -122,3 +122,22 @@ def test_pointer_read_without_psb_csync(tmp_path, mode):
     assert b["rule"] == "ptr-read-unsynced"
     assert b["registers"]["PMBPTR_EL1"] == xregs(m, 21)[0]
     assert len(m.result.guest_errors) == 1 and "without a PSB CSYNC" in m.result.guest_errors[0]
+
+
+def test_unscanned_code_is_not_judged(tmp_path):
+    # A read from code outside the loaded images (e.g. a kernel running at another address
+    # than it was loaded at) cannot have its PSB CSYNCs seen: not reported.
+    m = run(spe_prologue(0b11, BUF) + LOOP + """
+    msr pmscr_el1, xzr
+    isb
+    mov x0, #0
+""" + EXIT + VECTORS, tmp_path, "fast")
+    rules = m.spu.rules
+    rules.synced = False
+    rules.psb_visible = lambda pc: False
+    rules.pmbptr_read(False)
+    assert rules.breaks == []
+    rules.psb_visible = m._in_scanned_code
+    rules.pc = lambda: 0x4000_0000
+    rules.pmbptr_read(False)
+    assert [b.rule for b in rules.breaks] == ["ptr-read-unsynced"]

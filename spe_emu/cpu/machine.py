@@ -405,6 +405,7 @@ class Machine:
         self.spu = Spu(config.spe, self._spu_write, self._pmbirq, self._spu_serror)
         self.sysregs.register(self.spu, self.spu.table)
         self.spu.rules.report, self.spu.rules.pc = self._guest_error, lambda: self.pc
+        self.spu.rules.psb_visible = self._in_scanned_code
         self.qemu_exception = ExceptionReader(self.uc)
         self.fast = FastAccess(self.uc)
         self.pe = ProcessingElement(self.fast, self.gic.irq_line, self.gic.fiq_line)
@@ -776,6 +777,12 @@ class Machine:
     def _guarded_control_insn(self, _uch, address: int, size: int, _data) -> None:
         """The control instructions' callback: :meth:`_on_control_insn` (:meth:`_guarded`)."""
         self._guarded(lambda: self._on_control_insn(self.uc, address, size, None))
+
+    def _in_scanned_code(self, pc: int) -> bool:
+        """Whether ``pc`` is in a loaded image's executable segment (at its link address),
+        i.e. code whose control instructions and PSB CSYNCs the scan found."""
+        return any(seg.flags & PF_X and seg.vaddr <= pc < seg.vaddr + seg.memsz
+                   for image in self.images for seg in image.segments)
 
     def _control_instruction_addresses(self) -> list[tuple[int, int]]:
         """(address, instruction word) of the ERET, PSB CSYNC and MSR DAIFSet/DAIFClr

@@ -74,6 +74,9 @@ class DriverRules:
         config: MaxSize and Align.
         report: called with each first break's :meth:`RuleBreak.line`.
         pc: the guest PC of the instruction being handled (the machine's).
+        psb_visible: whether the PSB CSYNCs of the code at a PC are seen (the machine hooks
+            those of the loaded images' executable segments only); ptr-read-unsynced is
+            checked only for reads from such code (default: all code).
     """
 
     def __init__(self, regs: dict[str, int], table: RegisterTable, config: SpeConfig,
@@ -85,6 +88,7 @@ class DriverRules:
         self._max_record = config.max_record_bytes
         self.report = report
         self.pc = pc
+        self.psb_visible: Callable[[int], bool] = lambda pc: True
         self.breaks: list[RuleBreak] = []
         self._seen: set[str] = set()
         self.synced = True   # a PSB CSYNC ran with profiling disabled since it was enabled
@@ -125,5 +129,6 @@ class DriverRules:
 
     def pmbptr_read(self, profiling_enabled: bool) -> None:
         """A direct read of PMBPTR_EL1."""
-        if profiling_enabled or not self.synced:
+        if ((profiling_enabled or not self.synced)
+                and self.psb_visible(self.pc() if self.pc else 0)):
             self._broken("ptr-read-unsynced", "PMBPTR_EL1", "PMBSR_EL1")
