@@ -34,7 +34,7 @@ from typing import Callable, NamedTuple
 from unicorn import (UC_ARCH_ARM64, UC_ERR_FETCH_UNMAPPED, UC_ERR_READ_UNMAPPED,
                      UC_ERR_WRITE_UNMAPPED, UC_HOOK_BLOCK, UC_HOOK_CODE, UC_HOOK_INSN, UC_HOOK_INTR,
                      UC_HOOK_MEM_UNMAPPED, UC_MEM_FETCH_UNMAPPED, UC_MEM_WRITE_UNMAPPED,
-                     UC_MODE_ARM, Uc, UcError)
+                     UC_MODE_ARM, UC_PROT_EXEC, Uc, UcError)
 from unicorn import arm64_const as A
 from unicorn.unicorn_py3.arch.arm64 import CpReg, UcRegCP64
 from unicorn.unicorn_py3.unicorn import uclib
@@ -176,6 +176,12 @@ PYTHON_UNDEFS = ((0xFFD00000, 0xD5100000), (0xFFFFFFFF, 0xD4400000 | 0xF000 << 5
 # uc_hook_add (variadic): a function object of our own, without the binding's argtypes, so
 # the binding's own prototype is left as it is (item access makes a new object each time).
 UC_HOOK_ADD = uclib["uc_hook_add"]
+# uc_err uc_vmem_translate(uc_engine *uc, uint64_t address, uc_prot prot, uint64_t *paddress)
+UC_VMEM_TRANSLATE = uclib["uc_vmem_translate"]
+UC_HOOK_DEL = uclib["uc_hook_del"]  # uc_err uc_hook_del(uc_engine *uc, uc_hook hh)
+UC_HOOK_DEL.argtypes = (ctypes.c_void_p, ctypes.c_size_t)
+UC_VMEM_TRANSLATE.argtypes = (ctypes.c_void_p, ctypes.c_uint64, ctypes.c_int,
+                              ctypes.POINTER(ctypes.c_uint64))
 
 
 @lru_cache(maxsize=4096)
@@ -334,6 +340,22 @@ def _block_ends(page: bytes) -> tuple[int, ...]:
                  if _ends_block(word))
 
 
+@dataclass
+class ControlSites:
+    """The control instructions (ERET, PSB CSYNC, MSR DAIFSet/DAIFClr) of one executable
+    segment: ``offsets`` are (byte offset, instruction word) from the segment's start at
+    ``paddr`` (``size`` bytes); the fast loop's hooks sit at ``paddr + shift + offset``
+    (``handles``), ``shift`` following the virtual address the PE runs the segment at
+    (:meth:`Machine._follow_code_mapping`)."""
+
+    vaddr: int
+    paddr: int
+    size: int
+    offsets: tuple[tuple[int, int], ...]
+    shift: int = 0
+    handles: list[int] = field(default_factory=list)
+
+
 class LearntPage(NamedTuple):
     """One code page of :class:`LearntCode`."""
     code: bytes                                          # the page's 4 KiB
@@ -442,6 +464,7 @@ class Machine:
         self._psb_addresses: frozenset[int] = frozenset()  # reference mode (the scan's)
         self._ref_deadline = NEVER  # reference mode: instruction count of the next clock event
         self._waiting = False  # the PE waits in WFI (_wait_if_wfi)
+        self._control_segments: list[ControlSites] = []  # (fast loop: _follow_code_mapping)
         self._rng = Xorshift64(config.spe.seed ^ RNDR_SEED_SALT)  # RNDR/RNDRRS values
         self._last_insn = -1  # reference mode: address of the last instruction run
         self.hold_irq_until = 0  # the sampled instruction completes before an IRQ is taken
@@ -662,10 +685,9 @@ class Machine:
             ctl.psb_fallback = ctypes.cast(self._psb_callback, ctypes.c_void_p).value
             hooks = {ERET_WORD: ctypes.c_void_p(native.eret_hook_address()),
                      PSB_CSYNC_WORD: ctypes.c_void_p(native.psb_hook_address())}
-            control = ctypes.c_void_p(native.control_hook_address())
-            for addr, word in self._control_instruction_addresses():
-                self._native_hook(UC_HOOK_CODE, hooks.get(word, control), ctypes.byref(ctl),
-                                  addr, addr + 3)
+            self._control_hook_kinds = (hooks, ctypes.c_void_p(native.control_hook_address()))
+            for site in self._control_sites():
+                self._hook_control_site(site, (site.vaddr - site.paddr) & MASK64)
             # After each instruction that may misalign SP: SyncChecks.on_sp_written
             self._sp_callback = CODE_HOOK(lambda _uch, address, _size, _data: self._guarded(
                 lambda: self.checks.on_sp_written(address)))
@@ -756,19 +778,21 @@ class Machine:
         return self._guarded(lambda: self._on_msr(self.uc, reg, self._cp_reg(cp_ptr), None), 0)
 
     def _native_hook(self, kind: int, callback, user_data, begin: int, end: int,
-                     *insn: int) -> None:
+                     *insn: int) -> int:
         """``uc_hook_add`` without the binding's per-hook Python wrapper (the caller keeps
         ``callback`` alive for the machine's lifetime); ``insn``: the instruction of a
-        UC_HOOK_INSN hook.
+        UC_HOOK_INSN hook. Returns the hook's handle (for ``uc_hook_del``).
 
         Raises:
             GuestError: Unicorn refused the hook.
         """
-        err = UC_HOOK_ADD(self.uc._uch, ctypes.byref(ctypes.c_size_t()), kind, callback,
+        handle = ctypes.c_size_t()
+        err = UC_HOOK_ADD(self.uc._uch, ctypes.byref(handle), kind, callback,
                           user_data, ctypes.c_uint64(begin), ctypes.c_uint64(end),
                           *(ctypes.c_int(i) for i in insn))
         if err:
             raise GuestError(f"cannot install a native hook (type {kind}, uc error {err})")
+        return handle.value
 
     def _guarded_psb_csync(self, _uch, address: int, size: int, _data) -> None:
         """The PSB CSYNC hook's callback: :meth:`_on_psb_csync` (:meth:`_guarded`)."""
@@ -779,10 +803,66 @@ class Machine:
         self._guarded(lambda: self._on_control_insn(self.uc, address, size, None))
 
     def _in_scanned_code(self, pc: int) -> bool:
-        """Whether ``pc`` is in a loaded image's executable segment (at its link address),
-        i.e. code whose control instructions and PSB CSYNCs the scan found."""
+        """Whether ``pc`` is in a loaded image's executable segment where its hooks sit (its
+        link address, or where the PE runs it: :meth:`_follow_code_mapping`), i.e. code whose
+        control instructions and PSB CSYNCs the scan found and hooked."""
+        if self._control_segments:  # (fast loop)
+            return any((pc - site.paddr - site.shift) & MASK64 < site.size
+                       for site in self._control_segments)
         return any(seg.flags & PF_X and seg.vaddr <= pc < seg.vaddr + seg.memsz
                    for image in self.images for seg in image.segments)
+
+    def _control_sites(self) -> list[ControlSites]:
+        """The control instructions (:meth:`_control_instruction_addresses`) of each executable
+        segment, with no hooks yet."""
+        out = []
+        for image in self.images:
+            for seg in image.segments:
+                if seg.flags & PF_X:
+                    data = bytes(seg.data)
+                    out.append(ControlSites(seg.vaddr, seg.paddr, len(data), tuple(
+                        (off, int.from_bytes(data[off:off + 4], "little"))
+                        for off in control_offsets(data))))
+        self._control_segments = out
+        return out
+
+    def _hook_control_site(self, site: ControlSites, shift: int) -> None:
+        """(Re)install ``site``'s control-instruction hooks at physical address + ``shift``
+        (the segment's virtual addresses when the PE runs it there)."""
+        for handle in site.handles:
+            UC_HOOK_DEL(self.uc._uch, handle)
+        hooks, control = self._control_hook_kinds
+        site.handles = [self._native_hook(UC_HOOK_CODE, hooks.get(word, control),
+                                          ctypes.byref(self.control), addr, addr + 3)
+                        for off, word in site.offsets
+                        for addr in [(site.paddr + shift + off) & MASK64]]
+        site.shift = shift
+
+    def _follow_code_mapping(self) -> bool:
+        """Move the control-instruction hooks of the segment the PC executes in to where the
+        PE runs it, when that is not where they are: a Linux Image is loaded at a physical
+        address and runs at a virtual one it chooses (KIMAGE_VADDR, plus a random KASLR
+        offset), so hooks at its load addresses would never fire and an unmasking MSR
+        DAIFClr would be seen only at the next masked-interrupt poll. Called at a stop while
+        an interrupt is asserted but masked; translates the PC with the current EL's stage 1
+        (and 2) fetch permissions. Returns True when the hooks moved (the translated code is
+        flushed so that the new hooks are in it).
+
+        Only the translation regime of the PC is followed: a second alias of the same code
+        (executed from two virtual addresses) keeps the hooks at the last one seen."""
+        pc = self.pc
+        pa = ctypes.c_uint64()
+        if UC_VMEM_TRANSLATE(self.uc._uch, pc, UC_PROT_EXEC, ctypes.byref(pa)):
+            return False
+        for site in self._control_segments:
+            if site.paddr <= pa.value < site.paddr + site.size:
+                shift = (pc - pa.value) & MASK64
+                if shift == site.shift:
+                    return False
+                self._hook_control_site(site, shift)
+                self.uc.ctl_flush_tb()
+                return True
+        return False
 
     def _control_instruction_addresses(self) -> list[tuple[int, int]]:
         """(address, instruction word) of the ERET, PSB CSYNC and MSR DAIFSet/DAIFClr
@@ -2301,6 +2381,8 @@ class Machine:
                 irq_check = False
                 if self._deliver_irq():
                     self._refresh_enabled()
+                elif self._irq_line():
+                    self._follow_code_mapping()
             self.replan = False
             event = NEVER
             if self.enabled:
