@@ -245,6 +245,14 @@ def prepare_machine(image_path: Path, opts: RunOptions,
             raise ConfigError(f"{image_path}: entry {guest.entry:#x} is outside the guest "
                               f"region {GUEST_REGION[0]:#x}-{GUEST_REGION[1]:#x}; bare-metal "
                               f"images need --no-firmware")
+        spans = sorted((seg.paddr, seg.paddr + seg.memsz) for seg in guest.segments)
+        for (lo, hi), nxt in zip(spans, spans[1:] + [None]):
+            if not GUEST_REGION[0] <= lo <= hi <= GUEST_REGION[1]:
+                raise ConfigError(f"{image_path}: segment {lo:#x}-{hi:#x} is outside the guest "
+                                  f"region {GUEST_REGION[0]:#x}-{GUEST_REGION[1]:#x}")
+            if nxt is not None and nxt[0] < hi:
+                raise ConfigError(f"{image_path}: segments {lo:#x}-{hi:#x} and "
+                                  f"{nxt[0]:#x}-{nxt[1]:#x} overlap")
         firmware = load_elf(opts.firmware_path or default_firmware())
         machine.load(firmware)
         machine.load(guest)

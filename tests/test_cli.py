@@ -262,6 +262,23 @@ def test_elf_offsets_beyond_2_63_are_one_line_errors_in_run_and_report(tmp_path,
     _assert_one_line_error(invoke("report", trace, "--image", bad), str(bad))
 
 
+@pytest.mark.parametrize("paddr,message", [(0x4000_0000, "outside the guest region"),
+                                           (None, "overlap")])
+def test_guest_segments_must_stay_in_the_guest_region(tmp_path, paddr, message):
+    # a guest segment at 0x4000_0000 would overwrite the firmware; overlapping ones each other
+    raw = Path(SORT).read_bytes()
+    phoff = int.from_bytes(raw[0x20:0x28], "little")
+    phent = int.from_bytes(raw[0x36:0x38], "little")
+    loads = [phoff + i * phent for i in range(int.from_bytes(raw[0x38:0x3A], "little"))
+             if int.from_bytes(raw[phoff + i * phent:phoff + i * phent + 4], "little") == 1]
+    first, second = loads[0], loads[1]
+    target = paddr if paddr is not None else int.from_bytes(raw[first + 0x18:first + 0x20],
+                                                            "little")
+    bad = tmp_path / "bad.elf"
+    bad.write_bytes(_with_u64(raw, second + 0x18, target))  # the second PT_LOAD's p_paddr
+    _assert_one_line_error(invoke("run", bad, "-o", tmp_path / "o"), message)
+
+
 def test_usage_errors_exit_125_not_2():
     result = invoke("run", "--no-such-option")
     assert result.exit_code == 125

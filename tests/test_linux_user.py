@@ -412,6 +412,21 @@ def test_static_pie_is_placed_at_the_et_dyn_base(tmp_path):
     assert out.status == 1 and out.stdout.startswith(b"hello, world\nargv[0]=<pie>\n")
 
 
+def test_a_bare_metal_image_is_refused_with_a_hint(tmp_path):
+    # an ELF whose entry is outside the guest region is taken for a Linux program; one placed
+    # in the firmware's RAM cannot be one
+    src = tmp_path / "bm.S"
+    src.write_text(".global _start\n_start: b _start\n")
+    prog = tmp_path / "bm.elf"
+    if shutil.which("aarch64-linux-gnu-gcc") is None:
+        pytest.skip("no cross compiler")
+    import subprocess
+    subprocess.run(["aarch64-linux-gnu-gcc", "-static", "-nostdlib", "-Wl,-Ttext=0x40080000",
+                    "-o", str(prog), str(src)], check=True)
+    with pytest.raises(ImageError, match="overlaps the firmware's memory.*--no-firmware"):
+        _spe(prog, [], None, tmp_path)
+
+
 def test_hwcaps_follow_the_id_registers():
     ids = {(3, 0, 0, 6, 0): 0x1021111110212120, (3, 0, 0, 6, 1): 0x11101211012,
            (3, 0, 0, 4, 0): 0x100112222, (3, 0, 0, 4, 1): 0x1, (3, 0, 0, 7, 2): 0x0}

@@ -97,7 +97,8 @@ def load_linux_program(path: str | Path, va_limit: int) -> LinuxProgram:
             kind = seg["p_type"]
             if kind == "PT_INTERP":
                 raise ImageError(f"{path}: dynamically linked (PT_INTERP): spe-emu runs static "
-                                 f"programs (link with -static or -static-pie)")
+                                 f"programs (link with -static or -static-pie; a bare-metal "
+                                 f"image needs --no-firmware)")
             if kind == "PT_PHDR":
                 phdr_va = seg["p_vaddr"]
             if kind != "PT_LOAD":

@@ -151,13 +151,15 @@ class LinuxProcess:
         sleep: advance virtual time by so many ticks (nanosleep).
         hwcap: ``(AT_HWCAP, AT_HWCAP2)``.
         private: physical ranges whose EL0 identity map is removed at exec (the pool).
+        log: receives one line per guest-visible failure (exec).
     """
 
     def __init__(self, program: LinuxProgram, opts: LinuxOptions, space: AddressSpace,
                  guest_read: Callable[[int, int], bytes],
                  guest_write: Callable[[int, bytes], None], ticks: Callable[[], int],
                  sleep: Callable[[int], None], hwcap: tuple[int, int],
-                 private: tuple[tuple[int, int], ...] = ()):
+                 private: tuple[tuple[int, int], ...] = (),
+                 log: Callable[[str], None] | None = None):
         self.program = program
         self.opts = opts
         self.mem = space
@@ -165,6 +167,7 @@ class LinuxProcess:
         self._ticks, self._sleep = ticks, sleep
         self.hwcap = hwcap
         self._private = private
+        self._log = log
         self._rng = random.Random(opts.seed ^ 0x4C494E5558)  # "LINUX"
         self.root = opts.share.resolve() if opts.share is not None else None
         self.brk_start = self.brk = 0
@@ -188,6 +191,14 @@ class LinuxProcess:
         (u64 each); pt_l1 is the physical address of the firmware's level 1 table (its
         identity map). Maps the program and the stack, writes entry and sp; returns 0 (or
         -1 with the reason in the guest-error log)."""
+        try:
+            return self._exec(param)
+        except (OutOfMemory, GuestError) as exc:
+            if self._log is not None:
+                self._log(f"linux: exec failed: {exc}")
+            return MASK64  # -1: the firmware reports a fatal error
+
+    def _exec(self, param: int) -> int:
         l1 = int.from_bytes(self._gread(param, 8), "little")
         self.mem.attach(l1, self._private)
         prot_of: dict[int, int] = {}

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..cpu.machine import Machine, MachineConfig, RunResult
-from ..errors import ConfigError
+from ..errors import ConfigError, ImageError
 from ..platform.loader import load_elf
 from ..session import (BUFFER_BASE, FIRMWARE_CONFIG_SYMBOL, FIRMWARE_MAGIC, GUEST_REGION,
                        TRACE_NAME, RunOptions, _prepare_outdir, default_firmware,
@@ -90,9 +90,15 @@ def run_program(program_path: Path, lopts: LinuxOptions, opts: RunOptions,
     space = AddressSpace(machine.uc.mem_read, machine.uc.mem_write,
                          pool=(GUEST_REGION[0], mcfg.ram_base + mcfg.ram_size),
                          reserved=tuple(reserved))
+    for seg in program.segments:
+        if not space.usable(seg.vaddr & ~0xFFF, seg.end):
+            raise ImageError(f"{program_path}: PT_LOAD {seg.vaddr:#x}-{seg.end:#x} overlaps the "
+                             f"firmware's memory or a device (a bare-metal image? run it with "
+                             f"--no-firmware)")
     process = LinuxProcess(program, lopts, space, machine.semihost.read_guest,
                            machine.semihost.write_guest, machine.clock.ticks, machine.sleep,
-                           hwcaps(machine.fast.cpr), private=(GUEST_REGION,))
+                           hwcaps(machine.fast.cpr), private=(GUEST_REGION,),
+                           log=machine.guest_errors.append)
     machine.semihost.register_operation(SEMIHOST_SPE_LINUX_EXEC, process.exec_call)
     machine.semihost.register_operation(SEMIHOST_SPE_LINUX_SYSCALL, process.syscall_call)
     machine.semihost.register_operation(SEMIHOST_SPE_LINUX_FAULT, process.fault_call)
