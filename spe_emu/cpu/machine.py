@@ -154,6 +154,10 @@ PREDICT_NO, PREDICT_START, PREDICT_NEXT_PC, PREDICT_END, PREDICT_EVAL = 0, 1, 2,
 # SYS with CRn == 7 and CRm == 1 or 5 is an instruction cache invalidation (IC IALLUIS,
 # IC IALLU, IC IVAU): code may have changed.
 CRN_CACHE, CRM_IC = 7, (1, 5)
+# The SYS operations (op0 == 1) Python acts on: every TLBI (CRn == 8) and IC (CRn == 7, CRm
+# 1 or 5); the native SYS hook leaves the others (DC ..., AT ...) to QEMU.
+PYTHON_SYS = tuple((1, op1, crn, crm, op2) for op1 in range(8) for op2 in range(8)
+                   for crn, crms in ((8, range(16)), (CRN_CACHE, CRM_IC)) for crm in crms)
 # uc_cb_hookcode_t: (uc, address, size, user_data)
 SYS_HOOK = ctypes.CFUNCTYPE(ctypes.c_uint32, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p,
                             ctypes.c_void_p)  # (uc, reg, uc_arm64_cp_reg *, user data)
@@ -454,6 +458,7 @@ class Machine:
         self.intr = native.SpeIntr(entry_retired=NEVER, loop_limit=EXCEPTION_LOOP_LIMIT,
                                    enabled_els=ALL_ELS)
         self.sysreg_filter = native.SpeSysregFilter()
+        self._verdicts_added = False   # the native verdict table may hold entries
         # context (EL 0) -> (IRQ target, FIQ target, ICC access bits) (_native_context)
         self._native_contexts: dict[AccessContext, tuple[int, int, int]] = {}
         self.control = native.SpeControl(python=1)
@@ -631,12 +636,19 @@ class Machine:
             flt.add("msr", enc)
         for enc in self._python_sysreg_encodings("mrs"):
             flt.add("mrs", enc)
-        flt.msr_all = int(self.cfg.mode == "reference")
+        for enc in PYTHON_SYS:
+            flt.add("sys", enc)
+        flt.msr_all = flt.sys_all = int(self.cfg.mode == "reference")
+        flt.daif_key = native.sysreg_key(DAIF_ENC)
+        flt.control = ctypes.addressof(self.control)
         self._msr_callback = SYS_HOOK(self._msr_fallback)
         flt.msr_fallback = ctypes.cast(self._msr_callback, ctypes.c_void_p).value
         self._native_hook(UC_HOOK_INSN, ctypes.c_void_p(native.msr_hook_address()),
                           ctypes.byref(flt), 1, 0, A.UC_ARM64_INS_MSR)
-        uc.hook_add(UC_HOOK_INSN, self._on_sys, None, 1, 0, A.UC_ARM64_INS_SYS)
+        self._sys_callback = SYS_HOOK(self._sys_fallback)
+        flt.sys_fallback = ctypes.cast(self._sys_callback, ctypes.c_void_p).value
+        self._native_hook(UC_HOOK_INSN, ctypes.c_void_p(native.sys_hook_address()),
+                          ctypes.byref(flt), 1, 0, A.UC_ARM64_INS_SYS)
         self.counter = native.SpeCounter(
             emu_stop=ctypes.cast(uclib.uc_emu_stop, ctypes.c_void_p).value)
         self.counter.stop_at = self.counter.event_at = NEVER
@@ -772,6 +784,10 @@ class Machine:
     def _intr_fallback(self, _uch, intno: int, _data) -> None:
         """The native INTR hook's fallback: :meth:`_on_intr` (:meth:`_guarded`)."""
         self._guarded(lambda: self._on_intr(self.uc, intno, None))
+
+    def _sys_fallback(self, _uch, reg: int, cp_ptr, _data) -> int:
+        """The native SYS hook's fallback: :meth:`_on_sys` (:meth:`_guarded`)."""
+        return self._guarded(lambda: self._on_sys(self.uc, reg, self._cp_reg(cp_ptr), None), 0)
 
     def _msr_fallback(self, _uch, reg: int, cp_ptr, _data) -> int:
         """The native MSR hook's fallback: :meth:`_on_msr` (:meth:`_guarded`)."""
@@ -1003,6 +1019,7 @@ class Machine:
                 raise TranslationFault(va, fault.fsc, stage=fault.stage, ipa=ipa,
                                        s1ptw=fault.s1ptw) from None  # (the address that faulted)
             self._xlate[key] = page
+            self.sysreg_filter.sys_cache = 1   # (a TLBI must reach _on_sys now)
         return page | (va & 0xFFF)
 
     def _descriptor(self, pa: int) -> int:
@@ -1029,6 +1046,9 @@ class Machine:
         self._xlate.clear()
         self._headroom_pages.clear()
         self._forget_code()
+        # Nothing is cached now (learnt code and records are only made while profiling is
+        # enabled): TLBI and IC stay native until something is.
+        self.sysreg_filter.sys_cache = int(self.enabled)
 
     def _forget_code(self) -> None:
         """Code or its mapping may have changed: drop the native hook's verdicts and the
@@ -1042,8 +1062,9 @@ class Machine:
     def _forget_verdicts(self) -> None:
         self._learnt.clear()
         self._expanded.clear()
-        if self.cfg.mode == "fast":
+        if self.cfg.mode == "fast" and (self.counter.step_count or self._verdicts_added):
             native.verdicts_clear(self.counter)
+            self._verdicts_added = False
 
     def _fetch(self, pc: int, el: int) -> int:
         """The instruction word at ``pc`` in the regime of ``el`` (memory is re-read every time,
@@ -1171,10 +1192,13 @@ class Machine:
         # disabled (else the population and records must see it: Python), and the native MSR
         # hook leaves writes to QEMU only while profiling is disabled (a write can change what
         # a record holds, e.g. CONTEXTIDR_EL1).
-        self.intr.enabled_els = ALL_ELS if now else sum(
-            1 << el for el in range(4) if el != ctx.el
-            and self.spu.profiling_enabled(replace(ctx, el=el))) | self.checks.python_els()
+        self.intr.enabled_els = (
+            ALL_ELS if now else 0 if not self.spu.buffer_may_be_enabled() else sum(
+                1 << el for el in range(4) if el != ctx.el
+                and self.spu.profiling_enabled(replace(ctx, el=el)))) | self.checks.python_els()
         self.sysreg_filter.msr_all = int(now or self.cfg.mode == "reference")
+        if now:
+            self.sysreg_filter.sys_cache = 1
         self._psb_hook_state()
         self._python_controls()
 
@@ -1366,6 +1390,7 @@ class Machine:
     def _add_verdicts(self, data: bytes) -> bool:
         """Give the native hook the verdict batch ``data``; a full table is emptied first (the
         places sampled from now on are learnt again). False: it does not fit even then."""
+        self._verdicts_added = True
         if not data or native.verdicts_add(self.counter, data):
             return True
         self._forget_verdicts()
@@ -1527,6 +1552,7 @@ class Machine:
             if pa is None:
                 return None
             page = self._code_pages[key] = self.fast.read(pa, 0x1000)
+            self.sysreg_filter.sys_cache = 1
         return page
 
     def _block_code(self, block: int, n: int, ctx: AccessContext) -> bytes | None:
@@ -1798,6 +1824,7 @@ class Machine:
             except TranslationFault:
                 return 0
             self._headroom_pages.add(key)
+            self.sysreg_filter.sys_cache = 1
         end = min(self.spu.buffer.headroom_end, (ptr & ~0xFFF) + 0x1000 * RECORD_WINDOW_PAGES)
         bound = min(RECORD_BYTES_BOUND, self.cfg.spe.max_record_bytes) + self.cfg.spe.align_bytes
         return max(0, (end - ptr) // bound)
@@ -2169,7 +2196,9 @@ class Machine:
         return 0
 
     def _on_sys(self, uc: Uc, reg: int, cp, _data) -> int:
-        """SYS instructions (op0 == 1): a TLBI invalidates the host translation cache."""
+        """SYS instructions (op0 == 1) the native filter passes on (TLBI, IC; every one in
+        the reference loop): a TLBI invalidates the host translation cache, an IC the code
+        the machine learnt."""
         self._catch_up(NEVER)  # (a SYS is never before a predicted or captured sample)
         if cp.crn == CRN_CACHE and cp.crm in CRM_IC:
             self._forget_code()
@@ -2179,8 +2208,13 @@ class Machine:
 
     def _on_msr(self, uc: Uc, reg: int, cp, _data) -> int:
         self._catch_up(NEVER)  # (an MSR is never before a predicted or captured sample)
-        self._counter_reads_changed()
         enc = (cp.op0, cp.op1, cp.crn, cp.crm, cp.op2)
+        if enc == DAIF_ENC and not self._replan_owed():
+            # PSTATE.DAIF changes nothing the run loop planned: no interrupt is asserted (an
+            # unmasking takes none) and profiling is disabled.
+            self._controls_idle()
+            return 0
+        self._counter_reads_changed()
         entry = self.sysregs.lookup(enc)
         if entry is not None and not entry.via_undef:
             # The owner performs the write, and QEMU then executes it as well (returning 0):
@@ -2217,6 +2251,22 @@ class Machine:
                 self._stop_requested = True
         return 0
 
+    def _controls_idle(self) -> None:
+        """Nothing a control instruction (ERET, DAIF write) changes needs Python until a
+        device, a register write or the enable state says otherwise (:meth:`_python_controls`):
+        the native hooks skip them, except an ERET whose SPSR_ELx may set PSTATE.IL (the
+        table for this context); with a Profiling Buffer that may be enabled they stay."""
+        if self.spu.buffer_may_be_enabled():
+            return
+        self.control.eret_il[:] = self.checks.eret_table(replace(self.context(), el=0))
+        self.control.python = self.control.irq = 0
+
+    def _replan_owed(self) -> bool:
+        """Whether a change of PSTATE.DAIF or the EL must stop the run to re-plan: the
+        reference loop always; otherwise while profiling is enabled or an interrupt (or a
+        virtual SError) is asserted, which an unmasking may let in."""
+        return self.cfg.mode == "reference" or self.enabled or self._irq_line()
+
     def _on_control_insn(self, uc: Uc, address: int, size: int, _data) -> None:
         """ERET / MSR DAIFSet|DAIFClr: state changes after this instruction; stop at the next
         block boundary (an ERET ends its block, so that is exactly after it) to re-plan.
@@ -2227,13 +2277,12 @@ class Machine:
         profiling stays disabled at the Exception level returned to. (A re-plan owed for an
         earlier write would find the same: it waits for the next stop.) The cached context
         stays: an ERET changes only the EL, which :meth:`context` reads live."""
-        if not (self.checks.eret_needs_stop(address) or self.enabled or self._irq_line()
+        if not (self.checks.eret_needs_stop(address) or self._replan_owed()
                 or self.spu.buffer_may_be_enabled()):
             # Nothing to do until one of them changes: the native hooks skip the control
             # instructions until then (_python_controls), except an ERET whose SPSR_ELx may
             # set PSTATE.IL in this context (the table eret_il_table gives them).
-            self.control.eret_il[:] = self.checks.eret_table(replace(self.context(), el=0))
-            self.control.python = self.control.irq = 0
+            self._controls_idle()
             return
         self._catch_up(self._insn_index(address), address)
         self.replan = True

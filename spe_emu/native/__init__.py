@@ -135,11 +135,16 @@ class SpeSysregFilter(ctypes.Structure):
 
     _fields_ = [("mrs", ctypes.c_uint8 * (SYSREG_KEYS // 8)),
                 ("msr", ctypes.c_uint8 * (SYSREG_KEYS // 8)),
-                ("msr_all", ctypes.c_uint32), ("pad", ctypes.c_uint32),
-                ("msr_fallback", ctypes.c_void_p), ("skipped", ctypes.c_uint64)]
+                ("sys", ctypes.c_uint8 * (SYSREG_KEYS // 8)),
+                ("msr_all", ctypes.c_uint32), ("sys_all", ctypes.c_uint32),
+                ("sys_cache", ctypes.c_uint32), ("daif_key", ctypes.c_uint32),
+                ("control", ctypes.c_void_p),
+                ("msr_fallback", ctypes.c_void_p), ("sys_fallback", ctypes.c_void_p),
+                ("skipped", ctypes.c_uint64)]
 
     def add(self, which: str, enc: tuple[int, int, int, int, int]) -> None:
-        """Send accesses of ``which`` ("mrs" or "msr") to encoding ``enc`` to Python."""
+        """Send ``which`` ("mrs", "msr" or "sys") instructions with encoding ``enc`` to
+        Python."""
         key = sysreg_key(enc)
         getattr(self, which)[key >> 3] |= 1 << (key & 7)
 
@@ -321,6 +326,12 @@ def msr_hook_address() -> int:
     """Address of ``spe_msr_hook`` for ``uc_hook_add(UC_HOOK_INSN, ..., UC_ARM64_INS_MSR)``
     (user data: a :class:`SpeSysregFilter`)."""
     return ctypes.cast(library().spe_msr_hook, ctypes.c_void_p).value
+
+
+def sys_hook_address() -> int:
+    """Address of ``spe_sys_hook`` for ``uc_hook_add(UC_HOOK_INSN, ..., UC_ARM64_INS_SYS)``
+    (user data: a :class:`SpeSysregFilter`)."""
+    return ctypes.cast(library().spe_sys_hook, ctypes.c_void_p).value
 
 
 def intr_hook_address() -> int:

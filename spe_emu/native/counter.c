@@ -422,9 +422,24 @@ uint32_t spe_msr_hook(void *uc, int reg, const struct uc_arm64_cp *cp,
                       struct spe_sysreg_filter *f)
 {
     unsigned key = spe_sysreg_key(cp);
-    if (!f->msr_all && !((f->msr[key >> 3] >> (key & 7)) & 1)) {
+    if (!f->msr_all && (!((f->msr[key >> 3] >> (key & 7)) & 1)
+                        || (key == f->daif_key && f->control
+                            && !(f->control->python | f->control->irq)))) {
         f->skipped++;
         return 0;
     }
     return f->msr_fallback(uc, reg, cp, f);
+}
+
+/* UC_HOOK_INSN (SYS) callback: the operations Python acts on (filter->sys: TLBI, IC) go to
+ * the Python hook; the rest (DC ZVA, DC CVAU, AT ...) QEMU executes without a Python call. */
+uint32_t spe_sys_hook(void *uc, int reg, const struct uc_arm64_cp *cp,
+                      struct spe_sysreg_filter *f)
+{
+    unsigned key = spe_sysreg_key(cp);
+    if (!f->sys_all && (!f->sys_cache || !((f->sys[key >> 3] >> (key & 7)) & 1))) {
+        f->skipped++;
+        return 0;
+    }
+    return f->sys_fallback(uc, reg, cp, f);
 }

@@ -346,16 +346,24 @@ uint32_t spe_deliverable(uint32_t lines, uint32_t irq_target, uint32_t fiq_targe
                          uint32_t el, uint64_t pstate, uint32_t i_bit, uint32_t f_bit,
                          uint32_t *kind);
 
-/* MSR/MRS hooks: encodings (op0:op1:CRn:CRm:op2, 16 bits) Python must see; the rest are
- * left to QEMU without a Python call. msr_all: every MSR goes to Python (while profiling is
- * enabled: a write can change what a record holds). */
+/* MSR/MRS/SYS hooks: encodings (op0:op1:CRn:CRm:op2, 16 bits) Python must see; the rest
+ * are left to QEMU without a Python call. msr_all: every MSR goes to Python (while profiling
+ * is enabled: a write can change what a record holds); sys_all: every SYS (reference loop). */
 #define SPE_SYSREG_KEYS 65536
+struct spe_control;
 struct spe_sysreg_filter {
     uint8_t mrs[SPE_SYSREG_KEYS / 8];
     uint8_t msr[SPE_SYSREG_KEYS / 8];
-    uint32_t msr_all, pad;
+    uint8_t sys[SPE_SYSREG_KEYS / 8];    /* SYS instructions (op0 == 1: TLBI, IC ...) */
+    uint32_t msr_all, sys_all;
+    uint32_t sys_cache;                   /* Python holds something a TLBI or IC invalidates
+                                             (else even those SYS stay native) */
+    uint32_t daif_key;                    /* MSR DAIF, Xt: Python only while `control` says
+                                             it has work (see struct spe_control) */
+    const struct spe_control *control;
     spe_sys_hook_fn msr_fallback;         /* the Python MSR hook */
-    uint64_t skipped;                     /* MRS/MSR left to QEMU natively */
+    spe_sys_hook_fn sys_fallback;         /* the Python SYS hook */
+    uint64_t skipped;                     /* MRS/MSR/SYS left to QEMU natively */
 };
 
 /* The control-instruction hook (ERET, MSR DAIFSet/DAIFClr; spe_control_hook): Python's
