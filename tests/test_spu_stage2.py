@@ -416,3 +416,36 @@ def test_cli_option(tmp_path):
                              "PMSVer=4", "--spe-feature", "FnE=1", "--spe-feature", "F=1",
                              "-o", str(tmp_path), "x"])
     assert r.exit_code == 125 and "FEAT_SPEv1p3" in r.output
+
+
+class _Pstate:
+    """The one thing ProcessingElement reads of the engine for SError masking: PSTATE."""
+
+    def __init__(self, el: int, a: int):
+        self.value = PSTATE.make(EL=el, A=a)
+
+    def reg(self, _reg: int) -> int:
+        return self.value
+
+
+@pytest.mark.parametrize("el, a, scr_ea, amo, tge, want", [
+    # D1.3.5 routing, D1.3.6 masking of a physical SError (SCR_EL3.NS = 1: EL2 enabled)
+    (1, 0, 0, 0, 0, 1), (1, 1, 0, 0, 0, None), (0, 1, 0, 0, 0, None), (0, 0, 0, 0, 0, 1),
+    (1, 1, 0, 1, 0, 2), (0, 1, 0, 0, 1, 2), (2, 1, 0, 1, 0, None), (2, 0, 0, 1, 0, 2),
+    (2, 1, 0, 0, 0, None),                      # routed to EL1, below EL2: stays pending
+    (1, 1, 1, 0, 0, 3), (2, 1, 1, 1, 0, 3), (3, 1, 1, 0, 0, None), (3, 0, 1, 0, 0, 3),
+])
+def test_physical_serror_routing_and_masking(el, a, scr_ea, amo, tge, want):
+    from spe_emu.arch.context import HCR_EL2, SCR_EL3, AccessContext
+    from spe_emu.cpu.exceptions import VectorKind
+    from spe_emu.cpu.pe import ProcessingElement
+    pe = ProcessingElement(_Pstate(el, a), lambda: False, lambda: False)
+    ctx = AccessContext(el=el, scr_el3=SCR_EL3.make(NS=1, RW=1, EA=scr_ea),
+                        hcr_el2=HCR_EL2.make(RW=1, AMO=amo, TGE=tge))
+    assert pe.deliverable_interrupt(ctx) is None
+    pe.serror_pending = True
+    got = pe.deliverable_interrupt(ctx)
+    assert got == (None if want is None else (VectorKind.SERROR, want))
+    # ISR_EL1.A (bit 8) shows the pending physical SError (AMO = 0 or not at EL1)
+    if not (el == 1 and amo):
+        assert pe.isr_el1(ctx) >> 8 & 1 == 1
