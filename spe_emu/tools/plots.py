@@ -25,6 +25,7 @@ def _figures(report) -> dict:
     """``{name: matplotlib Figure}`` for :data:`PLOTS` (a plot with no data says so)."""
     import matplotlib
     matplotlib.use("Agg")
+    matplotlib.rcParams["svg.hashsalt"] = "spe-emu"      # (same input, same SVG ids)
     from matplotlib.figure import Figure
 
     figs = {}
@@ -153,11 +154,12 @@ def html_page(report, top: int = 20) -> str:
                              for n, e, x, d in gt["functions"][:top]]))
         parts.append(f"<p id='sampling-error'>Sampling error: {gt['error_functions']:.2f} "
                      f"points over functions, {gt['error_pcs']:.2f} over PCs</p>")
-    for name, fig in _figures(report).items():
+    figs = _figures(report)
+    for name, fig in figs.items():
         parts.append(f"<h2>{name}</h2><div class='plot' id='plot-{name}'>{_svg(fig)}</div>")
     # (a PNG data URI too: viewers that do not render inline SVG still show the latency plot)
     buf = io.BytesIO()
-    _figures(report)["latency"].savefig(buf, format="png", dpi=60, metadata={"Software": None})
+    figs["latency"].savefig(buf, format="png", dpi=60, metadata={"Software": None})
     parts.append(f"<img alt='latency' src='data:image/png;base64,"
                  f"{base64.b64encode(buf.getvalue()).decode()}'>")
     style = ("body{font-family:sans-serif;margin:1em}table{border-collapse:collapse}"

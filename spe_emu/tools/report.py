@@ -145,6 +145,15 @@ class _Image:
         return None
 
 
+def _display_path(path: str) -> str:
+    """``path`` relative to the working directory when it is below it, else as is."""
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:
+        return path
+    return path if rel.startswith("..") else rel
+
+
 def _line_table(raw: bytes) -> tuple[list[int], list]:
     """Sorted row addresses of every DWARF line program of an ELF, and per row its
     (file path, line) or None for an end_sequence (an address range with no line)."""
@@ -164,6 +173,10 @@ def _line_table(raw: bytes) -> tuple[list[int], list]:
             files = header["file_entry"]
             dirs = header["include_directory"]
             version = header["version"]
+            top = cu.get_top_DIE().attributes.get("DW_AT_comp_dir")
+            comp_dir = (top.value.decode(errors="replace") if top is not None
+                        and isinstance(top.value, bytes) else
+                        dirs[0].decode(errors="replace") if version >= 5 and dirs else "")
             for entry in prog.get_entries():
                 st = entry.state
                 if st is None:
@@ -176,11 +189,16 @@ def _line_table(raw: bytes) -> tuple[list[int], list]:
                     continue
                 fe = files[index]
                 name = fe.name.decode(errors="replace")
-                if fe.dir_index < len(dirs) + (1 if version < 5 else 0):
-                    d = (dirs[fe.dir_index - 1] if version < 5 and fe.dir_index
-                         else dirs[fe.dir_index] if version >= 5 else b"")
-                    if d and not os.path.isabs(name):
-                        name = os.path.join(d.decode(errors="replace"), name)
+                d = b""
+                if version >= 5 and 0 < fe.dir_index < len(dirs):
+                    d = dirs[fe.dir_index]
+                elif version < 5 and 0 < fe.dir_index <= len(dirs):
+                    d = dirs[fe.dir_index - 1]
+                if d and not os.path.isabs(name):
+                    name = os.path.join(d.decode(errors="replace"), name)
+                if not os.path.isabs(name) and comp_dir:
+                    name = os.path.join(comp_dir, name)
+                name = os.path.normpath(name)
                 rows[st.address] = (name, st.line)
     except Exception:  # a malformed .debug_line: report without source lines
         return [], []
@@ -532,7 +550,7 @@ def build_report(trace: bytes, image_path: Optional[Union[str, os.PathLike]],
         if image is not None and rec.pc is not None:
             if rec.pc not in line_cache:
                 loc = image.line_of(rec.pc)
-                line_cache[rec.pc] = None if loc is None else f"{loc[0]}:{loc[1]}"
+                line_cache[rec.pc] = None if loc is None else f"{_display_path(loc[0])}:{loc[1]}"
             ln = line_cache[rec.pc]
             if ln is not None:
                 lines.setdefault(ln, _Group()).add(rec)
@@ -621,7 +639,13 @@ def _check_match(image: _Image, md, records) -> None:
 
 def _compare(pcs: Counter, exact: dict[int, int], image: Optional[_Image], md) -> dict:
     """SPE's estimated shares (samples per PC) against the exact ones (executions per PC),
-    per function, per operation class (from the image's instructions) and per PC."""
+    per function, per operation class (from the image's instructions) and per PC; with an
+    image, of the PCs in its executable sections only (``scope``)."""
+    if image is not None:
+        # (the image's instructions only: what ran before profiling was enabled -- the
+        # firmware's boot -- and other images are no part of the comparison)
+        pcs = Counter({pc: n for pc, n in pcs.items() if image.text_contains(pc)})
+        exact = {pc: n for pc, n in exact.items() if image.text_contains(pc)}
     n_samples, n_exec = sum(pcs.values()), sum(exact.values())
     name = (lambda pc: image.symbolize(pc)[0]) if image is not None else (
         lambda pc: UNKNOWN_SYMBOL)
@@ -638,7 +662,8 @@ def _compare(pcs: Counter, exact: dict[int, int], image: Optional[_Image], md) -
         return [(k, est.get(k, 0.0), ex.get(k, 0.0), est.get(k, 0.0) - ex.get(k, 0.0))
                 for k in keys]
 
-    out = {"samples": n_samples, "instructions": n_exec, "functions": [], "op_classes": [],
+    out = {"scope": image.path if image is not None else "all PCs",
+           "samples": n_samples, "instructions": n_exec, "functions": [], "op_classes": [],
            "error_functions": 0.0, "error_pcs": 0.0}
     if not n_samples or not n_exec:
         return out
@@ -653,7 +678,7 @@ def _compare(pcs: Counter, exact: dict[int, int], image: Optional[_Image], md) -
         def cls(pc):
             if pc not in cls_cache:
                 text = _disassemble(md, image, pc)
-                cls_cache[pc] = insn_class(text) if text else "outside the image"
+                cls_cache[pc] = insn_class(text) if text else "not disassembled"
             return cls_cache[pc]
         eo, xo = shares(pcs, cls, n_samples), shares(exact, cls, n_exec)
         out["op_classes"] = rows(eo, xo)
@@ -778,7 +803,8 @@ def render_report(report: Report, console, top: int = 10) -> None:
                 t.add_row(Text(shorten(name, sym_w)), f"{est:.2f}", f"{ex:.2f}", f"{err:+.2f}")
             console.print(t)
         console.print(Text(
-            f"Sampling error: {gt['samples']} samples of {gt['instructions']} instructions: "
+            f"Sampling error ({gt['scope']}): {gt['samples']} samples of {gt['instructions']} "
+            f"instructions: "
             f"total variation {gt['error_functions']:.2f} points over functions, "
             f"{gt['error_pcs']:.2f} over PCs"))
 
@@ -815,7 +841,8 @@ def annotate(trace: bytes, image_path: Union[str, os.PathLike], function: str,
                     sources[path] = None
             text = sources[path]
             src = text[line - 1].strip() if text and 0 < line <= len(text) else ""
-            console.print(Text(f"{'':>16}  {os.path.basename(path)}:{line}  {src}"))
+            console.print(Text(f"{'':>16}  {os.path.basename(path)}:{line}  {src}"),
+                          no_wrap=True, overflow="ellipsis")
         n = pcs.get(pc, 0)
         pct = f"{_percent(n, total):6.2f}" if n else " " * 6
         console.print(Text(f"{pct} {n or '':>8}  {pc:#x}: {_disassemble(md, image, pc)}"))
