@@ -20,6 +20,12 @@
  * management event) lasts, when the next event is not in the same block and the block ends
  * before `limit`.
  *
+ * Ground truth (spe-emu run --ground-truth): while gt_table is set, fast_limit stays 0, so
+ * every block takes the slow path, which counts one more execution of (block address, length)
+ * in an open-addressing table that grows at half full; Python expands the blocks to PCs at the
+ * end (Machine.ground_truth) and corrects a block an exception ended early (_take_sync). The
+ * default path keeps its one compare.
+ *
  * The file is also a (trivial) CPython extension module so setuptools can build it; the
  * module itself exports nothing.
  */
