@@ -107,3 +107,25 @@ def test_eoi_check_changes_nothing():
 def test_reference_loop_takes_them_in_python(runs):
     machine, _, _ = runs["reference"]
     assert machine.intr.taken == 0
+
+
+@pytest.mark.parametrize("lines, irq_t, fiq_t, el, i, f, expected", [
+    (0b01, 1, 1, 1, 0, 0, (0x080, 1)),   # to the current EL, unmasked
+    (0b01, 1, 1, 1, 1, 0, None),         # to the current EL, PSTATE.I
+    (0b01, 1, 1, 0, 1, 0, None),         # to EL1 from EL0: PSTATE.I masks it too
+    (0b01, 1, 1, 0, 0, 0, (0x080, 1)),
+    (0b01, 2, 1, 1, 1, 0, (0x080, 2)),   # to a higher EL (not EL1): PSTATE.I does not mask
+    (0b01, 3, 1, 2, 1, 0, (0x080, 3)),
+    (0b01, 1, 1, 2, 0, 0, None),         # routed below the current EL: never
+    (0b11, 1, 1, 1, 0, 0, (0x100, 1)),   # FIQ first
+    (0b11, 1, 1, 1, 0, 1, (0x080, 1)),   # FIQ masked, IRQ taken
+    (0b10, 1, 3, 1, 1, 1, (0x100, 3)),
+])
+def test_interrupt_masking(lines, irq_t, fiq_t, el, i, f, expected):
+    """spe_deliverable() (the PE model's and the native path's interrupt masking) against the
+    Arm ARM D1.3.6 table for AArch64 (QEMU's arm_excp_unmasked() agrees)."""
+    from spe_emu import native
+    from spe_emu.cpu.exceptions import PSTATE
+    pstate = PSTATE.make(EL=el, I=i, F=f)
+    assert native.deliverable(lines, irq_t, fiq_t, el, pstate, PSTATE.field("I").lsb,
+                              PSTATE.field("F").lsb) == expected

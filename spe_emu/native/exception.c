@@ -154,13 +154,17 @@ uint32_t spe_deliverable(uint32_t lines, uint32_t irq_target, uint32_t fiq_targe
                          uint32_t el, uint64_t pstate, uint32_t i_bit, uint32_t f_bit,
                          uint32_t *kind)
 {
-    /* FIQ first; taken when routed above the current EL, or to it with PSTATE.F/I clear
-     * (never when routed below it). */
-    if ((lines & 2) && (fiq_target > el || (fiq_target == el && !(pstate >> f_bit & 1)))) {
+    /* FIQ first. Never taken when routed below the current EL; masked by PSTATE.F/I when
+     * routed to the current EL, and when routed to EL1 from EL0 (an interrupt routed to a
+     * higher EL is not masked by PSTATE, except one to EL1: Arm ARM D1.3.6, the physical
+     * interrupt masking table for AArch64). */
+    if ((lines & 2) && fiq_target >= el
+            && ((fiq_target > el && fiq_target != 1) || !(pstate >> f_bit & 1))) {
         *kind = 0x100;
         return fiq_target;
     }
-    if ((lines & 1) && (irq_target > el || (irq_target == el && !(pstate >> i_bit & 1)))) {
+    if ((lines & 1) && irq_target >= el
+            && ((irq_target > el && irq_target != 1) || !(pstate >> i_bit & 1))) {
         *kind = 0x080;
         return irq_target;
     }
