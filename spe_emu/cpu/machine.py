@@ -110,7 +110,9 @@ CRN_TLBI = 8
 STAGE2_SWITCHES = {HCR_EL2.encoding.tuple, SCR_EL3.encoding.tuple}
 ERET_WORD = 0xD69F03E0
 PSB_CSYNC_WORD = 0xD503223F  # HINT #17 (Arm ARM C6.2 PSB CSYNC)
-DAIF_IMM_MASK, DAIF_IMM_VALUE = 0xFFFFF0DF, 0xD50340DF  # MSR DAIFSet/DAIFClr, #imm
+# MSR DAIFClr, #imm: an unmasking may let an asserted interrupt in. (MSR DAIFSet only masks:
+# nothing the fast loop planned changes, so it is not hooked.)
+DAIF_IMM_MASK, DAIF_IMM_VALUE = 0xFFFFF0FF, 0xD50340FF
 
 
 def word_pattern(mask: int, value: int) -> bytes:
@@ -133,7 +135,7 @@ CONTROL_WORDS = re.compile(b"(?=" + word_pattern(0xFFFFFFFF, ERET_WORD) + b"|"
 
 @lru_cache(maxsize=64)
 def control_offsets(code: bytes) -> tuple[int, ...]:
-    """Byte offsets of the ERET, PSB CSYNC and MSR DAIFSet/DAIFClr words in ``code`` (A64
+    """Byte offsets of the ERET, PSB CSYNC and MSR DAIFClr words in ``code`` (A64
     words at multiples of 4), in one scan at the regular expression engine's speed (about 30 us per
     KiB), remembered for the process: every run of a program loads the same segments."""
     return tuple(m.start() for m in CONTROL_WORDS.finditer(code) if m.start() % 4 == 0)
@@ -346,7 +348,7 @@ def _block_ends(page: bytes) -> tuple[int, ...]:
 
 @dataclass
 class ControlSites:
-    """The control instructions (ERET, PSB CSYNC, MSR DAIFSet/DAIFClr) of one executable
+    """The control instructions (ERET, PSB CSYNC, MSR DAIFClr) of one executable
     segment: ``offsets`` are (byte offset, instruction word) from the segment's start at
     ``paddr`` (``size`` bytes); the fast loop's hooks sit at ``paddr + shift + offset``
     (``handles``), ``shift`` following the virtual address the PE runs the segment at
@@ -445,6 +447,9 @@ class Machine:
         self._py_irqs_taken = 0        # (taken in Python; the native ones are in self.intr)
         self._py_exceptions_taken = 0
         self.images: list[Image] = []
+        # Hook the instructions of the images that may misalign SP (SyncChecks): not for an
+        # operating system that runs its code elsewhere than it was loaded (a Linux Image).
+        self.scan_sp_writers = True
         # population accounting
         self.acct = 0            # instruction index up to which the population is accounted
         self.enabled = False     # StatisticalProfilingEnabled() since the last stop
@@ -881,7 +886,7 @@ class Machine:
         return False
 
     def _control_instruction_addresses(self) -> list[tuple[int, int]]:
-        """(address, instruction word) of the ERET, PSB CSYNC and MSR DAIFSet/DAIFClr
+        """(address, instruction word) of the ERET, PSB CSYNC and MSR DAIFClr
         instructions in executable segments."""
         out = []
         for image in self.images:
@@ -2268,7 +2273,7 @@ class Machine:
         return self.cfg.mode == "reference" or self.enabled or self._irq_line()
 
     def _on_control_insn(self, uc: Uc, address: int, size: int, _data) -> None:
-        """ERET / MSR DAIFSet|DAIFClr: state changes after this instruction; stop at the next
+        """ERET / MSR DAIFClr: state changes after this instruction; stop at the next
         block boundary (an ERET ends its block, so that is exactly after it) to re-plan.
 
         Not when nothing planned can change: profiling is disabled, the GIC's IRQ output is

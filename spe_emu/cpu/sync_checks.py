@@ -400,6 +400,8 @@ class SyncChecks:
         """Addresses of the instructions after the ones that may misalign SP, in the loaded
         images' executable segments (:func:`sp_writer_offsets`), for :meth:`on_sp_written`."""
         m = self.m
+        if not m.scan_sp_writers:
+            return []
         return [seg.vaddr + off + INSN_BYTES
                 for image in m.images for seg in image.segments if seg.flags & PF_X
                 for off in sp_writer_offsets(bytes(seg.data))]
