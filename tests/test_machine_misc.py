@@ -121,4 +121,4 @@ def test_error_in_a_control_instruction_hook_ends_the_run(tmp_path, monkeypatch)
 
     monkeypatch.setattr(Machine, "_on_control_insn", broken)
     with pytest.raises(RuntimeError, match="hook at 0x4"):
-        run_asm("msr daifset, #2\nmov x0, #0\n" + EXIT, tmp_path)
+        run_asm("msr daifclr, #2\nmov x0, #0\n" + EXIT, tmp_path)
