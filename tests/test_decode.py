@@ -52,7 +52,8 @@ def test_bad_packet_and_truncated_tail_lines():
         (0, b"\x20", "Bad packet!"),
         (1, b"\x3f\x00", "UNKNOWN 3f 00 0x0"),
         (3, b"\x01", "END"),
-        (4, b"\x98\x14", "Bad packet! (truncated: needs 3 bytes)"),
+        (4, b"\x98", "Bad packet!"),                # cut off: one byte, resynchronise
+        (5, b"\x14", "UNKNOWN 14 0x0"),
     ]
 
 
@@ -70,11 +71,13 @@ def test_summarize_counts():
     data = rec + bytes(5) + b"\x44\x99" + rec + b"\x20\x20\x00" + rec[:4]
     assert summarize(data) == {
         "bytes": len(data),
-        "packets": 6 + 5 + 1 + 6 + 1,        # the 0x20 0x00 after the bad byte is an Alignment
+        # the 0x20 0x00 after the bad byte is an Alignment; the cut-off tail b0 80 00 00 is a
+        # Bad packet, then 80 00 (an unknown packet with a 1-byte payload) and a Padding byte
+        "packets": 6 + 5 + 1 + 6 + 1 + 1 + 1,
         "records": 2,
-        "bad_packets": 1,
-        "unknown_packets": 1,
-        "padding_bytes": 5 + 2,
+        "bad_packets": 2,
+        "unknown_packets": 2,
+        "padding_bytes": 5 + 2 + 1,
         "truncated_bytes": 4,
     }
     assert summarize(b"") == {"bytes": 0, "packets": 0, "records": 0, "bad_packets": 0,

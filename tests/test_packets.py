@@ -282,17 +282,21 @@ def test_bad_packet_then_resync_one_byte_later():
         [(1, PacketType.UNKNOWN), (3, PacketType.END)]
 
 
-def test_truncated_tail_is_reported_once():
+def test_truncated_packet_resynchronises_one_byte_later_as_perf():
     full = encode(P.address_packet(P.ADDR_PC, 0x4800_0000, el=0, ns=1))
-    buf = encode(P.end_packet()) + full[:5]
+    buf = encode(P.end_packet()) + full[:5]          # b0 00 00 00 48: cut off
     with pytest.raises(PacketIncomplete) as info:
         decode(buf, 1)
     assert (info.value.offset, info.value.needed, info.value.available) == (1, 9, 5)
     assert str(info.value) == "truncated SPE packet at offset 0x1: needs 9 bytes, 5 available"
     items = list(iter_packets(buf))
-    assert len(items) == 2
     assert items[0] == (0, P.end_packet())
-    assert items[1][0] == 1 and isinstance(items[1][1], PacketIncomplete)
+    # perf's decoder: "Bad packet!" for the cut-off header, then the next byte: three
+    # Padding bytes, and 0x48 (an Operation Type header) that is cut off as well
+    assert [(off, type(it).__name__ if not isinstance(it, Packet) else it.type.name)
+            for off, it in items[1:]] == [(1, "PacketIncomplete"), (2, "PADDING"),
+                                          (3, "PADDING"), (4, "PADDING"),
+                                          (5, "PacketIncomplete")]
 
 
 def test_lone_extended_prefix_needs_more_bytes():
@@ -367,6 +371,15 @@ def test_packet_validation_errors():
     (decode(b"\x4b\x07"), "OP-TYPE 0x7 (3)"),
     (decode(b"\x44\x99"), "UNKNOWN 44 0x99"),
     (decode(b"\x20\x55\x34\x12"), "UNKNOWN 20 55 0x1234"),
+    # later architecture versions (Arm ARM D18 Operation Type / Events packets)
+    (decode(b"\x48\x08"), "SVE-OTHER EVLEN 32"),                  # 0b0xxx1xx0, EVL 0
+    (decode(b"\x48\x7e"), "SVE-OTHER EVLEN 4096 FP PRED"),        # EVL 0b111, FP, PRED
+    (decode(b"\x49\x2d"), "ST EVLEN 128 PRED"),                    # 0bxxxx1x0x, EVL 0b010
+    (decode(b"\x49\x98"), "LD EVLEN 64 SG"),                       # SG (bit 7)
+    (decode(b"\x49\x10"), "LD UNSPEC-REG"),
+    (decode(b"\x49\x31"), "ST NV-SYSREG"),
+    (decode(b"\x52\x00\x08"), "EV ALIGNMENT"),                     # E[11]
+    (decode(b"\x62\x02\x00\x06\x00"), "EV RETIRED SVE-PARTIAL-PRED SVE-EMPTY-PRED"),
 ])
 def test_describe(packet, text):
     assert describe(packet) == text

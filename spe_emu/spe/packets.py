@@ -77,6 +77,11 @@ EV_MISPRED = 7
 EV_LLC_ACCESS = 8
 EV_LLC_MISS = 9
 EV_REMOTE_ACCESS = 10
+# Events of later architecture versions (Arm ARM D18 "Events packet"; RAZ in format version 0
+# as the supplement describes it, but a reader decodes them): FEAT_SPEv1p1 and SVE.
+EV_ALIGNMENT = 11
+EV_SVE_PARTIAL_PRED = 17
+EV_SVE_EMPTY_PRED = 18
 
 #: Events payload bits that read-as-zero in every SZ (§5.3.7): byte 1 bit 3, byte 2, bytes 5:4.
 EVENTS_RAZ_MASK = (1 << 11) | (0xFF << 16) | (0xFFFF << 32)
@@ -93,11 +98,24 @@ LDST_AT = 0x04               # extended: AT, bit 2
 LDST_EXCL = 0x08             # extended: EXCL, bit 3 (RES0 when AT == 1)
 LDST_AR = 0x10               # extended: AR, bit 4
 LDST_SIMD_FP = 0x04          # SIMD&FP registers: 0b0000010x (bit 1 clear)
+# Later architecture versions (Arm ARM D18 "Operation Type packet"; reserved in the
+# supplement's format version 0, decoded by readers):
+LDST_UNSPEC_REG = 0x10       # unspecified registers: 0b0001000x
+LDST_NV_SYSREG = 0x30        # FEAT_NV2 system register access: 0b0011000x
+LDST_SVE = 0x08              # SVE load/store: 0bxxxx1x0x (bit 3 set, bit 1 clear)
+OTHER_SVE = 0x08             # SVE vector operation (class Other): 0b0xxx1xx0
+SVE_EVL = (6, 4)             # SVE: effective vector length, 32 << EVL bits
+SVE_PRED = (2, 2)            # SVE: predicated
+SVE_FP = (1, 1)              # SVE (class Other): floating-point
+SVE_SG = (7, 7)              # SVE (load/store): gather/scatter
+SVE_EVL_UNIT = 32            # bits: EVLEN = SVE_EVL_UNIT << EVL
 
 # Masks that pick the subclass pattern out of the payload byte (bit 0 is LDST/COND).
 _LDST_KIND_MASK = 0xFE       # GP and SIMD&FP: every bit except LDST
 _LDST_EXTENDED_MASK = 0xE2   # extended: bits 7:5 zero and bit 1 set
 _BRANCH_KIND_MASK = 0xFE     # branch: every bit except COND
+_LDST_SVE_MASK = 0x0A        # SVE load/store: bit 3 set, bit 1 clear
+_OTHER_SVE_MASK = 0x89       # SVE other: bit 7 clear, bit 3 set, bit 0 clear
 
 
 # --------------------------------------------------------------------------------------------
@@ -483,18 +501,17 @@ _SHORT_ZERO_SIZE = {b: _make(e[0], e[1], 0, 0, False, b)
 def iter_packets(buf: bytes) -> Iterator[tuple[int, Union[Packet, TraceDecodeError]]]:
     """Walk ``buf``: yield ``(offset, Packet)`` for each packet.
 
-    After a bad header yields ``(offset, BadPacket)`` and resumes one byte later; a truncated
-    tail yields ``(offset, PacketIncomplete)`` once and stops.
+    After a bad header yields ``(offset, BadPacket)`` and resumes one byte later. A packet
+    the buffer ends inside yields ``(offset, PacketIncomplete)`` and decoding also resumes
+    one byte later, as perf's decoder does (nothing tells a cut-off packet from a corrupted
+    header; the bytes after it may still hold packets, e.g. Padding).
     """
     pos = 0
     end = len(buf)
     while pos < end:
         try:
             packet = decode(buf, pos)
-        except PacketIncomplete as err:
-            yield pos, err
-            return
-        except BadPacket as err:
+        except (BadPacket, PacketIncomplete) as err:
             yield pos, err
             pos += 1
             continue
@@ -684,6 +701,21 @@ def ldst_is_extended(subclass: int) -> bool:
     return subclass & _LDST_EXTENDED_MASK == LDST_EXTENDED
 
 
+def ldst_is_sve(subclass: int) -> bool:
+    """Load/store SUBCLASS 0bxxxx1x0x: an SVE load or store (EVL, PRED, SG fields)."""
+    return subclass & _LDST_SVE_MASK == LDST_SVE
+
+
+def other_is_sve(subclass: int) -> bool:
+    """Other-class SUBCLASS 0b0xxx1xx0: an SVE vector operation (EVL, PRED, FP fields)."""
+    return subclass & _OTHER_SVE_MASK == OTHER_SVE
+
+
+def sve_evlen(subclass: int) -> int:
+    """Effective vector length in bits of an SVE operation's SUBCLASS (32 << EVL)."""
+    return SVE_EVL_UNIT << _get(subclass, SVE_EVL)
+
+
 def branch_is_indirect(subclass: int) -> bool:
     return subclass & _BRANCH_KIND_MASK == BRANCH_INDIRECT
 
@@ -703,6 +735,9 @@ _EVENT_NAMES = (
     (EV_LLC_ACCESS, "LLC-ACCESS"),
     (EV_LLC_MISS, "LLC-REFILL"),
     (EV_REMOTE_ACCESS, "REMOTE-ACCESS"),
+    (EV_ALIGNMENT, "ALIGNMENT"),
+    (EV_SVE_PARTIAL_PRED, "SVE-PARTIAL-PRED"),
+    (EV_SVE_EMPTY_PRED, "SVE-EMPTY-PRED"),
 )
 
 _COUNTER_NAMES = {COUNTER_TOTAL: "TOT", COUNTER_ISSUE: "ISSUE", COUNTER_XLAT: "XLAT"}
@@ -720,6 +755,10 @@ def _raw(packet: Packet) -> str:
 def _describe_op_type(packet: Packet) -> str:
     sub = packet.payload
     if packet.index == OP_CLASS_OTHER:
+        if other_is_sve(sub):
+            return " ".join(["SVE-OTHER", f"EVLEN {sve_evlen(sub)}"]
+                            + (["FP"] if _get(sub, SVE_FP) else [])
+                            + (["PRED"] if _get(sub, SVE_PRED) else []))
         return "OTHER " + ("COND-SELECT" if sub & OTHER_COND else "INSN-OTHER")
     if packet.index == OP_CLASS_LDST:
         words = ["ST" if sub & LDST_ST else "LD"]
@@ -730,6 +769,13 @@ def _describe_op_type(packet: Packet) -> str:
             words.append("SIMD-FP")
         elif ldst_is_gp(sub):
             words.append("GP-REG")
+        elif sub & _LDST_KIND_MASK == LDST_UNSPEC_REG:
+            words.append("UNSPEC-REG")
+        elif sub & _LDST_KIND_MASK == LDST_NV_SYSREG:
+            words.append("NV-SYSREG")
+        elif ldst_is_sve(sub):
+            words.append(f"EVLEN {sve_evlen(sub)}")
+            words += [name for f, name in ((SVE_PRED, "PRED"), (SVE_SG, "SG")) if _get(sub, f)]
         return " ".join(words)
     if packet.index == OP_CLASS_BRANCH:
         words = ["B"]
@@ -761,6 +807,7 @@ def describe(packet: Packet) -> str:
 
     Examples: ``PC 0x40000080 el1 ns=1``, ``VA 0x48001000``, ``LAT 20 TOT``,
     ``EV RETIRED L1D-ACCESS``, ``LD GP-REG``, ``B COND IND``, ``OTHER INSN-OTHER``,
+    ``SVE-OTHER EVLEN 256 FP PRED``, ``ST EVLEN 128 PRED SG``, ``EV ALIGNMENT``,
     ``CONTEXT 0x2a el1``, ``TS 1000``, ``END``, ``PAD``. Reserved indexes print perf's raw
     form ``<NAME> 0x<payload> (<index>)``; UNKNOWN packets print ``UNKNOWN <header> 0x<payload>``.
     Alignment commands print ``PAD``, as perf does.
@@ -897,18 +944,17 @@ def iter_records(buf: bytes) -> Iterator[Record]:
     """Records of ``buf`` in order (§5.1.2).
 
     Padding and Alignment commands are skipped (between records, §5.1.4, and, leniently,
-    inside one). A bad header discards the record being assembled and decoding resumes one
-    byte later, as perf does; a record cut off by the end of the buffer (no End/Timestamp) is
-    dropped. UNKNOWN packets stay in ``Record.packets`` and set no field.
+    inside one). A bad header or a packet cut off by the end of the buffer discards the
+    record being assembled and decoding resumes one byte later, as perf does; a record
+    without End/Timestamp at the end of the buffer is dropped. UNKNOWN packets stay in
+    ``Record.packets`` and set no field.
     """
     current: Optional[list[Packet]] = None
     start = 0
     for offset, item in iter_packets(buf):
-        if isinstance(item, BadPacket):
+        if isinstance(item, (BadPacket, PacketIncomplete)):
             current = None
             continue
-        if isinstance(item, PacketIncomplete):
-            return
         if item.type in _FRAMING_FILL:
             continue
         if current is None:

@@ -6,8 +6,9 @@ One line per packet::
 
 i.e. a dot, the offset as 8 hex digits, the packet bytes as `` xx`` padded to 16 byte columns,
 then the description from :func:`spe_emu.spe.packets.describe`. As in perf, runs of Padding
-bytes share a line (up to 16 bytes) and a malformed header prints ``Bad packet!`` for one
-byte, after which decoding resynchronises on the next byte.
+bytes share a line (up to 16 bytes) and a malformed header, or a packet the trace ends
+inside, prints ``Bad packet!`` for one byte, after which decoding resynchronises on the next
+byte.
 """
 
 from __future__ import annotations
@@ -38,8 +39,8 @@ def decode_lines(data: bytes) -> Iterator[DecodedLine]:
 
     * a packet: its bytes and :func:`describe` text; consecutive Padding bytes are merged into
       one ``PAD`` line of at most 16 bytes;
-    * a bad header: the one byte and ``Bad packet!``;
-    * a truncated tail: all remaining bytes and ``Bad packet! (truncated: needs N bytes)``.
+    * a bad header, or a packet the data ends inside: the one byte and ``Bad packet!``
+      (decoding resumes at the next byte, as perf's).
     """
     data = bytes(data)
     pad_start = None
@@ -58,11 +59,8 @@ def decode_lines(data: bytes) -> Iterator[DecodedLine]:
                 pad_start = offset
             continue
         yield from flush_pad(offset)
-        if isinstance(item, BadPacket):
+        if isinstance(item, (BadPacket, PacketIncomplete)):
             yield DecodedLine(offset, data[offset:offset + 1], BAD_PACKET_TEXT)
-        elif isinstance(item, PacketIncomplete):
-            yield DecodedLine(offset, data[offset:],
-                              f"{BAD_PACKET_TEXT} (truncated: needs {item.needed} bytes)")
         else:
             yield DecodedLine(offset, data[offset:offset + item.length], describe(item))
     yield from flush_pad(len(data))
@@ -89,18 +87,19 @@ def summarize(data: bytes) -> dict[str, int]:
 
     Keys: ``bytes`` (trace size), ``packets`` (decoded packets, each Padding byte counted),
     ``records`` (complete records, see :func:`spe_emu.spe.packets.iter_records`),
-    ``bad_packets`` (bad headers), ``unknown_packets`` (well formed but undefined, skipped by
-    size), ``padding_bytes`` (Padding bytes plus Alignment commands and their fill),
-    ``truncated_bytes`` (bytes of an incomplete packet at the end, 0 if none).
+    ``bad_packets`` (the ``Bad packet!`` lines: bad headers and packets cut off by the end),
+    ``unknown_packets`` (well formed but undefined, skipped by size), ``padding_bytes``
+    (Padding bytes plus Alignment commands and their fill), ``truncated_bytes`` (bytes from
+    the first packet the data ends inside to the end, 0 if none).
     """
     data = bytes(data)
     counts = {"bytes": len(data), "packets": 0, "records": 0, "bad_packets": 0,
               "unknown_packets": 0, "padding_bytes": 0, "truncated_bytes": 0}
     for offset, item in iter_packets(data):
-        if isinstance(item, BadPacket):
+        if isinstance(item, (BadPacket, PacketIncomplete)):
             counts["bad_packets"] += 1
-        elif isinstance(item, PacketIncomplete):
-            counts["truncated_bytes"] = len(data) - offset
+            if isinstance(item, PacketIncomplete) and not counts["truncated_bytes"]:
+                counts["truncated_bytes"] = len(data) - offset
         else:
             counts["packets"] += 1
             if item.type is PacketType.UNKNOWN:

@@ -210,16 +210,23 @@ def _attr(sample_period: int, config: int) -> bytes:
                       0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
 
 
-def perf_data_bytes(trace: bytes, images: Sequence[PathLike], *, comm: str = DEFAULT_COMM,
-                    sample_period: int = 0, config: int = 0) -> bytes:
+def perf_data_bytes(trace: Union[bytes, Sequence[bytes]], images: Sequence[PathLike], *,
+                    comm: str = DEFAULT_COMM, sample_period: int = 0,
+                    config: int = 0) -> bytes:
     """The bytes of a perf.data file holding ``trace`` (raw SPE records of one PE).
+
+    ``trace`` is the bytes, or a sequence of chunks that each start at a record boundary:
+    each chunk becomes one AUXTRACE record (perf decodes and ``-D`` dumps each one from its
+    start, as it does each AUX buffer handed over by the kernel). Every chunk is padded to
+    8 bytes with zeros (SPE Padding packets), as perf record pads AUX data.
 
     ``images``: the ELF files whose code the trace samples (guest and firmware), mapped at
     their link addresses; ``comm``: the command name perf shows (up to 15 bytes are kept,
     as the kernel's TASK_COMM_LEN); ``sample_period`` (operations) and ``config`` go into the
     attr for tools that print them. Raises ImageError for an unreadable or non-AArch64 image.
     """
-    trace = bytes(trace)
+    chunks = [bytes(trace)] if isinstance(trace, (bytes, bytearray, memoryview)) else \
+        [bytes(c) for c in trace]
     maps = [m for path in images for m in image_maps(path)]
     pid = tid = GUEST_PID
     trailer = _SAMPLE_ID.pack(pid, tid, 0, SAMPLE_ID)
@@ -247,10 +254,15 @@ def perf_data_bytes(trace: bytes, images: Sequence[PathLike], *, comm: str = DEF
             misc = PERF_RECORD_MISC_USER
         records.append(_record(PERF_RECORD_MMAP2, misc,
                                head + _cstring(m.path, RECORD_ALIGN) + trailer))
-    payload = _pad(trace, RECORD_ALIGN)   # zero bytes are SPE Padding packets
-    records.append(_record(PERF_RECORD_AUXTRACE, 0,
-                           _AUXTRACE.pack(len(payload), 0, 0, 0, tid, 0, 0)) + payload)
-    records.append(_record(PERF_RECORD_AUX, 0, _AUX.pack(0, len(payload), 0) + trailer))
+    aux_offset = 0
+    for chunk in chunks:
+        payload = _pad(chunk, RECORD_ALIGN)
+        records.append(_record(PERF_RECORD_AUXTRACE, 0,
+                               _AUXTRACE.pack(len(payload), aux_offset, 0, 0, tid, 0, 0))
+                       + payload)
+        records.append(_record(PERF_RECORD_AUX, 0,
+                               _AUX.pack(aux_offset, len(payload), 0) + trailer))
+        aux_offset += len(payload)
     records.append(_record(PERF_RECORD_FINISHED_ROUND, 0, b""))
     data = b"".join(records)
 
