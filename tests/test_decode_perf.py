@@ -25,74 +25,31 @@ dump line must equal spe-emu's, except where the two differ on purpose:
   the Profiling Buffer (§5.3.2: the next protocol byte lands on the boundary). The
   comparison of an input stops at an Alignment command.
 
+The native bulk decoder (spe_emu/native/decode.c) is held to the same lines: its dump of
+every input equals the Python reference's.
+
 Every other line, including ``Bad packet!`` resynchronisation on malformed and cut-off
 packets and the newer fields (SVE operation types, ALIGNMENT and SVE predicate events,
 unspecified-register and NV2 system-register loads/stores), must match byte for byte.
 """
 
-import random
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from spe_emu.session import RunOptions, run_image
-from spe_emu.spe.packets import iter_records
-from spe_emu.tools.decode import dump_lines, format_line, decode_lines
+from spe_emu.native.decode import dump_chunks
+from spe_emu.tools.decode import decode_lines, dump_lines, format_line
 from spe_emu.tools.perfdata import perf_data_bytes
+
+from spe_fuzz import fuzz_inputs, sort_trace
 
 ROOT = Path(__file__).resolve().parent.parent
 PERF = shutil.which("perf")
 pytestmark = pytest.mark.skipif(PERF is None, reason="perf (Debian linux-perf) not installed")
 
-SEED = 17
-N_RANDOM = 1000
-N_MUTATED = 3000
 HEX_COLUMN = 62          # where the description starts in a dump line
-
-
-def _sort_trace(tmp_path_factory) -> bytes:
-    out = tmp_path_factory.mktemp("sorttrace")
-    run_image(ROOT / "guests" / "sort.elf", RunOptions(outdir=out, interval=1024))
-    return (out / "spe.trace").read_bytes()
-
-
-def _inputs(trace: bytes) -> list[bytes]:
-    rng = random.Random(SEED)
-    tail = bytes(range(1, 17))
-    cases = [bytes([h]) + tail for h in range(256)]
-    cases += [bytes([0x20 | lo, b1]) + tail for lo in range(32) for b1 in (0x01, 0x55, 0xB0,
-                                                                           0xB7, 0x98, 0x9F)]
-    cases += [bytes([cls, sub]) for cls in (0x48, 0x49, 0x4A, 0x4B) for sub in range(256)]
-    cases += [bytes([0x72]) + (1 << b).to_bytes(8, "little") for b in range(64)]
-    cases += [bytes([0x71, 0x73][i]) + bytes([0xFF] * 8) for i in range(2)]
-    cases += [bytes([0x64 | i]) + bytes(range(4)) for i in range(4)]
-    cases += [bytes([h]) + bytes([0xF0, 0xFF]) for h in range(0x98, 0xA0)]
-    cases += [bytes(rng.randrange(256) for _ in range(rng.randrange(1, 120)))
-              for _ in range(N_RANDOM)]
-    recs = [trace[r.offset:r.offset + r.length] for r in iter_records(trace)]
-    for _ in range(N_MUTATED):
-        i = rng.randrange(len(recs) - 4)
-        case = bytearray(b"".join(recs[i:i + rng.randrange(1, 5)]))
-        for _ in range(rng.randrange(1, 4)):
-            op = rng.randrange(6)
-            at = rng.randrange(len(case) + 1)
-            if op == 0 and case:                       # byte replaced
-                case[min(at, len(case) - 1)] = rng.randrange(256)
-            elif op == 1 and case:                     # bit flipped
-                case[min(at, len(case) - 1)] ^= 1 << rng.randrange(8)
-            elif op == 2:                              # random bytes inserted
-                case[at:at] = bytes(rng.randrange(256) for _ in range(rng.randrange(1, 4)))
-            elif op == 3:                              # bytes deleted
-                del case[at:at + rng.randrange(1, 4)]
-            elif op == 4:                              # cut off
-                del case[at:]
-            else:                                      # spliced with another record
-                case[at:at] = recs[rng.randrange(len(recs))]
-        if case:
-            cases.append(bytes(case))
-    return cases
 
 
 def _perf_dumps(path: Path, cases: list[bytes]) -> list[list[str]]:
@@ -166,14 +123,16 @@ def compare(data: bytes, perf_lines: list[str], seen: dict) -> None:
 
 
 def test_decode_agrees_with_perf_report_dump(tmp_path_factory, tmp_path):
-    trace = _sort_trace(tmp_path_factory)
-    cases = [c + bytes(-len(c) % 8) for c in _inputs(trace)]   # perf.data pads to 8 bytes
+    trace = sort_trace(tmp_path_factory)
+    cases = [c + bytes(-len(c) % 8) for c in fuzz_inputs(trace)]   # perf.data pads to 8 bytes
     cases.append(trace + bytes(-len(trace) % 8))                 # and the whole real trace
     dumps = _perf_dumps(tmp_path / "fuzz.data", cases)
     assert len(dumps) == len(cases) > 5000
     seen: dict[str, int] = {}
     for data, lines in zip(cases, dumps):
         compare(data, lines, seen)
+        # the native bulk decoder prints exactly the reference decoder's lines
+        assert "".join(dump_chunks(data)).splitlines() == list(dump_lines(data))[1:]
     # every listed difference was met, and the inputs did exercise the shared rules
     assert set(seen) == {"UNKNOWN", "SIGNED", "LAT-INDEX", "CONTEXT-INDEX", "ALIGNMENT"}, seen
     text = "\n".join(l for d in dumps for l in d)

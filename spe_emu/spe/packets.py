@@ -153,6 +153,8 @@ ADDR_NS = (63, 63)               # NS (instruction addresses and PA)
 ADDR_EL = (62, 61)               # EL (instruction addresses)
 ADDR_TAG = (63, 56)              # TAG, byte 7 (data VA)
 ADDR_SIGN_BIT = 55
+ADDR_CH = (62, 62)               # CH, data PA (FEAT_SPEv1p1; reads as zero in version 0)
+ADDR_PAT = (59, 56)              # PAT, data PA (FEAT_SPEv1p1; reads as zero in version 0)
 
 _SIZE_TO_SZ = {1: 0, 2: 1, 4: 2, 8: 3}
 _SHORT_INDEX_LIMIT = 8           # indexes 0..7 fit a short Address/Counter header
@@ -798,7 +800,7 @@ def _describe_address(packet: Packet) -> str:
         # perf also prints the SPEv1.1 CH (bit 62) and PAT (bits 59:56) fields; in format
         # version 0 these bits read as zero (§5.3.1 "Byte 7 bits [6:0]").
         return (f"PA 0x{_get(p, ADDR_FIELD):x} ns={_get(p, ADDR_NS)} "
-                f"ch={_get(p, (62, 62))} pat={_get(p, (59, 56)):x}")
+                f"ch={_get(p, ADDR_CH)} pat={_get(p, ADDR_PAT):x}")
     return _raw(packet)
 
 

@@ -322,11 +322,11 @@ def _exit_with(status: int | None) -> None:
 @click.argument("trace", type=click.Path(path_type=Path))
 def decode(trace: Path) -> None:
     """Print every packet of TRACE, one per line (perf report -D style)."""
-    from .decode import decode_lines, format_line
+    from .decode import dump_text
     data = _read_trace(trace)
-    click.echo(f". ... ARM SPE data: size {len(data):#x} bytes")
-    for line in decode_lines(data):
-        click.echo(format_line(line))
+    out = click.get_text_stream("stdout")
+    for chunk in dump_text(data):
+        out.write(chunk)
 
 
 @main.command()
@@ -389,10 +389,7 @@ def report(trace: Path, image: Path | None, top: int, as_json: bool, function: s
 def perf_data(trace: Path, images: tuple[Path, ...], output: Path, comm: str | None) -> None:
     """Wrap TRACE into a perf.data file for perf report, perf script and perf report -D."""
     from .perfdata import write_perf_data
-    try:
-        data = trace.read_bytes()
-    except OSError as exc:
-        _fail(f"cannot read {trace}: {exc.strerror}")
+    data = _read_trace(trace)
     try:
         write_perf_data(output, data, images, comm=comm)
     except SpeEmuError as exc:

@@ -82,6 +82,25 @@ def dump_lines(data: bytes) -> Iterator[str]:
         yield format_line(line)
 
 
+def dump_text(data: bytes) -> Iterator[str]:
+    """The text of :func:`dump_lines`, each line ending in a newline, in chunks of a few MiB:
+    from the native bulk decoder (``spe_emu/native/decode.c``, the same lines, fuzz-tested
+    against this module), or from :func:`dump_lines` where it cannot be loaded."""
+    data = bytes(data)
+    try:
+        from ..native import NativeBuildError
+        from ..native.decode import dump_chunks
+        chunks = dump_chunks(data)
+        first = next(chunks, "")
+    except (ImportError, NativeBuildError):
+        for line in dump_lines(data):
+            yield line + "\n"
+        return
+    yield f". ... ARM SPE data: size {len(data):#x} bytes\n"
+    yield first
+    yield from chunks
+
+
 def summarize(data: bytes) -> dict[str, int]:
     """Counts for ``data``.
 

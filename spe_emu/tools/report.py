@@ -20,8 +20,8 @@ from ..platform.loader import load_elf, read_limited
 from ..spe.packets import (
     BRANCH_COND, EV_L1D_ACCESS, EV_L1D_REFILL, EV_LLC_ACCESS, EV_LLC_MISS, EV_MISPRED,
     EV_TLB_ACCESS, EV_TLB_WALK, LDST_ST, OP_CLASS_BRANCH, OP_CLASS_LDST, OP_CLASS_OTHER,
-    OTHER_COND, BadPacket, branch_is_indirect, iter_packets, iter_records, ldst_is_extended,
-    ldst_is_simd_fp,
+    OTHER_COND, BadPacket, PacketIncomplete, branch_is_indirect, iter_packets, iter_records,
+    ldst_is_extended, ldst_is_simd_fp,
 )
 
 UNKNOWN_SYMBOL = "[unknown]"
@@ -512,7 +512,7 @@ def build_report(trace: bytes, image_path: Optional[Union[str, os.PathLike]],
     """
     image = _Image(image_path) if image_path is not None else None
     trace = bytes(trace)
-    records = list(iter_records(trace))
+    records, bad = decode_records(trace)
     total = len(records)
     pcs: Counter[int] = Counter()
     leaves: Counter[str] = Counter()
@@ -577,7 +577,6 @@ def build_report(trace: bytes, image_path: Optional[Union[str, os.PathLike]],
                for pc, count in sorted(pcs.items(), key=lambda kv: (-kv[1], kv[0]))[:max_pcs]]
     hot_functions = [(name, g.samples, _percent(g.samples, total)) for name, g in
                      by_count(funcs)]
-    bad = sum(1 for _, item in iter_packets(trace) if isinstance(item, BadPacket))
     rep = Report(
         total_records=total, hot_functions=hot_functions, hot_pcs=hot_pcs,
         functions={n: g.summary(total) for n, g in funcs.items()},
@@ -599,6 +598,21 @@ def build_report(trace: bytes, image_path: Optional[Union[str, os.PathLike]],
 _CLASS_NAMES = {OP_CLASS_LDST: "load/store", OP_CLASS_BRANCH: "branch", OP_CLASS_OTHER: "other"}
 MISMATCH_MIN = 20         # records compared before the operation-type check can refuse
 MISMATCH_SHARE = 0.2      # ... an image whose instructions disagree with more than this share
+
+
+def decode_records(trace: bytes) -> tuple[list, int]:
+    """(the records of ``trace``, the bad and cut-off packets met: the ``Bad packet!`` lines
+    of ``spe-emu decode``): from the native bulk decoder (spe_emu.tools.bulkdecode; records
+    without their packet lists), or from packets.iter_records where it cannot be loaded."""
+    try:
+        from ..native import NativeBuildError
+        from .bulkdecode import scan_records
+        cols = scan_records(trace)
+    except (ImportError, NativeBuildError):
+        bad = sum(1 for _, item in iter_packets(trace)
+                  if isinstance(item, (BadPacket, PacketIncomplete)))
+        return list(iter_records(trace)), bad
+    return [cols.record(i) for i in range(len(cols))], cols.bad_packets
 
 
 def _check_match(image: _Image, md, records) -> None:

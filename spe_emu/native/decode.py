@@ -1,0 +1,276 @@
+"""The bulk SPE decoder of ``decode.c``: ctypes mirrors, its tables, and two entry points.
+
+:func:`dump_chunks` yields the text of ``spe-emu decode`` (the lines of
+:func:`spe_emu.tools.decode.format_line`, each followed by a newline) and
+:func:`scan_records` the records of :func:`spe_emu.spe.packets.iter_records` as rows of
+fields. The C code takes every decision about headers and wording from the tables built here
+out of :mod:`spe_emu.spe.packets` (its decode tables and :func:`~spe_emu.spe.packets.describe`),
+so the Python decoder stays the reference; tests compare the two on fuzzed input.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from typing import Iterator
+
+from ..spe import packets as P
+from . import NativeBuildError, library
+
+TEXT = 48                     # SPE_TEXT
+K_PREFIX, K_BAD = 0xFE, 0xFF  # SPE_K_PREFIX, SPE_K_BAD
+ADDR_MODE_INSN, ADDR_MODE_VA, ADDR_MODE_PA, ADDR_MODE_RAW = 0, 1, 2, 3
+LONGEST, LINE_SLACK = 65538, 1024   # SPE_LONGEST, SPE_LINE_SLACK (spe_dump's cap rule)
+LINE_PER_BYTE = 80            # text bytes a 1-byte packet's line takes, at most
+CHUNK = 4 << 20               # bytes of text per spe_dump call
+ROWS = 1 << 16                # rows per spe_scan_records call
+
+# SPE_HAS_* bits of a row's ``present``
+HAS_PC, HAS_TARGET, HAS_VA, HAS_PA = 0x1, 0x2, 0x4, 0x8
+HAS_LAT0, HAS_OP, HAS_CTX0, HAS_DS, HAS_TS = 0x10, 0x80, 0x100, 0x400, 0x800
+
+_KINDS = list(P.PacketType)
+
+
+class DecodeTables(ctypes.Structure):
+    """Mirror of ``struct spe_decode_tables`` (decode.c)."""
+
+    _fields_ = [("short_kind", ctypes.c_uint8 * 256), ("short_index", ctypes.c_uint8 * 256),
+                ("short_size", ctypes.c_uint8 * 256),
+                ("ext_kind", (ctypes.c_uint8 * 256) * 32),
+                ("ext_index", (ctypes.c_uint8 * 256) * 32),
+                ("ext_size", (ctypes.c_uint8 * 256) * 32),
+                *((f"k_{t.name.lower()}", ctypes.c_uint8) for t in (
+                    P.PacketType.PADDING, P.PacketType.END, P.PacketType.TIMESTAMP,
+                    P.PacketType.EVENTS, P.PacketType.DATA_SOURCE, P.PacketType.CONTEXT,
+                    P.PacketType.OP_TYPE, P.PacketType.ADDRESS, P.PacketType.COUNTER,
+                    P.PacketType.ALIGNMENT, P.PacketType.UNKNOWN)),
+                ("pad0", ctypes.c_uint8),
+                *((name, ctypes.c_uint8) for name in (
+                    "addr_lsb", "addr_width", "el_lsb", "el_width", "ns_lsb", "tag_lsb",
+                    "ch_lsb", "pat_lsb", "pat_width", "addr_pc", "addr_target", "addr_va",
+                    "addr_pa")),
+                ("pad1", ctypes.c_uint8 * 3),
+                ("addr_mode", ctypes.c_uint8 * 32), ("addr_name", (ctypes.c_char * 8) * 32),
+                ("event_names", (ctypes.c_char * TEXT) * 64),
+                ("op_text", ((ctypes.c_char * TEXT) * 256) * 4),
+                ("ts_prefix", ctypes.c_char * 16), ("ds_prefix", ctypes.c_char * 16),
+                ("counter_prefix", ctypes.c_char * 16), ("context_prefix", ctypes.c_char * 16),
+                ("counter_suffix", (ctypes.c_char * 16) * 32),
+                ("context_suffix", (ctypes.c_char * 16) * 4)]
+
+
+class RecRow(ctypes.Structure):
+    """Mirror of ``struct spe_rec_row``: one record's fields (:class:`~spe_emu.spe.packets.Record`
+    without its packets); ``present`` has a HAS_* bit per field the record carries."""
+
+    _fields_ = [*((name, ctypes.c_uint64) for name in (
+                    "offset", "length", "pc", "target", "va", "pa", "events", "timestamp",
+                    "data_source")),
+                ("context", ctypes.c_uint32 * 2), ("present", ctypes.c_uint32),
+                ("latency", ctypes.c_uint16 * 3),
+                *((name, ctypes.c_uint8) for name in (
+                    "el", "ns", "target_el", "target_ns", "va_tag", "pa_ns", "op_class",
+                    "op_subclass"))]
+
+
+def _lsb_width(f: tuple[int, int]) -> tuple[int, int]:
+    return f[1], f[0] - f[1] + 1
+
+
+def _fill_entry(entry, kinds, indexes, sizes, i: int) -> None:
+    if entry is None:
+        return
+    kind, index, size, _extended = entry
+    kinds[i] = _KINDS.index(kind)
+    indexes[i] = index
+    sizes[i] = size
+
+
+def _text(value: str, size: int) -> bytes:
+    data = value.encode()
+    if len(data) >= size:
+        raise NativeBuildError(f"decode tables: {value!r} does not fit {size} bytes")
+    return data
+
+
+def build_tables() -> DecodeTables:
+    """The tables decode.c works from, out of spe_emu.spe.packets."""
+    t = DecodeTables()
+    for b in range(256):
+        entry = P._SHORT_HEADERS[b]
+        if entry is None:
+            t.short_kind[b] = K_PREFIX
+        _fill_entry(entry, t.short_kind, t.short_index, t.short_size, b)
+        for lo in range(32):
+            t.ext_kind[lo][b] = K_BAD
+            _fill_entry(P._EXTENDED_HEADERS[lo][b], t.ext_kind[lo], t.ext_index[lo],
+                        t.ext_size[lo], b)
+    for code, kind in enumerate(_KINDS):
+        setattr(t, f"k_{kind.name.lower()}", code)
+    t.addr_lsb, t.addr_width = _lsb_width(P.ADDR_FIELD)
+    t.el_lsb, t.el_width = _lsb_width(P.ADDR_EL)
+    t.ns_lsb = P.ADDR_NS[1]
+    t.tag_lsb = P.ADDR_TAG[1]
+    t.ch_lsb = P.ADDR_CH[1]
+    t.pat_lsb, t.pat_width = _lsb_width(P.ADDR_PAT)
+    t.addr_pc, t.addr_target = P.ADDR_PC, P.ADDR_BRANCH_TARGET
+    t.addr_va, t.addr_pa = P.ADDR_DATA_VA, P.ADDR_DATA_PA
+    # Address wording per index, read back from describe() on a known payload
+    probe_addr = 0x123456
+    for i in range(32):
+        text = P.describe(P._make(P.PacketType.ADDRESS, i, probe_addr, 8, i >= 8, 0))
+        name, rest = text.split(" ", 1)
+        if rest.endswith(f"({i})"):
+            mode = ADDR_MODE_RAW
+        elif " el" in rest:
+            mode = ADDR_MODE_INSN
+        elif " ch=" in rest:
+            mode = ADDR_MODE_PA
+        else:
+            mode = ADDR_MODE_VA
+        t.addr_mode[i] = mode
+        t.addr_name[i].value = _text(name, 8)
+    for bit in range(64):
+        words = P.describe(P._make(P.PacketType.EVENTS, 0, 1 << bit, 8, False, 0)).split()
+        t.event_names[bit].value = _text(" ".join(words[1:]), TEXT)
+    for cls in range(4):
+        for sub in range(256):
+            t.op_text[cls][sub].value = _text(
+                P.describe(P._make(P.PacketType.OP_TYPE, cls, sub, 1, False, 0)), TEXT)
+    t.ts_prefix = _text(P.describe(P.timestamp_packet(0))[:-1], 16)
+    t.ds_prefix = _text(P.describe(P.data_source_packet(0))[:-1], 16)
+    lat = P.describe(P._make(P.PacketType.COUNTER, 0, 0, 2, False, 0))
+    t.counter_prefix = _text(lat[:lat.index(" 0") + 1], 16)
+    for i in range(32):
+        text = P.describe(P._make(P.PacketType.COUNTER, i, 0, 2, i >= 8, 0))
+        t.counter_suffix[i].value = _text(text[len(t.counter_prefix) + 1:], 16)
+    ctx = P.describe(P._make(P.PacketType.CONTEXT, 0, 0, 4, False, 0))
+    t.context_prefix = _text(ctx[:ctx.index("0x") + 2], 16)
+    for i in range(4):
+        text = P.describe(P._make(P.PacketType.CONTEXT, i, 0, 4, False, 0))
+        t.context_suffix[i].value = _text(text[len(t.context_prefix) + 1:], 16)
+    return t
+
+
+_STATE: tuple[ctypes.CDLL, DecodeTables] | None = None
+
+
+def _state() -> tuple[ctypes.CDLL, DecodeTables]:
+    global _STATE
+    if _STATE is None:
+        lib = library()
+        sizes = (ctypes.c_uint64.in_dll(lib, "spe_decode_tables_size").value,
+                 ctypes.c_uint64.in_dll(lib, "spe_rec_row_size").value)
+        if sizes != (ctypes.sizeof(DecodeTables), ctypes.sizeof(RecRow)):
+            raise NativeBuildError("decode.c: the native structs do not match their mirrors")
+        u64p = ctypes.POINTER(ctypes.c_uint64)
+        lib.spe_dump.argtypes = (ctypes.POINTER(DecodeTables), ctypes.c_char_p,
+                                 ctypes.c_uint64, u64p, ctypes.c_char_p, ctypes.c_uint64)
+        lib.spe_dump.restype = ctypes.c_uint64
+        lib.spe_scan_records.argtypes = (ctypes.POINTER(DecodeTables), ctypes.c_char_p,
+                                         ctypes.c_uint64, u64p, ctypes.POINTER(RecRow),
+                                         ctypes.c_uint64, u64p)
+        lib.spe_scan_records.restype = ctypes.c_uint64
+        _STATE = (lib, build_tables())
+    return _STATE
+
+
+def dump_chunks(data: bytes, chunk: int = CHUNK) -> Iterator[str]:
+    """The dump lines of ``data`` (each ending in a newline), a few MiB of text at a time.
+    Raises NativeBuildError when the library cannot be loaded."""
+    lib, tables = _state()
+    data = bytes(data)
+    need = 3 * min(len(data), LONGEST) + LINE_SLACK
+    out = ctypes.create_string_buffer(max(need, min(chunk, LINE_PER_BYTE * len(data))))
+    pos = ctypes.c_uint64(0)
+    while pos.value < len(data):
+        n = lib.spe_dump(ctypes.byref(tables), data, len(data), ctypes.byref(pos), out,
+                         len(out))
+        yield out.raw[:n].decode("ascii")
+
+
+class RecordColumns:
+    """The records of a trace, one list per :class:`RecRow` field (``latency_total``,
+    ``latency_issue``, ``latency_xlat``, ``context``, ``context_el2`` for the arrays), all of
+    the same length, in trace order; ``bad_packets``: bad or cut-off packets met. A field a
+    record lacks reads 0: look at ``present`` (HAS_* bits)."""
+
+    SCALARS = [name for name, _ in RecRow._fields_ if name not in ("context", "latency")]
+
+    def __init__(self) -> None:
+        for name in self.SCALARS + ["latency_total", "latency_issue", "latency_xlat",
+                                    "context", "context_el2"]:
+            setattr(self, name, [])
+        self.bad_packets = 0
+
+    def __len__(self) -> int:
+        return len(self.offset)
+
+    def _extend(self, raw: memoryview, n: int) -> None:
+        size = ctypes.sizeof(RecRow)
+        for name, ctype in RecRow._fields_:
+            off = getattr(RecRow, name).offset
+            if name == "latency":
+                width = ctypes.sizeof(ctypes.c_uint16)
+                for i, col in enumerate(("latency_total", "latency_issue", "latency_xlat")):
+                    getattr(self, col).extend(_column(raw, off + i * width, "H", size, n))
+                continue
+            if name == "context":
+                width = ctypes.sizeof(ctypes.c_uint32)
+                for i, col in enumerate(("context", "context_el2")):
+                    getattr(self, col).extend(_column(raw, off + i * width, "I", size, n))
+                continue
+            code = {1: "B", 4: "I", 8: "Q"}[ctypes.sizeof(ctype)]
+            getattr(self, name).extend(_column(raw, off, code, size, n))
+
+    def record(self, i: int) -> P.Record:
+        """Record ``i`` as a :class:`~spe_emu.spe.packets.Record` (``packets`` left empty)."""
+        has = self.present[i]
+        pick = (lambda bit, value: value if has & bit else None)
+        return P.Record(
+            offset=self.offset[i], length=self.length[i],
+            pc=pick(HAS_PC, self.pc[i]), el=pick(HAS_PC, self.el[i]), ns=pick(HAS_PC, self.ns[i]),
+            branch_target=pick(HAS_TARGET, self.target[i]),
+            target_el=pick(HAS_TARGET, self.target_el[i]),
+            target_ns=pick(HAS_TARGET, self.target_ns[i]),
+            data_va=pick(HAS_VA, self.va[i]), data_va_tag=pick(HAS_VA, self.va_tag[i]),
+            data_pa=pick(HAS_PA, self.pa[i]), pa_ns=pick(HAS_PA, self.pa_ns[i]),
+            op_class=pick(HAS_OP, self.op_class[i]), op_subclass=pick(HAS_OP, self.op_subclass[i]),
+            events=self.events[i],
+            latency_total=pick(HAS_LAT0, self.latency_total[i]),
+            latency_issue=pick(HAS_LAT0 << 1, self.latency_issue[i]),
+            latency_xlat=pick(HAS_LAT0 << 2, self.latency_xlat[i]),
+            timestamp=pick(HAS_TS, self.timestamp[i]),
+            context=pick(HAS_CTX0, self.context[i]),
+            context_el2=pick(HAS_CTX0 << 1, self.context_el2[i]),
+            data_source=pick(HAS_DS, self.data_source[i]))
+
+
+def _column(raw: memoryview, offset: int, code: str, row_size: int, n: int) -> list[int]:
+    """Field at byte ``offset`` of each of the first ``n`` rows of ``raw`` (rows of
+    ``row_size`` bytes), read through a strided memoryview (no Python loop)."""
+    width = struct_size(code)
+    assert offset % width == 0 and row_size % width == 0
+    return raw.cast(code)[offset // width:n * row_size // width:row_size // width].tolist()
+
+
+def struct_size(code: str) -> int:
+    return {"B": 1, "H": 2, "I": 4, "Q": 8}[code]
+
+
+def scan_records(data: bytes, rows_per_call: int = ROWS) -> RecordColumns:
+    """The records of ``data`` (as packets.iter_records finds them) as columns.
+    Raises NativeBuildError when the library cannot be loaded."""
+    lib, tables = _state()
+    data = bytes(data)
+    rows_per_call = max(1, min(rows_per_call, len(data)))
+    rows = (RecRow * rows_per_call)()
+    raw = memoryview(rows).cast("B")
+    pos, bad = ctypes.c_uint64(0), ctypes.c_uint64(0)
+    out = RecordColumns()
+    while pos.value < len(data):
+        n = lib.spe_scan_records(ctypes.byref(tables), data, len(data), ctypes.byref(pos),
+                                 rows, rows_per_call, ctypes.byref(bad))
+        out._extend(raw, n)
+    out.bad_packets = bad.value
+    return out

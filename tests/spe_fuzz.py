@@ -1,0 +1,57 @@
+"""Inputs for the decoder fuzz tests: every header byte, every Operation Type subclass and
+Events bit, seeded random bytes, and seeded random mutations of a real trace of
+guests/sort.elf (byte and bit flips, insertions, deletions, cuts, splices)."""
+
+import random
+from pathlib import Path
+
+from spe_emu.session import RunOptions, run_image
+from spe_emu.spe.packets import iter_records
+
+ROOT = Path(__file__).resolve().parent.parent
+SEED = 17
+N_RANDOM = 1000
+N_MUTATED = 3000
+
+
+def sort_trace(tmp_path_factory) -> bytes:
+    out = tmp_path_factory.mktemp("sorttrace")
+    run_image(ROOT / "guests" / "sort.elf", RunOptions(outdir=out, interval=1024))
+    return (out / "spe.trace").read_bytes()
+
+
+def fuzz_inputs(trace: bytes) -> list[bytes]:
+    rng = random.Random(SEED)
+    tail = bytes(range(1, 17))
+    cases = [bytes([h]) + tail for h in range(256)]
+    cases += [bytes([0x20 | lo, b1]) + tail for lo in range(32) for b1 in (0x01, 0x55, 0xB0,
+                                                                           0xB7, 0x98, 0x9F)]
+    cases += [bytes([cls, sub]) for cls in (0x48, 0x49, 0x4A, 0x4B) for sub in range(256)]
+    cases += [bytes([0x72]) + (1 << b).to_bytes(8, "little") for b in range(64)]
+    cases += [bytes([0x71, 0x73][i]) + bytes([0xFF] * 8) for i in range(2)]
+    cases += [bytes([0x64 | i]) + bytes(range(4)) for i in range(4)]
+    cases += [bytes([h]) + bytes([0xF0, 0xFF]) for h in range(0x98, 0xA0)]
+    cases += [bytes(rng.randrange(256) for _ in range(rng.randrange(1, 120)))
+              for _ in range(N_RANDOM)]
+    recs = [trace[r.offset:r.offset + r.length] for r in iter_records(trace)]
+    for _ in range(N_MUTATED):
+        i = rng.randrange(len(recs) - 4)
+        case = bytearray(b"".join(recs[i:i + rng.randrange(1, 5)]))
+        for _ in range(rng.randrange(1, 4)):
+            op = rng.randrange(6)
+            at = rng.randrange(len(case) + 1)
+            if op == 0 and case:                       # byte replaced
+                case[min(at, len(case) - 1)] = rng.randrange(256)
+            elif op == 1 and case:                     # bit flipped
+                case[min(at, len(case) - 1)] ^= 1 << rng.randrange(8)
+            elif op == 2:                              # random bytes inserted
+                case[at:at] = bytes(rng.randrange(256) for _ in range(rng.randrange(1, 4)))
+            elif op == 3:                              # bytes deleted
+                del case[at:at + rng.randrange(1, 4)]
+            elif op == 4:                              # cut off
+                del case[at:]
+            else:                                      # spliced with another record
+                case[at:at] = recs[rng.randrange(len(recs))]
+        if case:
+            cases.append(bytes(case))
+    return cases
