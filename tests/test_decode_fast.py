@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from spe_emu.native import NativeBuildError
-from spe_emu.native import decode as ND
+from spe_emu.tools import bulkdecode as ND
 from spe_emu.spe import packets as P
 from spe_emu.spe.packets import iter_records
 from spe_emu.tools import decode as TD

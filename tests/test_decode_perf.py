@@ -39,7 +39,7 @@ from pathlib import Path
 
 import pytest
 
-from spe_emu.native.decode import dump_chunks
+from spe_emu.tools.bulkdecode import dump_chunks
 from spe_emu.tools.decode import decode_lines, dump_lines, format_line
 from spe_emu.tools.perfdata import perf_data_bytes
 

@@ -28,7 +28,7 @@
 #define SPE_ADDR_MODE_PA 2    /* "<name> 0x<addr> ns=<NS> ch=<CH> pat=<PAT>" */
 #define SPE_ADDR_MODE_RAW 3   /* "<name> 0x<payload> (<index>)" */
 
-/* Mirrored by spe_emu.native.decode.DecodeTables (filled from spe_emu.spe.packets). */
+/* Mirrored by spe_emu.tools.bulkdecode.DecodeTables (filled from spe_emu.spe.packets). */
 struct spe_decode_tables {
     uint8_t short_kind[256], short_index[256], short_size[256];
     uint8_t ext_kind[32][256], ext_index[32][256], ext_size[32][256];

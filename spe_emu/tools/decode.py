@@ -89,7 +89,7 @@ def dump_text(data: bytes) -> Iterator[str]:
     data = bytes(data)
     try:
         from ..native import NativeBuildError
-        from ..native.decode import dump_chunks
+        from .bulkdecode import dump_chunks
         chunks = dump_chunks(data)
         first = next(chunks, "")
     except (ImportError, NativeBuildError):

@@ -1,4 +1,4 @@
-"""The bulk SPE decoder of ``decode.c``: ctypes mirrors, its tables, and two entry points.
+"""The bulk SPE decoder of ``spe_emu/native/decode.c``: ctypes mirrors, tables, entry points.
 
 :func:`dump_chunks` yields the text of ``spe-emu decode`` (the lines of
 :func:`spe_emu.tools.decode.format_line`, each followed by a newline) and
@@ -13,8 +13,8 @@ from __future__ import annotations
 import ctypes
 from typing import Iterator
 
+from ..native import NativeBuildError, library
 from ..spe import packets as P
-from . import NativeBuildError, library
 
 TEXT = 48                     # SPE_TEXT
 K_PREFIX, K_BAD = 0xFE, 0xFF  # SPE_K_PREFIX, SPE_K_BAD
