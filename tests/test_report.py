@@ -143,8 +143,7 @@ def test_render_report_tables(image):
     console = Console(record=True, width=120, color_system=None)
     render_report(build_report(TRACE, image), console, top=3)
     text = console.export_text()
-    assert text.startswith(f"SPE report from {image}: 12 records, 3 bad packets
-")
+    assert text.startswith(f"SPE report from {image}: 12 records, 3 bad packets\n")
     assert "Hot functions (top 3;" in text and "Hot PCs (top 3)" in text
     assert "[unknown]" in text                      # printed literally, not eaten as markup
     assert "ldr x0, [x1]" in text and "work+0x0" in text
