@@ -92,6 +92,20 @@ runs the three back to back (order reversed on every other repeat). One row:
 No target; skipped with its reason without the cross compiler (and its QEMU half without
 qemu-aarch64).
 
+Trace decoding (guest ``decoder``): a trace of --decode-mib MiB (default 18): the whole trace
+of sort at interval 256 (run in this process) repeated, and the same bytes wrapped into a
+perf.data (spe_emu.tools.perfdata). Every repeat runs, as
+subprocesses with stdout to /dev/null, back to back: ``spe-emu decode TRACE``, ``spe-emu
+report TRACE --image guests/sort.elf`` and ``perf report -D -i perf.data`` (Debian's
+linux-perf). One row:
+
+    decode_s, report_s, perf_s     median wall seconds (process start-up included).
+    decode_vs_perf, report_vs_perf median over the repeats of t_perf / t_spe-emu (1.0 = as
+                                   fast as perf; above 1 faster).
+
+Target: decode and report at least as fast as ``perf report -D`` on the same machine (issue
+17); skipped with its reason when perf is not installed.
+
 Targets (SPE enabled at interval 4096): at least 0.6x raw MIPS and at least 25x reference MIPS
 on every guest, per-sample cost at most 15 us; profiling disabled at least 0.9x raw; peak RSS
 does not grow with records written.
@@ -173,6 +187,15 @@ LINUX_JSON_KEYS = ("guest", "mode", "n", "instructions", "qemu_s", "spe_off_s", 
                    "speed_vs_qemu_off", "speed_vs_qemu_spe", "skipped")
 TIMER_JSON_KEYS = ("guest", "mode", "ticks", "period_us", "qemu_clock", "spe_emu_irqs_per_s",
                    "qemu_irqs_per_s", "ratio_to_qemu", "skipped")
+
+
+DECODER_GUEST = "decoder"
+DECODE_MIB = 18
+DECODE_INTERVAL = 256
+DECODE_SOURCES = ("sort",)   # one guest: report --image checks the image matches
+PERF = "perf"
+DECODER_JSON_KEYS = ("guest", "mode", "trace_bytes", "decode_s", "report_s", "perf_s",
+                     "decode_vs_perf", "report_vs_perf", "skipped")
 
 
 class BenchError(Exception):
@@ -677,6 +700,108 @@ def print_linux(console: Console, row: dict, repeats: int) -> None:
                   f"speed = t_qemu / t_spe-emu per repeat, median", highlight=False)
 
 
+# ------------------------------------------------------------------------ decoder --------
+
+def decoder_trace(runner: Runner, mib: int) -> tuple[Path, Path]:
+    """(trace of about ``mib`` MiB of whole records, the same bytes as a perf.data)."""
+    from spe_emu.tools.perfdata import perf_data_bytes
+    parts = []
+    for name in DECODE_SOURCES:
+        out = runner.workdir / DECODER_GUEST / name
+        try:
+            run_image(GUESTS_DIR / f"{name}.elf",
+                      RunOptions(interval=DECODE_INTERVAL, outdir=out), console=None)
+        except SpeEmuError as exc:
+            raise BenchError(f"{DECODER_GUEST}: {name}: {exc}") from None
+        parts.append((out / TRACE_NAME).read_bytes())
+    unit = b"".join(parts)
+    trace = unit * max(1, (mib << 20) // len(unit))
+    path = runner.workdir / DECODER_GUEST / "big.trace"
+    path.write_bytes(trace)
+    perf_data = path.with_suffix(".data")
+    perf_data.write_bytes(perf_data_bytes(trace, []))
+    return path, perf_data
+
+
+def measure_decoder(runner: Runner, mib: int, repeats: int) -> dict:
+    """The decoder row (keys DECODER_JSON_KEYS, plus ``_`` keys for the table)."""
+    trace, perf_data = decoder_trace(runner, mib)
+    row = {"guest": DECODER_GUEST, "mode": "decode", "trace_bytes": trace.stat().st_size,
+           "decode_s": None, "report_s": None, "perf_s": None, "decode_vs_perf": None,
+           "report_vs_perf": None, "skipped": None}
+    cli = [sys.executable, "-m", "spe_emu.tools.cli"]
+    sides = {"decode": [*cli, "decode", str(trace)],
+             "report": [*cli, "report", str(trace), "--image", str(GUESTS_DIR / "sort.elf")]}
+    perf = shutil.which(PERF)
+    if perf is None:
+        row["skipped"] = f"perf half not run: {PERF} not found (Debian: linux-perf)"
+        runner.say(f"[yellow]{DECODER_GUEST}: {row['skipped']}[/yellow]")
+    else:
+        sides["perf"] = [perf, "report", "-D", "-i", str(perf_data)]
+    row["_cmds"] = sides
+    env = {**__import__("os").environ, "PYTHONPATH": str(ROOT)}
+
+    def once(cmd: list[str]) -> float:
+        t0 = time.perf_counter()
+        proc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                              cwd=ROOT, env=env, timeout=600)
+        seconds = time.perf_counter() - t0
+        if proc.returncode != 0:
+            raise BenchError(f"{DECODER_GUEST}: {' '.join(cmd)}: exit status "
+                             f"{proc.returncode}: {proc.stderr.decode(errors='replace')[-300:]}")
+        return seconds
+
+    times: dict[str, list[float]] = {name: [] for name in sides}
+    for name, cmd in sides.items():
+        once(cmd)                                            # warm-up (page cache, build)
+    for r in range(repeats):
+        order = list(sides) if r % 2 == 0 else list(reversed(sides))
+        for name in order:
+            times[name].append(once(sides[name]))
+            runner.say(f"[dim]{DECODER_GUEST:>14} {name:<13} {r + 1}/{repeats:<6} "
+                       f"{times[name][-1]:8.3f} s[/dim]")
+    for name in sides:
+        row[f"{name}_s"] = round(statistics.median(times[name]), 4)
+    if "perf" in times:
+        for name in ("decode", "report"):
+            row[f"{name}_vs_perf"] = round(paired_median(times[name], times["perf"],
+                                                         lambda a, b: b / a), 4)
+    return row
+
+
+def decoder_targets(row: dict | None) -> list[Target]:
+    """Issue 17: spe-emu decode and report at least as fast as perf report -D."""
+    if row is None:
+        return []
+    out = []
+    for name in ("decode", "report"):
+        what = f"spe-emu {name} at least as fast as perf report -D"
+        ratio = row[f"{name}_vs_perf"]
+        if ratio is None:
+            out.append(Target(what, "SKIP", row["skipped"] or "not run"))
+        else:
+            out.append(Target(what, "PASS" if ratio >= 1.0 else "FAIL",
+                              f"{row[name + '_s']:.2f} s vs {row['perf_s']:.2f} s "
+                              f"({ratio:.2f}x) on {row['trace_bytes'] / 2**20:.1f} MiB"))
+    return out
+
+
+def print_decoder(console: Console, row: dict, repeats: int) -> None:
+    table = Table(title=f"trace decoding (median of {repeats})", title_justify="left")
+    for name in ("guest", "trace MiB", "decode s", "report s", "perf -D s",
+                 "perf / decode", "perf / report"):
+        table.add_column(name, justify="left" if name == "guest" else "right")
+    table.add_row(row["guest"], f"{row['trace_bytes'] / 2**20:.1f}", fmt(row["decode_s"], ".3f"),
+                  fmt(row["report_s"], ".3f"), fmt(row["perf_s"], ".3f"),
+                  fmt(row["decode_vs_perf"], ".2f"), fmt(row["report_vs_perf"], ".2f"))
+    console.print(table)
+    if row["skipped"]:
+        console.print(f"  [yellow]{row['guest']}: {row['skipped']}[/yellow]", highlight=False)
+    for name, cmd in row["_cmds"].items():
+        console.print(f"  {name}: {' '.join(cmd)} > /dev/null", highlight=False,
+                      soft_wrap=True)
+
+
 # ------------------------------------------------------------------------ report ----------
 
 def paired_median(a: list[float], b: list[float], combine) -> float:
@@ -969,6 +1094,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help=f"leave out the {LINUX_GUEST} row (run by default)")
     p.add_argument("--linux-n", type=int, default=LINUX_N, metavar="N",
                    help=f"argument of examples/linux-user/bench.c (default {LINUX_N})")
+    p.add_argument("--no-decoder", action="store_true",
+                   help=f"skip the {DECODER_GUEST} row (when no --guest names it)")
+    p.add_argument("--decode-mib", type=int, default=DECODE_MIB, metavar="MIB",
+                   help=f"trace size of the {DECODER_GUEST} row (default {DECODE_MIB})")
     p.add_argument("--json", type=Path, metavar="FILE", help="write the rows as JSON")
     p.add_argument("--check", action="store_true", help="exit 1 if a target fails")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr")
@@ -995,7 +1124,7 @@ def resolve_guests(names: list[str] | None) -> dict[str, Path]:
         return available
     out = {}
     for name in names:
-        if name in (TIMER_GUEST, EXC_GUEST, LINUX_GUEST):
+        if name in (TIMER_GUEST, EXC_GUEST, LINUX_GUEST, DECODER_GUEST):
             continue
         stem = Path(name).stem if name.endswith(".elf") else name
         if stem not in available:
@@ -1027,6 +1156,9 @@ def main(argv: list[str] | None = None) -> int:
         linux_wanted = LINUX_GUEST in (args.guest or ()) or (not args.guest
                                                               and not args.no_linux)
         linux = None
+        decoder_wanted = DECODER_GUEST in (args.guest or ()) or (not args.guest
+                                                                  and not args.no_decoder)
+        decoder = None
         rss = RssMeter()
         rows: list[dict] = []
         memory = None
@@ -1049,12 +1181,18 @@ def main(argv: list[str] | None = None) -> int:
             if exc_wanted:
                 exceptions = measure_exceptions(runner, args.svc_rounds, args.irq_rounds,
                                                 args.repeats)
+            if decoder_wanted:
+                decoder = measure_decoder(runner, args.decode_mib, args.repeats)
     except (BenchError, SpeEmuError) as exc:
         print(f"bench: {exc}", file=sys.stderr)
         return 2
     targets = check_targets(rows, list(guests), memory, args.rss_tolerance_mb,
                             reference_run=not args.no_reference, per_run_rss=rss.per_run)
     targets += exception_targets(exceptions)
+    targets += decoder_targets(decoder)
+    if decoder is not None:
+        print_decoder(console, decoder, args.repeats)
+        console.print()
     print_report(console, rows, memory, targets, rss, args.repeats, timer, qemu_cmd,
                  exceptions, linux)
     if args.json is not None:
@@ -1065,6 +1203,8 @@ def main(argv: list[str] | None = None) -> int:
             data.append({k: exceptions[k] for k in EXC_JSON_KEYS})
         if linux is not None:
             data.append({k: linux[k] for k in LINUX_JSON_KEYS})
+        if decoder is not None:
+            data.append({k: decoder[k] for k in DECODER_JSON_KEYS})
         args.json.write_text(json.dumps(data, indent=2) + "\n")
     if args.check and any(t.status == "FAIL" for t in targets):
         return 1

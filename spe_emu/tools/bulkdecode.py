@@ -26,7 +26,8 @@ ROWS = 1 << 16                # rows per spe_scan_records call
 
 # SPE_HAS_* bits of a row's ``present``
 HAS_PC, HAS_TARGET, HAS_VA, HAS_PA = 0x1, 0x2, 0x4, 0x8
-HAS_LAT0, HAS_OP, HAS_CTX0, HAS_DS, HAS_TS = 0x10, 0x80, 0x100, 0x400, 0x800
+HAS_LAT0, HAS_LAT1, HAS_LAT2, HAS_OP = 0x10, 0x20, 0x40, 0x80
+HAS_CTX0, HAS_CTX1, HAS_DS, HAS_TS = 0x100, 0x200, 0x400, 0x800
 
 _KINDS = list(P.PacketType)
 
@@ -225,25 +226,45 @@ class RecordColumns:
 
     def record(self, i: int) -> P.Record:
         """Record ``i`` as a :class:`~spe_emu.spe.packets.Record` (``packets`` left empty)."""
-        has = self.present[i]
-        pick = (lambda bit, value: value if has & bit else None)
-        return P.Record(
-            offset=self.offset[i], length=self.length[i],
-            pc=pick(HAS_PC, self.pc[i]), el=pick(HAS_PC, self.el[i]), ns=pick(HAS_PC, self.ns[i]),
-            branch_target=pick(HAS_TARGET, self.target[i]),
-            target_el=pick(HAS_TARGET, self.target_el[i]),
-            target_ns=pick(HAS_TARGET, self.target_ns[i]),
-            data_va=pick(HAS_VA, self.va[i]), data_va_tag=pick(HAS_VA, self.va_tag[i]),
-            data_pa=pick(HAS_PA, self.pa[i]), pa_ns=pick(HAS_PA, self.pa_ns[i]),
-            op_class=pick(HAS_OP, self.op_class[i]), op_subclass=pick(HAS_OP, self.op_subclass[i]),
-            events=self.events[i],
-            latency_total=pick(HAS_LAT0, self.latency_total[i]),
-            latency_issue=pick(HAS_LAT0 << 1, self.latency_issue[i]),
-            latency_xlat=pick(HAS_LAT0 << 2, self.latency_xlat[i]),
-            timestamp=pick(HAS_TS, self.timestamp[i]),
-            context=pick(HAS_CTX0, self.context[i]),
-            context_el2=pick(HAS_CTX0 << 1, self.context_el2[i]),
-            data_source=pick(HAS_DS, self.data_source[i]))
+        return self.records(i, i + 1)[0]
+
+    def records(self, start: int = 0, stop: int | None = None) -> list[P.Record]:
+        """Records ``start`` to ``stop`` (default: all) as :class:`~spe_emu.spe.packets.Record`
+        objects (``packets`` left empty), built without the dataclass constructor (this is
+        the bulk path: one dict per record)."""
+        stop = len(self) if stop is None else stop
+        out = []
+        new = object.__new__
+        cls = P.Record
+        cols = [getattr(self, name)[start:stop] for name in (
+            "offset", "length", "present", "pc", "el", "ns", "target", "target_el",
+            "target_ns", "va", "va_tag", "pa", "pa_ns", "op_class", "op_subclass", "events",
+            "latency_total", "latency_issue", "latency_xlat", "timestamp", "context",
+            "context_el2", "data_source")]
+        for (offset, length, has, pc, el, ns, tgt, tel, tns, va, tag, pa, pans, opc, ops, ev,
+             l0, l1, l2, ts, c0, c1, ds) in zip(*cols):
+            rec = new(cls)
+            pc_ok, tgt_ok = has & HAS_PC, has & HAS_TARGET
+            va_ok, pa_ok, op_ok = has & HAS_VA, has & HAS_PA, has & HAS_OP
+            rec.__dict__ = {
+                "offset": offset, "packets": [], "length": length,
+                "pc": pc if pc_ok else None, "el": el if pc_ok else None,
+                "ns": ns if pc_ok else None,
+                "branch_target": tgt if tgt_ok else None,
+                "target_el": tel if tgt_ok else None, "target_ns": tns if tgt_ok else None,
+                "data_va": va if va_ok else None, "data_va_tag": tag if va_ok else None,
+                "data_pa": pa if pa_ok else None, "pa_ns": pans if pa_ok else None,
+                "op_class": opc if op_ok else None, "op_subclass": ops if op_ok else None,
+                "events": ev,
+                "latency_total": l0 if has & HAS_LAT0 else None,
+                "latency_issue": l1 if has & HAS_LAT1 else None,
+                "latency_xlat": l2 if has & HAS_LAT2 else None,
+                "timestamp": ts if has & HAS_TS else None,
+                "context": c0 if has & HAS_CTX0 else None,
+                "context_el2": c1 if has & HAS_CTX1 else None,
+                "data_source": ds if has & HAS_DS else None}
+            out.append(rec)
+        return out
 
 
 def _column(raw: memoryview, offset: int, code: str, row_size: int, n: int) -> list[int]:

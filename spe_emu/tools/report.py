@@ -612,7 +612,7 @@ def decode_records(trace: bytes) -> tuple[list, int]:
         bad = sum(1 for _, item in iter_packets(trace)
                   if isinstance(item, (BadPacket, PacketIncomplete)))
         return list(iter_records(trace)), bad
-    return [cols.record(i) for i in range(len(cols))], cols.bad_packets
+    return cols.records(), cols.bad_packets
 
 
 def _check_match(image: _Image, md, records) -> None:
