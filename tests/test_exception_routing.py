@@ -463,6 +463,42 @@ EXC_TRAPS = [
         why="EL1 MRS X9, ACTLR_EL1 with HCR_EL2.TACR = 1"),
 ]
 
+def s2_data_abort(fsc_value: int, *, size_log2: int, rt: int, sf: int, write: bool = False
+                  ) -> int:
+    """ESR of a stage 2 Data Abort from a lower EL on a single general-purpose load/store:
+    ISV [24] = 1, SAS [23:22], SSE [21] = 0, SRT [20:16], SF [15], AR [14] = 0, WnR [6], DFSC."""
+    return esr(EC_DABT_LOWER, 1 << 24 | size_log2 << 22 | rt << 16 | sf << 15
+               | (WNR if write else 0) | fsc_value)
+
+
+def hpfar(ipa: int) -> int:
+    """HPFAR_EL2: FIPA [43:4] = IPA[51:12]."""
+    return (ipa >> 12) << 4
+
+
+# exc_s2.S: stage 2 faults with HPFAR_EL2 (issue 13).
+EXC_S2 = [
+    Exc(0x1501, 2, 0x400, s2_data_abort(fsc("permission", 2), size_log2=3, rt=3, sf=1,
+                                        write=True), THIS, psr(1), far=0x4060_0000,
+        why="EL1 STR to a stage 2 read-only block: permission fault, level 2, ISV = 1"),
+    Val(0x1511, hpfar(0x4060_0000), why="HPFAR_EL2 of the stage 2 permission fault"),
+    Exc(0x1502, 2, 0x400, s2_data_abort(fsc("access", 2), size_log2=3, rt=4, sf=1), THIS, psr(1),
+        far=0x4080_0000, why="EL1 LDR from a stage 2 block with AF = 0: access flag, level 2"),
+    Val(0x1512, hpfar(0x4080_0000), why="HPFAR_EL2 of the access flag fault"),
+    Exc(0x1503, 2, 0x400, s2_data_abort(fsc("translation", 2), size_log2=2, rt=5, sf=0), THIS,
+        psr(1), far=0x40A0_0000, why="EL1 LDR W5 from an invalid stage 2 level 2 entry"),
+    Val(0x1513, hpfar(0x40A0_0000), why="HPFAR_EL2 of the level 2 translation fault"),
+    Exc(0x1504, 2, 0x400, s2_data_abort(fsc("translation", 1), size_log2=0, rt=6, sf=0), THIS,
+        psr(1), far=0x8000_0000, why="EL1 LDRB from an invalid stage 2 level 1 entry"),
+    Val(0x1514, hpfar(0x8000_0000), why="HPFAR_EL2 of the level 1 translation fault"),
+    Exc(0x1505, 2, 0x400, esr(EC_IABT_LOWER, fsc("permission", 2)), 0x40C0_0000,
+        psr(1, btype=0b10), far=0x40C0_0000,
+        why="EL1 BLR into a stage 2 XN block: Instruction Abort to EL2, permission, level 2"),
+    Val(0x1515, hpfar(0x40C0_0000), why="HPFAR_EL2 of the stage 2 Instruction Abort"),
+    Exc(0x1506, 2, 0x400, esr(EC_HVC, 0x156), ("case_0x1506", 8), psr(1),
+        why="EL1 LDR from the stage 2 read-only block: no fault, the next exception is the HVC"),
+]
+
 PMSCR = (3, 0, 9, 9, 0)
 PMSIDR = (3, 0, 9, 9, 7)
 PMBLIMITR, PMBPTR, PMBSR = (3, 0, 9, 10, 0), (3, 0, 9, 10, 1), (3, 0, 9, 10, 3)
@@ -593,6 +629,7 @@ PROGRAMS = {
                 "QEMU 5, which does not check the OS Lock either"}),
     "exc_virq": Program("exc_virq.S", EXC_VIRQ),
     "exc_traps": Program("exc_traps.S", EXC_TRAPS),
+    "exc_s2": Program("exc_s2.S", EXC_S2),
     "exc_walk": Program("exc_walk.S", EXC_WALK),
 }
 
