@@ -133,3 +133,21 @@ def test_fixed_interval_aliasing_does_not_shrink(loop5, tmp_path):
     assert [n for n, _ in errors] == sorted((n for n, _ in errors), reverse=True)
     for _, err in errors:
         assert err == pytest.approx(80.0, abs=1.0)
+
+
+
+def test_exception_ends_the_counted_block():
+    """spe_end_block_at (Machine._take_sync and the native INTR hook): the block hook counted a
+    5-instruction block whole on entry; an exception at its third instruction leaves 2 + 1
+    retired in it and the ground-truth count moved from the 5-instruction block to its first 3.
+    An instruction outside the block (an Instruction Abort) retires nothing more."""
+    from spe_emu import native
+    c = native.SpeCounter()
+    native.ground_truth_enable(c)
+    c.insns, c.block_start, c.block_insns = 12, 0x1000, 5
+    native.ground_truth_add(c, 0x1000, 5, 1)
+    assert native.end_block_at(c, 0x1008) == 10
+    assert (c.insns, c.block_insns) == (10, 3)
+    assert native.ground_truth_blocks(c) == {(0x1000, 3): 1}
+    assert native.end_block_at(c, 0x2000) == 10 and (c.insns, c.block_insns) == (10, 3)
+    native.ground_truth_free(c)

@@ -981,8 +981,9 @@ class Machine:
         return {pc: n for pc, n in sorted(counts.items()) if n}
 
     def _retired_before(self, addr: int) -> int:
-        """Instructions retired before the instruction at ``addr`` (called from hooks; counter.c
-        spe_mrs_hook has the same rule for native counter reads: tests/test_counter_reads.py)."""
+        """Instructions retired before the instruction at ``addr`` (called from hooks; the native
+        hooks have the same rule, spe_native.h ``spe_retired_before``:
+        tests/test_counter_reads.py holds them equal)."""
         if self.cfg.mode == "reference":
             return self.ref_insns - 1
         c = self.counter
@@ -1934,32 +1935,17 @@ class Machine:
         is accounted up to and including it."""
         insn = preferred if insn is None else insn
         if self.cfg.mode != "reference":
-            c = self.counter
-            if c.block_start <= insn < c.block_start + 4 * c.block_insns:
-                # The native hook counted the whole block on entry; an exception in the
-                # middle of the block ends it after the faulting instruction.
-                retired = self._retired_before(insn) + 1
-                if c.gt_table:  # (ground truth: the block ran only up to the faulting insn)
-                    native.ground_truth_add(c, c.block_start, c.block_insns, -1)
-                    native.ground_truth_add(c, c.block_start, c.block_insns - (c.insns - retired),
-                                            1)
-                c.block_insns -= c.insns - retired
-                c.insns = retired
-            else:  # e.g. an Instruction Abort: the instruction was never fetched
-                retired = c.insns
+            # (the block ends at the faulting instruction: spe_end_block_at, which the native
+            # INTR hook uses too)
+            retired = native.end_block_at(self.counter, insn)
         else:
             retired = self._retired_before(insn) + 1
         self._account(retired)
-        guard = self.intr
-        if retired == guard.entry_retired:
-            guard.entries_in_place += 1
-            if guard.entries_in_place >= EXCEPTION_LOOP_LIMIT:
-                raise GuestError(
-                    f"exception loop: {guard.entries_in_place} synchronous exceptions taken "
-                    f"with no instruction retired (last at PC {preferred:#x}, ESR "
-                    f"{syndrome:#x}, to EL{target}); is the vector table mapped?")
-        else:
-            guard.entry_retired, guard.entries_in_place = retired, 0
+        if native.exception_guard(self.intr, retired):
+            raise GuestError(
+                f"exception loop: {EXCEPTION_LOOP_LIMIT} synchronous exceptions taken with no "
+                f"instruction retired (last at PC {preferred:#x}, ESR {syndrome:#x}, to "
+                f"EL{target}); is the vector table mapped?")
         self.pe.take(target, VectorKind.SYNC, preferred, syndrome, far)
         self._ctx = None
         self._py_exceptions_taken += 1

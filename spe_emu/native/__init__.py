@@ -203,6 +203,19 @@ class SpeIntr(ctypes.Structure):
                 ("irqs_taken", ctypes.c_uint64)]
 
 
+def end_block_at(counter: SpeCounter, insn: int) -> int:
+    """``spe_end_block_at()``: the instruction at ``insn`` takes a synchronous exception; the
+    block the hook counted on entry ends there (ground truth corrected too). Returns the
+    instructions retired up to and including it."""
+    return library().spe_end_block_at(ctypes.byref(counter), insn)
+
+
+def exception_guard(intr: "SpeIntr", retired: int) -> bool:
+    """``spe_exception_guard()``: True (nothing counted) when a synchronous exception after
+    ``retired`` instructions would be ``intr.loop_limit`` in a row with none retired."""
+    return bool(library().spe_exception_guard(ctypes.byref(intr), retired))
+
+
 def deliverable(lines: int, irq_target: int, fiq_target: int, el: int, pstate: int,
                 i_bit: int, f_bit: int) -> tuple[int, int] | None:
     """``spe_deliverable()`` (Arm ARM D1.3.6): the interrupt taken now, as (vector offset
@@ -564,6 +577,8 @@ def _declare(lib: ctypes.CDLL) -> None:
             ("spe_gic_eoi", (ctypes.c_void_p, u32, u32, ctypes.c_int), u32),
             ("spe_deliverable", (u32, u32, u32, u32, u64, u32, u32, ctypes.POINTER(u32)),
              u32),
+            ("spe_end_block_at", (ctypes.POINTER(SpeCounter), u64), u64),
+            ("spe_exception_guard", (ctypes.POINTER(SpeIntr), u64), ctypes.c_int),
             ("spe_set_pstate", (ctypes.POINTER(SpeExcModel), ctypes.c_void_p, u64,
                                 ctypes.POINTER(u32)), None),
             ("spe_take_exception", (ctypes.POINTER(SpeExcModel), ctypes.c_void_p, u32, u32, u64,

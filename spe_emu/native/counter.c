@@ -321,6 +321,34 @@ int spe_gt_add(struct spe_counter *c, uint64_t addr, uint64_t n, int64_t times)
     return 1;
 }
 
+/* Instructions retired up to and including the instruction at insn, which takes a synchronous
+ * exception: in the block the hook entered last, the ones before it and itself; outside it
+ * (an Instruction Abort: the instruction was never fetched), those counted so far. */
+uint64_t spe_retired_through(const struct spe_counter *c, uint64_t insn)
+{
+    if (c->block_start <= insn && insn < c->block_start + 4 * c->block_insns)
+        return spe_retired_before(c, insn) + 1;
+    return c->insns;
+}
+
+/* The exception at insn ends the block there (Machine._take_sync and the native INTR hook):
+ * the hook counted the whole block on entry, so the instructions after insn are taken back,
+ * from the ground-truth count too. Returns spe_retired_through(). */
+uint64_t spe_end_block_at(struct spe_counter *c, uint64_t insn)
+{
+    uint64_t retired = spe_retired_through(c, insn);
+    uint64_t dropped = c->insns - retired;
+    if (dropped) {
+        if (c->gt_table) {   /* (the block ran only up to the faulting instruction) */
+            spe_gt_add(c, c->block_start, c->block_insns, -1);
+            spe_gt_add(c, c->block_start, c->block_insns - dropped, 1);
+        }
+        c->block_insns -= dropped;
+        c->insns = retired;
+    }
+    return retired;
+}
+
 static inline void count_block(struct spe_counter *c, uint64_t address, uint64_t n)
 {
     if (c->gt_table)
@@ -404,8 +432,7 @@ uint32_t spe_mrs_hook(void *uc, int reg, const struct uc_arm64_cp *cp,
         if ((r->allowed >> (2 * el + which)) & 1) {
             struct spe_counter *c = r->counter;
             r->reg_read(uc, r->pc_id, &pc);
-            /* (Machine._retired_before's rule; tests/test_counter_reads.py holds them equal) */
-            uint64_t retired = c->insns - c->block_insns + (pc - c->block_start) / 4;
+            uint64_t retired = spe_retired_before(c, pc);
             uint64_t value = retired - r->offset[el][which];
             r->reg_write(uc, reg, &value);
             r->answered++;

@@ -126,6 +126,23 @@ void spe_take_exception(const struct spe_exc_model *m, void *uc, uint32_t target
     }
 }
 
+/* The exception-loop guard (Machine._take_sync and spe_intr_hook): a synchronous exception
+ * after `retired` instructions. 1, with nothing counted, when it would be the loop_limit-th in
+ * a row with no instruction retired (an abort whose vector aborts again: a guest error);
+ * otherwise counts it and returns 0. */
+int spe_exception_guard(struct spe_intr *h, uint64_t retired)
+{
+    if (retired != h->entry_retired) {
+        h->entry_retired = retired;
+        h->entries_in_place = 0;
+        return 0;
+    }
+    if (h->entries_in_place + 1 >= h->loop_limit)
+        return 1;
+    h->entries_in_place++;
+    return 0;
+}
+
 /* struct { u32 syndrome; u32 fsr; u64 vaddress; u32 target_el; } of CPUARMState */
 struct qemu_exception {
     uint32_t syndrome, fsr;
@@ -272,25 +289,12 @@ void spe_intr_hook(void *uc, uint32_t intno, struct spe_intr *h)
             && (h->python_fscs >> ((exc.syndrome >> h->fsc_lsb) & h->fsc_mask) & 1))
         goto python;
 
-    /* The population is accounted up to and including the instruction (Machine._take_sync):
-     * the block hook counted the whole block on entry; an exception in the middle of it ends
-     * the block after the faulting instruction. */
+    /* The population is accounted up to and including the instruction, and the block ends
+     * there (spe_end_block_at, as Machine._take_sync does). */
     uint64_t insn = (h->after_insn_intnos >> intno) & 1 ? pc - 4 : pc;
-    uint64_t retired = c->insns, block_insns = c->block_insns;
-    if (c->block_start <= insn && insn < c->block_start + 4 * c->block_insns) {
-        retired = c->insns - c->block_insns + (insn - c->block_start) / 4 + 1;
-        block_insns -= c->insns - retired;
-    }
-    if (retired == h->entry_retired) {
-        if (h->entries_in_place + 1 >= h->loop_limit)
-            goto python;   /* (Python raises the exception-loop error) */
-        h->entries_in_place++;
-    } else {
-        h->entry_retired = retired;
-        h->entries_in_place = 0;
-    }
-    c->block_insns = block_insns;
-    c->insns = retired;
+    if (spe_exception_guard(h, spe_retired_through(c, insn)))
+        goto python;   /* (Python raises the exception-loop error) */
+    spe_end_block_at(c, insn);
 
     uint32_t flags = SPE_EXC_SYNDROME | (((h->far_ecs >> ec) & 1) ? SPE_EXC_FAR : 0);
     spe_take_exception(m, uc, target, 0, pc, exc.syndrome, exc.vaddress, flags, 0);

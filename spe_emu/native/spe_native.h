@@ -147,6 +147,18 @@ struct spe_gt_entry {
     uint64_t count;
 };
 
+/* Instructions retired before the instruction at addr of the block the hook entered last
+ * (the hook counts a whole block on entry). Machine._retired_before has the same rule for
+ * Python's hooks; tests/test_counter_reads.py holds them equal. */
+static inline uint64_t spe_retired_before(const struct spe_counter *c, uint64_t addr)
+{
+    return c->insns - c->block_insns + (addr - c->block_start) / 4;
+}
+
+/* counter.c: the instruction at insn takes a synchronous exception. */
+uint64_t spe_retired_through(const struct spe_counter *c, uint64_t insn);
+uint64_t spe_end_block_at(struct spe_counter *c, uint64_t insn);
+
 /* ---- record.c: records of captured samples ------------------------------------------ */
 
 /* Operation kinds of a record template (what record.c builds; SPE_TPL_PYTHON: Python does) */
@@ -338,6 +350,8 @@ struct spe_intr {
     uint64_t icc_native;                  /* ICC accesses executed natively */
     uint64_t irqs_taken;                  /* interrupts taken natively */
 };
+
+int spe_exception_guard(struct spe_intr *h, uint64_t retired);
 
 /* D1.3.6 interrupt masking (exception.c): the interrupt taken now given the GIC's outputs
  * (`lines`: bit 0 IRQ, bit 1 FIQ), their target ELs, the current EL and PSTATE: its target
