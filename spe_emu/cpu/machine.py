@@ -697,7 +697,9 @@ class Machine:
             self.control.fallback = ctypes.cast(self._control_callback, ctypes.c_void_p).value
             ctl = self.control
             ctl.model = ctypes.pointer(exception_model())
-            ctl.spsr_il_lsb, ctl.spsr_m_lsb = SPSR.field("IL").lsb, SPSR.field("M").lsb
+            spsr_m = SPSR.field("M")
+            ctl.spsr_il_lsb, ctl.spsr_m_lsb = SPSR.field("IL").lsb, spsr_m.lsb
+            ctl.spsr_m_mask = spsr_m.mask >> spsr_m.lsb
             self._psb_callback = CODE_HOOK(self._guarded_psb_csync)
             ctl.psb_fallback = ctypes.cast(self._psb_callback, ctypes.c_void_p).value
             hooks = {ERET_WORD: ctypes.c_void_p(native.eret_hook_address()),

@@ -1008,7 +1008,8 @@ class GicDevice(Device, kind="gicv3"):
         for name in ("IRM", "Aff3", "Aff2", "Aff1", "RS", "TargetList"):
             intr.sgi_self_mask |= sgi1r.field(name).mask
         intr.sgi_self_value = sgi1r.make(TargetList=1)
-        intr.sgi_intid_lsb = sgi1r.field("INTID").lsb
+        intid = sgi1r.field("INTID")
+        intr.sgi_intid_lsb, intr.sgi_intid_mask = intid.lsb, intid.mask >> intid.lsb
         intr.sgi1r_groups = sum(1 << group for group in SGI_GROUPS["ICC_SGI1R_EL1"])
 
     def irq_line(self) -> bool:

@@ -196,7 +196,8 @@ class SpeIntr(ctypes.Structure):
                 ("gic_native", ctypes.c_uint32), ("icc_ok", ctypes.c_uint32),
                 ("icc_word", ctypes.c_uint32 * 3), ("intid_mask", ctypes.c_uint32),
                 ("sgi_self_mask", ctypes.c_uint64), ("sgi_self_value", ctypes.c_uint64),
-                ("sgi_intid_lsb", ctypes.c_uint32), ("sgi1r_groups", ctypes.c_uint32),
+                ("sgi_intid_lsb", ctypes.c_uint32), ("sgi_intid_mask", ctypes.c_uint32),
+                ("sgi1r_groups", ctypes.c_uint32), ("pad1", ctypes.c_uint32),
                 ("irq_target", ctypes.c_uint32), ("fiq_target", ctypes.c_uint32),
                 ("i_bit", ctypes.c_uint32), ("f_bit", ctypes.c_uint32),
                 ("x_ids", ctypes.c_int32 * 31), ("icc_native", ctypes.c_uint64),
@@ -235,6 +236,7 @@ class SpeControl(ctypes.Structure):
                 ("fallback", ctypes.c_void_p), ("skipped", ctypes.c_uint64),
                 ("eret_il", ctypes.c_uint64 * 4), ("model", ctypes.POINTER(SpeExcModel)),
                 ("spsr_il_lsb", ctypes.c_uint32), ("spsr_m_lsb", ctypes.c_uint32),
+                ("spsr_m_mask", ctypes.c_uint32), ("pad2", ctypes.c_uint32),
                 ("psb", ctypes.c_uint32), ("psb_pad", ctypes.c_uint32),
                 ("psb_fallback", ctypes.c_void_p), ("psb_skipped", ctypes.c_uint64)]
 
@@ -322,9 +324,6 @@ class GicCore:
 
     def running_priority(self) -> int:
         return library().spe_gic_running_priority(self._ref)
-
-    def can_signal(self, prio: int, group: int) -> bool:
-        return bool(library().spe_gic_can_signal(self._ref, prio, group))
 
     def acknowledge(self, group: int) -> int:
         """The INTID acknowledged (1023: none), with its side effects."""
@@ -572,7 +571,6 @@ def _declare(lib: ctypes.CDLL) -> None:
             ("spe_gic_lines", (ctypes.c_void_p,), u32),
             ("spe_gic_group_mask", (ctypes.c_void_p, u32), u32),
             ("spe_gic_running_priority", (ctypes.c_void_p,), u32),
-            ("spe_gic_can_signal", (ctypes.c_void_p, u32, u32), ctypes.c_int),
             ("spe_gic_acknowledge", (ctypes.c_void_p, u32), u32),
             ("spe_gic_eoi", (ctypes.c_void_p, u32, u32, ctypes.c_int), u32),
             ("spe_deliverable", (u32, u32, u32, u32, u64, u32, u32, ctypes.POINTER(u32)),

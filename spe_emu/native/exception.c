@@ -177,12 +177,12 @@ uint32_t spe_deliverable(uint32_t lines, uint32_t irq_target, uint32_t fiq_targe
      * interrupt masking table for AArch64). */
     if ((lines & 2) && fiq_target >= el
             && ((fiq_target > el && fiq_target != 1) || !(pstate >> f_bit & 1))) {
-        *kind = 0x100;
+        *kind = SPE_VECTOR_FIQ;
         return fiq_target;
     }
     if ((lines & 1) && irq_target >= el
             && ((irq_target > el && irq_target != 1) || !(pstate >> i_bit & 1))) {
-        *kind = 0x080;
+        *kind = SPE_VECTOR_IRQ;
         return irq_target;
     }
     return 0;
@@ -238,7 +238,7 @@ static int icc_fast(void *uc, struct spe_intr *h, struct spe_counter *c, uint32_
     } else {
         if ((value & h->sgi_self_mask) != h->sgi_self_value)
             return 0;
-        struct spe_gic_irq *irq = &g->irqs[(value >> h->sgi_intid_lsb) & 15];
+        struct spe_gic_irq *irq = &g->irqs[(value >> h->sgi_intid_lsb) & h->sgi_intid_mask];
         if (h->sgi1r_groups >> (irq->group & 1) & 1)
             irq->latch = 1;
     }
@@ -304,8 +304,8 @@ python:
     h->fallback(uc, intno, h);
 }
 
-/* UC_HOOK_CODE callback on ERET and MSR DAIFSet/DAIFClr: Python's hook only while it has
- * something to re-plan (struct spe_control). */
+/* UC_HOOK_CODE callback on MSR DAIFClr: Python's hook only while it has something to
+ * re-plan (struct spe_control). */
 void spe_control_hook(void *uc, uint64_t address, uint32_t size, struct spe_control *ctl)
 {
     if (!(ctl->python | ctl->irq)) {
@@ -340,7 +340,7 @@ void spe_eret_hook(void *uc, uint64_t address, uint32_t size, struct spe_control
         }
         uint64_t spsr = cp_read(uc, m, m->spsr_enc[el]);
         uint32_t key = (uint32_t)((spsr >> ctl->spsr_il_lsb & 1) << 5
-                                  | (spsr >> ctl->spsr_m_lsb & 31));
+                                  | (spsr >> ctl->spsr_m_lsb & ctl->spsr_m_mask));
         if (!(ctl->eret_il[el] >> key & 1)) {
             ctl->skipped++;
             return;

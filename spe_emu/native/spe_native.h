@@ -294,6 +294,11 @@ struct spe_exc_entry {
     uint64_t from_el, spsr, vector;
 };
 
+/* Offsets of the exception types inside a vector-table quarter (Arm ARM D1.10.2; Python's
+ * spe_emu.cpu.exceptions.VectorKind) */
+#define SPE_VECTOR_IRQ 0x080
+#define SPE_VECTOR_FIQ 0x100
+
 /* spe_take_exception flags */
 #define SPE_EXC_SYNDROME 1   /* write ESR_ELx = syndrome */
 #define SPE_EXC_FAR 2        /* write FAR_ELx = far */
@@ -343,7 +348,8 @@ struct spe_intr {
                                              ICC_SGI1R_EL1 with Rt = 0 */
     uint32_t intid_mask;                  /* ICC_EOIR1_EL1.INTID (from bit 0) */
     uint64_t sgi_self_mask, sgi_self_value;  /* ICC_SGI1R_EL1 naming only this PE */
-    uint32_t sgi_intid_lsb, sgi1r_groups; /* ICC_SGI1R_EL1.INTID; groups it forwards */
+    uint32_t sgi_intid_lsb, sgi_intid_mask;  /* ICC_SGI1R_EL1.INTID (lsb, width-mask) */
+    uint32_t sgi1r_groups, pad1;          /* the groups ICC_SGI1R_EL1 forwards */
     uint32_t irq_target, fiq_target;      /* the EL a physical IRQ / FIQ is routed to */
     uint32_t i_bit, f_bit;                /* PSTATE.I, PSTATE.F */
     int32_t x_ids[31];                    /* Unicorn ids of X0-X30 */
@@ -393,7 +399,8 @@ struct spe_control {
      * (SPSR_ELx.IL << 5 | SPSR_ELx.M) (spe_emu.cpu.sync_checks.eret_il_table) */
     uint64_t eret_il[4];
     const struct spe_exc_model *model;
-    uint32_t spsr_il_lsb, spsr_m_lsb;   /* SPSR_ELx.IL, SPSR_ELx.M[4:0] */
+    uint32_t spsr_il_lsb, spsr_m_lsb;   /* SPSR_ELx.IL, SPSR_ELx.M[4:0] (lsb) */
+    uint32_t spsr_m_mask, pad2;         /* SPSR_ELx.M width-mask */
     /* PSB CSYNC (spe_psb_hook): Python's Machine._on_psb_csync runs only while `psb` is set
      * (profiling enabled: records of captured or predicted samples may be unwritten). */
     uint32_t psb, psb_pad;
