@@ -672,12 +672,9 @@ class Machine:
             # read the table does not cover, goes to _on_mrs (_mrs_fallback).
             reads = self.counter_reads = native.SpeCounterReads()
             reads.counter = ctypes.pointer(self.counter)
-            reads.reg_read = ctypes.cast(uclib.uc_reg_read, ctypes.c_void_p).value
-            reads.reg_write = ctypes.cast(uclib.uc_reg_write, ctypes.c_void_p).value
-            reads.pc_id, reads.pstate_id = A.UC_ARM64_REG_PC, A.UC_ARM64_REG_PSTATE
+            reads.model = ctypes.addressof(exception_model())
             for which, enc in enumerate(COUNTER_READS):
                 reads.enc[which][:] = enc
-            reads.el_lsb, reads.el_mask = PSTATE_EL.lsb, PSTATE_EL.mask >> PSTATE_EL.lsb
             reads.filter = ctypes.addressof(self.sysreg_filter)
             self._mrs_callback = SYS_HOOK(self._mrs_fallback)
             reads.fallback = ctypes.cast(self._mrs_callback, ctypes.c_void_p).value

@@ -111,12 +111,9 @@ class SpeCounterReads(ctypes.Structure):
 
     _fields_ = [("valid", ctypes.c_uint64), ("allowed", ctypes.c_uint64),
                 ("offset", (ctypes.c_uint64 * 2) * 4),
-                ("counter", ctypes.POINTER(SpeCounter)), ("reg_read", ctypes.c_void_p),
-                ("reg_write", ctypes.c_void_p), ("fallback", ctypes.c_void_p),
-                ("pc_id", ctypes.c_int32), ("pstate_id", ctypes.c_int32),
-                ("answered", ctypes.c_uint64), ("enc", (ctypes.c_uint32 * 5) * 2),
-                ("el_lsb", ctypes.c_uint32), ("el_mask", ctypes.c_uint32),
-                ("filter", ctypes.c_void_p)]
+                ("counter", ctypes.POINTER(SpeCounter)), ("model", ctypes.c_void_p),
+                ("fallback", ctypes.c_void_p), ("answered", ctypes.c_uint64),
+                ("enc", (ctypes.c_uint32 * 5) * 2), ("filter", ctypes.c_void_p)]
 
 
 SYSREG_KEYS = 65536   # SPE_SYSREG_KEYS

@@ -426,15 +426,16 @@ uint32_t spe_mrs_hook(void *uc, int reg, const struct uc_arm64_cp *cp,
         if (cp->op0 != e[0] || cp->op1 != e[1] || cp->crn != e[2] || cp->crm != e[3]
                 || cp->op2 != e[4])
             continue;
+        const struct spe_exc_model *m = r->model;
         uint64_t pstate = 0, pc = 0;
-        r->reg_read(uc, r->pstate_id, &pstate);
-        unsigned el = (unsigned)(pstate >> r->el_lsb) & r->el_mask;
+        m->reg_read(uc, m->pstate_id, &pstate);
+        unsigned el = (unsigned)(pstate >> m->el_lsb) & m->el_mask;
         if ((r->allowed >> (2 * el + which)) & 1) {
             struct spe_counter *c = r->counter;
-            r->reg_read(uc, r->pc_id, &pc);
+            m->reg_read(uc, m->pc_id, &pc);
             uint64_t retired = spe_retired_before(c, pc);
             uint64_t value = retired - r->offset[el][which];
-            r->reg_write(uc, reg, &value);
+            m->reg_write(uc, reg, &value);
             r->answered++;
             return 1;
         }
@@ -442,7 +443,7 @@ uint32_t spe_mrs_hook(void *uc, int reg, const struct uc_arm64_cp *cp,
     }
     const struct spe_sysreg_filter *f = r->filter;
     unsigned key = spe_sysreg_key(cp);
-    if (f && !((f->mrs[key >> 3] >> (key & 7)) & 1)) {
+    if (f && !spe_key_set(f->mrs, key)) {
         r->filter->skipped++;
         return 0;   /* a register no Python table answers: QEMU reads it */
     }
@@ -455,7 +456,7 @@ uint32_t spe_msr_hook(void *uc, int reg, const struct uc_arm64_cp *cp,
                       struct spe_sysreg_filter *f)
 {
     unsigned key = spe_sysreg_key(cp);
-    if (!f->msr_all && (!((f->msr[key >> 3] >> (key & 7)) & 1)
+    if (!f->msr_all && (!spe_key_set(f->msr, key)
                         || (key == f->daif_key && f->control
                             && !(f->control->python | f->control->irq)))) {
         f->skipped++;
@@ -470,7 +471,7 @@ uint32_t spe_sys_hook(void *uc, int reg, const struct uc_arm64_cp *cp,
                       struct spe_sysreg_filter *f)
 {
     unsigned key = spe_sysreg_key(cp);
-    if (!f->sys_all && (!f->sys_cache || !((f->sys[key >> 3] >> (key & 7)) & 1))) {
+    if (!f->sys_all && (!f->sys_cache || !spe_key_set(f->sys, key))) {
         f->skipped++;
         return 0;
     }

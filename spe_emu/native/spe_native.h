@@ -252,21 +252,19 @@ typedef uint32_t (*spe_sys_hook_fn)(void *uc, int reg, const struct uc_arm64_cp 
                                     void *user_data);
 typedef int (*spe_reg_io_fn)(void *uc, int regid, void *value);
 
+struct spe_exc_model;
 struct spe_counter_reads {
     uint64_t valid;
     uint64_t allowed;
     uint64_t offset[4][2];
     struct spe_counter *counter;
-    spe_reg_io_fn reg_read;     /* uc_reg_read from libunicorn */
-    spe_reg_io_fn reg_write;    /* uc_reg_write */
+    /* the register ids, PSTATE.EL and uc_reg_read/uc_reg_write of exception entry's model */
+    const struct spe_exc_model *model;
     spe_sys_hook_fn fallback;   /* the Python MRS hook */
-    int32_t pc_id, pstate_id;   /* UC_ARM64_REG_PC, UC_ARM64_REG_PSTATE */
     uint64_t answered;          /* reads answered natively (for tests and benchmarks) */
-    /* From Python's tables, so no encoding or field is written here twice: the two
-     * counters' encodings (op0, op1, CRn, CRm, op2; COUNTER_READS) and PSTATE.EL (lsb,
-     * width-mask; the PSTATE register table). */
+    /* From Python's tables, so no encoding is written here twice: the two counters'
+     * encodings (op0, op1, CRn, CRm, op2; COUNTER_READS). */
     uint32_t enc[2][5];
-    uint32_t el_lsb, el_mask;
     struct spe_sysreg_filter *filter;   /* MRS encodings Python answers */
 };
 
@@ -407,6 +405,12 @@ struct spe_control {
     spe_code_fn psb_fallback;
     uint64_t psb_skipped;
 };
+
+/* Whether `key` is set in a filter bitmap. */
+static inline int spe_key_set(const uint8_t *bitmap, unsigned key)
+{
+    return (bitmap[key >> 3] >> (key & 7)) & 1;
+}
 
 static inline unsigned spe_sysreg_key(const struct uc_arm64_cp *cp)
 {
