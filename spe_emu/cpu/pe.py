@@ -51,39 +51,41 @@ class ProcessingElement:
         return ctx.el
 
     @staticmethod
-    def interrupt_target(ctx: AccessContext, kind: VectorKind) -> int:
-        """The EL a physical IRQ or FIQ is routed to (Arm ARM D1.3.5: SCR_EL3.IRQ/FIQ, then
-        HCR_EL2.IMO/FMO or TGE when EL2 is enabled)."""
-        scr_bit, hcr_bit = ("IRQ", "IMO") if kind is VectorKind.IRQ else ("FIQ", "FMO")
+    def _async_target(ctx: AccessContext, scr_bit: str, hcr_bit: str) -> int:
+        """The EL an asynchronous exception is routed to (Arm ARM D1.3.5): EL3 with
+        SCR_EL3.<scr_bit>, else EL2 with HCR_EL2.<hcr_bit> or TGE when EL2 is enabled, else
+        EL1."""
         if SCR_EL3.get(ctx.scr_el3, scr_bit):
             return 3
         if ctx.el2_enabled and (HCR_EL2.get(ctx.hcr_el2, hcr_bit) or ctx.tge):
             return 2
         return 1
 
-    @staticmethod
-    def serror_target(ctx: AccessContext) -> int:
-        """The EL a physical SError is routed to (Arm ARM D1.3.5: SCR_EL3.EA, then
-        HCR_EL2.AMO or TGE when EL2 is enabled)."""
-        if SCR_EL3.get(ctx.scr_el3, "EA"):
-            return 3
-        if ctx.el2_enabled and (HCR_EL2.get(ctx.hcr_el2, "AMO") or ctx.tge):
-            return 2
-        return 1
+    @classmethod
+    def interrupt_target(cls, ctx: AccessContext, kind: VectorKind) -> int:
+        """The EL a physical IRQ or FIQ is routed to (SCR_EL3.IRQ/FIQ, HCR_EL2.IMO/FMO)."""
+        if kind is VectorKind.IRQ:
+            return cls._async_target(ctx, "IRQ", "IMO")
+        return cls._async_target(ctx, "FIQ", "FMO")
+
+    @classmethod
+    def serror_target(cls, ctx: AccessContext) -> int:
+        """The EL a physical SError is routed to (SCR_EL3.EA, HCR_EL2.AMO)."""
+        return cls._async_target(ctx, "EA", "AMO")
+
+    def _taken_at(self, target: int, ctx: AccessContext, mask: str) -> bool:
+        """Whether an asynchronous exception routed to ``target`` is taken now, PSTATE.<mask>
+        masking it as Arm ARM D1.3.6 says (``spe_unmasked()``, the native path's rule)."""
+        return native.unmasked(target, ctx.el, current_pstate(self.mem),
+                               PSTATE.field(mask).lsb)
 
     def _physical_serror(self, ctx: AccessContext) -> int | None:
-        """The EL the pending physical SError is taken to now, or None: not routed below the
-        current EL, and masked by PSTATE.A when taken to the current EL or to EL1 from EL0
-        (Arm ARM D1.3.6: an exception routed to EL2 or EL3 above the current EL is not
-        masked)."""
+        """The EL the pending physical SError is taken to now (:meth:`_taken_at` with
+        PSTATE.A), or None."""
         if not self.serror_pending:
             return None
         target = self.serror_target(ctx)
-        if target < ctx.el:
-            return None
-        if target > ctx.el and target != 1:
-            return target
-        return None if PSTATE.get(current_pstate(self.mem), "A") else target
+        return target if self._taken_at(target, ctx, "A") else None
 
     @staticmethod
     def virtual_serror_pending(ctx: AccessContext) -> bool:
@@ -118,9 +120,9 @@ class ProcessingElement:
         if serror is not None:
             return VectorKind.SERROR, serror
         found = self._physical_interrupt(ctx)
-        if found is None and ctx.el < 2 and self.virtual_serror_pending(ctx):
-            if not PSTATE.get(current_pstate(self.mem), "A"):
-                return VectorKind.SERROR, 1
+        if (found is None and self.virtual_serror_pending(ctx)
+                and self._taken_at(1, ctx, "A")):
+            return VectorKind.SERROR, 1
         return found
 
     def _physical_interrupt(self, ctx: AccessContext) -> tuple[VectorKind, int] | None:

@@ -214,6 +214,13 @@ def exception_guard(intr: "SpeIntr", retired: int) -> bool:
     return bool(library().spe_exception_guard(ctypes.byref(intr), retired))
 
 
+def unmasked(target: int, el: int, pstate: int, mask_bit: int) -> bool:
+    """``spe_unmasked()`` (Arm ARM D1.3.6): whether an asynchronous exception routed to EL
+    ``target`` is taken at EL ``el`` with PSTATE ``pstate`` (``mask_bit``: the lsb of PSTATE.A,
+    I or F)."""
+    return bool(library().spe_unmasked(target, el, pstate, mask_bit))
+
+
 def deliverable(lines: int, irq_target: int, fiq_target: int, el: int, pstate: int,
                 i_bit: int, f_bit: int) -> tuple[int, int] | None:
     """``spe_deliverable()`` (Arm ARM D1.3.6): the interrupt taken now, as (vector offset
@@ -572,6 +579,7 @@ def _declare(lib: ctypes.CDLL) -> None:
             ("spe_gic_eoi", (ctypes.c_void_p, u32, u32, ctypes.c_int), u32),
             ("spe_deliverable", (u32, u32, u32, u32, u64, u32, u32, ctypes.POINTER(u32)),
              u32),
+            ("spe_unmasked", (u32, u32, u64, u32), ctypes.c_int),
             ("spe_end_block_at", (ctypes.POINTER(SpeCounter), u64), u64),
             ("spe_exception_guard", (ctypes.POINTER(SpeIntr), u64), ctypes.c_int),
             ("spe_set_pstate", (ctypes.POINTER(SpeExcModel), ctypes.c_void_p, u64,

@@ -167,21 +167,24 @@ static int python_undef(const struct spe_intr *h, uint32_t word)
     return 0;
 }
 
+int spe_unmasked(uint32_t target, uint32_t el, uint64_t pstate, uint32_t mask_bit)
+{
+    /* Never taken when routed below the current EL; masked by the PSTATE bit when routed to
+     * the current EL, and when routed to EL1 from EL0 (an interrupt routed to a higher EL is
+     * not masked by PSTATE, except one to EL1: Arm ARM D1.3.6, the physical interrupt
+     * masking table for AArch64). */
+    return target >= el && ((target > el && target != 1) || !(pstate >> mask_bit & 1));
+}
+
 uint32_t spe_deliverable(uint32_t lines, uint32_t irq_target, uint32_t fiq_target,
                          uint32_t el, uint64_t pstate, uint32_t i_bit, uint32_t f_bit,
                          uint32_t *kind)
 {
-    /* FIQ first. Never taken when routed below the current EL; masked by PSTATE.F/I when
-     * routed to the current EL, and when routed to EL1 from EL0 (an interrupt routed to a
-     * higher EL is not masked by PSTATE, except one to EL1: Arm ARM D1.3.6, the physical
-     * interrupt masking table for AArch64). */
-    if ((lines & 2) && fiq_target >= el
-            && ((fiq_target > el && fiq_target != 1) || !(pstate >> f_bit & 1))) {
+    if ((lines & 2) && spe_unmasked(fiq_target, el, pstate, f_bit)) {   /* FIQ first */
         *kind = SPE_VECTOR_FIQ;
         return fiq_target;
     }
-    if ((lines & 1) && irq_target >= el
-            && ((irq_target > el && irq_target != 1) || !(pstate >> i_bit & 1))) {
+    if ((lines & 1) && spe_unmasked(irq_target, el, pstate, i_bit)) {
         *kind = SPE_VECTOR_IRQ;
         return irq_target;
     }

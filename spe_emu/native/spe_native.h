@@ -357,7 +357,11 @@ struct spe_intr {
 
 int spe_exception_guard(struct spe_intr *h, uint64_t retired);
 
-/* D1.3.6 interrupt masking (exception.c): the interrupt taken now given the GIC's outputs
+/* D1.3.6 interrupt masking (exception.c): whether an asynchronous exception routed to
+ * `target` is taken at `el` under `pstate` (mask_bit: PSTATE.A, I or F). */
+int spe_unmasked(uint32_t target, uint32_t el, uint64_t pstate, uint32_t mask_bit);
+
+/* The same for the GIC's outputs: the interrupt taken now given the GIC's outputs
  * (`lines`: bit 0 IRQ, bit 1 FIQ), their target ELs, the current EL and PSTATE: its target
  * EL with *kind = its vector offset (0x080 IRQ, 0x100 FIQ), or 0 for none. */
 uint32_t spe_deliverable(uint32_t lines, uint32_t irq_target, uint32_t fiq_target,
