@@ -571,11 +571,19 @@ class Machine:
         deadline = self.clock.next_deadline_insns()
         if not (self._irq_line() or (deadline != NEVER and deadline < planned)):
             return
-        if fast:
-            self.counter.stop_at = min(self.counter.stop_at, self.counter.insns)
-        else:
-            self._stop_requested = True
+        self._stop_at_block_boundary()
+        if not fast:
             self._ref_deadline = 0  # stop at the next instruction: the clock may have news
+
+    def _stop_at_block_boundary(self) -> None:
+        """Stop the run at the next block boundary: the fast and raw loops' native block hook
+        stops once the instruction count reaches ``counter.stop_at``; the reference loop
+        (:meth:`_on_every_insn`) stops at its next instruction if an interrupt is then
+        deliverable (it re-derives everything else at every instruction)."""
+        if self.cfg.mode == "reference":
+            self._stop_requested = True
+        else:
+            self.counter.stop_at = min(self.counter.stop_at, self.counter.insns)
 
     def _python_controls(self) -> None:
         """Something :meth:`_on_control_insn` acts on may have changed (an interrupt level,
@@ -2216,7 +2224,7 @@ class Machine:
         if self.checks.control_written(enc):
             # (a trap control of SyncChecks: refreshed at the stop right after this write)
             if self.cfg.mode == "fast":
-                self.counter.stop_at = min(self.counter.stop_at, self.counter.insns)
+                self._stop_at_block_boundary()
             elif self.cfg.mode == "reference":
                 self._ref_deadline = 0
         if enc in TRANSLATION_WRITES:
@@ -2235,10 +2243,7 @@ class Machine:
         if enc in WATCHED_WRITES or enc in DEBUG_WRITES or enc == DAIF_ENC:
             # Takes effect after this instruction; re-plan at the next block boundary.
             self.replan = True
-            if self.cfg.mode != "reference":
-                self.counter.stop_at = min(self.counter.stop_at, self.counter.insns)
-            else:
-                self._stop_requested = True
+            self._stop_at_block_boundary()
         return 0
 
     def _controls_idle(self) -> None:
@@ -2276,7 +2281,7 @@ class Machine:
             return
         self._catch_up(self._insn_index(address), address)
         self.replan = True
-        self.counter.stop_at = min(self.counter.stop_at, self.counter.insns)
+        self._stop_at_block_boundary()
 
     def _psb_hook_state(self) -> None:
         """Whether the PSB CSYNC hook calls :meth:`_on_psb_csync`: while profiling is enabled
@@ -2299,7 +2304,7 @@ class Machine:
             return
         self._catch_up(self._insn_index(address), address)
         self.replan = True
-        self.counter.stop_at = min(self.counter.stop_at, self.counter.insns)
+        self._stop_at_block_boundary()
         if self.sync_observer is not None:
             self.sync_observer("psb", self._insn_index(address))
 
