@@ -1,5 +1,5 @@
 """The fast run loop hooks every ERET, PSB CSYNC and MSR DAIFClr (not DAIFSet) in executable code
-(Machine._control_instruction_addresses, through control_offsets); the scan is a regular expression over the segment's
+(Machine._control_sites, through control_offsets); the scan is a regular expression over the segment's
 bytes and must find exactly the word-aligned instructions a word-by-word decode finds."""
 
 import re

@@ -29,7 +29,7 @@ import struct
 from dataclasses import asdict, dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
-from typing import Callable, NamedTuple
+from typing import Callable, Iterator, NamedTuple
 
 from unicorn import (UC_ARCH_ARM64, UC_ERR_FETCH_UNMAPPED, UC_ERR_READ_UNMAPPED,
                      UC_ERR_WRITE_UNMAPPED, UC_HOOK_BLOCK, UC_HOOK_CODE, UC_HOOK_INSN, UC_HOOK_INTR,
@@ -55,7 +55,7 @@ from ..platform.bus import Bus
 from ..platform.clock import VirtualClock
 from ..platform.console import POLL_TICKS, ConsoleInput, usable_input
 from ..platform.device import DEVICE_TYPES, Device
-from ..platform.loader import PF_X, Image
+from ..platform.loader import PF_X, Image, Segment
 from ..platform.sysregs import SysregEntry, SysregRegistry
 from ..spe import packets as P
 from ..spe.config import SpeConfig
@@ -710,7 +710,8 @@ class Machine:
             hooks = {ERET_WORD: ctypes.c_void_p(native.eret_hook_address()),
                      PSB_CSYNC_WORD: ctypes.c_void_p(native.psb_hook_address())}
             self._control_hook_kinds = (hooks, ctypes.c_void_p(native.control_hook_address()))
-            for site in self._control_sites():
+            self._control_segments = self._control_sites()
+            for site in self._control_segments:
                 self._hook_control_site(site, (site.vaddr - site.paddr) & MASK64)
             # After each instruction that may misalign SP: SyncChecks.on_sp_written
             self._sp_callback = CODE_HOOK(lambda _uch, address, _size, _data: self._guarded(
@@ -719,8 +720,8 @@ class Machine:
                 self._native_hook(UC_HOOK_CODE, self._sp_callback, None, addr, addr + 3)
             # (self.records is made when profiling is first enabled: _refresh_enabled)
         elif self.cfg.mode == "reference":
-            self._psb_addresses = frozenset(addr for addr, word in
-                                            self._control_instruction_addresses()
+            self._psb_addresses = frozenset(site.vaddr + off for site in self._control_sites()
+                                            for off, word in site.offsets
                                             if word == PSB_CSYNC_WORD)
             uc.hook_add(UC_HOOK_CODE, self._on_every_insn)
 
@@ -837,22 +838,19 @@ class Machine:
         if self._control_segments:  # (fast loop)
             return any((pc - site.paddr - site.shift) & MASK64 < site.size
                        for site in self._control_segments)
-        return any(seg.flags & PF_X and seg.vaddr <= pc < seg.vaddr + seg.memsz
-                   for image in self.images for seg in image.segments)
+        return any(seg.vaddr <= pc < seg.vaddr + seg.memsz for seg in self.code_segments())
+
+    def code_segments(self) -> Iterator[Segment]:
+        """The loaded images' executable (PF_X) segments, in load order."""
+        return (seg for image in self.images for seg in image.segments if seg.flags & PF_X)
 
     def _control_sites(self) -> list[ControlSites]:
-        """The control instructions (:meth:`_control_instruction_addresses`) of each executable
-        segment, with no hooks yet."""
-        out = []
-        for image in self.images:
-            for seg in image.segments:
-                if seg.flags & PF_X:
-                    data = bytes(seg.data)
-                    out.append(ControlSites(seg.vaddr, seg.paddr, len(data), tuple(
-                        (off, int.from_bytes(data[off:off + 4], "little"))
-                        for off in control_offsets(data))))
-        self._control_segments = out
-        return out
+        """The ERET, PSB CSYNC and MSR DAIFClr instructions (:func:`control_offsets`) of each
+        executable segment, with no hooks yet."""
+        return [ControlSites(seg.vaddr, seg.paddr, len(data), tuple(
+                    (off, int.from_bytes(data[off:off + 4], "little"))
+                    for off in control_offsets(data)))
+                for seg in self.code_segments() for data in [bytes(seg.data)]]
 
     def _hook_control_site(self, site: ControlSites, shift: int) -> None:
         """(Re)install ``site``'s control-instruction hooks at physical address + ``shift``
@@ -891,18 +889,6 @@ class Machine:
                 self.uc.ctl_flush_tb()
                 return True
         return False
-
-    def _control_instruction_addresses(self) -> list[tuple[int, int]]:
-        """(address, instruction word) of the ERET, PSB CSYNC and MSR DAIFClr
-        instructions in executable segments."""
-        out = []
-        for image in self.images:
-            for seg in image.segments:
-                if seg.flags & PF_X:
-                    data = bytes(seg.data)
-                    out += [(seg.vaddr + off, int.from_bytes(data[off:off + 4], "little"))
-                            for off in control_offsets(data)]
-        return out
 
     # ------------------------------------------------------------------ state views --------
     def context(self) -> AccessContext:

@@ -65,7 +65,6 @@ from ..arch.context import CPACR_EL1, HCR_EL2, SCR_EL3, SPSR_ENC, AccessContext
 from ..arch.context import SCTLR_ELX, SCTLR_ENC
 from ..arch.firmware_regs import CPTR_EL2, CPTR_EL3, extended
 from ..arch.faults import ExternalAbort
-from ..platform.loader import PF_X
 from ..sysreg import reg
 from . import a64
 from .exceptions import ABORT_ISS, EC, ESR, PSTATE, esr
@@ -402,8 +401,7 @@ class SyncChecks:
         m = self.m
         if not m.scan_sp_writers:
             return []
-        return [seg.vaddr + off + INSN_BYTES
-                for image in m.images for seg in image.segments if seg.flags & PF_X
+        return [seg.vaddr + off + INSN_BYTES for seg in m.code_segments()
                 for off in sp_writer_offsets(bytes(seg.data))]
 
     def on_sp_written(self, address: int) -> None:
