@@ -72,7 +72,8 @@ from .native_records import (CAPTURE_REGS, CAPTURE_SLOT, NativeRecords, block_te
 from .pe import ISR_EL1, ProcessingElement
 from .qemu_state import ExceptionReader, exception_layout
 from .watchpoints import DEBUG_WRITES, Watchpoints
-from .sync_checks import ABORT_ECS, CONTROL_REGS, INSN_BYTES, SP_ELX_WRITES, SPSR, SyncChecks
+from .sync_checks import (ABORT_ECS, CONTROL_REGS, ERET_WORD, INSN_BYTES, SP_ELX_WRITES, SPSR,
+                          SyncChecks)
 
 NEVER = (1 << 64) - 1
 PSTATE_EL = PSTATE.field("EL")
@@ -108,7 +109,6 @@ CRN_TLBI = 8
 # Writes that may turn stage 2 of the EL1&0 regime on or off (HCR_EL2.{VM, E2H, TGE},
 # SCR_EL3.NS): the host-side translations are flushed when they do.
 STAGE2_SWITCHES = {HCR_EL2.encoding.tuple, SCR_EL3.encoding.tuple}
-ERET_WORD = 0xD69F03E0
 PSB_CSYNC_WORD = 0xD503223F  # HINT #17 (Arm ARM C6.2 PSB CSYNC)
 # MSR DAIFClr, #imm: an unmasking may let an asserted interrupt in. (MSR DAIFSet only masks:
 # nothing the fast loop planned changes, so it is not hooked.)
