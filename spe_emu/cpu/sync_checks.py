@@ -127,10 +127,6 @@ def _field(word: int, lsb: int, width: int) -> int:
     return (word >> lsb) & ((1 << width) - 1)
 
 
-def _signed(value: int, bits: int) -> int:
-    return value - (1 << bits) if value >> (bits - 1) else value
-
-
 def may_misalign_sp(word: int) -> bool:
     """Whether the instruction ``word``, which matched one of :data:`SP_WRITERS`, may leave SP
     not 16-byte aligned when it was: everything but an ADD/SUB (immediate) of SP to SP, and
@@ -142,11 +138,11 @@ def may_misalign_sp(word: int) -> bool:
     if word & SP_LOGICAL_IMM[0] == SP_LOGICAL_IMM[1]:
         return _field(word, 29, 2) != 0b11
     if word & SP_LDST_WB[0] == SP_LDST_WB[1]:
-        return _signed(_field(word, 12, 9), 9) % SP_ALIGN != 0
+        return a64._sext(word >> 12, 9) % SP_ALIGN != 0
     if word & SP_PAIR_WB[0] == SP_PAIR_WB[1]:
         opc, simd = _field(word, 30, 2), _field(word, 26, 1)
         scale = 4 << (opc if simd else opc >> 1)
-        return _signed(_field(word, 15, 7), 7) * scale % SP_ALIGN != 0
+        return a64._sext(word >> 15, 7) * scale % SP_ALIGN != 0
     return True   # ADD/SUB (extended register)
 
 
