@@ -36,7 +36,7 @@ from unicorn import (UC_ARCH_ARM64, UC_ERR_FETCH_UNMAPPED, UC_ERR_READ_UNMAPPED,
                      UC_HOOK_MEM_UNMAPPED, UC_MEM_FETCH_UNMAPPED, UC_MEM_WRITE_UNMAPPED,
                      UC_MODE_ARM, UC_PROT_EXEC, Uc, UcError)
 from unicorn import arm64_const as A
-from unicorn.unicorn_py3.arch.arm64 import CpReg, UcRegCP64
+from unicorn.unicorn_py3.arch.arm64 import UcRegCP64
 from unicorn.unicorn_py3.unicorn import uclib
 
 from .. import devices  # noqa: F401 -- the device models register themselves
@@ -789,10 +789,11 @@ class Machine:
             return default
 
     @staticmethod
-    def _cp_reg(cp_ptr) -> CpReg:
-        """The ``uc_arm64_cp_reg`` a native MRS/MSR hook passes, as the binding's CpReg."""
-        cp = ctypes.cast(cp_ptr, ctypes.POINTER(UcRegCP64)).contents
-        return CpReg(cp.crn, cp.crm, cp.op0, cp.op1, cp.op2, cp.val)
+    def _cp_reg(cp_ptr: int) -> UcRegCP64:
+        """The ``uc_arm64_cp_reg`` a native MRS/MSR/SYS hook passes, viewed in place (the
+        binding's structure, with CpReg's field names; valid for the hook's call only): no
+        cast and no copy into a CpReg on each call that reaches Python."""
+        return UcRegCP64.from_address(cp_ptr)
 
     def _intr_fallback(self, _uch, intno: int, _data) -> None:
         """The native INTR hook's fallback: :meth:`_on_intr` (:meth:`_guarded`)."""
