@@ -72,11 +72,10 @@ from .native_records import (CAPTURE_REGS, CAPTURE_SLOT, NativeRecords, block_te
 from .pe import ISR_EL1, ProcessingElement
 from .qemu_state import ExceptionReader, exception_layout
 from .watchpoints import DEBUG_WRITES, Watchpoints
-from .sync_checks import (ABORT_ECS, CONTROL_REGS, ERET_WORD, INSN_BYTES, SP_ELX_WRITES, SPSR,
-                          SyncChecks)
+from .sync_checks import (ABORT_ECS, CONTROL_REGS, ERET_WORD, INSN_BYTES, PSTATE_EL, SP_ELX_WRITES,
+                          SPSR, SyncChecks)
 
 NEVER = (1 << 64) - 1
-PSTATE_EL = PSTATE.field("EL")
 PSTATE_IL = PSTATE.field("IL")
 SEMIHOST_IMM = 0xF000
 INTNO_UNDEF, INTNO_SVC, INTNO_PREFETCH_ABORT, INTNO_DATA_ABORT = 1, 2, 3, 4
@@ -935,7 +934,7 @@ class Machine:
     def _live_context(self) -> AccessContext:
         pstate, scr, hcr, mdcr2, mdcr3 = self.fast.snapshot((A.UC_ARM64_REG_PSTATE,),
                                                             CONTEXT_ENCODINGS)
-        return AccessContext(el=PSTATE.get(pstate, "EL"), scr_el3=scr, hcr_el2=hcr,
+        return AccessContext(el=PSTATE_EL.get(pstate), scr_el3=scr, hcr_el2=hcr,
                              mdcr_el2=mdcr2, mdcr_el3=mdcr3)
 
     @property

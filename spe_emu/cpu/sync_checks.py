@@ -76,6 +76,7 @@ if TYPE_CHECKING:
 ABORT_ECS = {EC.IABORT_LOWER, EC.IABORT_SAME, EC.DABORT_LOWER, EC.DABORT_SAME}
 FETCH_ECS = {EC.IABORT_LOWER, EC.IABORT_SAME}
 FSC_LEVEL_MASK = 0b11   # the level in a long-descriptor FSC (EncodeLDFSC())
+PSTATE_EL = PSTATE.field("EL")   # (the instruction hook reads it at every instruction)
 SPSR = reg("SPSR_ELx", SPSR_ENC[1], "IL 20", "M 4:0",
            doc="Arm ARM C5.2.18 SPSR_EL1 (exceptions taken from AArch64): IL, M[4:0]")
 # SPSR_ELx.M values of the AArch64 modes -> their Exception level (EL0t, EL1t, EL1h, EL2t,
@@ -363,7 +364,7 @@ class SyncChecks:
         either instead of executing (Unicorn does not execute an instruction whose hook
         moved the PC and stopped). The trap comes first (it is taken before the access)."""
         m = self.m
-        el = PSTATE.get(m.fast.reg(A.UC_ARM64_REG_PSTATE), "EL")
+        el = PSTATE_EL.get(m.fast.reg(A.UC_ARM64_REG_PSTATE))
         route = self.fp_routes[el]
         aligned = self.aligned[el]
         if route is None and not aligned and not self.sp_checks[el]:
@@ -481,7 +482,7 @@ class SyncChecks:
         elif self.sp_misaligned and not any(m.fast.reg(r) % SP_ALIGN for r in SP_REGS):
             self.refresh()   # (every SP aligned again: the SP checks stop)
         elif self.hooked_els or self._insn_hook is not None:
-            self._place_hook(PSTATE.get(m.fast.reg(A.UC_ARM64_REG_PSTATE), "EL"))
+            self._place_hook(PSTATE_EL.get(m.fast.reg(A.UC_ARM64_REG_PSTATE)))
         pc = m.pc
         if pc % INSN_BYTES:
             syndrome, far = esr(EC.PC_ALIGN), pc
