@@ -2481,16 +2481,10 @@ class Machine:
                         break
             elif in_front:
                 # Stopped in front of the block that holds instruction #target: run exactly
-                # up to it. The cached block starting at pc runs past the target, so it is
-                # invalidated ([pc, end) overlaps it; a cached block starting at the target
-                # itself survives) and retranslated with the exit baked in.
-                k = target - c.insns
-                pc = self.pc
-                end = pc + 4 * k
+                # up to it.
                 self.sample_paths["split"] += 1
-                self.uc.ctl_remove_cache(pc, end)
                 c.stop_at = NEVER
-                self._start(pc, end)
+                end = self._run_exactly_to(target)
                 c.stop_at = target
                 if self.exit is not None:
                     break
@@ -2519,6 +2513,18 @@ class Machine:
                 # right after it).
                 self._wait_if_wfi()
         return self._result()
+
+    def _run_exactly_to(self, target: int) -> int:
+        """Stopped in front of the block that holds instruction #``target`` (a count of
+        instructions): run from the PC up to that instruction, and return the address it
+        stops at. The cached block starting at the PC runs past the target, so it is
+        invalidated ([pc, end) overlaps it; a cached block starting at the target itself
+        survives) and retranslated with the exit baked in."""
+        pc = self.pc
+        end = pc + INSN_BYTES * (target - self.counter.insns)
+        self.uc.ctl_remove_cache(pc, end)
+        self._start(pc, end)
+        return end
 
     def _poll_at(self, insns: int) -> int:
         """While the GIC asserts an interrupt that PSTATE masks, the instruction count at which
@@ -2578,12 +2584,8 @@ class Machine:
             if self.checks.after_stop():  # PC alignment, Illegal Execution state
                 continue
             if self.exit is None and c.stops != stops and c.insns < target == c.stop_at:
-                # In front of the block holding instruction #target: run exactly up to it
-                # (the block is retranslated with the exit baked in; see _run_fast).
-                pc = self.pc
-                end = pc + 4 * (target - c.insns)
-                self.uc.ctl_remove_cache(pc, end)
-                self._start(pc, end)
+                # In front of the block holding instruction #target: run exactly up to it.
+                self._run_exactly_to(target)
             if (self.exit is None and not self.replan and c.insns < budget
                     and c.block_start + 4 * c.block_insns == self.pc):
                 self._wait_if_wfi()
