@@ -101,19 +101,28 @@ def drained(m: Machine, buf: int, size: int | None = None) -> tuple:
             bytes(m.uc.mem_read(buf, ptr - buf if size is None else size)))
 
 
-def run_asm(text: str, tmp_path: Path, *, boot_el: int = 1, mode: str = "fast",
-            spe: SpeConfig | None = None, stack: int = 0x4100_0000,
-            setup=None) -> Machine:
-    """Assemble ``text`` (which sets nothing up itself but may use SP) and run it;
-    ``setup(machine)`` is called before the run."""
+def asm_machine(text: str, tmp_path: Path, *, boot_el: int = 1, mode: str = "fast",
+                spe: SpeConfig | None = None, stack: int = 0x4100_0000,
+                max_insns: int = 50_000_000) -> Machine:
+    """Assemble ``text`` (which sets nothing up itself but may use SP, set to ``stack``
+    first), load it at BASE and reset the machine there, ready to run."""
     prologue = f"movz x9, #{stack >> 16:#x}, lsl #16\nmov sp, x9\n"
     code = assemble(prologue + text, BASE)
     image = Image(path=Path("<asm>"), entry=BASE,
                   segments=[Segment(BASE, BASE, code, len(code), 0b111)])
     m = Machine(MachineConfig(boot_el=boot_el, mode=mode, spe=spe or SpeConfig(),
-                              outdir=tmp_path, max_insns=50_000_000))
+                              outdir=tmp_path, max_insns=max_insns))
     m.load(image)
     m.reset(BASE)
+    return m
+
+
+def run_asm(text: str, tmp_path: Path, *, boot_el: int = 1, mode: str = "fast",
+            spe: SpeConfig | None = None, stack: int = 0x4100_0000,
+            setup=None) -> Machine:
+    """Assemble ``text`` (which sets nothing up itself but may use SP) and run it
+    (:func:`asm_machine`); ``setup(machine)`` is called before the run."""
+    m = asm_machine(text, tmp_path, boot_el=boot_el, mode=mode, spe=spe, stack=stack)
     if setup is not None:
         setup(m)
     m.result = m.run()

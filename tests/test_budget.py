@@ -20,11 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from asmrun import BASE, EXIT, spe_prologue
-from spe_emu.asm import assemble
-from spe_emu.cpu.machine import Machine, MachineConfig
+from asmrun import EXIT, asm_machine, spe_prologue
 from spe_emu.errors import GuestRunaway
-from spe_emu.platform.loader import Image, Segment
 
 BUDGET = 20_000
 TIME_LIMIT = 60   # seconds per run (the reference loop needs about 1 s)
@@ -113,12 +110,8 @@ def modes(name: str) -> tuple[str, ...]:
 def _run(name: str, mode: str, outdir: str, budget: int, conn) -> None:
     """Child: run the guest, send (exception name, instructions, PC)."""
     boot_el, text = GUESTS[name]
-    code = assemble(f"movz x9, #{STACK >> 16:#x}, lsl #16\nmov sp, x9\n" + text, BASE)
-    m = Machine(MachineConfig(boot_el=boot_el, mode=mode, outdir=Path(outdir),
-                              max_insns=budget))
-    m.load(Image(path=Path("<asm>"), entry=BASE,
-                 segments=[Segment(BASE, BASE, code, len(code), 0b111)]))
-    m.reset(BASE)
+    m = asm_machine(text, Path(outdir), boot_el=boot_el, mode=mode, stack=STACK,
+                    max_insns=budget)
     try:
         r = m.run()
         conn.send(("exit", r.exit_status, r.instructions, m.pc))
