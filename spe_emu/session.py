@@ -312,6 +312,23 @@ def write_ground_truth(machine: Machine, outdir: Path, enabled: bool) -> Path | 
     return path
 
 
+def run_recorded(machine: Machine, opts: RunOptions, outdir: Path,
+                 progress: Callable[[int], None] | None = None):
+    """Run ``machine`` to its end (:meth:`Machine.run`) counting every executed instruction
+    when ``opts.ground_truth`` says so, then write (or remove a stale) ``ground_truth.json``
+    (:func:`write_ground_truth`). Returns the run's result; raises what the run raises."""
+    if opts.ground_truth:
+        machine.enable_ground_truth()
+    result = machine.run(progress=progress)
+    write_ground_truth(machine, outdir, opts.ground_truth)
+    return result
+
+
+def write_summary(outdir: Path, summary: dict) -> None:
+    """``summary.json`` in ``outdir``: ``summary`` as indented JSON."""
+    (Path(outdir) / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+
+
 def run_image(image_path: Path, opts: RunOptions,
               console: Callable[[bytes], None] | None = None,
               progress: Callable[[int], None] | None = None) -> Session:
@@ -326,10 +343,7 @@ def run_image(image_path: Path, opts: RunOptions,
     trace_path = outdir / TRACE_NAME
     _prepare_outdir(outdir, trace_path)
     machine = prepare_machine(image_path, opts, console)
-    if opts.ground_truth:
-        machine.enable_ground_truth()
-    result = machine.run(progress=progress)
-    write_ground_truth(machine, outdir, opts.ground_truth)
+    result = run_recorded(machine, opts, outdir, progress)
     summary = {
         "image": str(image_path),
         "firmware": opts.firmware,
@@ -340,7 +354,7 @@ def run_image(image_path: Path, opts: RunOptions,
         **{k: v for k, v in asdict(result).items() if k != "console"},
         "trace_bytes": trace_path.stat().st_size if trace_path.exists() else 0,
     }
-    (outdir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    write_summary(outdir, summary)
     return Session(result, outdir, trace_path, summary)
 
 
@@ -369,8 +383,8 @@ def run_kernel(kopts: KernelOptions, opts: RunOptions,
                console: Callable[[bytes], None] | None = None,
                progress: Callable[[int], None] | None = None, stdin=None) -> Session:
     """Boot ``kopts.kernel`` on the board and run it until it powers off (PSCI SYSTEM_OFF) or
-    exits through semihosting; ``summary.json`` (and the console log) land in
-    ``opts.outdir``. With ``kopts.dumpdtb`` the DTB is written there and nothing runs.
+    exits through semihosting; ``summary.json`` (and the console log, and with
+    ``opts.ground_truth`` ``ground_truth.json``) land in ``opts.outdir``. With ``kopts.dumpdtb`` the DTB is written there and nothing runs.
 
     Raises:
         ImageError: bad kernel; ConfigError: bad option; GuestRunaway / GuestError.
@@ -387,7 +401,7 @@ def run_kernel(kopts: KernelOptions, opts: RunOptions,
         return Session(None, outdir, outdir / TRACE_NAME, {"dumpdtb": str(kopts.dumpdtb)})
     _prepare_outdir(outdir)
     machine, boot = prepare_kernel_machine(kopts, opts, console, stdin)
-    result = machine.run(progress=progress)
+    result = run_recorded(machine, opts, outdir, progress)
     summary = {
         "machine": kopts.board,
         "kernel": str(kopts.kernel),
@@ -399,5 +413,5 @@ def run_kernel(kopts: KernelOptions, opts: RunOptions,
         "boot_el": opts.boot_el,
         **{k: v for k, v in asdict(result).items() if k != "console"},
     }
-    (outdir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    write_summary(outdir, summary)
     return Session(result, outdir, outdir / TRACE_NAME, summary)

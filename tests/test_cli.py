@@ -282,3 +282,21 @@ def test_guest_segments_must_stay_in_the_guest_region(tmp_path, paddr, message):
 def test_usage_errors_exit_125_not_2():
     result = invoke("run", "--no-such-option")
     assert result.exit_code == 125
+
+
+def test_ground_truth_with_machine_virt(tmp_path):
+    # a raw binary: PSCI SYSTEM_OFF (function ID 0x84000008, SMCCC) by HVC, the conduit of a
+    # kernel booted at EL1 -- three instructions, each executed once
+    kernel = tmp_path / "off.bin"
+    kernel.write_bytes(b"".join(i.to_bytes(4, "little") for i in (
+        0x52800100,    # movz w0, #0x8
+        0x72B08000,    # movk w0, #0x8400, lsl #16
+        0xD4000002)))  # hvc  #0
+    (tmp_path / "out").mkdir()
+    result = invoke("run", "--machine", "virt", "--kernel", kernel, "-o", tmp_path / "out",
+                    "--ground-truth")
+    assert result.exit_code == 0, result.output
+    data = json.loads((tmp_path / "out" / "ground_truth.json").read_text())
+    # (a raw binary is placed 0x80000 bytes into RAM, at 0x4000_0000 on virt, as QEMU does)
+    assert data == {"instructions": 3,
+                    "pcs": {"0x40080000": 1, "0x40080004": 1, "0x40080008": 1}}

@@ -4,7 +4,6 @@ and runs the program at EL0; the host answers its exec and system calls
 
 from __future__ import annotations
 
-import json
 import struct
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -15,7 +14,7 @@ from ..errors import ConfigError, ImageError
 from ..platform.loader import load_elf
 from ..session import (BUFFER_BASE, FIRMWARE_CONFIG_SYMBOL, FIRMWARE_MAGIC, GUEST_REGION,
                        TRACE_NAME, RunOptions, _prepare_outdir, default_firmware,
-                       write_ground_truth)
+                       run_recorded, write_summary)
 from .elf import load_linux_program
 from .hwcap import hwcaps
 from .memory import L2_SHIFT, VA_LIMIT, AddressSpace
@@ -103,13 +102,10 @@ def run_program(program_path: Path, lopts: LinuxOptions, opts: RunOptions,
     machine.semihost.register_operation(SEMIHOST_SPE_LINUX_SYSCALL, process.syscall_call)
     machine.semihost.register_operation(SEMIHOST_SPE_LINUX_FAULT, process.fault_call)
     machine.reset(firmware.entry)
-    if opts.ground_truth:
-        machine.enable_ground_truth()
     try:
-        result = machine.run()
+        result = run_recorded(machine, opts, outdir)
     finally:
         process.close_all()
-    write_ground_truth(machine, outdir, opts.ground_truth)
     summary = {
         "program": str(program_path),
         "linux": process.summary(),
@@ -121,5 +117,5 @@ def run_program(program_path: Path, lopts: LinuxOptions, opts: RunOptions,
         "firmware_console": bytes(console).decode("utf-8", "replace"),
         "trace_bytes": trace_path.stat().st_size if trace_path.exists() else 0,
     }
-    (outdir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    write_summary(outdir, summary)
     return LinuxSession(result, process, outdir, trace_path, summary)

@@ -178,7 +178,7 @@ def run(image, args, share, env_set, env_unset, clear_env, machine, kernel, init
             _fail(f"IMAGE ({image}) and --kernel are exclusive: with --machine, give the "
                   f"program as --kernel")
         _run_machine(machine or "virt", kernel, initrd, append, dtb, memory, dumpdtb,
-                     boot_el, max_insns, mode, outdir, seed, spe)
+                     boot_el, max_insns, mode, outdir, seed, spe, ground_truth)
         return
     if image is None:
         _fail("missing IMAGE (or --machine virt --kernel FILE)")
@@ -288,7 +288,7 @@ def _run_linux(program, program_name, args, share, env_set, env_unset, clear_env
 
 
 def _run_machine(board, kernel, initrd, append, dtb, memory, dumpdtb, boot_el, max_insns,
-                 mode, outdir, seed, spe=None) -> None:
+                 mode, outdir, seed, spe=None, ground_truth=False) -> None:
     """``run --machine``: the console goes to stdout as the guest writes it; the exit status
     is the guest's (0 after PSCI SYSTEM_OFF)."""
     def echo(data: bytes) -> None:
@@ -302,7 +302,8 @@ def _run_machine(board, kernel, initrd, append, dtb, memory, dumpdtb, boot_el, m
             kopts.ram_size = parse_ram_size(memory)
         kopts.board_spec()  # (an unknown --machine is refused before anything is read)
         opts = RunOptions(boot_el=boot_el, firmware=False, max_insns=max_insns, mode=mode,
-                          outdir=outdir, seed=seed, spe=spe or SpeConfig())
+                          outdir=outdir, seed=seed, spe=spe or SpeConfig(),
+                          ground_truth=ground_truth)
         opts.validate()
         session = run_kernel(kopts, opts, console=echo, stdin=sys.stdin.buffer)
     except SpeEmuError as exc:
