@@ -19,8 +19,8 @@ from rich.table import Table
 from ..errors import GuestError, GuestRunaway, SpeEmuError
 from ..linux.elf import is_linux_program
 from ..spe.config import EXTERNAL_ABORT_CHOICES, FEATURES, SpeConfig
-from ..session import (GUEST_REGION, KernelOptions, RunOptions, parse_ram_size, run_image,
-                       run_kernel)
+from ..session import (GUEST_REGION, KernelOptions, RunOptions, default_firmware,
+                       parse_ram_size, run_image, run_kernel)
 
 
 EXIT_RUNAWAY = 124
@@ -227,16 +227,8 @@ def run(image, args, share, env_set, env_unset, clear_env, machine, kernel, init
     Console().print(table)
     click.echo(f"trace: {session.trace_path}  summary: {session.outdir / 'summary.json'}")
     if perf_data:
-        from .perfdata import PERF_DATA_NAME, write_perf_data
-        from ..session import default_firmware
         images = [image] + ([firmware_path or default_firmware()] if not no_firmware else [])
-        try:
-            trace = session.trace_path.read_bytes() if session.trace_path.exists() else b""
-            out = write_perf_data(session.outdir / PERF_DATA_NAME, trace, images,
-                                  sample_period=interval)
-        except (SpeEmuError, OSError) as exc:
-            _fail(f"perf.data: {exc}")
-        click.echo(f"perf.data: {out}")
+        click.echo(f"perf.data: {_write_perf_data(session, images, interval)}")
     _exit_with(r.exit_status)
 
 
@@ -275,16 +267,21 @@ def _run_linux(program, program_name, args, share, env_set, env_unset, clear_env
             if line.startswith("spe_fw: fatal"):
                 click.echo(f"spe-emu: {line}", err=True)
     if perf_data:
-        from .perfdata import PERF_DATA_NAME, write_perf_data
-        from ..session import default_firmware
-        try:
-            trace = session.trace_path.read_bytes() if session.trace_path.exists() else b""
-            write_perf_data(session.outdir / PERF_DATA_NAME, trace,
-                            [program, opts.firmware_path or default_firmware()],
-                            sample_period=opts.interval)
-        except (SpeEmuError, OSError) as exc:
-            _fail(f"perf.data: {exc}")
+        _write_perf_data(session, [program, opts.firmware_path or default_firmware()],
+                         opts.interval)
     _exit_with(r.exit_status)
+
+
+def _write_perf_data(session, images: list[Path], interval: int) -> Path:
+    """perf.data of ``session``'s trace in its output directory, naming ``images``' symbols
+    (``--perf-data``); returns its path. A failure is the command's one-line error."""
+    from .perfdata import PERF_DATA_NAME, write_perf_data
+    try:
+        trace = session.trace_path.read_bytes() if session.trace_path.exists() else b""
+        return write_perf_data(session.outdir / PERF_DATA_NAME, trace, images,
+                               sample_period=interval)
+    except (SpeEmuError, OSError) as exc:
+        _fail(f"perf.data: {exc}")
 
 
 def _run_machine(board, kernel, initrd, append, dtb, memory, dumpdtb, boot_el, max_insns,
