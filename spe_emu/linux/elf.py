@@ -9,17 +9,12 @@ never a traceback or an unbounded read.
 
 from __future__ import annotations
 
-import io
 from dataclasses import dataclass
 from pathlib import Path
 
-from elftools.common.exceptions import ELFError
-from elftools.construct import ConstructError
-from elftools.elf.elffile import ELFFile
-
 from ..errors import ImageError
-from ..platform.loader import (PF_R, PF_W, PF_X, Image, Segment, _read_symbols, check_tables,
-                               read_limited)
+from ..platform.loader import (PF_R, PF_W, PF_X, Image, Segment, elf_errors, open_elf,
+                               read_limited, read_symbols, segment_bytes)
 
 MAX_PROGRAM_BYTES = 256 << 20
 """Largest program file accepted (bytes): a bigger file, or one that is not a regular file
@@ -75,23 +70,15 @@ def load_linux_program(path: str | Path, va_limit: int) -> LinuxProgram:
     """
     path = Path(path)
     raw = read_limited(path, MAX_PROGRAM_BYTES, "a program")
-    if raw[:4] != b"\x7fELF":
-        raise ImageError(f"{path}: not an ELF file (bad magic {raw[:4]!r})")
-    if len(raw) < 64 or raw[4] != 2 or raw[5] != 1:
+    if raw[:4] == b"\x7fELF" and (len(raw) < 64 or raw[4] != 2 or raw[5] != 1):
         raise ImageError(f"{path}: not a little-endian ELF64 file")
-    try:
-        elf = ELFFile(io.BytesIO(raw))
-        if elf["e_machine"] != "EM_AARCH64":
-            raise ImageError(f"{path}: not an AArch64 ELF (e_machine = {elf['e_machine']}, "
-                             f"need EM_AARCH64)")
+    with elf_errors(path):
+        elf = open_elf(path, raw, ("ET_EXEC", "ET_DYN"), "ET_EXEC or ET_DYN")
         etype = elf["e_type"]
-        if etype not in ("ET_EXEC", "ET_DYN"):
-            raise ImageError(f"{path}: not an executable (e_type = {etype})")
         phoff, phent, phnum = elf["e_phoff"], elf["e_phentsize"], elf["e_phnum"]
-        if phnum == 0 or phent < 56 or phoff > len(raw) or phent * phnum > len(raw) - phoff:
+        if phnum == 0 or phent < 56:
             raise ImageError(f"{path}: program headers outside the file (e_phoff {phoff:#x}, "
                              f"{phnum} x {phent} bytes)")
-        check_tables(path, elf, raw)
         loads, phdr_va = [], None
         for seg in elf.iter_segments():
             kind = seg["p_type"]
@@ -103,38 +90,30 @@ def load_linux_program(path: str | Path, va_limit: int) -> LinuxProgram:
                 phdr_va = seg["p_vaddr"]
             if kind != "PT_LOAD":
                 continue
-            off, filesz, memsz, va = (seg["p_offset"], seg["p_filesz"], seg["p_memsz"],
-                                      seg["p_vaddr"])
-            if filesz > memsz or off > len(raw) or filesz > len(raw) - off:
-                raise ImageError(f"{path}: PT_LOAD at {va:#x}: file bytes outside the file or "
-                                 f"p_filesz > p_memsz")
+            va, off = seg["p_vaddr"], seg["p_offset"]
+            data = segment_bytes(path, raw, seg)
             if (va - off) % PAGE:
                 raise ImageError(f"{path}: PT_LOAD at {va:#x}: p_vaddr and p_offset disagree "
                                  f"modulo the 4 KiB page size")
-            loads.append((va, off, filesz, memsz, seg["p_flags"] & (PF_R | PF_W | PF_X)))
+            loads.append((va, off, data, seg["p_memsz"], seg["p_flags"] & (PF_R | PF_W | PF_X)))
         if not loads:
             raise ImageError(f"{path}: no PT_LOAD segments")
-        symbols = _read_symbols(elf)
+        symbols = read_symbols(elf)
         entry = elf["e_entry"]
-    except ImageError:
-        raise
-    except (ELFError, ConstructError, ValueError, KeyError, IndexError, EOFError,
-            OverflowError) as exc:
-        raise ImageError(f"{path}: malformed ELF: {type(exc).__name__}: {exc}") from None
     lowest = min(va for va, *_ in loads) & ~(PAGE - 1)
     bias = ET_DYN_BASE - lowest if etype == "ET_DYN" else 0
     segments = []
-    for va, off, filesz, memsz, flags in sorted(loads):
+    for va, off, data, memsz, flags in sorted(loads):
         lo, hi = va + bias, va + bias + memsz
         if lo < PAGE or hi > va_limit:
             raise ImageError(f"{path}: PT_LOAD {lo:#x}-{hi:#x} outside the user address space "
                              f"{PAGE:#x}-{va_limit:#x}")
         if segments and lo < segments[-1].end:
             raise ImageError(f"{path}: PT_LOAD segments overlap at {lo:#x}")
-        segments.append(Segment(lo, lo, raw[off:off + filesz], memsz, flags))
+        segments.append(Segment(lo, lo, data, memsz, flags))
     if phdr_va is None:  # the program headers inside a PT_LOAD's file bytes
-        phdr_va = next((va + (phoff - off) for va, off, filesz, _m, _f in loads
-                        if off <= phoff and phoff + phent * phnum <= off + filesz), None)
+        phdr_va = next((va + (phoff - off) for va, off, data, _m, _f in loads
+                        if off <= phoff and phoff + phent * phnum <= off + len(data)), None)
         if phdr_va is None:
             raise ImageError(f"{path}: the program headers are not loaded (no PT_PHDR, no "
                              f"PT_LOAD holds e_phoff {phoff:#x})")

@@ -12,6 +12,8 @@ import bisect
 import io
 import stat
 import struct
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -171,6 +173,40 @@ def load_elf(path: str | Path) -> Image:
     """
     path = Path(path)
     raw = read_limited(path)
+    with elf_errors(path):
+        elf = open_elf(path, raw, ("ET_EXEC",),
+                       "ET_EXEC; link with a fixed address, not -pie/-shared")
+        segments = [Segment(seg["p_vaddr"], seg["p_paddr"], segment_bytes(path, raw, seg),
+                            seg["p_memsz"], seg["p_flags"] & (PF_X | PF_W | PF_R))
+                    for seg in elf.iter_segments() if seg["p_type"] == "PT_LOAD"]
+        if not segments:
+            raise _fail(path, "no PT_LOAD segments")
+        symbols = read_symbols(elf)
+        entry = elf["e_entry"]
+    return Image(path=path, entry=entry, segments=segments, symbols=symbols)
+
+
+@contextmanager
+def elf_errors(path: Path) -> Iterator[None]:
+    """Inside the block, pyelftools' exceptions on a truncated or malformed file become one
+    :class:`ImageError` naming ``path`` (its bundled construct raises ConstructError
+    subclasses on short data)."""
+    try:
+        yield
+    except (ELFError, ConstructError, ValueError, KeyError, IndexError, EOFError,
+            OverflowError) as exc:
+        raise _fail(path, f"malformed ELF: {type(exc).__name__}: {exc}") from None
+
+
+def open_elf(path: Path, raw: bytes, e_types: tuple[str, ...], need: str) -> ELFFile:
+    """``raw`` (the bytes of ``path``) as an :class:`ELFFile` after checking the ELF header
+    (gABI "ELF Header": magic, ELFCLASS64, ELFDATA2LSB, EM_AARCH64, ``e_type`` one of
+    ``e_types``; ``need`` says what is accepted) and that the header tables and sections lie
+    inside the file (:func:`check_tables`). Call it inside :func:`elf_errors`.
+
+    Raises:
+        ImageError: naming the file and the first problem found.
+    """
     if raw[:4] != ELF_MAGIC:
         raise _fail(path, f"not an ELF file (bad magic {raw[:4]!r})")
     if len(raw) < 64:
@@ -179,40 +215,31 @@ def load_elf(path: str | Path) -> Image:
         raise _fail(path, f"not a 64-bit ELF (EI_CLASS = {raw[4]}, need ELFCLASS64 = 2)")
     if raw[5] != 1:
         raise _fail(path, f"not little-endian (EI_DATA = {raw[5]}, need ELFDATA2LSB = 1)")
-    try:
-        elf = ELFFile(io.BytesIO(raw))
-        machine = elf["e_machine"]
-        if machine != EM_AARCH64:
-            raise _fail(path, f"not an AArch64 ELF (e_machine = {machine}, need {EM_AARCH64})")
-        if elf["e_type"] != "ET_EXEC":
-            raise _fail(path, f"not an executable (e_type = {elf['e_type']}, need ET_EXEC; "
-                              f"link with a fixed address, not -pie/-shared)")
-        check_tables(path, elf, raw)
-        segments = []
-        for seg in elf.iter_segments():
-            if seg["p_type"] != "PT_LOAD":
-                continue
-            filesz, memsz = seg["p_filesz"], seg["p_memsz"]
-            if filesz > memsz:
-                raise _fail(path, f"PT_LOAD at {seg['p_vaddr']:#x} has p_filesz {filesz:#x} > "
-                                  f"p_memsz {memsz:#x}")
-            if seg["p_offset"] + filesz > len(raw):
-                raise _fail(path, f"PT_LOAD at {seg['p_vaddr']:#x} extends past the end of the "
-                                  f"file (truncated?)")
-            data = raw[seg["p_offset"]:seg["p_offset"] + filesz]
-            segments.append(Segment(seg["p_vaddr"], seg["p_paddr"], data, memsz,
-                                    seg["p_flags"] & (PF_X | PF_W | PF_R)))
-        if not segments:
-            raise _fail(path, "no PT_LOAD segments")
-        symbols = _read_symbols(elf)
-        entry = elf["e_entry"]
-    except ImageError:
-        raise
-    except (ELFError, ConstructError, ValueError, KeyError, IndexError, EOFError,
-            OverflowError) as exc:
-        # (pyelftools' bundled construct raises ConstructError subclasses on short data)
-        raise _fail(path, f"malformed ELF: {type(exc).__name__}: {exc}") from None
-    return Image(path=path, entry=entry, segments=segments, symbols=symbols)
+    elf = ELFFile(io.BytesIO(raw))
+    machine = elf["e_machine"]
+    if machine != EM_AARCH64:
+        raise _fail(path, f"not an AArch64 ELF (e_machine = {machine}, need {EM_AARCH64})")
+    if elf["e_type"] not in e_types:
+        raise _fail(path, f"not an executable (e_type = {elf['e_type']}, need {need})")
+    check_tables(path, elf, raw)
+    return elf
+
+
+def segment_bytes(path: Path, raw: bytes, seg) -> bytes:
+    """The ``p_filesz`` file bytes of the ``PT_LOAD`` segment ``seg`` (a pyelftools segment
+    of the file ``raw``).
+
+    Raises:
+        ImageError: ``p_filesz > p_memsz``, or the bytes extend past the end of the file.
+    """
+    off, filesz, memsz = seg["p_offset"], seg["p_filesz"], seg["p_memsz"]
+    if filesz > memsz:
+        raise _fail(path, f"PT_LOAD at {seg['p_vaddr']:#x} has p_filesz {filesz:#x} > "
+                          f"p_memsz {memsz:#x}")
+    if off + filesz > len(raw):
+        raise _fail(path, f"PT_LOAD at {seg['p_vaddr']:#x} extends past the end of the "
+                          f"file (truncated?)")
+    return raw[off:off + filesz]
 
 
 SHT_NOBITS = 8
@@ -245,7 +272,10 @@ def check_tables(path: Path, elf: ELFFile, raw: bytes) -> None:
                               f"sh_size {sz:#x})")
 
 
-def _read_symbols(elf: ELFFile) -> dict[str, tuple[int, int]]:
+def read_symbols(elf: ELFFile) -> dict[str, tuple[int, int]]:
+    """The ``.symtab`` symbols of ``elf``: name -> (``st_value``, ``st_size`` in bytes), a
+    global or weak one winning over a local of the same name; undefined, section, file and
+    mapping (``$x``, ``$d``) symbols left out. Empty without a ``.symtab``."""
     symtab = elf.get_section_by_name(".symtab")
     out: dict[str, tuple[int, int]] = {}
     is_global: dict[str, bool] = {}
