@@ -115,14 +115,17 @@ class AddressSpace:
                     self._set_desc(slot, 0)
         self.tlb_dirty = True
 
+    @staticmethod
+    def _slot(table: int, va: int, shift: int) -> int:
+        """PA of the descriptor for ``va`` in the next-level table that the table descriptor
+        ``table`` points to (``shift``: that level's VA shift; Arm ARM D8.2)."""
+        return (DESC.get(table, "OA") << PAGE_SHIFT) + ((va >> shift) % ENTRIES) * 8
+
     def _l2_slot(self, va: int) -> int | None:
         e1 = self._desc(self.l1 + (va >> L1_SHIFT) * 8)
         if not DESC.get(e1, "VALID") or not DESC.get(e1, "TYPE"):
             return None
-        return (DESC.get(e1, "OA") << PAGE_SHIFT) + ((va >> L2_SHIFT) % ENTRIES) * 8
-
-    def _table(self) -> int:
-        return self._alloc()
+        return self._slot(e1, va, L2_SHIFT)
 
     def _l3_slot(self, va: int, create: bool) -> int | None:
         """PA of the level 3 descriptor for ``va``, making the tables on the way if
@@ -132,14 +135,14 @@ class AddressSpace:
         if not DESC.get(e1, "VALID"):
             if not create:
                 return None
-            e1 = DESC.make(VALID=1, TYPE=1, OA=self._table() >> PAGE_SHIFT)
+            e1 = DESC.make(VALID=1, TYPE=1, OA=self._alloc() >> PAGE_SHIFT)
             self._set_desc(slot1, e1)
         elif not DESC.get(e1, "TYPE"):
             raise OutOfMemory(f"VA {va:#x} is in a 1 GiB block of the firmware")
-        slot2 = (DESC.get(e1, "OA") << PAGE_SHIFT) + ((va >> L2_SHIFT) % ENTRIES) * 8
+        slot2 = self._slot(e1, va, L2_SHIFT)
         e2 = self._desc(slot2)
         if DESC.get(e2, "VALID") and DESC.get(e2, "TYPE"):
-            return (DESC.get(e2, "OA") << PAGE_SHIFT) + ((va >> PAGE_SHIFT) % ENTRIES) * 8
+            return self._slot(e2, va, PAGE_SHIFT)
         if not create:
             return None
         if DESC.get(e2, "VALID"):
@@ -147,9 +150,9 @@ class AddressSpace:
             if DESC.get(e2, "AttrIndx") != MT_DEVICE or self._holds_device(va):
                 raise OutOfMemory(f"VA {va:#x} is in a 2 MiB block the firmware uses")
             self.tlb_dirty = True
-        e2 = DESC.make(VALID=1, TYPE=1, OA=self._table() >> PAGE_SHIFT)
+        e2 = DESC.make(VALID=1, TYPE=1, OA=self._alloc() >> PAGE_SHIFT)
         self._set_desc(slot2, e2)
-        return (DESC.get(e2, "OA") << PAGE_SHIFT) + ((va >> PAGE_SHIFT) % ENTRIES) * 8
+        return self._slot(e2, va, PAGE_SHIFT)
 
     def _holds_device(self, va: int) -> bool:
         lo = va & ~((1 << L2_SHIFT) - 1)
