@@ -29,6 +29,7 @@ from typing import Callable
 
 from ..cpu.exceptions import ABORT_ISS, EC, ESR
 from ..errors import GuestError
+from ..platform.loader import PF_R, PF_W, PF_X
 from .elf import LinuxProgram
 from .memory import (PAGE, PROT_EXEC, PROT_MASK, PROT_READ, PROT_WRITE, VA_LIMIT,
                      AddressSpace, OutOfMemory, page_down, page_up)
@@ -203,8 +204,9 @@ class LinuxProcess:
         self.mem.attach(l1, self._private)
         prot_of: dict[int, int] = {}
         for seg in self.program.segments:
-            prot = ((PROT_READ if seg.flags & 4 else 0) | (PROT_WRITE if seg.flags & 2 else 0)
-                    | (PROT_EXEC if seg.flags & 1 else 0))
+            prot = ((PROT_READ if seg.flags & PF_R else 0)
+                    | (PROT_WRITE if seg.flags & PF_W else 0)
+                    | (PROT_EXEC if seg.flags & PF_X else 0))
             for va in range(page_down(seg.vaddr), page_up(seg.end), PAGE):
                 prot_of[va] = prot_of.get(va, 0) | prot
         for va, prot in sorted(prot_of.items()):
@@ -656,8 +658,7 @@ class LinuxProcess:
     def sys_fchown(self, *_):
         return 0  # ownership stays the host user's
 
-    def sys_fchownat(self, *_):
-        return 0
+    sys_fchownat = sys_fchown
 
     def sys_utimensat(self, *_):
         return 0  # file times read as 0 (deterministic), setting them is accepted
