@@ -231,11 +231,18 @@ class Session:
     summary: dict
 
 
-def _config_block(opts: RunOptions, guest: Image) -> bytes:
+FLAG_SPE_ENABLE, FLAG_LINUX = 1 << 0, 1 << 1
+"""``spe_fw_config.flags`` bits (firmware/config.h SPE_FW_FLAG_*)."""
+
+
+def config_block(opts: RunOptions, entry: int, flags: int = 0) -> bytes:
+    """The firmware's ``spe_fw_config`` block (firmware/config.h: ten u64) for a guest
+    entering EL0 at ``entry``: the SPE register values of ``opts``, the Profiling Buffer, and
+    ``flags`` (``FLAG_*``) plus :data:`FLAG_SPE_ENABLE` when ``opts.profiling``."""
     r = opts.register_values()
-    values = [FIRMWARE_MAGIC, guest.entry, r["PMSCR_EL1"], r["PMSIRR_EL1"], r["PMSFCR_EL1"],
+    values = [FIRMWARE_MAGIC, entry, r["PMSCR_EL1"], r["PMSIRR_EL1"], r["PMSFCR_EL1"],
               r["PMSEVFR_EL1"], r["PMSLATFR_EL1"], BUFFER_BASE, opts.buffer_size,
-              int(opts.profiling)]
+              flags | (FLAG_SPE_ENABLE if opts.profiling else 0)]
     return struct.pack("<10Q", *values)
 
 
@@ -270,7 +277,7 @@ def prepare_machine(image_path: Path, opts: RunOptions,
         machine.load(firmware)
         machine.load(guest)
         machine.uc.mem_write(firmware.symbol(FIRMWARE_CONFIG_SYMBOL),
-                             _config_block(opts, guest))
+                             config_block(opts, guest.entry))
         machine.reset(firmware.entry)
     else:
         machine.load(guest)

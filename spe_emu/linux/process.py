@@ -227,7 +227,6 @@ class LinuxProcess:
         blob = bytearray()
 
         def put(data: bytes) -> int:
-            nonlocal blob
             blob[:0] = data
             return top - len(blob)
 

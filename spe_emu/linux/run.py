@@ -4,7 +4,6 @@ and runs the program at EL0; the host answers its exec and system calls
 
 from __future__ import annotations
 
-import struct
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable
@@ -12,8 +11,8 @@ from typing import Callable
 from ..cpu.machine import Machine, MachineConfig, RunResult
 from ..errors import ConfigError, ImageError
 from ..platform.loader import load_elf
-from ..session import (BUFFER_BASE, FIRMWARE_CONFIG_SYMBOL, FIRMWARE_MAGIC, GUEST_REGION,
-                       TRACE_NAME, RunOptions, _prepare_outdir, default_firmware,
+from ..session import (FIRMWARE_CONFIG_SYMBOL, FLAG_LINUX, GUEST_REGION, TRACE_NAME,
+                       RunOptions, _prepare_outdir, config_block, default_firmware,
                        run_recorded, write_summary)
 from .elf import load_linux_program
 from .hwcap import hwcaps
@@ -24,8 +23,6 @@ from .process import (SEMIHOST_SPE_LINUX_EXEC, SEMIHOST_SPE_LINUX_FAULT,
 LINUX_RAM_SIZE = 1 << 30
 """RAM of a Linux run (bytes, at 0x4000_0000): the firmware's 128 MiB, then 896 MiB of pages
 for the process and its page tables."""
-FLAG_SPE_ENABLE, FLAG_LINUX = 1 << 0, 1 << 1
-"""``spe_fw_config.flags`` bits (firmware/config.h SPE_FW_FLAG_*)."""
 SLOT = 1 << L2_SHIFT
 
 
@@ -76,12 +73,8 @@ def run_program(program_path: Path, lopts: LinuxOptions, opts: RunOptions,
     machine = Machine(mcfg)
     firmware = load_elf(opts.firmware_path or default_firmware())
     machine.load(firmware)
-    r = opts.register_values()
-    flags = FLAG_LINUX | (FLAG_SPE_ENABLE if opts.profiling else 0)
-    block = struct.pack("<10Q", FIRMWARE_MAGIC, program.entry, r["PMSCR_EL1"],
-                        r["PMSIRR_EL1"], r["PMSFCR_EL1"], r["PMSEVFR_EL1"], r["PMSLATFR_EL1"],
-                        BUFFER_BASE, opts.buffer_size, flags)
-    machine.uc.mem_write(firmware.symbol(FIRMWARE_CONFIG_SYMBOL), block)
+    machine.uc.mem_write(firmware.symbol(FIRMWARE_CONFIG_SYMBOL),
+                         config_block(opts, program.entry, FLAG_LINUX))
     machine.images.append(program.image())
     reserved = [_slots(lo, lo + size) for dev in mcfg.board.devices
                 for lo, size in dev.all_regions if size]
