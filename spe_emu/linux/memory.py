@@ -174,7 +174,16 @@ class AddressSpace:
 
     # -- mapping ----------------------------------------------------------------------------
     def is_free(self, lo: int, hi: int) -> bool:
+        """Whether no page of ``[lo, hi)`` is mapped."""
         return all((va >> PAGE_SHIFT) not in self.pages for va in range(lo, hi, PAGE))
+
+    def is_mapped(self, lo: int, hi: int) -> bool:
+        """Whether every page of ``[lo, hi)`` is mapped (PROT_NONE ones included)."""
+        return all((va >> PAGE_SHIFT) in self.pages for va in range(lo, hi, PAGE))
+
+    def prot_at(self, va: int) -> int:
+        """The PROT_* bits of the mapped page holding ``va`` (KeyError if none)."""
+        return self.pages[va >> PAGE_SHIFT][1]
 
     def map(self, lo: int, hi: int, prot: int) -> None:
         """Map fresh zeroed pages over ``[lo, hi)`` (page aligned), replacing what was there.
@@ -207,7 +216,7 @@ class AddressSpace:
 
     def protect(self, lo: int, hi: int, prot: int) -> bool:
         """Change the permissions of ``[lo, hi)``; False if a page is not mapped (ENOMEM)."""
-        if not all((va >> PAGE_SHIFT) in self.pages for va in range(lo, hi, PAGE)):
+        if not self.is_mapped(lo, hi):
             return False
         for va in range(lo, hi, PAGE):
             entry = self.pages[va >> PAGE_SHIFT]

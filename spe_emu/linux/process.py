@@ -766,14 +766,14 @@ class LinuxProcess:
         if old & (PAGE - 1) or new_size == 0 or flags & ~(MREMAP_MAYMOVE | MREMAP_FIXED):
             return -E.EINVAL
         old_size, new_size = page_up(old_size), page_up(new_size)
-        if not all((va >> 12) in self.mem.pages for va in range(old, old + old_size, PAGE)):
+        if not self.mem.is_mapped(old, old + old_size):
             return -E.EFAULT
         if flags & MREMAP_FIXED:
             return -E.EINVAL  # not modelled
         if new_size <= old_size:
             self.mem.unmap(old + new_size, old + old_size)
             return old
-        prot = self.mem.pages[(old + old_size - PAGE) >> 12][1]
+        prot = self.mem.prot_at(old + old_size - PAGE)
         tail = (old + old_size, old + new_size)
         if self.mem.usable(*tail) and self.mem.is_free(*tail):
             self.mem.map(*tail, prot)
