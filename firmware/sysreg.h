@@ -117,7 +117,7 @@
 #define PMBIDR_EL1_ALIGN_MAX	UL(0xB)	/* 2 KiB */
 
 /* ---- ID registers ------------------------------------------------------ */
-/* from spe_emu: cpu.machine, cpu.firmware_regs (ID_AA64PFR0_EL1.EL2) */
+/* from spe_emu: arch.id_regs, arch.firmware_regs (ID_AA64PFR0_EL1.EL2) */
 /* ID_AA64DFR0_EL1 */
 #define ID_AA64DFR0_EL1_PMSVER	GENMASK(35, 32)
 #define ID_AA64DFR0_EL1_PMSVER_NI	UL(0x0)
@@ -126,9 +126,12 @@
 #define ID_AA64PFR0_EL1_EL2	GENMASK(11, 8)
 #define ID_AA64PFR0_EL1_EL2_SHIFT	8
 #define ID_AA64PFR0_EL1_EL2_WIDTH	4
+#define ID_AA64PFR0_EL1_FP	GENMASK(19, 16)
+#define ID_AA64PFR0_EL1_ADVSIMD	GENMASK(23, 20)
 #define ID_AA64PFR0_EL1_GIC	GENMASK(27, 24)
 #define ID_AA64PFR0_EL1_GIC_SHIFT	24
 #define ID_AA64PFR0_EL1_GIC_WIDTH	4
+#define ID_AA64PFR0_EL1_DIT	GENMASK(51, 48)
 
 /* ---- PSTATE / exception state ------------------------------------------ */
 /* from spe_emu: cpu.exceptions, arch.firmware_regs */

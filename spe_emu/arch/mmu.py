@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Callable, Protocol
 
 from ..sysreg import RegisterSpec, reg
+from .id_regs import ID_AA64MMFR0_EL1
 from .context import HCR_EL2, SCR_EL3, SCTLR_ELX, SCTLR_ENC, TTBR0_ENC, TTBR1_EL1, banked
 from .faults import ExternalAbort, TranslationFault
 
@@ -73,8 +74,6 @@ VTTBR_EL2 = reg("VTTBR_EL2", (3, 4, 2, 1, 0), "VMID 63:48", "BADDR 47:1", "CnP 0
                 doc="Arm ARM D19.2")
 S2DESC = reg("S2DESC", (3, 0, 0, 0, 0), "XN 54", "OA 47:12", "AF 10", "SH 9:8", "S2AP 7:6",
              "MemAttr 5:2", "TYPE 1", "VALID 0", doc="Arm ARM D8.3 (stage 2)")
-ID_AA64MMFR0_EL1 = reg("ID_AA64MMFR0_EL1", (3, 0, 0, 7, 0), "PARange 3:0", read_only=True,
-                       doc="Arm ARM D19.2")
 # TCR_ELx.{IPS, PS} and ID_AA64MMFR0_EL1.PARange encodings -> bits (Arm ARM D19.2); 0b0110
 # (52 bits) needs FEAT_LPA, which the walker does not have: 48.
 PA_BITS = {0b000: 32, 0b001: 36, 0b010: 40, 0b011: 42, 0b100: 44, 0b101: 48, 0b110: 48}

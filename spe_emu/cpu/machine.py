@@ -46,6 +46,8 @@ from ..arch.context import (CONTEXTIDR_EL1, CONTEXTIDR_EL2, CPACR_EL1, HCR_EL2, 
                             SCR_EL3, SCTLR_ENC, TTBR0_ENC, TTBR1_EL1, AccessContext, banked)
 from ..arch.faults import ExternalAbort, TranslationFault, page_chunks
 from ..arch.firmware_regs import CPTR_EL2, CPTR_EL3
+# (registers QEMU implements whose value spe_emu presents: the MRS hook returns it)
+from ..arch.id_regs import ID_AA64DFR0_EL1, ID_AA64PFR0_EL1
 from ..devices.gicv3 import ICC_REGISTERS, GicDevice
 from ..devices.psci import Psci, PsciAction
 from ..devices.semihosting import SemihostExit, Semihosting
@@ -87,9 +89,6 @@ QEMU_SYNC_EXCEPTIONS = {INTNO_UNDEF, INTNO_SVC, INTNO_PREFETCH_ABORT, INTNO_DATA
 # Abort (lower/same EL), PC alignment, Data Abort (lower/same EL), Watchpoint (lower/same EL).
 FAR_ECS = {0x20, 0x21, 0x22, 0x24, 0x25, 0x34, 0x35}
 
-# Registers QEMU implements but whose value spe_emu presents (MRS hook returns our value).
-ID_AA64DFR0_EL1 = reg("ID_AA64DFR0_EL1", (3, 0, 0, 5, 0), "PMSVer 35:32", read_only=True)
-ID_AA64PFR0_EL1 = reg("ID_AA64PFR0_EL1", (3, 0, 0, 4, 0), "GIC 27:24", read_only=True)
 WFI_WORD = 0xD503207F
 # Minimum EL that can access a system register, by its op1 (Arm ARM C5.3 "op1 encodes the
 # lowest Exception level that can access the register"; op1 == 3 is EL0-accessible).

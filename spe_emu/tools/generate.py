@@ -23,7 +23,7 @@ from ..devices.gicv3 import ICC_REGISTERS
 from ..arch import firmware_regs as fw
 from ..arch.context import CPACR_EL1, HCR_EL2, MDCR_EL2, MDCR_EL3, SCR_EL3, SCTLR_ELX
 from ..cpu.exceptions import EC, ESR, ISS_SVC, PSTATE
-from ..cpu.machine import ID_AA64DFR0_EL1, ID_AA64PFR0_EL1
+from ..arch.id_regs import ID_AA64DFR0_EL1, ID_AA64PFR0_EL1
 from ..arch.mmu import DESC, GRANULE_4K, TCR_EL1, TG0_GRANULE
 from ..devices.generic_timer import CNTHCTL_EL2_NVHE, TIMER_REGISTERS
 from ..errors import ConfigError
@@ -394,7 +394,7 @@ def sysreg_header(spe: SpeConfig = FIRMWARE_SPE) -> str:
     _encoding(h, align, pmbidr.field("Align"), "PMBIDR_EL1_ALIGN_MAX", _size(1 << align))
 
     # -- ID registers
-    h.section("ID registers", "cpu.machine", "cpu.firmware_regs (ID_AA64PFR0_EL1.EL2)")
+    h.section("ID registers", "arch.id_regs", "arch.firmware_regs (ID_AA64PFR0_EL1.EL2)")
     _register(h, ID_AA64DFR0_EL1)
     _encoding(h, spe_config.PMSVER_NI, ID_AA64DFR0_EL1.field("PMSVer"),
               "ID_AA64DFR0_EL1_PMSVER_NI")

@@ -1,0 +1,30 @@
+"""The AArch64 feature ID registers spe_emu reads or presents, each declared once (Arm ARM
+D19.2), with the fields some part of spe_emu uses: the machine (presented values: GIC,
+PMSVer), the stage 1/2 walkers (PARange) and Linux user mode's AT_HWCAP/AT_HWCAP2.
+"""
+
+from __future__ import annotations
+
+from ..sysreg import reg
+
+ID_AA64PFR0_EL1 = reg("ID_AA64PFR0_EL1", (3, 0, 0, 4, 0), "DIT 51:48", "GIC 27:24",
+                      "AdvSIMD 23:20", "FP 19:16", read_only=True,
+                      doc="Arm ARM D19.2 ID_AA64PFR0_EL1")
+ID_AA64PFR1_EL1 = reg("ID_AA64PFR1_EL1", (3, 0, 0, 4, 1), "SSBS 7:4", "BT 3:0",
+                      read_only=True, doc="Arm ARM D19.2 ID_AA64PFR1_EL1")
+ID_AA64DFR0_EL1 = reg("ID_AA64DFR0_EL1", (3, 0, 0, 5, 0), "PMSVer 35:32", read_only=True,
+                      doc="Arm ARM D19.2 ID_AA64DFR0_EL1")
+ID_AA64ISAR0_EL1 = reg("ID_AA64ISAR0_EL1", (3, 0, 0, 6, 0), "RNDR 63:60", "TLB 59:56",
+                       "TS 55:52", "FHM 51:48", "DP 47:44", "SM4 43:40", "SM3 39:36",
+                       "SHA3 35:32", "RDM 31:28", "TME 27:24", "Atomic 23:20", "CRC32 19:16",
+                       "SHA2 15:12", "SHA1 11:8", "AES 7:4", read_only=True,
+                       doc="Arm ARM D19.2 ID_AA64ISAR0_EL1")
+ID_AA64ISAR1_EL1 = reg("ID_AA64ISAR1_EL1", (3, 0, 0, 6, 1), "LS64 63:60", "XS 59:56",
+                       "I8MM 55:52", "DGH 51:48", "BF16 47:44", "SPECRES 43:40", "SB 39:36",
+                       "FRINTTS 35:32", "GPI 31:28", "GPA 27:24", "LRCPC 23:20", "FCMA 19:16",
+                       "JSCVT 15:12", "API 11:8", "APA 7:4", "DPB 3:0", read_only=True,
+                       doc="Arm ARM D19.2 ID_AA64ISAR1_EL1")
+ID_AA64MMFR0_EL1 = reg("ID_AA64MMFR0_EL1", (3, 0, 0, 7, 0), "PARange 3:0", read_only=True,
+                       doc="Arm ARM D19.2 ID_AA64MMFR0_EL1")
+ID_AA64MMFR2_EL1 = reg("ID_AA64MMFR2_EL1", (3, 0, 0, 7, 2), "AT 35:32", read_only=True,
+                       doc="Arm ARM D19.2 ID_AA64MMFR2_EL1")
