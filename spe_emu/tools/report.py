@@ -40,15 +40,11 @@ class _Image:
 
         self.path = os.fspath(path)
         # the same validation as ``run`` (a bad file is one ImageError line), then its bytes
+        # (load_elf checks EM_AARCH64 and gives the PT_LOAD segments' file bytes)
         raw = read_limited(Path(self.path))
-        load_elf(self.path)
+        self.segments = [(seg.vaddr, seg.data) for seg in load_elf(self.path).segments]
         try:
             elf = ELFFile(io.BytesIO(raw))
-            machine = elf["e_machine"]
-            if machine != "EM_AARCH64":
-                raise ImageError(f"{self.path}: not an AArch64 ELF image (machine {machine})")
-            self.segments = [(seg["p_vaddr"], seg.data()[:seg["p_filesz"]])
-                             for seg in elf.iter_segments() if seg["p_type"] == "PT_LOAD"]
             sections = list(elf.iter_sections())
             exec_index = {i for i, s in enumerate(sections)
                           if s["sh_flags"] & SHF_EXECINSTR and s["sh_size"]}
