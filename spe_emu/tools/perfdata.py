@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Optional, Sequence, Union
 
 from ..errors import ImageError
+from ..platform.loader import PF_R, PF_W, PF_X
 
 PathLike = Union[str, os.PathLike]
 
@@ -93,7 +94,6 @@ NAME_ALIGN = 64                       # perf pads header strings and build-id na
 RECORD_ALIGN = 8                      # records and AUXTRACE payloads are 8-byte aligned
 BUILD_ID_MAX = 20
 PROT_READ, PROT_WRITE, PROT_EXEC = 1, 2, 4
-PF_X, PF_W, PF_R = 1, 2, 4             # ELF p_flags
 MAP_PRIVATE = 2
 NT_GNU_BUILD_ID = 3
 
