@@ -34,10 +34,11 @@ struct spe_decode_tables {
     uint8_t ext_kind[32][256], ext_index[32][256], ext_size[32][256];
     /* PacketType codes */
     uint8_t k_padding, k_end, k_timestamp, k_events, k_data_source, k_context, k_op_type,
-        k_address, k_counter, k_alignment, k_unknown, pad0;
+        k_address, k_counter, k_alignment, k_unknown;
+    uint8_t ext_lo_mask;  /* header byte 0 bits that index ext_* (~HDR_EXTENDED_PREFIX_MASK) */
     /* Address payload fields (lsb, width) and the indexes records keep */
-    uint8_t addr_lsb, addr_width, el_lsb, el_width, ns_lsb, tag_lsb, ch_lsb, pat_lsb,
-        pat_width, addr_pc, addr_target, addr_va, addr_pa, pad1[3];
+    uint8_t addr_lsb, addr_width, el_lsb, el_width, ns_lsb, tag_lsb, tag_width, ch_lsb,
+        pat_lsb, pat_width, addr_pc, addr_target, addr_va, addr_pa, pad1[2];
     uint8_t addr_mode[32];
     char addr_name[32][8];
     char event_names[64][SPE_TEXT];
@@ -45,6 +46,7 @@ struct spe_decode_tables {
     char ts_prefix[16], ds_prefix[16], counter_prefix[16], context_prefix[16];
     char counter_suffix[32][16];
     char context_suffix[4][16];
+    uint32_t align_bytes[16];  /* Alignment command SIZE -> bytes (packets.alignment_bytes) */
 };
 
 /* One record (packets.Record without its packet list); present: SPE_HAS_* bits. latency[i]
@@ -97,7 +99,7 @@ static int get_packet(const struct spe_decode_tables *t, const uint8_t *buf, uin
     p->payload = 0;
     if (kind == SPE_K_PREFIX) {
         uint8_t b1;
-        unsigned lo = b0 & 0x1f;  /* the prefix's own bits index the extended table */
+        unsigned lo = b0 & t->ext_lo_mask;  /* the prefix's own bits index ext_* */
         if (avail < 2)
             return R_SHORT;
         b1 = buf[pos + 1];
@@ -110,7 +112,7 @@ static int get_packet(const struct spe_decode_tables *t, const uint8_t *buf, uin
         p->extended = 1;
         p->hlen = 2;
         if (kind == t->k_alignment) {
-            uint64_t align = 1ull << (p->index + 1);
+            uint64_t align = t->align_bytes[p->index & 15];
             p->size = (uint32_t)((align - (pos + 2) % align) % align);
             return avail < 2 + (uint64_t)p->size ? R_SHORT : R_OK;
         }
@@ -363,7 +365,7 @@ uint64_t spe_scan_records(const struct spe_decode_tables *t, const uint8_t *buf,
                 cur.present |= SPE_HAS_TARGET;
             } else if (k.index == t->addr_va) {
                 cur.va = sign_extend_addr(t, v);
-                cur.va_tag = (uint8_t)field(v, t->tag_lsb, 8);
+                cur.va_tag = (uint8_t)field(v, t->tag_lsb, t->tag_width);
                 cur.present |= SPE_HAS_VA;
             } else if (k.index == t->addr_pa) {
                 cur.pa = field(v, t->addr_lsb, t->addr_width);

@@ -45,19 +45,20 @@ class DecodeTables(ctypes.Structure):
                     P.PacketType.EVENTS, P.PacketType.DATA_SOURCE, P.PacketType.CONTEXT,
                     P.PacketType.OP_TYPE, P.PacketType.ADDRESS, P.PacketType.COUNTER,
                     P.PacketType.ALIGNMENT, P.PacketType.UNKNOWN)),
-                ("pad0", ctypes.c_uint8),
+                ("ext_lo_mask", ctypes.c_uint8),
                 *((name, ctypes.c_uint8) for name in (
                     "addr_lsb", "addr_width", "el_lsb", "el_width", "ns_lsb", "tag_lsb",
-                    "ch_lsb", "pat_lsb", "pat_width", "addr_pc", "addr_target", "addr_va",
-                    "addr_pa")),
-                ("pad1", ctypes.c_uint8 * 3),
+                    "tag_width", "ch_lsb", "pat_lsb", "pat_width", "addr_pc", "addr_target",
+                    "addr_va", "addr_pa")),
+                ("pad1", ctypes.c_uint8 * 2),
                 ("addr_mode", ctypes.c_uint8 * 32), ("addr_name", (ctypes.c_char * 8) * 32),
                 ("event_names", (ctypes.c_char * TEXT) * 64),
                 ("op_text", ((ctypes.c_char * TEXT) * 256) * 4),
                 ("ts_prefix", ctypes.c_char * 16), ("ds_prefix", ctypes.c_char * 16),
                 ("counter_prefix", ctypes.c_char * 16), ("context_prefix", ctypes.c_char * 16),
                 ("counter_suffix", (ctypes.c_char * 16) * 32),
-                ("context_suffix", (ctypes.c_char * 16) * 4)]
+                ("context_suffix", (ctypes.c_char * 16) * 4),
+                ("align_bytes", ctypes.c_uint32 * 16)]
 
 
 class RecRow(ctypes.Structure):
@@ -97,6 +98,9 @@ def _text(value: str, size: int) -> bytes:
 def build_tables() -> DecodeTables:
     """The tables decode.c works from, out of spe_emu.spe.packets."""
     t = DecodeTables()
+    t.ext_lo_mask = ~P.HDR_EXTENDED_PREFIX_MASK & 0xFF
+    for size_code in range(len(t.align_bytes)):
+        t.align_bytes[size_code] = P.alignment_bytes(size_code)
     for b in range(256):
         entry = P._SHORT_HEADERS[b]
         if entry is None:
@@ -111,7 +115,7 @@ def build_tables() -> DecodeTables:
     t.addr_lsb, t.addr_width = _lsb_width(P.ADDR_FIELD)
     t.el_lsb, t.el_width = _lsb_width(P.ADDR_EL)
     t.ns_lsb = P.ADDR_NS[1]
-    t.tag_lsb = P.ADDR_TAG[1]
+    t.tag_lsb, t.tag_width = _lsb_width(P.ADDR_TAG)
     t.ch_lsb = P.ADDR_CH[1]
     t.pat_lsb, t.pat_width = _lsb_width(P.ADDR_PAT)
     t.addr_pc, t.addr_target = P.ADDR_PC, P.ADDR_BRANCH_TARGET
