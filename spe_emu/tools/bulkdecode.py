@@ -11,6 +11,7 @@ so the Python decoder stays the reference; tests compare the two on fuzzed input
 from __future__ import annotations
 
 import ctypes
+import struct
 from typing import Iterator
 
 from ..native import NativeBuildError, library
@@ -274,13 +275,9 @@ class RecordColumns:
 def _column(raw: memoryview, offset: int, code: str, row_size: int, n: int) -> list[int]:
     """Field at byte ``offset`` of each of the first ``n`` rows of ``raw`` (rows of
     ``row_size`` bytes), read through a strided memoryview (no Python loop)."""
-    width = struct_size(code)
+    width = struct.calcsize(code)
     assert offset % width == 0 and row_size % width == 0
     return raw.cast(code)[offset // width:n * row_size // width:row_size // width].tolist()
-
-
-def struct_size(code: str) -> int:
-    return {"B": 1, "H": 2, "I": 4, "Q": 8}[code]
 
 
 def scan_records(data: bytes, rows_per_call: int = ROWS) -> RecordColumns:
