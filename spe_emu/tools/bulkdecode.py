@@ -233,43 +233,48 @@ class RecordColumns:
         """Record ``i`` as a :class:`~spe_emu.spe.packets.Record` (``packets`` left empty)."""
         return self.records(i, i + 1)[0]
 
+    def field(self, name: str, start: int = 0, stop: int | None = None) -> list:
+        """Records ``start`` to ``stop`` (default: all) of the :class:`~spe_emu.spe.packets.Record`
+        field ``name``: its column, None where the record lacks it (as Record has it).
+        Raises KeyError for a name that is not a Record field."""
+        column, bit = RECORD_FIELDS[name]
+        values = getattr(self, column)[start:stop]
+        if not bit:
+            return values
+        return [v if has & bit else None
+                for v, has in zip(values, self.present[start:stop])]
+
     def records(self, start: int = 0, stop: int | None = None) -> list[P.Record]:
         """Records ``start`` to ``stop`` (default: all) as :class:`~spe_emu.spe.packets.Record`
         objects (``packets`` left empty), built without the dataclass constructor (this is
         the bulk path: one dict per record)."""
-        stop = len(self) if stop is None else stop
+        names = list(RECORD_FIELDS)
+        cols = [self.field(name, start, stop) for name in names]
+        new, cls = object.__new__, P.Record
         out = []
-        new = object.__new__
-        cls = P.Record
-        cols = [getattr(self, name)[start:stop] for name in (
-            "offset", "length", "present", "pc", "el", "ns", "target", "target_el",
-            "target_ns", "va", "va_tag", "pa", "pa_ns", "op_class", "op_subclass", "events",
-            "latency_total", "latency_issue", "latency_xlat", "timestamp", "context",
-            "context_el2", "data_source")]
-        for (offset, length, has, pc, el, ns, tgt, tel, tns, va, tag, pa, pans, opc, ops, ev,
-             l0, l1, l2, ts, c0, c1, ds) in zip(*cols):
+        for row in zip(*cols):
             rec = new(cls)
-            pc_ok, tgt_ok = has & HAS_PC, has & HAS_TARGET
-            va_ok, pa_ok, op_ok = has & HAS_VA, has & HAS_PA, has & HAS_OP
-            rec.__dict__ = {
-                "offset": offset, "packets": [], "length": length,
-                "pc": pc if pc_ok else None, "el": el if pc_ok else None,
-                "ns": ns if pc_ok else None,
-                "branch_target": tgt if tgt_ok else None,
-                "target_el": tel if tgt_ok else None, "target_ns": tns if tgt_ok else None,
-                "data_va": va if va_ok else None, "data_va_tag": tag if va_ok else None,
-                "data_pa": pa if pa_ok else None, "pa_ns": pans if pa_ok else None,
-                "op_class": opc if op_ok else None, "op_subclass": ops if op_ok else None,
-                "events": ev,
-                "latency_total": l0 if has & HAS_LAT0 else None,
-                "latency_issue": l1 if has & HAS_LAT1 else None,
-                "latency_xlat": l2 if has & HAS_LAT2 else None,
-                "timestamp": ts if has & HAS_TS else None,
-                "context": c0 if has & HAS_CTX0 else None,
-                "context_el2": c1 if has & HAS_CTX1 else None,
-                "data_source": ds if has & HAS_DS else None}
+            rec.__dict__ = dict(zip(names, row), packets=[])
             out.append(rec)
         return out
+
+
+RECORD_FIELDS = {
+    "offset": ("offset", 0), "length": ("length", 0),
+    "pc": ("pc", HAS_PC), "el": ("el", HAS_PC), "ns": ("ns", HAS_PC),
+    "branch_target": ("target", HAS_TARGET), "target_el": ("target_el", HAS_TARGET),
+    "target_ns": ("target_ns", HAS_TARGET),
+    "data_va": ("va", HAS_VA), "data_va_tag": ("va_tag", HAS_VA),
+    "data_pa": ("pa", HAS_PA), "pa_ns": ("pa_ns", HAS_PA),
+    "op_class": ("op_class", HAS_OP), "op_subclass": ("op_subclass", HAS_OP),
+    "events": ("events", 0),
+    "latency_total": ("latency_total", HAS_LAT0), "latency_issue": ("latency_issue", HAS_LAT1),
+    "latency_xlat": ("latency_xlat", HAS_LAT2),
+    "timestamp": ("timestamp", HAS_TS),
+    "context": ("context", HAS_CTX0), "context_el2": ("context_el2", HAS_CTX1),
+    "data_source": ("data_source", HAS_DS)}
+"""Record field -> (RecordColumns column, the HAS_* bit that says the record has it; 0: always
+present). Every Record field but ``packets``."""
 
 
 def _column(raw: memoryview, offset: int, code: str, row_size: int, n: int) -> list[int]:

@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Optional, Union
+from typing import NamedTuple, Optional, Union
 
 from ..errors import ImageError
 from ..platform.loader import load_elf, read_limited
@@ -596,10 +596,29 @@ MISMATCH_MIN = 20         # records compared before the operation-type check can
 MISMATCH_SHARE = 0.2      # ... an image whose instructions disagree with more than this share
 
 
+class _Row(NamedTuple):
+    """The :class:`~spe_emu.spe.packets.Record` fields a report reads (same names, None where
+    the record lacks one)."""
+
+    pc: Optional[int]
+    el: Optional[int]
+    op_class: Optional[int]
+    op_subclass: Optional[int]
+    events: int
+    latency_total: Optional[int]
+    latency_issue: Optional[int]
+    latency_xlat: Optional[int]
+    data_va: Optional[int]
+    data_pa: Optional[int]
+    data_source: Optional[int]
+    timestamp: Optional[int]
+
+
 def decode_records(trace: bytes) -> tuple[list, int]:
     """(the records of ``trace``, the bad and cut-off packets met: the ``Bad packet!`` lines
-    of ``spe-emu decode``): from the native bulk decoder (spe_emu.tools.bulkdecode; records
-    without their packet lists), or from packets.iter_records where it cannot be loaded."""
+    of ``spe-emu decode``): from the native bulk decoder (spe_emu.tools.bulkdecode; each
+    record a :class:`_Row` made from its columns, no per-record Record object), or from
+    packets.iter_records where it cannot be loaded."""
     try:
         from ..native import NativeBuildError
         from .bulkdecode import scan_records
@@ -608,7 +627,7 @@ def decode_records(trace: bytes) -> tuple[list, int]:
         bad = sum(1 for _, item in iter_packets(trace)
                   if isinstance(item, (BadPacket, PacketIncomplete)))
         return list(iter_records(trace)), bad
-    return cols.records(), cols.bad_packets
+    return list(map(_Row, *(cols.field(name) for name in _Row._fields))), cols.bad_packets
 
 
 def _check_match(image: _Image, md, records) -> None:
