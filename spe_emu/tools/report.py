@@ -292,8 +292,10 @@ class _Group:
     def __init__(self):
         self.samples = self.ldst = self.loads = self.stores = self.branches = 0
         self.lat = {name: [] for name, _ in LATENCIES}
-        self.events: Counter[int] = Counter()
-        self.sources: Counter[int] = Counter()
+        # (plain dicts: a Counter's constructor is Python code, and a report makes a group
+        # per sampled data address and cache line)
+        self.events: dict[int, int] = {}
+        self.sources: dict[int, int] = {}
         self.pcs: set = set()
         self.offsets: set = set()
         self.funcs: set = set()
@@ -314,12 +316,13 @@ class _Group:
             self.branches += 1
         ev = rec.events
         if ev:
+            events = self.events
             for bit in (EV_L1D_ACCESS, EV_L1D_REFILL, EV_TLB_ACCESS, EV_TLB_WALK, EV_MISPRED,
                         EV_LLC_ACCESS, EV_LLC_MISS):
                 if ev >> bit & 1:
-                    self.events[bit] += 1
+                    events[bit] = events.get(bit, 0) + 1
         if rec.data_source is not None:
-            self.sources[rec.data_source] += 1
+            self.sources[rec.data_source] = self.sources.get(rec.data_source, 0) + 1
         if rec.pc is not None:
             self.pcs.add(rec.pc)
         if func:
@@ -337,11 +340,11 @@ class _Group:
                              **{f"p{q}": _pctl(values, q) for q in PERCENTILES}}
         rates = {}
         for name, ev, of in RATES:
-            den = self.events[of] if of is not None else self.branches
+            den = self.events.get(of, 0) if of is not None else self.branches
             if of is not None and not den:
                 den = self.ldst   # (an SPU that does not report the access event)
             if den:
-                rates[name] = _percent(self.events[ev], den)
+                rates[name] = _percent(self.events.get(ev, 0), den)
         return {"samples": self.samples, "percent": _percent(self.samples, total),
                 "loads": self.loads, "stores": self.stores, "branches": self.branches,
                 "latency": lat, "rates": rates,
