@@ -49,9 +49,6 @@ def _figures(report) -> dict:
     ax = fig.subplots()
     if report.timeline:
         top = [n for n, _, _ in report.hot_functions[:5]]
-        by_pc = {}
-        for pc, where, *_ in report.hot_pcs:
-            by_pc[pc] = where.split("+")[0]
         times = [t for t, _ in report.timeline]
         bins = min(60, max(5, len(times) // 10))
         ax.hist(times, bins=bins, color="tab:orange")
