@@ -639,7 +639,7 @@ def _check_match(image: _Image, md, records) -> None:
     instructions there disagree with the records' operation classes (more than
     MISMATCH_SHARE of at least MISMATCH_MIN)."""
     seen: dict[int, Optional[str]] = {}
-    compared = differ = inside = 0
+    compared = differ = 0
     example = None
     for rec in records:
         if rec.pc is None or rec.op_class not in _CLASS_NAMES:
@@ -650,17 +650,15 @@ def _check_match(image: _Image, md, records) -> None:
         cls = seen[rec.pc]
         if cls is None:
             continue
-        inside += 1
         compared += 1
         if cls != _CLASS_NAMES[rec.op_class]:
             differ += 1
             example = example or (rec.pc, _disassemble(md, image, rec.pc),
                                   _CLASS_NAMES[rec.op_class])
-    pcs = [pc for pc in seen]
-    if pcs and not inside:
+    if seen and not compared:
         text = ", ".join(f"{a:#x}-{b:#x}" for a, b in image.exec_ranges) or "none"
         raise ImageError(f"{image.path}: not the image of this trace: no sampled PC "
-                         f"({min(pcs):#x}..{max(pcs):#x}) is in its executable sections "
+                         f"({min(seen):#x}..{max(seen):#x}) is in its executable sections "
                          f"({text})")
     if compared >= MISMATCH_MIN and differ > MISMATCH_SHARE * compared:
         pc, text, cls = example
