@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ..arch.context import HCR_EL2, MDCR_EL2, MDCR_EL3, AccessContext
 from ..sysreg import Access, RegisterTable, Replan, parse_fields, reg
-from .config import SpeConfig
+from .config import FEATURES, SpeConfig
 
 
 def _el3_nspb_trap(ctx: AccessContext) -> bool:
@@ -103,17 +103,15 @@ PMSEVFR_RES1 = 1 << 1
 # discarded when any event selected here is 1; every modelled record has E[1] = 1).
 PMSNEVFR_EVENTS = MODEL_FILTER_EVENTS + ("E1 1",)
 
-# PMSIDR_EL1 (Arm ARM PMSIDR_EL1; bit positions as Linux arch/arm64/tools/sysreg): field ->
-# the SpeConfig attribute giving its value, or the constant it reads as. SME and ALTCLK are
-# FEAT_SPE_SME / FEAT_SPE_ALTCLK (no SME in the model): 0; Format 0 is the only format.
+# PMSIDR_EL1 (Arm ARM PMSIDR_EL1; bit positions as Linux arch/arm64/tools/sysreg). A field
+# settable by name takes its SpeConfig attribute from config.FEATURES; the others read as the
+# constants of PMSIDR_CONSTANTS: SME and ALTCLK are FEAT_SPE_SME / FEAT_SPE_ALTCLK (no SME in
+# the model): 0; Format 0 is the only format.
 PMSIDR_FIELDS = ("ALTCLK 31:28 RO", "FPF 27 RO", "EFT 26 RO", "CRR 25 RO", "PBT 24 RO",
                  "Format 23:20 RO", "CountSize 19:16 RO", "MaxSize 15:12 RO", "Interval 11:8 RO",
                  "FDS 7 RO", "FnE 6 RO", "ERnd 5 RO", "LDS 4 RO", "ArchInst 3 RO", "FL 2 RO",
                  "FT 1 RO", "FE 0 RO")
-PMSIDR_VALUES = {"ALTCLK": 0, "FPF": "fpf", "EFT": "eft", "CRR": "crr", "PBT": "pbt",
-                 "Format": 0, "CountSize": "count_size_code", "MaxSize": "max_size_code",
-                 "Interval": "interval_code", "FDS": "fds", "FnE": "fne", "ERnd": "ernd",
-                 "LDS": "lds", "ArchInst": "arch_inst", "FL": 1, "FT": 1, "FE": 1}
+PMSIDR_CONSTANTS = {"ALTCLK": 0, "Format": 0, "FL": 1, "FT": 1, "FE": 1}
 
 # Fields that exist only with a feature (RES0 otherwise): (register, SpeConfig attribute,
 # value that implements them, fields). Arm ARM PMSFCR_EL1, PMSLATFR_EL1; Linux
@@ -131,6 +129,13 @@ BASE_FIELDS = {
 }
 # Registers that exist only with a feature (UNDEFINED otherwise): name -> (attribute, value).
 FEATURE_REGISTERS = {"PMSNEVFR_EL1": ("fne", 1), "PMSDSFR_EL1": ("fds", 1)}
+
+
+def id_field_values(register: str, config: SpeConfig) -> dict[str, int]:
+    """``{field: value}`` of the ID register ``register`` (PMSIDR_EL1, PMBIDR_EL1) fields
+    settable by name: those of :data:`~spe_emu.spe.config.FEATURES` it holds, from
+    ``config``."""
+    return {f.name: getattr(config, f.attr) for f in FEATURES if f.register == register}
 
 
 def feature_fields(name: str, config: SpeConfig) -> tuple[str, ...]:
@@ -152,9 +157,8 @@ def spe_registers(config: SpeConfig) -> RegisterTable:
     PMSCR_EL2. Side effects are named hooks implemented by :class:`spe_emu.spe.spu.Spu`.
     """
     pmsicr_fields = ["COUNT 31:0"] + (["ECOUNT 63:56"] if config.ernd else [])
-    pmsidr_value = reg("PMSIDR_EL1", (3, 0, 9, 9, 7), *PMSIDR_FIELDS).make(**{
-        name: getattr(config, v) if isinstance(v, str) else v
-        for name, v in PMSIDR_VALUES.items()})
+    pmsidr_value = reg("PMSIDR_EL1", (3, 0, 9, 9, 7), *PMSIDR_FIELDS).make(
+        **PMSIDR_CONSTANTS, **id_field_values("PMSIDR_EL1", config))
     pmsidr = reg("PMSIDR_EL1", (3, 0, 9, 9, 7), *PMSIDR_FIELDS, read_only=True,
                  reset=pmsidr_value, check=check_statistical_profiling_access,
                  doc="§4.3.11; Arm ARM PMSIDR_EL1")
@@ -169,7 +173,7 @@ def spe_registers(config: SpeConfig) -> RegisterTable:
     }
     pmbidr_fields = ("EA 11:8 RO", "F 5 RO", "P 4 RO", "Align 3:0 RO")
     pmbidr_reset = reg("PMBIDR_EL1", (3, 0, 9, 10, 7), *pmbidr_fields).make(
-        EA=config.pmbidr_ea, F=config.flag_updates, P=0, Align=config.align_code)
+        EA=config.pmbidr_ea, P=0, **id_field_values("PMBIDR_EL1", config))
     return RegisterTable([
         reg("PMSCR_EL1", (3, 0, 9, 9, 0), "PCT 6", "TS 5", "PA 4", "CX 3", "E1SPE 1", "E0SPE 0",
             check=check_statistical_profiling_access, on_write="write_control",
