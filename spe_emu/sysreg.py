@@ -221,13 +221,26 @@ class FieldAccessors:
     name: str
     fields: tuple[Field, ...]
     res1: int
+    _by_name: Mapping[str, Field]
+    _write: WriteMasks
+
+    def _index_fields(self) -> None:
+        """Build the fields' by-name index and :class:`WriteMasks` (each declaration's
+        ``__post_init__`` calls it once). Raises :class:`RegisterTableError` for a duplicate
+        field name."""
+        names = {f.name: f for f in self.fields}
+        if len(names) != len(self.fields):
+            raise RegisterTableError(f"{self.name}: duplicate field name")
+        object.__setattr__(self, "_by_name", names)
+        object.__setattr__(self, "_write", write_masks(self.fields))
 
     def field(self, name: str) -> Field:
-        """The field called ``name``. Raises :class:`RegisterTableError` naming the register."""
-        for f in self.fields:
-            if f.name == name:
-                return f
-        raise RegisterTableError(f"{self.name} has no field {name}")
+        """The field called ``name`` (by a dictionary: tables are large). Raises
+        :class:`RegisterTableError` naming the register."""
+        try:
+            return self._by_name[name]
+        except KeyError:
+            raise RegisterTableError(f"{self.name} has no field {name}") from None
 
     def get(self, value: int, name: str) -> int:
         """Field ``name`` of ``value``, right-aligned."""
@@ -288,11 +301,7 @@ class RegisterSpec(FieldAccessors):
             seen |= f.mask
         if self.res1 & seen:
             raise RegisterTableError(f"{self.name}: RES1 bits overlap a field")
-        names = {f.name: f for f in self.fields}
-        if len(names) != len(self.fields):
-            raise RegisterTableError(f"{self.name}: duplicate field name")
-        object.__setattr__(self, "_by_name", names)
-        object.__setattr__(self, "_write", write_masks(self.fields))
+        self._index_fields()
         if self.reset is None:
             object.__setattr__(self, "reset", self.res1)
         if self.reset & self.res0:
@@ -320,13 +329,6 @@ class RegisterSpec(FieldAccessors):
             if f.writable:
                 out |= f.mask
         return out
-
-    def field(self, name: str) -> Field:
-        """The field called ``name`` (by a dictionary: tables are large)."""
-        try:
-            return self._by_name[name]
-        except KeyError:
-            raise RegisterTableError(f"{self.name} has no field {name}") from None
 
     def apply_write(self, old: int, written: int) -> int:
         """Value after a direct write of ``written``: writable fields take the new bits, read-only

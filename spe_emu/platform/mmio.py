@@ -26,10 +26,10 @@ habit).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterable, MutableSequence, Sequence
+from typing import Any, Iterable, Mapping, MutableSequence, Sequence
 
 from ..errors import RegisterTableError
-from ..sysreg import Field, FieldAccess, FieldAccessors, WriteMasks, parse_fields, write_masks
+from ..sysreg import Field, FieldAccess, FieldAccessors, WriteMasks, parse_fields
 
 
 @dataclass(frozen=True)
@@ -101,6 +101,7 @@ class MmioRegister(FieldAccessors):
     field_mask: int = field(init=False, repr=False, compare=False)
     readable_mask: int = field(init=False, repr=False, compare=False)
     """Bits a read returns from storage: the fields but WO ones, and RES1 (derived)."""
+    _by_name: Mapping[str, Field] = field(init=False, repr=False, compare=False)
     _write: WriteMasks = field(init=False, repr=False, compare=False)
     _shifts: tuple[int, ...] = field(init=False, repr=False, compare=False)
     """Per-item registers: bit position of each slot of an element."""
@@ -119,7 +120,7 @@ class MmioRegister(FieldAccessors):
             if f.access is not FieldAccess.WO:
                 readable |= f.mask
         object.__setattr__(self, "readable_mask", readable)
-        object.__setattr__(self, "_write", write_masks(self.fields))
+        self._index_fields()
         if self.res1 & seen:
             raise RegisterTableError(f"{self.name}: RES1 bits overlap a field")
         if self.reset & ~(seen | self.res1) or self.reset & self.res1 != self.res1:
