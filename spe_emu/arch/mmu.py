@@ -416,7 +416,7 @@ def walk_fault(mem: PhysicalView, va: int, regime_el: int,
     try:
         translate(mem, va, regime_el, checked_read=checked_read)
     except TranslationFault as fault:
-        kind = fault.fsc & ~0b11
+        kind = fault.fsc & FSC_KIND_MASK
         if (kind in (FSC_ADDRESS_SIZE, FSC_WALK_EXTERNAL) and type(fault) is TranslationFault
                 and fault.stage == 1):
             return fault.fsc
