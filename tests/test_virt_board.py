@@ -97,6 +97,13 @@ class Probe:
         self.values = values(self.stdout, self.lines, "spe-emu")
         self.summary = summary(workdir / "out")
 
+    @classmethod
+    def built(cls, steps: list[str], tmp_path_factory, name: str, **kw) -> Probe:
+        """A probe in a fresh ``name`` directory; skips the test without the binutils."""
+        if any(shutil.which(t) is None for t in (AS, LD, OBJCOPY)):
+            pytest.skip(f"{AS}, {LD} and {OBJCOPY} are needed")
+        return cls(steps, tmp_path_factory.mktemp(name), **kw)
+
     def on_qemu(self) -> tuple[str, list[int]]:
         out = run_elf(self.raw, memory=f"{RAM_SIZE >> 20}M", timeout=QEMU_TIMEOUT)
         return out, values(out, self.lines)
@@ -337,9 +344,7 @@ ESR_DABT_SAME_EL_WRITE = ESR_DABT_SAME_EL_READ | 1 << 6           # 0x96000050
 
 @pytest.fixture(scope="module")
 def boot_probe(tmp_path_factory):
-    if any(shutil.which(t) is None for t in (AS, LD, OBJCOPY)):
-        pytest.skip(f"{AS}, {LD} and {OBJCOPY} are needed")
-    return Probe(BOOT_STEPS, tmp_path_factory.mktemp("boot-probe"))
+    return Probe.built(BOOT_STEPS, tmp_path_factory, "boot-probe")
 
 
 def test_boot_protocol_and_psci(boot_probe):
@@ -390,11 +395,9 @@ def _load_steps(addresses) -> list[str]:
 
 @pytest.fixture(scope="module")
 def map_probe(tmp_path_factory):
-    if any(shutil.which(t) is None for t in (AS, LD, OBJCOPY)):
-        pytest.skip(f"{AS}, {LD} and {OBJCOPY} are needed")
     addresses = [*QEMU_DIFFERS, *BOTH_ABORT]
-    return addresses, Probe([VECTORS + "    mov x0, #0", *_load_steps(addresses)],
-                            tmp_path_factory.mktemp("map-probe"))
+    return addresses, Probe.built([VECTORS + "    mov x0, #0", *_load_steps(addresses)],
+                                  tmp_path_factory, "map-probe")
 
 
 def test_loads_from_no_device_abort(map_probe):
@@ -491,9 +494,7 @@ CNTFRQ = {"qemu": 62_500_000, "spe-emu": 100_000_000}
 
 @pytest.fixture(scope="module")
 def wfi_probe(tmp_path_factory):
-    if any(shutil.which(t) is None for t in (AS, LD, OBJCOPY)):
-        pytest.skip(f"{AS}, {LD} and {OBJCOPY} are needed")
-    return Probe(WFI_STEPS, tmp_path_factory.mktemp("wfi-probe"))
+    return Probe.built(WFI_STEPS, tmp_path_factory, "wfi-probe")
 
 
 def test_wfi_woken_by_masked_timer_interrupt(wfi_probe):
@@ -570,9 +571,7 @@ PL011_STEPS = [
 
 @pytest.fixture(scope="module")
 def pl011_probe(tmp_path_factory):
-    if any(shutil.which(t) is None for t in (AS, LD, OBJCOPY)):
-        pytest.skip(f"{AS}, {LD} and {OBJCOPY} are needed")
-    return Probe(PL011_STEPS, tmp_path_factory.mktemp("pl011-probe"), extra_lines=1)
+    return Probe.built(PL011_STEPS, tmp_path_factory, "pl011-probe", extra_lines=1)
 
 
 def test_pl011_from_the_guest(pl011_probe):
