@@ -26,6 +26,21 @@ EXIT = """
     mov x0, #0x20
     hlt #0xf000
 """
+# From EL2 with stage 2 programmed: invalidate the EL1&0 TLB entries, then ERET to EL1h (DAIF
+# masked, SP_EL1 = 0x4100_0000) at the label ``el1`` the program defines next.
+ERET_TO_EL1 = """
+    tlbi alle1
+    dsb sy
+    isb
+    movz x7, #0x4100, lsl #16
+    msr s3_4_c4_c1_0, x7        // SP_EL1
+    adr x5, el1
+    msr s3_4_c4_c0_1, x5        // ELR_EL2
+    mov x6, #0x3c5              // SPSR_EL2: EL1h, DAIF masked
+    msr s3_4_c4_c0_0, x6
+    eret
+el1:
+"""
 
 
 def spe_prologue(pmscr: int, buf: int, *, limit: int = 0x100000, ptr: int | None = None,

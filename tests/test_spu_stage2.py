@@ -18,7 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from asmrun import BASE, EXIT, run_asm, xregs
+from asmrun import BASE, ERET_TO_EL1, EXIT, run_asm, xregs
 from click.testing import CliRunner
 
 from unicorn import arm64_const as A
@@ -97,17 +97,7 @@ def program(*, hcr: int, stage1: bool, vtcr: int, vttbr: int = S2_L1, loop_body:
     msr s3_4_c1_c1_0, x1        // HCR_EL2
     isb
     {s1}
-    tlbi alle1
-    dsb sy
-    isb
-    movz x7, #0x4100, lsl #16
-    msr s3_4_c4_c1_0, x7        // SP_EL1
-    adr x5, el1
-    msr s3_4_c4_c0_1, x5        // ELR_EL2
-    mov x6, #0x3c5              // SPSR_EL2: EL1h, DAIF masked
-    msr s3_4_c4_c0_0, x6
-    eret
-el1:
+    {ERET_TO_EL1}
     adr x0, vectors_el1
     msr vbar_el1, x0
     {mov64("x0", buf_va)}

@@ -6,7 +6,7 @@ guest whose hypervisor enabled stage 2, instead of ending the run (issue 13)."""
 from __future__ import annotations
 
 import pytest
-from asmrun import EXIT, run_asm, xregs
+from asmrun import ERET_TO_EL1, EXIT, run_asm, xregs
 
 S2_TABLE = 0x4010_0000
 
@@ -35,17 +35,7 @@ PROGRAM = f"""
     orr x4, x4, #1              // HCR_EL2.VM
     msr s3_4_c1_c1_0, x4
     isb
-    tlbi alle1
-    dsb sy
-    isb
-    movz x7, #0x4100, lsl #16
-    msr s3_4_c4_c1_0, x7        // SP_EL1
-    adr x5, el1
-    msr s3_4_c4_c0_1, x5        // ELR_EL2
-    mov x6, #0x3c5              // SPSR_EL2: EL1h, DAIF masked
-    msr s3_4_c4_c0_0, x6
-    eret
-el1:
+""" + ERET_TO_EL1 + """
     mrs x19, s3_0_c9_c9_7       // PMSIDR_EL1: trapped into the emulator, fetched via stage 2
     mov x0, #0
 """ + EXIT
