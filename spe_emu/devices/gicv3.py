@@ -93,7 +93,6 @@ INTIDs 1020..1023 (IHI 0069, GICD_TYPER)."""
 PRI_BITS = 5
 PRIORITY_MASK = (0xFF << (8 - PRI_BITS)) & 0xFF
 """Implemented bits of a priority value (0xF8)."""
-IDLE_PRIORITY = 0xFF
 INTID_SPURIOUS = 1023
 MIN_BPR0 = 7 - PRI_BITS
 """Smallest ICC_BPR0_EL1 value: group priority [7:MIN_BPR0+1] covers all implemented bits."""
@@ -484,9 +483,7 @@ WRITE_ONLY = frozenset({"ICC_EOIR0_EL1", "ICC_EOIR1_EL1", "ICC_DIR_EL1", "ICC_SG
 """ICC registers whose reads are UNDEFINED (their check says so too)."""
 
 _CTLR_EL1 = ICC_REGISTERS["ICC_CTLR_EL1"]
-_CTLR_EL3 = ICC_REGISTERS["ICC_CTLR_EL3"]
 _IGRPEN1_EL1 = ICC_REGISTERS["ICC_IGRPEN1_EL1"]
-_IGRPEN1_EL3 = ICC_REGISTERS["ICC_IGRPEN1_EL3"]
 SGI_GROUPS = {"ICC_SGI0R_EL1": frozenset({GROUP0}),
               "ICC_SGI1R_EL1": frozenset({GROUP0, GROUP1}),
               "ICC_ASGI1R_EL1": frozenset({GROUP0})}
@@ -721,12 +718,6 @@ class GicV3:
     def _group_enabled_at_cpu(self, group: int) -> bool:
         name = "ICC_IGRPEN1_EL1" if group == GROUP1 else "ICC_IGRPEN0_EL1"
         return bool(ICC_REGISTERS[name].get(self._icc[name], "Enable"))
-
-    def _group_priority_mask(self, group: int) -> int:
-        """``GroupBits()``: mask keeping the group-priority bits of a priority value. Group 1
-        uses BPR1 (field [7:BPR1]) unless ICC_CTLR_EL1.CBPR, then BPR0 (field [7:BPR0+1])
-        (``spe_gic_group_mask``)."""
-        return self.core.group_mask(group)
 
     def _running_priority(self) -> int:
         """Priority of the highest active priority bit in the AP registers, or 0xFF idle
