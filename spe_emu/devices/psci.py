@@ -49,10 +49,9 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..errors import ConfigError
-from ..sysreg import parse_fields, reg
+from ..sysreg import MASK64, parse_fields, reg
 
 MASK32 = 0xFFFF_FFFF
-MASK64 = (1 << 64) - 1
 
 # ---------------------------------------------------------------------------------------------
 # Encodings

@@ -35,8 +35,8 @@ from dataclasses import dataclass
 from typing import BinaryIO, Callable
 
 from ..errors import SemihostingError
+from ..sysreg import MASK64
 
-MASK64 = (1 << 64) - 1
 RETURN_ERROR = MASK64
 """-1 as the 64-bit X0 value."""
 TICK_HZ = 100
