@@ -13,9 +13,10 @@ import subprocess
 import fdt
 import pytest
 
+from spe_emu.devices.psci import OEN_STANDARD_SECURE, function_id, mpidr_affinity
 from spe_emu.errors import ConfigError
 from spe_emu.platform.board import VIRT, DeviceSpec, ppi, spi
-from spe_emu.platform.dtb import build_dtb, gic_interrupt, mpidr_affinity, smccc_function_id
+from spe_emu.platform.dtb import build_dtb, gic_interrupt
 
 RAM = 256 << 20
 QEMU = "qemu-system-aarch64"
@@ -223,8 +224,8 @@ def test_addresses_and_intids_come_from_the_board():
 
 
 def test_helpers():
-    assert smccc_function_id(3, smc64=True) == 0xC400_0003
-    assert smccc_function_id(2, smc64=False) == 0x8400_0002
+    assert function_id(OEN_STANDARD_SECURE, 3, smc64=True) == 0xC400_0003
+    assert function_id(OEN_STANDARD_SECURE, 2, smc64=False) == 0x8400_0002
     assert mpidr_affinity(0xFF_81FF_FFFF) == 0xFF_00FF_FFFF
     assert gic_interrupt(ppi(5)) == [1, 5, 4]
     assert gic_interrupt(spi(1)) == [0, 1, 4]

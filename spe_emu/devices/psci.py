@@ -109,6 +109,15 @@ class MigrateInfoType(enum.IntEnum):
     NOT_PRESENT_OR_NO_MIGRATION = 2
 
 
+def mpidr_affinity(mpidr: int) -> int:
+    """Aff3..Aff0 of an MPIDR_EL1 value, in place, every other bit zero (:data:`AFFINITY`: the
+    target_cpu argument; also a device-tree cpu node's ``reg``)."""
+    out = 0
+    for f in AFFINITY:
+        out = f.set(out, MPIDR_EL1.get(mpidr, f.name))
+    return out
+
+
 def function_id(oen: int, number: int, smc64: bool = False) -> int:
     """The Fast Call Function Identifier of function ``number`` of owning entity ``oen``."""
     values = {"Type": 1, "CallConv": int(smc64), "OEN": oen, "FunctionNumber": number}
@@ -261,11 +270,8 @@ class PeState:
 
     @property
     def affinity(self) -> int:
-        """The PE's affinity in the target_cpu layout (:data:`AFFINITY`)."""
-        out = 0
-        for f in AFFINITY:
-            out = f.set(out, MPIDR_EL1.get(self.mpidr, f.name))
-        return out
+        """The PE's affinity in the target_cpu layout (:func:`mpidr_affinity`)."""
+        return mpidr_affinity(self.mpidr)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -45,8 +45,9 @@ from typing import Callable, Union
 
 import fdt
 
+from ..devices.psci import BY_NAME as PSCI_FUNCTIONS
+from ..devices.psci import MPIDR_EL1, fid, mpidr_affinity
 from ..errors import ConfigError
-from ..sysreg import parse_fields
 from .board import GIC_PPI_BASE, GIC_SPI_BASE, GICR_FRAME_BYTES, BoardSpec, DeviceSpec
 
 # -- constants of the bindings ---------------------------------------------------------------
@@ -77,38 +78,12 @@ non-secure physical, virtual, hypervisor physical; ``cnthv`` (hypervisor virtual
 GICR_BYTES_PER_PE = 2 * GICR_FRAME_BYTES
 """Bytes of one PE's GICv3 redistributor: the RD_base and SGI_base frames."""
 
-MPIDR_AFFINITY = {f.name: f for f in parse_fields("Aff3 39:32", "Aff2 23:16", "Aff1 15:8",
-                                                  "Aff0 7:0")}
-"""The affinity fields of MPIDR_EL1 (Arm ARM D23.2 MPIDR_EL1); a cpu node's ``reg`` is
-Aff3:Aff2:Aff1:Aff0 in these positions, the other bits (U, MT, RES1 bit 31) zero."""
-
-SMCCC_FUNCTION_ID = {f.name: f for f in parse_fields("FastCall 31", "SMC64 30", "OEN 29:24",
-                                                     "Number 15:0")}
-"""The fields of an SMC Calling Convention function identifier (DEN0028 §2.5)."""
-SMCCC_OEN_STANDARD = 4
-"""Owning entity number of the Standard Secure Service calls (PSCI)."""
-
-PSCI_LEGACY_FUNCTIONS = (("cpu_suspend", 1, True), ("cpu_off", 2, False), ("cpu_on", 3, True),
-                         ("migrate", 5, True))
-"""(property, PSCI function number, SMC64 calling convention) of the function IDs the PSCI 0.1
-binding lists in the node (PSCI DEN0022 §5.1): kernels that know PSCI 0.2 ignore them, QEMU
-writes them anyway, and so do we (AArch64: the SMC64 IDs where there is one)."""
-
-
-def smccc_function_id(number: int, smc64: bool, oen: int = SMCCC_OEN_STANDARD) -> int:
-    """The 32-bit fast-call function ID of ``number`` for owning entity ``oen`` (DEN0028)."""
-    fid = 0
-    for name, value in (("FastCall", 1), ("SMC64", int(smc64)), ("OEN", oen), ("Number", number)):
-        fid = SMCCC_FUNCTION_ID[name].set(fid, value)
-    return fid
-
-
-def mpidr_affinity(mpidr: int) -> int:
-    """Aff3..Aff0 of an MPIDR_EL1 value, in place (the cpu node's ``reg``)."""
-    aff = 0
-    for f in MPIDR_AFFINITY.values():
-        aff = f.set(aff, f.get(mpidr))
-    return aff
+PSCI_LEGACY_FUNCTIONS = (("cpu_suspend", "CPU_SUSPEND"), ("cpu_off", "CPU_OFF"),
+                         ("cpu_on", "CPU_ON"), ("migrate", "MIGRATE"))
+"""(property, PSCI function) of the function IDs the PSCI 0.1 binding lists in the node (PSCI
+DEN0022 §5.1): kernels that know PSCI 0.2 ignore them, QEMU writes them anyway, and so do we
+(AArch64: the SMC64 IDs where there is one; :data:`spe_emu.devices.psci.FUNCTIONS`). A cpu
+node's ``reg`` is the PE's affinity (:func:`spe_emu.devices.psci.mpidr_affinity`)."""
 
 
 def gic_interrupt(intid: int, flags: int = IRQ_TYPE_LEVEL_HIGH) -> list[int]:
@@ -367,7 +342,7 @@ def _cpus_node(mpidrs: tuple[int, ...], psci: bool) -> tuple[DtNode, int]:
     affs = [mpidr_affinity(m) for m in mpidrs]
     if len(set(affs)) != len(affs):
         raise ConfigError(f"cpu_mpidrs {[hex(m) for m in mpidrs]} repeat an affinity")
-    addr_cells = 2 if any(MPIDR_AFFINITY["Aff3"].get(a) for a in affs) else 1
+    addr_cells = 2 if any(MPIDR_EL1.get(a, "Aff3") for a in affs) else 1
     node = DtNode("cpus").add("#address-cells", addr_cells).add("#size-cells", 0)
     for aff in affs:
         cpu = DtNode(_unit("cpu", aff)).add("device_type", "cpu").add("compatible",
@@ -381,8 +356,8 @@ def _cpus_node(mpidrs: tuple[int, ...], psci: bool) -> tuple[DtNode, int]:
 
 def _psci_node(method: str) -> DtNode:
     node = DtNode("psci").add("compatible", PSCI_COMPATIBLE).add("method", method)
-    for prop, number, smc64 in PSCI_LEGACY_FUNCTIONS:
-        node.add(prop, smccc_function_id(number, smc64))
+    for prop, name in PSCI_LEGACY_FUNCTIONS:
+        node.add(prop, fid(name, PSCI_FUNCTIONS[name].smc64))
     return node
 
 
