@@ -379,3 +379,36 @@ class RegisterTable:
 def reg(name: str, enc: tuple[int, int, int, int, int], *fields: str, **kw: Any) -> RegisterSpec:
     """Shorthand: ``reg("PMSCR_EL1", (3, 0, 9, 9, 0), "PCT 6", "TS 5", ..., reset=0)``."""
     return RegisterSpec(name=name, encoding=Encoding(*enc), fields=parse_fields(*fields), **kw)
+
+
+@dataclass(frozen=True)
+class Layout(FieldAccessors):
+    """A named bit layout that is no register (an SMC Calling Convention Function Identifier,
+    a PSCI argument...): the same field access by name as a register (:class:`FieldAccessors`)
+    without an encoding or access rules.
+
+    Raises:
+        RegisterTableError: overlapping fields or a duplicate field name.
+    """
+
+    name: str
+    fields: tuple[Field, ...]
+    res1: int = 0
+    field_mask: int = field(init=False, repr=False, compare=False)
+    """The bits of all fields."""
+    _by_name: Mapping[str, Field] = field(init=False, repr=False, compare=False)
+    _write: WriteMasks = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        seen = 0
+        for f in self.fields:
+            if f.mask & seen:
+                raise RegisterTableError(f"{self.name}: field {f.name} overlaps another field")
+            seen |= f.mask
+        object.__setattr__(self, "field_mask", seen)
+        self._index_fields()
+
+
+def layout(name: str, *fields: str, res1: int = 0) -> Layout:
+    """Shorthand: ``layout("Function Identifier", "Type 31", "CallConv 30", ...)``."""
+    return Layout(name, parse_fields(*fields), res1)

@@ -49,7 +49,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..errors import ConfigError
-from ..sysreg import MASK64, parse_fields, reg
+from ..sysreg import MASK64, layout, reg
 
 MASK32 = 0xFFFF_FFFF
 
@@ -57,7 +57,8 @@ MASK32 = 0xFFFF_FFFF
 # Encodings
 # ---------------------------------------------------------------------------------------------
 
-FUNCTION_ID = parse_fields("Type 31", "CallConv 30", "OEN 29:24", "FunctionNumber 15:0")
+FUNCTION_ID = layout("Function Identifier", "Type 31", "CallConv 30", "OEN 29:24",
+                     "FunctionNumber 15:0")
 """The Function Identifier in W0 (DEN 0028): Type 1 = Fast Call, CallConv 1 = SMC64, OEN =
 Owning Entity Number, FunctionNumber; bits 23:16 are zero in a Fast Call."""
 OEN_ARM_ARCHITECTURE = 0
@@ -66,16 +67,16 @@ OEN_STANDARD_SECURE = 4
 
 MPIDR_EL1 = reg("MPIDR_EL1", (3, 0, 0, 0, 5), "Aff3 39:32", "U 30", "MT 24", "Aff2 23:16",
                 "Aff1 15:8", "Aff0 7:0", res1=1 << 31, read_only=True, doc="Arm ARM D19.2")
-AFFINITY = parse_fields("Aff3 39:32", "Aff2 23:16", "Aff1 15:8", "Aff0 7:0")
+AFFINITY = layout("target_cpu", "Aff3 39:32", "Aff2 23:16", "Aff1 15:8", "Aff0 7:0")
 """The target_cpu / target_affinity argument of CPU_ON and AFFINITY_INFO: MPIDR_EL1's
 affinity fields in place, every other bit zero (DEN 0022D.b §5.1.4, §5.1.5)."""
-VERSION = parse_fields("Major 30:16", "Minor 15:0")
+VERSION = layout("version", "Major 30:16", "Minor 15:0")
 """PSCI_VERSION and SMCCC_VERSION results (bit 31 zero)."""
-POWER_STATE = parse_fields("PowerLevel 25:24", "StateType 16", "StateID 15:0")
+POWER_STATE = layout("power_state", "PowerLevel 25:24", "StateType 16", "StateID 15:0")
 """CPU_SUSPEND power_state, original format (DEN 0022D.b §5.4.2); other bits are reserved."""
 
-PSCI_VERSION_1_1 = 0x1_0001
-SMCCC_VERSION_1_1 = 0x1_0001
+PSCI_VERSION_1_1 = VERSION.make(Major=1, Minor=1)
+SMCCC_VERSION_1_1 = VERSION.make(Major=1, Minor=1)
 
 
 class PsciReturn(enum.IntEnum):
@@ -112,19 +113,12 @@ class MigrateInfoType(enum.IntEnum):
 def mpidr_affinity(mpidr: int) -> int:
     """Aff3..Aff0 of an MPIDR_EL1 value, in place, every other bit zero (:data:`AFFINITY`: the
     target_cpu argument; also a device-tree cpu node's ``reg``)."""
-    out = 0
-    for f in AFFINITY:
-        out = f.set(out, MPIDR_EL1.get(mpidr, f.name))
-    return out
+    return mpidr & AFFINITY.field_mask
 
 
 def function_id(oen: int, number: int, smc64: bool = False) -> int:
     """The Fast Call Function Identifier of function ``number`` of owning entity ``oen``."""
-    values = {"Type": 1, "CallConv": int(smc64), "OEN": oen, "FunctionNumber": number}
-    out = 0
-    for f in FUNCTION_ID:
-        out = f.set(out, values[f.name])
-    return out
+    return FUNCTION_ID.make(Type=1, CallConv=int(smc64), OEN=oen, FunctionNumber=number)
 
 
 @dataclass(frozen=True)
@@ -320,10 +314,8 @@ class Psci:
         any StateID is accepted, and the request, standby or powerdown, is entered as
         standby (§5.4: an implementation may downgrade a powerdown request; the call then
         returns SUCCESS at the instruction after it)."""
-        known = 0
-        for f in POWER_STATE:
-            known |= f.mask
-        if power_state & ~known or self._field(POWER_STATE, "PowerLevel", power_state):
+        if (power_state & ~POWER_STATE.field_mask
+                or POWER_STATE.get(power_state, "PowerLevel")):
             return _ret(PsciReturn.INVALID_PARAMETERS)
         return PsciResult(int(PsciReturn.SUCCESS), PsciAction.STANDBY)
 
@@ -383,10 +375,6 @@ class Psci:
                 and self.implemented(queried, pe)):
             return _ret(PsciReturn.SUCCESS)
         return _ret(PsciReturn.NOT_SUPPORTED)
-
-    @staticmethod
-    def _field(fields, name: str, value: int) -> int:
-        return next(f for f in fields if f.name == name).get(value)
 
 
 # ---------------------------------------------------------------------------------------------

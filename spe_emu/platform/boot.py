@@ -43,7 +43,7 @@ from elftools.elf.elffile import ELFFile
 
 from ..platform.loader import ELF_MAGIC, load_elf
 from ..errors import ConfigError, ImageError
-from ..sysreg import parse_fields
+from ..sysreg import layout
 from .board import BoardSpec
 
 KiB, MiB = 1 << 10, 1 << 20
@@ -54,7 +54,7 @@ IMAGE_HEADER_FIELDS = ("code0", "code1", "text_offset", "image_size", "flags", "
 IMAGE_HEADER = struct.Struct("<IIQQQQQQ4sI")
 """The 64-byte header, fields in :data:`IMAGE_HEADER_FIELDS` order."""
 IMAGE_MAGIC = b"ARM\x64"
-IMAGE_FLAGS = {f.name: f for f in parse_fields("BE 0", "PageSize 2:1", "PhysPlacement 3")}
+IMAGE_FLAGS = layout("flags", "BE 0", "PageSize 2:1", "PhysPlacement 3")
 """The header's ``flags``: kernel endianness (1: big-endian), page size, physical placement."""
 IMAGE_BASE_ALIGN = 2 * MiB
 """An Image sits ``text_offset`` above a 2 MiB aligned base."""
@@ -177,7 +177,7 @@ def load_kernel(path: str | os.PathLike, board: BoardSpec, ram_size: int,
     if len(data) >= IMAGE_HEADER.size and data[56:60] == IMAGE_MAGIC:
         fmt = "image" + fmt
         header = dict(zip(IMAGE_HEADER_FIELDS, IMAGE_HEADER.unpack_from(data)))
-        if IMAGE_FLAGS["BE"].get(header["flags"]):
+        if IMAGE_FLAGS.get(header["flags"], "BE"):
             raise ImageError(f"{path}: big-endian arm64 Image (flags bit 0); spe_emu runs "
                              f"little-endian kernels")
         if header["image_size"]:  # v3.17+: text_offset and image_size are meaningful
