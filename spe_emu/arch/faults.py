@@ -8,7 +8,19 @@ from typing import Iterator
 
 from ..errors import GuestError
 
-FSC_TRANSLATION_L3 = 0b000111
+FSC_ADDRESS_SIZE = 0b000000
+FSC_TRANSLATION = 0b000100
+FSC_ACCESS_FLAG = 0b001000
+FSC_PERMISSION = 0b001100
+FSC_WALK_EXTERNAL = 0b010100
+"""Long-descriptor FSCs of stage 1 and stage 2 faults, the level in bits[1:0]
+(``EncodeLDFSC()``): address size, translation, Access flag, permission, synchronous External
+abort on a translation table walk."""
+FSC_KIND_MASK = ~0b11
+"""Clears the level of a long-descriptor FSC (its bits[1:0])."""
+FSC_TRANSLATION_L3 = FSC_TRANSLATION | 3
+FSC_SYNC_EXTERNAL_ABORT = 0b010000
+"""FSC: synchronous External abort, not on a translation table walk."""
 
 
 class TranslationFault(GuestError):
@@ -43,10 +55,6 @@ class ExternalAbort(TranslationFault):
     def __init__(self, va: int):
         super().__init__(va, FSC_SYNC_EXTERNAL_ABORT)
         self.args = (f"external abort at {va:#x}",)
-
-
-FSC_SYNC_EXTERNAL_ABORT = 0b010000
-"""FSC: synchronous External abort, not on a translation table walk."""
 
 
 def page_chunks(va: int, size: int) -> Iterator[tuple[int, int, int]]:

@@ -27,7 +27,10 @@ from typing import Callable, Protocol
 from ..sysreg import RegisterSpec, reg
 from .id_regs import ID_AA64MMFR0_EL1
 from .context import HCR_EL2, SCR_EL3, SCTLR_ELX, SCTLR_ENC, TTBR0_ENC, TTBR1_EL1, banked
-from .faults import ExternalAbort, TranslationFault
+from .faults import (
+    FSC_ACCESS_FLAG, FSC_ADDRESS_SIZE, FSC_KIND_MASK, FSC_PERMISSION, FSC_TRANSLATION,
+    FSC_WALK_EXTERNAL, ExternalAbort, TranslationFault,
+)
 
 
 class PhysicalView(Protocol):
@@ -55,16 +58,6 @@ TTBR = reg("TTBRn_ELx", TTBR0_ENC[1], "ASID 63:48", "BADDR 47:1", "CnP 0", doc="
 DESC = reg("DESC", (3, 0, 0, 0, 0), "UXN 54", "PXN 53", "OA 47:12", "AF 10", "SH 9:8",
            "AP2 7", "AP1 6", "AttrIndx 4:2", "TYPE 1", "VALID 0", doc="Arm ARM D8.3")
 
-FSC_ADDRESS_SIZE = 0b000000
-FSC_TRANSLATION = 0b000100
-FSC_ACCESS_FLAG = 0b001000
-FSC_PERMISSION = 0b001100
-FSC_WALK_EXTERNAL = 0b010100
-"""Long-descriptor FSCs of stage 1 and stage 2 faults, the level in bits[1:0]
-(``EncodeLDFSC()``): address size, translation, Access flag, permission, synchronous External
-abort on a translation table walk."""
-FSC_KIND_MASK = ~0b11
-"""Clears the level of a long-descriptor FSC (its bits[1:0])."""
 # Stage 2 (Arm ARM D19.2 VTCR_EL2, VTTBR_EL2; D8.3 stage 2 Block and Page descriptors:
 # S2AP[1] allows writes, S2AP[0] reads; HA and the stage 2 memory attributes are not modelled).
 VTCR_EL2 = reg("VTCR_EL2", (3, 4, 2, 1, 2), "PS 18:16", "TG0 15:14", "SH0 13:12",
