@@ -19,7 +19,7 @@
 #include "sysreg_access.h"
 
 /* ---- SPE (DDI0586A Table 7) -------------------------------------------- */
-/* from spe_emu: spe.registers, cpu.firmware_regs (FEAT_SPEv1p2) */
+/* from spe_emu: spe.registers, arch.firmware_regs (FEAT_SPEv1p2) */
 #define SYS_PMSCR_EL1		S3_0_C9_C9_0
 /* FEAT_SPEv1p2, only if PMSIDR_EL1.FnE */
 #define SYS_PMSNEVFR_EL1	S3_0_C9_C9_1

@@ -353,7 +353,7 @@ def sysreg_header(spe: SpeConfig = FIRMWARE_SPE) -> str:
 
     # -- SPE
     table = spe_regs.spe_registers(spe)
-    h.section("SPE (DDI0586A Table 7)", "spe.registers", "cpu.firmware_regs (FEAT_SPEv1p2)")
+    h.section("SPE (DDI0586A Table 7)", "spe.registers", "arch.firmware_regs (FEAT_SPEv1p2)")
     spe_el1 = [s for s in table if s.name.endswith("_EL1")] + [fw.PMSNEVFR_EL1]
     for s in sorted(spe_el1, key=lambda s: s.encoding.tuple):
         h.define(f"SYS_{s.name}", str(s.encoding),
