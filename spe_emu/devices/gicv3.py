@@ -478,9 +478,9 @@ ICC_REGISTERS = RegisterTable([
 """The CPU interface registers (system-register access only). Plain-storage registers use
 :meth:`RegisterSpec.apply_write`; the others name their hook in ``on_read``/``on_write``."""
 
-WRITE_ONLY = frozenset({"ICC_EOIR0_EL1", "ICC_EOIR1_EL1", "ICC_DIR_EL1", "ICC_SGI0R_EL1",
-                        "ICC_SGI1R_EL1", "ICC_ASGI1R_EL1"})
-"""ICC registers whose reads are UNDEFINED (their check says so too)."""
+WRITE_ONLY = frozenset(s.name for s in ICC_REGISTERS if s.check is icc_el1_write_only_access)
+"""ICC registers whose reads are UNDEFINED (the ones :func:`icc_el1_write_only_access`
+checks)."""
 
 _CTLR_EL1 = ICC_REGISTERS["ICC_CTLR_EL1"]
 _IGRPEN1_EL1 = ICC_REGISTERS["ICC_IGRPEN1_EL1"]
