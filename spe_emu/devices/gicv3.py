@@ -300,12 +300,12 @@ def gicd_map(num_spis: int = DEFAULT_NUM_SPIS) -> RegisterMap:
             MmioRegister("GICD_IROUTER<n>", 0x6000 + 8 * 32,
                          parse_fields("Aff3 39:32", "Interrupt_Routing_Mode 31", "Aff2 23:16",
                                       "Aff1 15:8", "Aff0 7:0"),
-                         width=8, count=num_spis, sizes=_HALVES,
+                         width=8, count=num_spis, sizes=_HALVES, on_write="_irouter_written",
                          doc=f"IHI 0069 GICD_IROUTER<n>, n = 32..{n_intids - 1}"),
         )
     return RegisterMap((
         _rw("GICD_CTLR", 0x0000, "RWP 31 RO", "DS 6 RO", "ARE_NS 4 RO", "EnableGrp1NS 1",
-            "EnableGrp0 0", DS=1, ARE_NS=1,
+            "EnableGrp0 0", DS=1, ARE_NS=1, on_write="_ctlr_written",
             doc="IHI 0069 GICD_CTLR, DS == 1 view (bit 1 = Group 1 enable, bit 4 = ARE)"),
         _ro("GICD_TYPER", 0x0004, "ESPI_range 31:27", "RSS 26", "No1N 25", "A3V 24",
             "IDbits 23:19", "DVIS 18", "LPIS 17", "MBIS 16", "num_LPIs 15:11",
@@ -605,6 +605,8 @@ class GicV3:
         self._icc = _IccValues(st, ICC_REGISTERS.reset_values())
         for intid in range(32, self.num_intids):
             st.routed[intid] = self._routed_here(intid)
+        self._ctlr_written()
+        st.awake = int(self._redistributor_awake())
         self._changed()
 
     # ---- MMIO ------------------------------------------------------------------------------
@@ -637,8 +639,6 @@ class GicV3:
         old, written = r.write(self._storage[r.name], index, value, byte, size)
         if r.on_write is not None:
             getattr(self, r.on_write)(r, index, old, written)
-        if r is _GICD_IROUTER:
-            self.state.routed[32 + index] = self._routed_here(32 + index)
         self._changed()
 
     def _decode(self, addr: int, size: int, what: str) -> tuple[MmioRegister, int, int] | None:
@@ -671,6 +671,17 @@ class GicV3:
         """GICR_WAKER: ChildrenAsleep follows ProcessorSleep immediately (no quiescence)."""
         value = self._mmio[r.name][index]
         self._mmio[r.name][index] = r.set(value, "ChildrenAsleep", r.get(value, "ProcessorSleep"))
+        self.state.awake = int(self._redistributor_awake())
+
+    def _ctlr_written(self, *_: object) -> None:
+        """GICD_CTLR: the native state's ``grp_enabled`` follows EnableGrp0/EnableGrp1NS."""
+        ctlr = self._mmio["GICD_CTLR"][0]
+        self.state.grp_enabled = (_GICD_CTLR.get(ctlr, "EnableGrp0")
+                                  | _GICD_CTLR.get(ctlr, "EnableGrp1NS") << GROUP1)
+
+    def _irouter_written(self, r: MmioRegister, index: int, old: int, written: int) -> None:
+        """GICD_IROUTER<n>: the native state's ``routed[n]`` follows it."""
+        self.state.routed[32 + index] = self._routed_here(32 + index)
 
     # ---- device inputs ---------------------------------------------------------------------
 
@@ -896,11 +907,8 @@ class GicV3:
     # ---- reporting -------------------------------------------------------------------------
 
     def _changed(self) -> None:
-        st = self.state
-        ctlr = self._mmio["GICD_CTLR"][0]
-        st.grp_enabled = (_GICD_CTLR.get(ctlr, "EnableGrp0")
-                          | _GICD_CTLR.get(ctlr, "EnableGrp1NS") << GROUP1)
-        st.awake = int(self._redistributor_awake())
+        """Tell the owner the lines may have changed (the native state the lines are computed
+        from is kept current by the register hooks: routed[], grp_enabled, awake)."""
         if self.on_change is not None:
             self.on_change()
 
