@@ -190,7 +190,7 @@ class MmioRegister(FieldAccessors):
         p = self.per_item
         old = storage[index] if p is None else self._gather(storage, index, p.attr)
         written = (old & ~lanes) | ((value << shift) & lanes)
-        new = (self._write.apply(old, written) & lanes) | (old & ~lanes) | self.res1
+        new = self.apply_write(old, written, lanes)
         if p is None:
             storage[index] = new
         elif new != old:
