@@ -13,7 +13,7 @@ import subprocess
 import fdt
 import pytest
 
-from spe_emu.devices.psci import OEN_STANDARD_SECURE, function_id, mpidr_affinity
+from spe_emu.arch.smccc import OEN_STANDARD_SECURE, function_id, mpidr_affinity
 from spe_emu.errors import ConfigError
 from spe_emu.platform.board import VIRT, DeviceSpec, ppi, spi
 from spe_emu.platform.dtb import build_dtb, gic_interrupt

@@ -48,8 +48,14 @@ import enum
 from dataclasses import dataclass
 from typing import Callable
 
+from ..arch.smccc import (
+    OEN_ARM_ARCHITECTURE,
+    OEN_STANDARD_SECURE,
+    function_id,
+    mpidr_affinity,
+)
 from ..errors import ConfigError
-from ..sysreg import MASK64, layout, reg
+from ..sysreg import MASK64, layout
 
 MASK32 = 0xFFFF_FFFF
 
@@ -57,19 +63,6 @@ MASK32 = 0xFFFF_FFFF
 # Encodings
 # ---------------------------------------------------------------------------------------------
 
-FUNCTION_ID = layout("Function Identifier", "Type 31", "CallConv 30", "OEN 29:24",
-                     "FunctionNumber 15:0")
-"""The Function Identifier in W0 (DEN 0028): Type 1 = Fast Call, CallConv 1 = SMC64, OEN =
-Owning Entity Number, FunctionNumber; bits 23:16 are zero in a Fast Call."""
-OEN_ARM_ARCHITECTURE = 0
-OEN_STANDARD_SECURE = 4
-"""Owning entities: Arm Architecture Calls (SMCCC_*), Standard Secure Service Calls (PSCI)."""
-
-MPIDR_EL1 = reg("MPIDR_EL1", (3, 0, 0, 0, 5), "Aff3 39:32", "U 30", "MT 24", "Aff2 23:16",
-                "Aff1 15:8", "Aff0 7:0", res1=1 << 31, read_only=True, doc="Arm ARM D19.2")
-AFFINITY = layout("target_cpu", "Aff3 39:32", "Aff2 23:16", "Aff1 15:8", "Aff0 7:0")
-"""The target_cpu / target_affinity argument of CPU_ON and AFFINITY_INFO: MPIDR_EL1's
-affinity fields in place, every other bit zero (DEN 0022D.b §5.1.4, §5.1.5)."""
 VERSION = layout("version", "Major 30:16", "Minor 15:0")
 """PSCI_VERSION and SMCCC_VERSION results (bit 31 zero)."""
 POWER_STATE = layout("power_state", "PowerLevel 25:24", "StateType 16", "StateID 15:0")
@@ -108,17 +101,6 @@ class MigrateInfoType(enum.IntEnum):
     UNIPROCESSOR_MIGRATE_CAPABLE = 0
     UNIPROCESSOR_NOT_MIGRATE_CAPABLE = 1
     NOT_PRESENT_OR_NO_MIGRATION = 2
-
-
-def mpidr_affinity(mpidr: int) -> int:
-    """Aff3..Aff0 of an MPIDR_EL1 value, in place, every other bit zero (:data:`AFFINITY`: the
-    target_cpu argument; also a device-tree cpu node's ``reg``)."""
-    return mpidr & AFFINITY.field_mask
-
-
-def function_id(oen: int, number: int, smc64: bool = False) -> int:
-    """The Fast Call Function Identifier of function ``number`` of owning entity ``oen``."""
-    return FUNCTION_ID.make(Type=1, CallConv=int(smc64), OEN=oen, FunctionNumber=number)
 
 
 @dataclass(frozen=True)
@@ -264,7 +246,7 @@ class PeState:
 
     @property
     def affinity(self) -> int:
-        """The PE's affinity in the target_cpu layout (:func:`mpidr_affinity`)."""
+        """The PE's affinity in the target_cpu layout (:func:`spe_emu.arch.smccc.mpidr_affinity`)."""
         return mpidr_affinity(self.mpidr)
 
 

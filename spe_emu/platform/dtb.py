@@ -45,8 +45,7 @@ from typing import Callable, Union
 
 import fdt
 
-from ..devices.psci import BY_NAME as PSCI_FUNCTIONS
-from ..devices.psci import MPIDR_EL1, fid, mpidr_affinity
+from ..arch.smccc import MPIDR_EL1, OEN_STANDARD_SECURE, function_id, mpidr_affinity
 from ..errors import ConfigError
 from .board import GIC_PPI_BASE, GIC_SPI_BASE, GICR_FRAME_BYTES, BoardSpec, DeviceSpec
 
@@ -78,12 +77,12 @@ non-secure physical, virtual, hypervisor physical; ``cnthv`` (hypervisor virtual
 GICR_BYTES_PER_PE = 2 * GICR_FRAME_BYTES
 """Bytes of one PE's GICv3 redistributor: the RD_base and SGI_base frames."""
 
-PSCI_LEGACY_FUNCTIONS = (("cpu_suspend", "CPU_SUSPEND"), ("cpu_off", "CPU_OFF"),
-                         ("cpu_on", "CPU_ON"), ("migrate", "MIGRATE"))
-"""(property, PSCI function) of the function IDs the PSCI 0.1 binding lists in the node (PSCI
-DEN0022 §5.1): kernels that know PSCI 0.2 ignore them, QEMU writes them anyway, and so do we
-(AArch64: the SMC64 IDs where there is one; :data:`spe_emu.devices.psci.FUNCTIONS`). A cpu
-node's ``reg`` is the PE's affinity (:func:`spe_emu.devices.psci.mpidr_affinity`)."""
+PSCI_LEGACY_FUNCTIONS = (("cpu_suspend", 1, True), ("cpu_off", 2, False), ("cpu_on", 3, True),
+                         ("migrate", 5, True))
+"""(property, PSCI function number, SMC64 calling convention) of the function IDs the PSCI 0.1
+binding lists in the node (PSCI DEN0022 §5.1): kernels that know PSCI 0.2 ignore them, QEMU
+writes them anyway, and so do we (AArch64: the SMC64 IDs where there is one). A cpu node's
+``reg`` is the PE's affinity (:func:`spe_emu.arch.smccc.mpidr_affinity`)."""
 
 
 def gic_interrupt(intid: int, flags: int = IRQ_TYPE_LEVEL_HIGH) -> list[int]:
@@ -356,8 +355,8 @@ def _cpus_node(mpidrs: tuple[int, ...], psci: bool) -> tuple[DtNode, int]:
 
 def _psci_node(method: str) -> DtNode:
     node = DtNode("psci").add("compatible", PSCI_COMPATIBLE).add("method", method)
-    for prop, name in PSCI_LEGACY_FUNCTIONS:
-        node.add(prop, fid(name, PSCI_FUNCTIONS[name].smc64))
+    for prop, number, smc64 in PSCI_LEGACY_FUNCTIONS:
+        node.add(prop, function_id(OEN_STANDARD_SECURE, number, smc64))
     return node
 
 
