@@ -36,8 +36,6 @@ ABORT_ISS = reg("ISS_ABORT", (3, 0, 5, 2, 0), "ISV 24", "EA 9", "S1PTW 7", "WnR 
 ISS_SVC = reg("ISS_SVC", (3, 0, 5, 2, 0), "imm16 15:0",
               doc="Arm ARM D19.2 ISS encoding for an exception from HVC or SVC instruction "
                   "execution")
-FSC_SYNC_EXTERNAL = 0b010000
-"""FSC: synchronous External abort, not on a translation table walk."""
 ISS_SYSREG = reg("ISS_SYSREG", (3, 0, 5, 2, 0), "Op0 21:20", "Op2 19:17", "Op1 16:14",
                  "CRn 13:10", "Rt 9:5", "CRm 4:1", "Direction 0",
                  doc="Arm ARM D19.2 ISS encoding for an exception from MSR, MRS or System "

@@ -14,8 +14,9 @@ from typing import Callable
 
 from .. import native
 from ..arch.context import HCR_EL2, SCR_EL3, AccessContext
+from ..arch.faults import FSC_SYNC_EXTERNAL_ABORT
 from ..sysreg import reg
-from .exceptions import (ABORT_ISS, EC, FSC_SYNC_EXTERNAL, PSTATE, ExceptionEntry,
+from .exceptions import (ABORT_ISS, EC, PSTATE, ExceptionEntry,
                          VectorKind, current_pstate, esr, take_exception)
 from .fastuc import FastAccess
 
@@ -182,7 +183,8 @@ class ProcessingElement:
         lower EL, 0x21 without a change of EL), a Data Abort otherwise (EC 0x24/0x25, WnR for
         a store); FSC 0b010000, ISV = 0. Routed to EL3 when SCR_EL3.EA is set, else as
         :meth:`sync_target` (D19.2 ISS encoding for an exception from an abort)."""
-        return self.abort(ctx, fetch=fetch, write=write, fsc=FSC_SYNC_EXTERNAL, external=True)
+        return self.abort(ctx, fetch=fetch, write=write, fsc=FSC_SYNC_EXTERNAL_ABORT,
+                          external=True)
 
     def abort(self, ctx: AccessContext, *, fetch: bool, write: bool, fsc: int,
               external: bool) -> tuple[int, int]:

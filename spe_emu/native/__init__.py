@@ -323,9 +323,6 @@ class GicCore:
         """bit 0: the IRQ output, bit 1: the FIQ output (``spe_gic_lines``)."""
         return self._lines_fn(self._ref)
 
-    def group_mask(self, group: int) -> int:
-        return library().spe_gic_group_mask(self._ref, group)
-
     def running_priority(self) -> int:
         return library().spe_gic_running_priority(self._ref)
 
@@ -573,7 +570,6 @@ def _declare(lib: ctypes.CDLL) -> None:
             ("spe_gic_hppi", (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
                               ctypes.c_void_p), ctypes.c_int),
             ("spe_gic_lines", (ctypes.c_void_p,), u32),
-            ("spe_gic_group_mask", (ctypes.c_void_p, u32), u32),
             ("spe_gic_running_priority", (ctypes.c_void_p,), u32),
             ("spe_gic_acknowledge", (ctypes.c_void_p, u32), u32),
             ("spe_gic_eoi", (ctypes.c_void_p, u32, u32, ctypes.c_int), u32),
