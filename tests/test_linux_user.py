@@ -361,6 +361,34 @@ int main(void) { unsigned char b[8]; getrandom(b, 8, 0); struct timespec t;
     assert runs[0][0].endswith(b" slept>=5ms:1\n")
 
 
+def test_ids_do_not_depend_on_the_host_user(progs, tmp_path, monkeypatch):
+    """getuid/geteuid/getgid/getegid, AT_UID/AT_GID and a file's owner in the shared directory
+    read the fixed guest ids (0), whoever runs spe-emu (process.GUEST_UID/GUEST_GID): here the
+    host's ids are made 1234 and the file is given to 1234 where the host allows it."""
+    src = r"""
+#include <stdio.h>
+#include <sys/auxv.h>
+#include <sys/stat.h>
+#include <unistd.h>
+int main(void) { struct stat st; stat("f", &st);
+    printf("%d %d %d %d %lu %lu %d %d\n", (int)getuid(), (int)geteuid(), (int)getgid(),
+           (int)getegid(), getauxval(AT_UID), getauxval(AT_GID), (int)st.st_uid,
+           (int)st.st_gid); return 0; }
+"""
+    prog = build_static(src, tmp_path / "ids")
+    share = tmp_path / "share"
+    share.mkdir()
+    (share / "f").write_bytes(b"x")
+    try:
+        os.chown(share / "f", 1234, 1234)
+    except (PermissionError, AttributeError):
+        pass   # (not root: the file keeps the host user's ids, which must not show either)
+    for name in ("getuid", "geteuid", "getgid", "getegid"):
+        monkeypatch.setattr(os, name, lambda: 1234)
+    out, _ = _spe(prog, [], share, tmp_path)
+    assert out.stdout == b"0 0 0 0 0 0 0 0\n"
+
+
 def test_shared_directory_cannot_be_left(progs, tmp_path):
     src = r"""
 #include <errno.h>

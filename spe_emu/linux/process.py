@@ -50,6 +50,10 @@ CNTFRQ_HZ = 100_000_000
 NS_PER_TICK = 1_000_000_000 // CNTFRQ_HZ
 PID = 1000
 """The process's pid and tid (getppid answers 1)."""
+GUEST_UID = GUEST_GID = 0
+"""The ids the process and its files have (getuid ..., AT_UID ..., struct stat): fixed, so
+which host user runs spe-emu never reaches the guest (same program, options and seed:
+byte-identical output)."""
 MAX_IO = 1 << 24
 """Largest single read/write moved between guest memory and the host (bytes; longer calls
 return a short count, as Linux may)."""
@@ -240,8 +244,8 @@ class LinuxProcess:
         auxv = [(AT_HWCAP, self.hwcap[0]), (AT_PAGESZ, PAGE), (AT_CLKTCK, CLK_TCK),
                 (AT_PHDR, self.program.phdr), (AT_PHENT, self.program.phent),
                 (AT_PHNUM, self.program.phnum), (AT_BASE, 0), (AT_FLAGS, 0),
-                (AT_ENTRY, self.program.entry), (AT_UID, os.getuid()), (AT_EUID, os.geteuid()),
-                (AT_GID, os.getgid()), (AT_EGID, os.getegid()), (AT_SECURE, 0),
+                (AT_ENTRY, self.program.entry), (AT_UID, GUEST_UID), (AT_EUID, GUEST_UID),
+                (AT_GID, GUEST_GID), (AT_EGID, GUEST_GID), (AT_SECURE, 0),
                 (AT_RANDOM, rand), (AT_HWCAP2, self.hwcap[1]), (AT_EXECFN, execfn),
                 (AT_PLATFORM, platform), (AT_MINSIGSTKSZ, MINSIGSTKSZ), (AT_NULL, 0)]
         words = [len(arg_ptrs), *arg_ptrs, 0, *env_ptrs, 0]
@@ -404,7 +408,7 @@ class LinuxProcess:
         ino = int.from_bytes(hashlib.sha256(vpath.encode()).digest()[:4], "little") | 1
         blocks = (st.st_size + 511) // 512 if stat.S_ISREG(st.st_mode) else 0
         return STAT.pack(DEV_STDIO if stdio else DEV_SHARE, ino, st.st_mode,
-                         1 if stdio else st.st_nlink, st.st_uid, st.st_gid,
+                         1 if stdio else st.st_nlink, GUEST_UID, GUEST_GID,
                          st.st_rdev if stdio else 0, 0, st.st_size if not stdio else 0,
                          PAGE, 0, blocks, 0, 0, 0, 0, 0, 0, 0, 0)
 
@@ -806,16 +810,14 @@ class LinuxProcess:
         return 1
 
     def sys_getuid(self, *_):
-        return os.getuid()
+        return GUEST_UID
 
-    def sys_geteuid(self, *_):
-        return os.geteuid()
+    sys_geteuid = sys_getuid
 
     def sys_getgid(self, *_):
-        return os.getgid()
+        return GUEST_GID
 
-    def sys_getegid(self, *_):
-        return os.getegid()
+    sys_getegid = sys_getgid
 
     def sys_uname(self, buf, *_):
         self.mem.write(buf, b"".join(s.encode().ljust(65, b"\0") for s in UTS))
