@@ -102,6 +102,21 @@ done:
 """
 
 
+def irq_vectors(body: str = "") -> str:
+    """Ends a program that must take an IRQ at EL1: exit status 1 if it runs on to here; then
+    VBAR_EL1's table ``vectors`` whose IRQ entry (current EL, SPx: offset 0x280) leaves ELR_EL1
+    in x20 and ICC_IAR1_EL1 (the INTID acknowledged) in x21, runs ``body`` and exits with
+    status 0."""
+    return "    mov x0, #1\n" + EXIT + f"""
+    .balign 2048
+vectors:
+    .skip 0x280
+    mrs x20, elr_el1
+    mrs x21, icc_iar1_el1
+{body}    mov x0, #0
+""" + EXIT
+
+
 def xregs(m: Machine, *ns: int) -> list[int]:
     """X<n> of the stopped machine ``m``, for each ``n``."""
     return [m.uc.reg_read(X_REGS[n]) for n in ns]

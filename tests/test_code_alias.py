@@ -7,7 +7,7 @@ poll every N instructions would never land in the one-instruction unmasked windo
 do_idle after "poweroff -f" spun there for ever)."""
 
 import pytest
-from asmrun import BASE, EXIT, run_asm, xregs
+from asmrun import BASE, irq_vectors, run_asm, xregs
 
 ALIAS = 1 << 32                      # VA = PA + 4 GiB: level 1 entry 5 maps PA 0x4000_0000
 TABLE = BASE + 0x10_0000             # the level 1 table (4 KiB granule, T0SZ 25: 39-bit VA)
@@ -68,16 +68,7 @@ after:
     add x5, x5, #1
     cmp x5, #200
     b.lt loop
-    mov x0, #1
-""" + EXIT + """
-    .balign 2048
-vectors:
-    .skip 0x280
-    mrs x20, elr_el1
-    mrs x21, icc_iar1_el1
-    msr icc_eoir1_el1, x21
-    mov x0, #0
-""" + EXIT
+""" + irq_vectors("    msr icc_eoir1_el1, x21\n")
 
 
 @pytest.mark.parametrize("mode", ["fast", "reference"])

@@ -6,7 +6,7 @@ expectation is an exact value."""
 from __future__ import annotations
 
 import pytest
-from asmrun import EXIT, run_asm, xregs
+from asmrun import irq_vectors, run_asm, xregs
 from qemu_probe import needs_qemu
 from qemu_probe import run as run_on_qemu
 
@@ -1211,18 +1211,11 @@ SELF_IPI = """
     msr icc_sgi1r_el1, x0
 after:
     nop
-    mov x0, #1
-""" + EXIT + """
-    .balign 2048
-vectors:
-    .skip 0x280
-    mrs x20, elr_el1
-    mrs x21, icc_iar1_el1
+""" + irq_vectors("""
     mrs x22, icc_rpr_el1
     msr icc_eoir1_el1, x21
     mrs x23, icc_rpr_el1
-    mov x0, #0
-""" + EXIT
+""")
 
 
 @pytest.mark.parametrize("mode", ["fast", "reference"])

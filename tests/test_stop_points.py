@@ -4,7 +4,8 @@ a write fault's PMBPTR_EL1, and PMBIDR_EL1 / PMSEVFR_EL1 register details (§3.5
 §4.3.8)."""
 
 import pytest
-from asmrun import EL0_SKIP_HANDLER, EXIT, SPE_DRAIN, drained, run_asm, spe_prologue, xregs
+from asmrun import (EL0_SKIP_HANDLER, EXIT, SPE_DRAIN, drained, irq_vectors, run_asm,
+                    spe_prologue, xregs)
 
 from spe_emu.spe.packets import iter_records
 
@@ -184,16 +185,7 @@ GIC_PENDING_MASKED = """
     msr daifclr, #2
     mov x0, #0xff
 """
-GIC_IRQ_VECTOR = """
-    mov x0, #1
-""" + EXIT + """
-    .balign 2048
-vectors:
-    .skip 0x280
-    mrs x20, elr_el1
-    mrs x21, icc_iar1_el1
-    mov x0, #0
-""" + EXIT
+GIC_IRQ_VECTOR = irq_vectors()
 
 
 @pytest.mark.parametrize("masked", [False, True])
