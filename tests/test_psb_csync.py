@@ -3,7 +3,7 @@ before it is written to memory, so a load after ``psb csync; dsb nsh`` reads it 
 mode, with profiling still enabled (no trapped SPE access in between)."""
 
 import pytest
-from asmrun import EXIT, drained, run_asm, spe_prologue, xregs
+from asmrun import SPE_DRAIN, drained, run_asm, spe_prologue, xregs
 
 from spe_emu.spe.packets import iter_records
 
@@ -38,15 +38,7 @@ PROGRAM = spe_prologue(0b11, BUF) + loop("first") + """
     psb csync
     dsb nsh
     ldr x18, [x10, #0x40]
-    msr pmscr_el1, xzr
-    isb
-    psb csync
-    dsb nsh
-    mrs x21, pmbptr_el1
-    mrs x22, pmsicr_el1
-    mrs x23, pmbsr_el1
-    mov x0, #0
-""" + EXIT + """
+""" + SPE_DRAIN + """
     .balign 2048
 vectors:
     b vectors
