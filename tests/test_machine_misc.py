@@ -5,7 +5,7 @@ import struct
 
 import pytest
 
-from asmrun import EXIT, run_asm, xregs
+from asmrun import EXIT, SPE_DRAIN, run_asm, xregs
 
 from spe_emu.asm import assemble, translate
 from spe_emu.spe.config import SpeConfig
@@ -88,13 +88,7 @@ loop:
     ldr x5, [x8, x4, lsl #3]
     subs x4, x4, #1
     b.ne loop
-    msr pmscr_el1, xzr
-    isb
-    psb csync
-    dsb nsh
-    mrs x21, pmbptr_el1
-    mov x0, #0
-""" + EXIT
+""" + SPE_DRAIN
 
 
 def test_physical_address_and_context_packets(tmp_path):
