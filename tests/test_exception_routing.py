@@ -134,6 +134,12 @@ class Val:
     why: str = ""
 
 
+def _sysreg_trap(tag: int, el: int, iss: int, *, why: str) -> Exc:
+    """An EL1 system register access or system instruction trapped to EL ``el`` (EC 0x18,
+    ISS ``iss``; vector 0x400, ELR = the instruction, SPSR = EL1h with DAIF masked)."""
+    return Exc(tag, el, 0x400, esr(EC_SYSREG, iss), THIS, psr(1), why=why)
+
+
 # basic.S: EL1 and EL0 exceptions taken to EL1, from any boot EL.
 BASIC = [
     Exc(0x101, 1, 0x200, esr(EC_SVC, 0x11), NEXT, psr(1), why="SVC at EL1h"),
@@ -202,18 +208,18 @@ EL2EL3 = [
 
 # el2_traps.S: EL1 instructions trapped to EL2.
 EL2_TRAPS = [
-    Exc(0xb01, 2, 0x400, esr(EC_SYSREG, sysreg_iss(3, 0, 1, 0, 0, 1, False)), THIS, psr(1),
-        why="MSR SCTLR_EL1, X1 with HCR_EL2.TVM = 1"),
-    Exc(0xb02, 2, 0x400, esr(EC_SYSREG, sysreg_iss(3, 0, 0, 5, 0, 3, True)), THIS, psr(1),
-        why="MRS X3, ID_AA64DFR0_EL1 with HCR_EL2.TID3 = 1"),
-    Exc(0xb03, 2, 0x400, esr(EC_SYSREG, sysreg_iss(3, 0, 0, 4, 0, 4, True)), THIS, psr(1),
-        why="MRS X4, ID_AA64PFR0_EL1 with HCR_EL2.TID3 = 1"),
-    Exc(0xb04, 2, 0x400, esr(EC_SYSREG, sysreg_iss(3, 3, 14, 0, 1, 5, True)), THIS, psr(1),
-        why="MRS X5, CNTPCT_EL0 with CNTHCTL_EL2.EL1PCTEN = 0"),
+    _sysreg_trap(0xb01, 2, sysreg_iss(3, 0, 1, 0, 0, 1, False),
+                 why="MSR SCTLR_EL1, X1 with HCR_EL2.TVM = 1"),
+    _sysreg_trap(0xb02, 2, sysreg_iss(3, 0, 0, 5, 0, 3, True),
+                 why="MRS X3, ID_AA64DFR0_EL1 with HCR_EL2.TID3 = 1"),
+    _sysreg_trap(0xb03, 2, sysreg_iss(3, 0, 0, 4, 0, 4, True),
+                 why="MRS X4, ID_AA64PFR0_EL1 with HCR_EL2.TID3 = 1"),
+    _sysreg_trap(0xb04, 2, sysreg_iss(3, 3, 14, 0, 1, 5, True),
+                 why="MRS X5, CNTPCT_EL0 with CNTHCTL_EL2.EL1PCTEN = 0"),
     Exc(0xb05, 2, 0x400, esr(EC_SMC, 0x99), THIS, psr(1),
         why="SMC with HCR_EL2.TSC = 1: trapped, ELR = the SMC itself"),
-    Exc(0xb06, 2, 0x400, esr(EC_SYSREG, sysreg_iss(3, 0, 1, 0, 0, 2, True)), THIS, psr(1),
-        why="MRS X2, SCTLR_EL1 with HCR_EL2.TRVM = 1"),
+    _sysreg_trap(0xb06, 2, sysreg_iss(3, 0, 1, 0, 0, 2, True),
+                 why="MRS X2, SCTLR_EL1 with HCR_EL2.TRVM = 1"),
 ]
 
 
@@ -442,25 +448,25 @@ EXC_TRAPS = [
             "(Arm ARM 'Wait for Event mechanism'; HCR_EL2.TWE)"),
     Exc(0x1403, 1, 0x400, wfx(0b00), THIS, psr(0, 0, ""), why="EL0 WFI with SCTLR_EL1.nTWI = 0"),
     Exc(0x1404, 3, 0x400, wfx(0b00), THIS, psr(1), why="EL1 WFI with SCR_EL3.TWI = 1"),
-    Exc(0x1405, 2, 0x400, esr(EC_SYSREG, sysreg_iss(2, 0, 0, 2, 2, 3, True)), THIS, psr(1),
-        why="EL1 MRS X3, MDSCR_EL1 with MDCR_EL2.TDA = 1"),
-    Exc(0x1406, 2, 0x400, esr(EC_SYSREG, sysreg_iss(2, 0, 1, 1, 4, 4, True)), THIS, psr(1),
-        why="EL1 MRS X4, OSLSR_EL1 with MDCR_EL2.TDOSA = 1"),
-    Exc(0x1407, 2, 0x400, esr(EC_SYSREG, sysreg_iss(3, 3, 9, 12, 0, 5, True)), THIS, psr(1),
-        why="EL1 MRS X5, PMCR_EL0 with MDCR_EL2.TPM = 1"),
-    Exc(0x1408, 3, 0x400, esr(EC_SYSREG, sysreg_iss(2, 0, 0, 2, 2, 6, True)), THIS, psr(1),
-        why="EL1 MRS X6, MDSCR_EL1 with MDCR_EL3.TDA = 1"),
-    Exc(0x1409, 2, 0x400, esr(EC_SYSREG, sysreg_iss(1, 0, 7, 6, 2, 7, False)), THIS, psr(1),
-        why="EL1 DC ISW, X7 with HCR_EL2.TSW = 1"),
-    Exc(0x140a, 2, 0x400, esr(EC_SYSREG, sysreg_iss(1, 0, 8, 7, 0, 31, False)), THIS, psr(1),
-        why="EL1 TLBI VMALLE1 with HCR_EL2.TTLB = 1"),
-    Exc(0x140b, 2, 0x400, esr(EC_SYSREG, sysreg_iss(3, 0, 1, 0, 2, 8, True)), THIS, psr(1),
-        why="EL1 MRS X8, CPACR_EL1 with CPTR_EL2.TCPAC = 1"),
+    _sysreg_trap(0x1405, 2, sysreg_iss(2, 0, 0, 2, 2, 3, True),
+                 why="EL1 MRS X3, MDSCR_EL1 with MDCR_EL2.TDA = 1"),
+    _sysreg_trap(0x1406, 2, sysreg_iss(2, 0, 1, 1, 4, 4, True),
+                 why="EL1 MRS X4, OSLSR_EL1 with MDCR_EL2.TDOSA = 1"),
+    _sysreg_trap(0x1407, 2, sysreg_iss(3, 3, 9, 12, 0, 5, True),
+                 why="EL1 MRS X5, PMCR_EL0 with MDCR_EL2.TPM = 1"),
+    _sysreg_trap(0x1408, 3, sysreg_iss(2, 0, 0, 2, 2, 6, True),
+                 why="EL1 MRS X6, MDSCR_EL1 with MDCR_EL3.TDA = 1"),
+    _sysreg_trap(0x1409, 2, sysreg_iss(1, 0, 7, 6, 2, 7, False),
+                 why="EL1 DC ISW, X7 with HCR_EL2.TSW = 1"),
+    _sysreg_trap(0x140a, 2, sysreg_iss(1, 0, 8, 7, 0, 31, False),
+                 why="EL1 TLBI VMALLE1 with HCR_EL2.TTLB = 1"),
+    _sysreg_trap(0x140b, 2, sysreg_iss(3, 0, 1, 0, 2, 8, True),
+                 why="EL1 MRS X8, CPACR_EL1 with CPTR_EL2.TCPAC = 1"),
     Exc(0x140c, 2, 0x400, esr(EC_PAC_TRAP), THIS, psr(1),
         why="EL1 PACIA with HCR_EL2.API = 0, SCTLR_EL1.EnIA = 1: EC 0x09, ISS 0 "
             "(AArch64.AddPACIA(): not trapped while EnIA = 0)"),
-    Exc(0x140d, 2, 0x400, esr(EC_SYSREG, sysreg_iss(3, 0, 1, 0, 1, 9, True)), THIS, psr(1),
-        why="EL1 MRS X9, ACTLR_EL1 with HCR_EL2.TACR = 1"),
+    _sysreg_trap(0x140d, 2, sysreg_iss(3, 0, 1, 0, 1, 9, True),
+                 why="EL1 MRS X9, ACTLR_EL1 with HCR_EL2.TACR = 1"),
 ]
 
 def s2_data_abort(fsc_value: int, *, size_log2: int, rt: int, sf: int, write: bool = False
