@@ -24,12 +24,29 @@ def run_bench(*args: str, cwd: Path, timeout: float = 600) -> subprocess.Complet
                           text=True, timeout=timeout)
 
 
-def test_bench_one_guest_json(tmp_path):
-    out = tmp_path / "out.json"
-    proc = run_bench("--guest", "asm_loop", "--repeats", "1", "--no-reference", "--json",
-                     str(out), "-q", cwd=tmp_path)
+def bench_json(*args: str, cwd: Path, timeout: float = 600
+               ) -> tuple[subprocess.CompletedProcess, list]:
+    """Run bench.py with ``args`` and ``--json``; it must exit 0. Returns the process and the
+    rows it wrote."""
+    out = cwd / "out.json"
+    proc = run_bench(*args, "--json", str(out), cwd=cwd, timeout=timeout)
     assert proc.returncode == 0, proc.stderr
-    rows = json.loads(out.read_text())
+    return proc, json.loads(out.read_text())
+
+
+def import_bench():
+    """scripts/bench.py as a module."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        import bench
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    return bench
+
+
+def test_bench_one_guest_json(tmp_path):
+    proc, rows = bench_json("--guest", "asm_loop", "--repeats", "1", "--no-reference", "-q",
+                            cwd=tmp_path)
     assert isinstance(rows, list)
     assert all(isinstance(r, dict) and set(r) == KEYS for r in rows)
     assert len(rows) == len(EXPECTED_ROWS)
@@ -85,11 +102,7 @@ def test_ratios_compare_modes_within_a_repeat():
     # The host slows down 1.6x between the raw and the spe-disabled run of repeat 3 and stays
     # slow: separate medians (1.0 s against 1.68 s) would say 0.6x; within each repeat the
     # spe-disabled run is 5% slower, and that is what the report says.
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        import bench
-    finally:
-        sys.path.remove(str(ROOT / "scripts"))
+    bench = import_bench()
     modes = bench.modes_for([4096], reference=False)
     meas = {m.key: bench.Measurement() for m in modes}
     meas["raw"].seconds = [1.0, 1.0, 1.0, 1.6, 1.6]
@@ -114,11 +127,8 @@ def test_bench_timer_row_json(tmp_path):
     # The row alone, 50 interrupts: measured on both sides where the cross compiler and QEMU
     # are installed, a skip with its reason (and exit status 0) where they are not.
     import shutil
-    out = tmp_path / "out.json"
-    proc = run_bench("--guest", "virt-timer", "--repeats", "1", "--timer-ticks", "50",
-                     "--json", str(out), "-q", "--check", cwd=tmp_path, timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    rows = json.loads(out.read_text())
+    proc, rows = bench_json("--guest", "virt-timer", "--repeats", "1", "--timer-ticks", "50",
+                            "-q", "--check", cwd=tmp_path, timeout=300)
     assert len(rows) == 1 and set(rows[0]) == TIMER_KEYS
     row = rows[0]
     assert (row["guest"], row["mode"], row["ticks"], row["period_us"], row["qemu_clock"]) == \
@@ -155,11 +165,7 @@ def test_bench_timer_row_skips_without_tools(tmp_path):
 
 def test_timer_ratio_pairs_repeats():
     # the ratio is taken within each repeat (as ratio_to_raw); the rates are TICKS / median
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        import bench
-    finally:
-        sys.path.remove(str(ROOT / "scripts"))
+    bench = import_bench()
     setup = bench.TimerSetup(ticks=1000, period_us=100, qemu_clock="icount")
     row = bench.timer_row(setup, {"spe-emu": [2.0, 4.0, 2.5], "qemu": [0.2, 0.5, 0.2]}, None)
     assert row["spe_emu_irqs_per_s"] == 400.0      # 1000 / 2.5
@@ -175,11 +181,8 @@ def test_bench_linux_user_row_json(tmp_path):
     # The Linux user-mode row alone, a small input: measured where the cross compiler (and
     # qemu-aarch64) are installed, a skip with its reason where they are not.
     import shutil
-    out = tmp_path / "out.json"
-    proc = run_bench("--guest", "linux-user", "--repeats", "1", "--linux-n", "2000",
-                     "--json", str(out), "-q", "--check", cwd=tmp_path, timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    [row] = json.loads(out.read_text())
+    proc, [row] = bench_json("--guest", "linux-user", "--repeats", "1", "--linux-n", "2000",
+                             "-q", "--check", cwd=tmp_path, timeout=300)
     assert set(row) == LINUX_KEYS and (row["guest"], row["n"]) == ("linux-user", 2000)
     if shutil.which("aarch64-linux-gnu-gcc") is None:
         assert row["spe_s"] is None and "aarch64-linux-gnu-gcc" in row["skipped"]
