@@ -134,6 +134,7 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -323,6 +324,22 @@ class Runner:
         del session
         return seconds, start_rss, peak, result
 
+    def alternate(self, guest: str, runs: dict, repeats: int,
+                  show=lambda seconds: f"{seconds:8.3f} s") -> dict[str, list]:
+        """``repeats`` rounds of every one of ``runs`` (name -> a callable measuring once),
+        back to back, in alternating order (as given on even rounds, reversed on odd ones) so
+        that a host that slows down mid-benchmark weighs on all of them alike: per name, the
+        values in repeat order (what paired_median pairs). Warm-ups are the caller's;
+        ``show`` formats a value for the progress line."""
+        out: dict[str, list] = {name: [] for name in runs}
+        order = list(runs)
+        for r in range(repeats):
+            for name in order if r % 2 == 0 else order[::-1]:
+                out[name].append(runs[name]())
+                self.say(f"[dim]{guest:>14} {name:<13} {r + 1}/{repeats:<6} "
+                         f"{show(out[name][-1])}[/dim]")
+        return out
+
     def measure(self, guest: str, image: Path, modes: list[Mode], repeats: int,
                 reference_insns: int | None) -> dict[str, Measurement]:
         out = {m.key: Measurement() for m in modes}
@@ -333,17 +350,16 @@ class Runner:
             self.say(f"[dim]{guest:>14} {m.key:<13} warm-up  {seconds:8.3f} s[/dim]")
         # raw and spe-disabled next to each other, the order reversed every other repeat
         order = sorted(timed, key=lambda m: {"raw": 0, "spe-disabled": 1}.get(m.mode, 2))
-        for r in range(repeats):
-            for m in order if r % 2 == 0 else order[::-1]:
-                seconds, _, peak, result = self.once(image, m.run_options(outdir / m.key),
-                                                     f"{guest} {m.key}")
-                meas = out[m.key]
+        runs = self.alternate(guest, {m.key: partial(lambda m: self.once(
+            image, m.run_options(outdir / m.key), f"{guest} {m.key}"), m) for m in order},
+            repeats, show=lambda run: f"{run[0]:8.3f} s")
+        for key, timed_runs in runs.items():
+            meas = out[key]
+            for seconds, _, peak, result in timed_runs:
                 meas.seconds.append(seconds)
                 meas.rss.append(peak)
                 meas.instructions = result.instructions
                 meas.samples = result.samples
-                self.say(f"[dim]{guest:>14} {m.key:<13} {r + 1}/{repeats:<6} "
-                         f"{seconds:8.3f} s[/dim]")
         for m in modes:
             if m.mode != "reference":
                 continue
@@ -446,16 +462,9 @@ class TimerRunner:
         sides = [("spe-emu", self.spe_emu)]
         if self.qemu is not None:
             sides.append(("qemu", self.qemu_run))
-        out: dict[str, list[float]] = {name: [] for name, _ in sides}
         for name, run in sides:  # warm-up, not counted
             self.runner.say(f"[dim]{TIMER_GUEST:>14} {name:<13} warm-up  {run():8.3f} s[/dim]")
-        for r in range(repeats):
-            for name, run in sides if r % 2 == 0 else sides[::-1]:
-                seconds = run()
-                out[name].append(seconds)
-                self.runner.say(f"[dim]{TIMER_GUEST:>14} {name:<13} {r + 1}/{repeats:<6} "
-                                f"{seconds:8.3f} s[/dim]")
-        return out
+        return self.runner.alternate(TIMER_GUEST, dict(sides), repeats)
 
 
 def timer_row(setup: TimerSetup, seconds: dict[str, list[float]] | None,
@@ -557,17 +566,20 @@ def measure_exceptions(runner: Runner, svc_rounds: int, irq_rounds: int, repeats
     sides = [("spe-emu", None)] + ([("qemu", qemu)] if qemu else [])
     if qemu is None:
         row["skipped"] = f"QEMU half not run: {QEMU} not found"
-    costs: dict[str, dict[str, list[float]]] = {side: {"svc": [], "irq": []} for side, _ in sides}
     for side, q in sides:   # warm-up, not counted
         exception_side(runner, "base", images["base"], q)
-    for r in range(repeats):
-        for side, q in sides if r % 2 == 0 else sides[::-1]:
-            t = {name: exception_side(runner, name, image, q) for name, image in images.items()}
-            for name, rounds in (("svc", svc_rounds), ("irq", irq_rounds)):
-                costs[side][name].append((t[name] - t["base"]) / rounds * 1e6)
-            runner.say(f"[dim]{EXC_GUEST:>14} {side:<13} {r + 1}/{repeats:<6} svc "
-                       f"{costs[side]['svc'][-1]:7.2f} us, irq {costs[side]['irq'][-1]:7.2f} "
-                       f"us[/dim]")
+
+    def once(q: str | None) -> dict[str, float]:
+        """One round on a side: microseconds per SVC and per IRQ."""
+        t = {name: exception_side(runner, name, image, q) for name, image in images.items()}
+        return {name: (t[name] - t["base"]) / rounds * 1e6
+                for name, rounds in (("svc", svc_rounds), ("irq", irq_rounds))}
+
+    per_round = runner.alternate(EXC_GUEST, {side: partial(once, q) for side, q in sides},
+                                 repeats,
+                                 show=lambda c: f"svc {c['svc']:7.2f} us, irq {c['irq']:7.2f} us")
+    costs = {side: {name: [c[name] for c in per_round[side]] for name in ("svc", "irq")}
+             for side in per_round}
     for side, _ in sides:
         key = side.replace("-", "_")
         row[f"{key}_svc_us"] = round(statistics.median(costs[side]["svc"]), 3)
@@ -663,18 +675,16 @@ def measure_linux(runner: Runner, n: int, repeats: int) -> dict:
     sides = ["off", "spe"] + (["qemu"] if shutil.which(QEMU_USER) else [])
     if "qemu" not in sides:
         row["skipped"] = f"QEMU half not run: {QEMU_USER} not found"
-    times: dict[str, list[float]] = {side: [] for side in sides}
     outputs = {}
     for side in sides:  # warm-up, not counted
         _, outputs[side], insns = linux_side(runner, program, n, side)
         row["instructions"] = row["instructions"] or insns or None
     if len(set(outputs.values())) != 1:
         raise BenchError(f"{LINUX_GUEST}: the outputs differ: {outputs}")
-    for r in range(repeats):
-        for side in sides if r % 2 == 0 else sides[::-1]:
-            times[side].append(linux_side(runner, program, n, side)[0])
-            runner.say(f"[dim]{LINUX_GUEST:>14} {side:<13} {r + 1}/{repeats:<6} "
-                       f"{times[side][-1]:7.3f} s[/dim]")
+    times = runner.alternate(LINUX_GUEST,
+                             {side: partial(lambda s: linux_side(runner, program, n, s)[0], side)
+                              for side in sides}, repeats,
+                             show=lambda seconds: f"{seconds:7.3f} s")
     for side, key in (("qemu", "qemu_s"), ("off", "spe_off_s"), ("spe", "spe_s")):
         if side in times:
             row[key] = round(statistics.median(times[side]), 4)
@@ -751,15 +761,10 @@ def measure_decoder(runner: Runner, mib: int, repeats: int) -> dict:
                              f"{proc.returncode}: {proc.stderr.decode(errors='replace')[-300:]}")
         return seconds
 
-    times: dict[str, list[float]] = {name: [] for name in sides}
     for name, cmd in sides.items():
         once(cmd)                                            # warm-up (page cache, build)
-    for r in range(repeats):
-        order = list(sides) if r % 2 == 0 else list(reversed(sides))
-        for name in order:
-            times[name].append(once(sides[name]))
-            runner.say(f"[dim]{DECODER_GUEST:>14} {name:<13} {r + 1}/{repeats:<6} "
-                       f"{times[name][-1]:8.3f} s[/dim]")
+    times = runner.alternate(DECODER_GUEST, {name: partial(once, cmd)
+                                             for name, cmd in sides.items()}, repeats)
     for name in sides:
         row[f"{name}_s"] = round(statistics.median(times[name]), 4)
     if "perf" in times:
