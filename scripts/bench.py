@@ -609,16 +609,12 @@ def exception_targets(row: dict | None) -> list[Target]:
 
 
 def print_exceptions(console: Console, row: dict, repeats: int) -> None:
-    table = Table(title=f"exceptions, virt board (median of {repeats})", title_justify="left")
-    for name in ("guest", "kind", "rounds", "spe-emu us", "QEMU us", "spe-emu / QEMU"):
-        table.add_column(name, justify="left" if name in ("guest", "kind") else "right")
-    for kind in ("svc", "irq"):
-        table.add_row(row["guest"], kind, f"{row[kind + '_rounds']:,}",
+    print_row_table(console, f"exceptions, virt board (median of {repeats})",
+                    ("guest", "kind", "rounds", "spe-emu us", "QEMU us", "spe-emu / QEMU"),
+                    [(row["guest"], kind, f"{row[kind + '_rounds']:,}",
                       fmt(row[f"spe_emu_{kind}_us"], ".2f"), fmt(row[f"qemu_{kind}_us"], ".2f"),
-                      fmt(row.get(f"_{kind}_ratio"), ".2f"))
-    console.print(table)
-    if row["skipped"]:
-        console.print(f"  [yellow]{row['guest']}: {row['skipped']}[/yellow]", highlight=False)
+                      fmt(row.get(f"_{kind}_ratio"), ".2f")) for kind in ("svc", "irq")],
+                    row, left=2)
     console.print(f"  examples/exceptions; cost = (run - baseline run) / rounds; QEMU: "
                   f"{QEMU} {' '.join(QEMU_ARGS)} -kernel IMAGE", highlight=False)
 
@@ -695,17 +691,13 @@ def measure_linux(runner: Runner, n: int, repeats: int) -> dict:
 
 
 def print_linux(console: Console, row: dict, repeats: int) -> None:
-    table = Table(title=f"Linux user mode, static program (median of {repeats})",
-                  title_justify="left")
-    for name in ("guest", "instructions", "qemu-aarch64 s", "spe-emu off s",
-                 f"spe-emu {LINUX_INTERVAL} s", "off / QEMU speed", "SPE / QEMU speed"):
-        table.add_column(name, justify="left" if name == "guest" else "right")
-    table.add_row(row["guest"], fmt(row["instructions"], ","), fmt(row["qemu_s"], ".3f"),
-                  fmt(row["spe_off_s"], ".3f"), fmt(row["spe_s"], ".3f"),
-                  fmt(row["speed_vs_qemu_off"], ".3f"), fmt(row["speed_vs_qemu_spe"], ".3f"))
-    console.print(table)
-    if row["skipped"]:
-        console.print(f"  [yellow]{row['guest']}: {row['skipped']}[/yellow]", highlight=False)
+    print_row_table(console, f"Linux user mode, static program (median of {repeats})",
+                    ("guest", "instructions", "qemu-aarch64 s", "spe-emu off s",
+                     f"spe-emu {LINUX_INTERVAL} s", "off / QEMU speed", "SPE / QEMU speed"),
+                    [(row["guest"], fmt(row["instructions"], ","), fmt(row["qemu_s"], ".3f"),
+                      fmt(row["spe_off_s"], ".3f"), fmt(row["spe_s"], ".3f"),
+                      fmt(row["speed_vs_qemu_off"], ".3f"),
+                      fmt(row["speed_vs_qemu_spe"], ".3f"))], row)
     console.print(f"  examples/linux-user/bench.c (gcc -static -O2), argument {row['n']}; "
                   f"speed = t_qemu / t_spe-emu per repeat, median", highlight=False)
 
@@ -792,16 +784,13 @@ def decoder_targets(row: dict | None) -> list[Target]:
 
 
 def print_decoder(console: Console, row: dict, repeats: int) -> None:
-    table = Table(title=f"trace decoding (median of {repeats})", title_justify="left")
-    for name in ("guest", "trace MiB", "decode s", "report s", "perf -D s",
-                 "perf / decode", "perf / report"):
-        table.add_column(name, justify="left" if name == "guest" else "right")
-    table.add_row(row["guest"], f"{row['trace_bytes'] / 2**20:.1f}", fmt(row["decode_s"], ".3f"),
-                  fmt(row["report_s"], ".3f"), fmt(row["perf_s"], ".3f"),
-                  fmt(row["decode_vs_perf"], ".2f"), fmt(row["report_vs_perf"], ".2f"))
-    console.print(table)
-    if row["skipped"]:
-        console.print(f"  [yellow]{row['guest']}: {row['skipped']}[/yellow]", highlight=False)
+    print_row_table(console, f"trace decoding (median of {repeats})",
+                    ("guest", "trace MiB", "decode s", "report s", "perf -D s", "perf / decode",
+                     "perf / report"),
+                    [(row["guest"], f"{row['trace_bytes'] / 2**20:.1f}",
+                      fmt(row["decode_s"], ".3f"), fmt(row["report_s"], ".3f"),
+                      fmt(row["perf_s"], ".3f"), fmt(row["decode_vs_perf"], ".2f"),
+                      fmt(row["report_vs_perf"], ".2f"))], row)
     for name, cmd in row["_cmds"].items():
         console.print(f"  {name}: {' '.join(cmd)} > /dev/null", highlight=False,
                       soft_wrap=True)
@@ -940,6 +929,21 @@ def fmt(value, spec: str, none: str = "-") -> str:
     return none if value is None else format(value, spec)
 
 
+def print_row_table(console: Console, title: str, columns: tuple[str, ...],
+                    cells: list[tuple[str, ...]], row: dict, left: int = 1) -> None:
+    """One side-by-side row's table (``title``; the first ``left`` columns left-justified,
+    the others right; one line per ``cells`` entry), then why part of ``row`` was skipped,
+    if it was."""
+    table = Table(title=title, title_justify="left")
+    for i, name in enumerate(columns):
+        table.add_column(name, justify="left" if i < left else "right")
+    for line in cells:
+        table.add_row(*line)
+    console.print(table)
+    if row["skipped"]:
+        console.print(f"  [yellow]{row['guest']}: {row['skipped']}[/yellow]", highlight=False)
+
+
 def print_report(console: Console, rows: list[dict], memory: dict | None,
                  targets: list[Target], rss: RssMeter, repeats: int,
                  timer: dict | None = None, qemu_cmd: list[str] | None = None,
@@ -963,17 +967,13 @@ def print_report(console: Console, rows: list[dict], memory: dict | None,
 
 
 def print_timer(console: Console, row: dict, qemu_cmd: list[str], repeats: int) -> None:
-    table = Table(title=f"timer interrupts, virt board (median of {repeats})",
-                  title_justify="left")
-    for name in ("guest", "interrupts", "spe-emu s", "spe-emu irq/s", "QEMU s", "QEMU irq/s",
-                 "spe-emu / QEMU"):
-        table.add_column(name, justify="left" if name == "guest" else "right")
-    table.add_row(row["guest"], f"{row['ticks']:,}", fmt(row["_spe_seconds"], ".3f"),
-                  fmt(row["spe_emu_irqs_per_s"], ",.0f"), fmt(row["_qemu_seconds"], ".3f"),
-                  fmt(row["qemu_irqs_per_s"], ",.0f"), fmt(row["ratio_to_qemu"], ".3f"))
-    console.print(table)
-    if row["skipped"]:
-        console.print(f"  [yellow]{row['guest']}: {row['skipped']}[/yellow]", highlight=False)
+    print_row_table(console, f"timer interrupts, virt board (median of {repeats})",
+                    ("guest", "interrupts", "spe-emu s", "spe-emu irq/s", "QEMU s", "QEMU irq/s",
+                     "spe-emu / QEMU"),
+                    [(row["guest"], f"{row['ticks']:,}", fmt(row["_spe_seconds"], ".3f"),
+                      fmt(row["spe_emu_irqs_per_s"], ",.0f"), fmt(row["_qemu_seconds"], ".3f"),
+                      fmt(row["qemu_irqs_per_s"], ",.0f"), fmt(row["ratio_to_qemu"], ".3f"))],
+                    row)
     console.print(f"  examples/virt-timer built with -DTICKS={row['ticks']} "
                   f"-DPERIOD_US={row['period_us']}", highlight=False)
     console.print("  spe-emu: run_kernel in this process (machine set-up included); QEMU: "
