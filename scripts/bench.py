@@ -390,19 +390,25 @@ class TimerSetup:
     qemu_clock: str             # a key of QEMU_CLOCKS
 
 
-def build_timer_image(workdir: Path, setup: TimerSetup) -> Path | str:
-    """examples/virt-timer built with ``setup``'s TICKS and PERIOD_US into ``workdir``: the
-    ELF's path, or why it cannot be built here (no cross compiler)."""
+def cross_build(guest: str, sources: Path, out: Path, flags: list[str]) -> Path | str:
+    """The bare-metal example in ``sources`` (start.S, main.c, link.ld) built with CROSS_GCC,
+    CROSS_CFLAGS and ``flags`` into ``out``: ``out``, or why it cannot be built here (no
+    cross compiler). Raises BenchError when the compiler fails."""
     gcc = shutil.which(CROSS_GCC)
     if gcc is None:
         return f"{CROSS_GCC} not found (Debian: apt-get install gcc-aarch64-linux-gnu)"
-    out = workdir / f"{TIMER_GUEST}.elf"
-    cmd = [gcc, *CROSS_CFLAGS, f"-DTICKS={setup.ticks}", f"-DPERIOD_US={setup.period_us}",
-           "-o", str(out), "start.S", "main.c"]
-    proc = subprocess.run(cmd, cwd=TIMER_SOURCES, capture_output=True, text=True)
+    cmd = [gcc, *CROSS_CFLAGS, *flags, "-o", str(out), "start.S", "main.c"]
+    proc = subprocess.run(cmd, cwd=sources, capture_output=True, text=True)
     if proc.returncode != 0:
-        raise BenchError(f"{TIMER_GUEST}: {' '.join(cmd)} failed: {proc.stderr.strip()[-300:]}")
+        raise BenchError(f"{guest}: {' '.join(cmd)} failed: {proc.stderr.strip()[-300:]}")
     return out
+
+
+def build_timer_image(workdir: Path, setup: TimerSetup) -> Path | str:
+    """examples/virt-timer built with ``setup``'s TICKS and PERIOD_US into ``workdir``: the
+    ELF's path, or why it cannot be built here (no cross compiler)."""
+    return cross_build(TIMER_GUEST, TIMER_SOURCES, workdir / f"{TIMER_GUEST}.elf",
+                       [f"-DTICKS={setup.ticks}", f"-DPERIOD_US={setup.period_us}"])
 
 
 def timer_line(ticks: int) -> str:
@@ -505,18 +511,13 @@ def build_exception_images(workdir: Path, svc_rounds: int, irq_rounds: int
                            ) -> dict[str, Path] | str:
     """examples/exceptions built as "svc", "irq" and "base" (no rounds) into ``workdir``, or
     why they cannot be built here."""
-    gcc = shutil.which(CROSS_GCC)
-    if gcc is None:
-        return f"{CROSS_GCC} not found (Debian: apt-get install gcc-aarch64-linux-gnu)"
     images = {}
     for name, svc, irq in (("svc", svc_rounds, 0), ("irq", 0, irq_rounds), ("base", 0, 0)):
-        out = workdir / f"{EXC_GUEST}-{name}.elf"
-        cmd = [gcc, *CROSS_CFLAGS, "-mstrict-align", f"-DSVC_ROUNDS={svc}",
-               f"-DIRQ_ROUNDS={irq}", "-o", str(out), "start.S", "main.c"]
-        proc = subprocess.run(cmd, cwd=EXC_SOURCES, capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise BenchError(f"{EXC_GUEST}: {' '.join(cmd)} failed: {proc.stderr[-300:]}")
-        images[name] = out
+        image = cross_build(EXC_GUEST, EXC_SOURCES, workdir / f"{EXC_GUEST}-{name}.elf",
+                            ["-mstrict-align", f"-DSVC_ROUNDS={svc}", f"-DIRQ_ROUNDS={irq}"])
+        if isinstance(image, str):
+            return image
+        images[name] = image
     return images
 
 
