@@ -411,6 +411,44 @@ def build_timer_image(workdir: Path, setup: TimerSetup) -> Path | str:
                        [f"-DTICKS={setup.ticks}", f"-DPERIOD_US={setup.period_us}"])
 
 
+def virt_spe_emu(label: str, image: Path, outdir: Path, expect: str) -> float:
+    """One run_kernel of ``image`` on the virt board in this process, as ``spe-emu run
+    --machine virt --kernel IMAGE`` (machine set-up included): seconds. Raises BenchError
+    when spe-emu refuses it, or the guest does not exit with status 0 having printed
+    ``expect``."""
+    out = bytearray()
+    opts = RunOptions(boot_el=1, firmware=False, outdir=outdir)
+    gc.collect()
+    t0 = time.perf_counter()
+    try:
+        session = run_kernel(KernelOptions(board="virt", kernel=image), opts, console=out.extend)
+    except SpeEmuError as exc:
+        raise BenchError(f"{label} spe-emu: {exc}") from None
+    seconds = time.perf_counter() - t0
+    text = out.decode(errors="replace")
+    if session.result.exit_status != 0 or expect not in text:
+        raise BenchError(f"{label} spe-emu: exit status {session.result.exit_status}, "
+                         f"console {text[-200:]!r}")
+    return seconds
+
+
+def virt_qemu(label: str, cmd: list[str], timeout: float, expect: str) -> float:
+    """One QEMU process ``cmd``, start to exit: wall seconds. Raises BenchError when it does
+    not exit within ``timeout`` seconds, or not with status 0 having printed ``expect``."""
+    t0 = time.perf_counter()
+    try:
+        proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True,
+                              timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise BenchError(f"{label} qemu: no exit within {timeout:.0f} s") from None
+    seconds = time.perf_counter() - t0
+    text = proc.stdout.decode(errors="replace").replace("\r\n", "\n")
+    if proc.returncode != 0 or expect not in text:
+        raise BenchError(f"{label} qemu: exit status {proc.returncode}, console "
+                         f"{text[-200:]!r}, stderr {proc.stderr.decode()[-200:]!r}")
+    return seconds
+
+
 def timer_line(ticks: int) -> str:
     """What the program prints after its last interrupt."""
     return f"timer interrupts: {ticks}\n"
@@ -430,39 +468,14 @@ class TimerRunner:
 
     def spe_emu(self) -> float:
         """One run_kernel call, as ``spe-emu run --machine virt --kernel IMAGE``: seconds."""
-        out = bytearray()
-        opts = RunOptions(boot_el=1, firmware=False,
-                          outdir=self.runner.workdir / TIMER_GUEST / "spe-emu")
-        kopts = KernelOptions(board="virt", kernel=self.image)
-        gc.collect()
-        t0 = time.perf_counter()
-        try:
-            session = run_kernel(kopts, opts, console=out.extend)
-        except SpeEmuError as exc:
-            raise BenchError(f"{TIMER_GUEST} spe-emu: {exc}") from None
-        seconds = time.perf_counter() - t0
-        text = out.decode(errors="replace")
-        if session.result.exit_status != 0 or timer_line(self.setup.ticks) not in text:
-            raise BenchError(f"{TIMER_GUEST} spe-emu: exit status "
-                             f"{session.result.exit_status}, console {text[-200:]!r}")
-        return seconds
+        return virt_spe_emu(TIMER_GUEST, self.image, self.runner.workdir / TIMER_GUEST /
+                            "spe-emu", timer_line(self.setup.ticks))
 
     def qemu_run(self) -> float:
         """One qemu-system-aarch64 process, start to exit: wall seconds."""
         # (generous: with --qemu-clock host the run lasts TICKS periods of host time)
         timeout = 120 + 10 * self.setup.ticks * self.setup.period_us / 1e6
-        t0 = time.perf_counter()
-        try:
-            proc = subprocess.run(self.qemu_cmd, stdin=subprocess.DEVNULL,
-                                  capture_output=True, timeout=timeout)
-        except subprocess.TimeoutExpired:
-            raise BenchError(f"{TIMER_GUEST} qemu: no exit within {timeout:.0f} s") from None
-        seconds = time.perf_counter() - t0
-        text = proc.stdout.decode(errors="replace").replace("\r\n", "\n")
-        if proc.returncode != 0 or timer_line(self.setup.ticks) not in text:
-            raise BenchError(f"{TIMER_GUEST} qemu: exit status {proc.returncode}, output "
-                             f"{text[-200:]!r}, stderr {proc.stderr.decode()[-200:]!r}")
-        return seconds
+        return virt_qemu(TIMER_GUEST, self.qemu_cmd, timeout, timer_line(self.setup.ticks))
 
     def measure(self, repeats: int) -> dict[str, list[float]]:
         sides = [("spe-emu", self.spe_emu)]
@@ -525,31 +538,10 @@ def exception_side(runner: Runner, name: str, image: Path, qemu: str | None) -> 
     """One run of ``image`` on spe-emu (``qemu`` None) or QEMU: seconds; checks it printed
     "bye" and exited with status 0."""
     if qemu is None:
-        out = bytearray()
-        opts = RunOptions(boot_el=1, firmware=False,
-                          outdir=runner.workdir / EXC_GUEST / "spe-emu")
-        gc.collect()
-        t0 = time.perf_counter()
-        try:
-            session = run_kernel(KernelOptions(board="virt", kernel=image), opts,
-                                 console=out.extend)
-        except SpeEmuError as exc:
-            raise BenchError(f"{EXC_GUEST}-{name} spe-emu: {exc}") from None
-        seconds = time.perf_counter() - t0
-        status, text = session.result.exit_status, out.decode(errors="replace")
-    else:
-        t0 = time.perf_counter()
-        try:
-            proc = subprocess.run([qemu, *QEMU_ARGS, "-kernel", str(image)],
-                                  stdin=subprocess.DEVNULL, capture_output=True, timeout=300)
-        except subprocess.TimeoutExpired:
-            raise BenchError(f"{EXC_GUEST}-{name} qemu: no exit within 300 s") from None
-        seconds = time.perf_counter() - t0
-        status, text = proc.returncode, proc.stdout.decode(errors="replace")
-    if status != 0 or "bye" not in text:
-        raise BenchError(f"{EXC_GUEST}-{name} {'qemu' if qemu else 'spe-emu'}: exit status "
-                         f"{status}, console {text[-200:]!r}")
-    return seconds
+        return virt_spe_emu(f"{EXC_GUEST}-{name}", image, runner.workdir / EXC_GUEST / "spe-emu",
+                            "bye")
+    return virt_qemu(f"{EXC_GUEST}-{name}", [qemu, *QEMU_ARGS, "-kernel", str(image)], 300,
+                     "bye")
 
 
 def measure_exceptions(runner: Runner, svc_rounds: int, irq_rounds: int, repeats: int
