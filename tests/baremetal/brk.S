@@ -5,7 +5,6 @@
 //   0x905        BRK at EL1 with MDCR_EL2.TDE = 1 -> EL2 (debug exceptions routed to EL2)
 //   0x906        BRK at EL0 with HCR_EL2.TGE = 1 -> EL2
     .include "macros.inc"
-    .equ HCR_RW, 0x80000000
     .text
     .global main
 main:
@@ -35,7 +34,7 @@ el0_main:
     brk     #0x95
     hvc     #ELEVATE
     msr     mdcr_el2, x20
-    SETREG  hcr_el2, (HCR_RW | (1 << 27))   // TGE
+    SETREG  hcr_el2, (HCR_RW | HCR_TGE)
     ERET_TO 2, 0x0, 1f
 1:  CASE    0x906
     brk     #0x96

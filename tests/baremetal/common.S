@@ -32,7 +32,7 @@
     .equ REC_BYTES, 64
     .equ MAX_RECS, 120
     .equ SCR_VALUE, 0x531          // RW, HCE, RES1 5:4, NS
-    .equ HCR_VALUE, 0x80000000     // RW
+    .equ HCR_VALUE, HCR_RW
     .equ SCTLR_EL1_VALUE, 0x30d00800   // RES1 bits, SPAN = 1, MMU/caches/alignment off
     .equ SCTLR_EL23_VALUE, 0x30c50830  // RES1 bits, MMU/caches/alignment off
 

@@ -8,7 +8,6 @@
 //   0xb06        MRS X2, SCTLR_EL1 with HCR_EL2.TRVM = 1 (last: the EL1 handler itself reads
 //                ESR_EL1, which TRVM traps too, so a wrong routing to EL1 never ends)
     .include "macros.inc"
-    .equ HCR_RW, 0x80000000
     .text
     .global main
 main:

@@ -12,7 +12,6 @@
 //   0x801        EL1 SMC with SCR_EL3.SMD = 1: UNDEFINED
     .include "macros.inc"
     .equ SCR_BASE, 0x531            // RW, HCE, RES1, NS
-    .equ HCR_RW, 0x80000000
     .text
     .global main
 main:
@@ -66,7 +65,7 @@ el0_main:
     svc     #0x1234
     svc     #ELEVATE                // EL1
     hvc     #ELEVATE                // EL2
-    SETREG  hcr_el2, (HCR_RW | (1 << 27))   // TGE
+    SETREG  hcr_el2, (HCR_RW | HCR_TGE)
     ERET_TO 2, 0x0, el0_tge
 
 el0_tge:

@@ -15,7 +15,6 @@
 //   0x1505/0x1515  BLR to the XN block: Instruction Abort (EC 0x20), permission fault, level 2
 //   0x1506         LDR X7 from the read-only block: no fault; the next exception is HVC #0x156
     .include "macros.inc"
-    .equ HCR_RW, 0x80000000
     .equ VTCR, (0x80000000 | (2 << 16) | (3 << 12) | (1 << 10) | (1 << 8) | (1 << 6) | 32)
     .equ S2_RW, 0x7fd               // block, MemAttr 0b1111, S2AP 0b11, SH 0b11, AF
     .equ S2_RO, 0x77d               // S2AP 0b01

@@ -39,9 +39,6 @@
     .equ SA, (1 << 3)
     .equ SA0, (1 << 4)
     .equ ALIGN_A, (1 << 1)
-    .equ HCR_RW, 0x80000000
-    .equ HCR_TGE, (1 << 27)
-    .equ HCR_E2H, (1 << 34)
     .text
     .global main
 main:

@@ -21,7 +21,6 @@
 //           (with EnIA = 0 the instruction leaves X0 unchanged and is not trapped)
 //   0x140d  MRS X9, ACTLR_EL1 at EL1 with HCR_EL2.TACR = 1
     .include "macros.inc"
-    .equ HCR_RW, 0x80000000
     .equ HCR_API_APK, ((1 << 41) | (1 << 40))
     .equ SCR_VALUE, 0x531
     .text

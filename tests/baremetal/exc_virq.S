@@ -19,7 +19,7 @@
 //   0x120a  ERET from EL2 to EL0 with HCR_EL2.VI = 1, PSTATE.I = 0: virtual IRQ from EL0,
 //           vector +0x480 (ESR_EL1 still holds the virtual SError's syndrome)
     .include "macros.inc"
-    .equ HCR_BASE, (0x80000000 | (1 << 5) | (1 << 4) | (1 << 3))   // RW, AMO, IMO, FMO
+    .equ HCR_BASE, (HCR_RW | (1 << 5) | (1 << 4) | (1 << 3))   // AMO, IMO, FMO
     .equ HCR_VSE, (1 << 8)
     .equ HCR_VI, (1 << 7)
     .equ HCR_VF, (1 << 6)
@@ -68,7 +68,7 @@ vserr_el0:
     nop
     svc     #ELEVATE                // EL1
     hvc     #ELEVATE                // EL2
-    SETREG  hcr_el2, (0x80000000 | (1 << 4) | (1 << 3) | HCR_VSE)   // IMO, FMO, VSE; AMO = 0
+    SETREG  hcr_el2, (HCR_RW | (1 << 4) | (1 << 3) | HCR_VSE)   // IMO, FMO, VSE; AMO = 0
     ERET_TO 2, 0x2c5, 1f            // EL1h, A = 0
 1:  mrs     x0, isr_el1
     PUT     0x1208, x0
@@ -89,6 +89,6 @@ virq_el0:
     nop
     svc     #ELEVATE                // EL1
     hvc     #ELEVATE                // EL2
-    SETREG  hcr_el2, 0x80000000
+    SETREG  hcr_el2, HCR_RW
     CASE    0x12ff
     svc     #FINISH

@@ -22,9 +22,6 @@
 //                CNTP_CTL with ENABLE = IMASK = 1 after expiry; CNTP_CTL after ENABLE = 0
 //   0xd40-0xd41  EL3: MSR CNTFRQ_EL0; value: CNTFRQ_EL0
     .include "macros.inc"
-    .equ HCR_RW, 0x80000000
-    .equ HCR_TGE, (1 << 27)
-    .equ HCR_E2H, (1 << 34)
 
 // Record ((CNTPCT - CNTVCT + 2^20) >> 36): 0x10 when CNTVOFF_EL2 = 2^40 is subtracted, else 0.
     .macro VDIFF tag
