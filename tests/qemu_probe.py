@@ -86,8 +86,8 @@ def build(steps: list[str], workdir: Path, link: int = RAM_BASE) -> Path:
     src, obj, elf, ld = (workdir / n for n in ("probe.S", "probe.o", "probe.elf", "probe.ld"))
     src.write_text(program(steps))
     ld.write_text(_LINK.format(link=link))
-    _check([AS, "-march=armv8-a", "-o", str(obj), str(src)])
-    _check([LD, "--no-warn-rwx-segments", "-T", str(ld), "-o", str(elf), str(obj)])
+    check([AS, "-march=armv8-a", "-o", str(obj), str(src)])
+    check([LD, "--no-warn-rwx-segments", "-T", str(ld), "-o", str(elf), str(obj)])
     return elf
 
 
@@ -118,7 +118,10 @@ def run(steps: list[str], workdir: Path, machine: str = "virt,gic-version=3") ->
     return values(run_elf(build(steps, workdir), machine), len(steps))
 
 
-def _check(cmd: list[str]) -> None:
+def check(cmd: list[str]) -> str:
+    """Run the build tool ``cmd`` (60 s at most) and return its stdout; fails the test with
+    its stderr if it exits with a non-zero status."""
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
     if proc.returncode:
         pytest.fail(f"{' '.join(cmd)} failed:\n{proc.stderr}")
+    return proc.stdout

@@ -35,14 +35,14 @@ from pathlib import Path
 from typing import Callable
 
 import pytest
+from qemu_probe import CROSS, QEMU
+from qemu_probe import check as _check
 
 from spe_emu.session import RunOptions, run_image
 
 REPO = Path(__file__).resolve().parent.parent
 SRC = REPO / "tests" / "baremetal"
-CROSS = "aarch64-linux-gnu-"
 AS, LD, NM = CROSS + "as", CROSS + "ld", CROSS + "nm"
-QEMU = "qemu-system-aarch64"
 QEMU_TIMEOUT = 20
 QEMU_MACHINE = {3: "virt,gic-version=3,secure=on,virtualization=on",
                 2: "virt,gic-version=3,virtualization=on",
@@ -757,13 +757,6 @@ class Runs:
         error = None if proc.returncode == 0 else (f"QEMU exit status {proc.returncode}: "
                                                     f"{proc.stderr.strip()[-300:]}")
         return parse(proc.stdout, error)
-
-
-def _check(cmd: list[str]) -> str:
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
-    if proc.returncode:
-        pytest.fail(f"{' '.join(cmd)} failed:\n{proc.stderr}")
-    return proc.stdout
 
 
 @pytest.fixture(scope="module")
