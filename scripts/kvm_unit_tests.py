@@ -395,6 +395,17 @@ def write_log(logs: Path | None, name: str, out: Outcome) -> None:
     (logs / f"{name}.{out.vmm}.log").write_text(text)
 
 
+def run_on(vmm: str, cmd: list[str], test: UnitTest, skip: str, args_adjusted: bool,
+           logs: Path | None) -> Outcome:
+    """``test`` on one VMM with ``cmd``: run and judged, or SKIP for the reason ``skip``;
+    logged (write_log)."""
+    out = (Outcome(vmm, cmd, status="SKIP", reason=skip) if skip else
+           judge(*execute(cmd, test.timeout_s(), vmm)))
+    out.args_adjusted = args_adjusted
+    write_log(logs, test.name, out)
+    return out
+
+
 def cell(out: Outcome | None) -> str:
     if out is None:
         return "-"
@@ -467,23 +478,11 @@ def run_all(tree: Path, build: bool, tests_opt: str, use_qemu: bool, qemu_binary
             if na:
                 row["not_applicable"] = na
             if use_qemu:
-                if na:
-                    q = Outcome("qemu", [], status="SKIP", reason=na)
-                else:
-                    cmd = qemu_command(qemu_binary, flat, test, append, env_file)
-                    q = judge(*execute(cmd, test.timeout_s(), "qemu"))
-                q.args_adjusted = adjusted
-                write_log(logs, test.name, q)
-                row["qemu"] = q
+                cmd = [] if na else qemu_command(qemu_binary, flat, test, append, env_file)
+                row["qemu"] = run_on("qemu", cmd, test, na, adjusted, logs)
             if spe_cmd:
                 cmd, why = spe_emu_command(spe_cmd, flat, test, append, env_file)
-                if na or why:
-                    s = Outcome("spe-emu", cmd, status="SKIP", reason=na or why)
-                else:
-                    s = judge(*execute(cmd, test.timeout_s(), "spe-emu"))
-                s.args_adjusted = adjusted
-                write_log(logs, test.name, s)
-                row["spe_emu"] = s
+                row["spe_emu"] = run_on("spe-emu", cmd, test, na or why, adjusted, logs)
             rows.append(row)
             click.echo(f"{test.name:<26} qemu: {cell(row['qemu']):<40} "
                        f"spe-emu: {cell(row['spe_emu'])}")
