@@ -15,9 +15,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from qemu_probe import AS, LD
 from test_virt_board import build_virt_timer
 
-AS, LD = "aarch64-linux-gnu-as", "aarch64-linux-gnu-ld"
 needs_as = pytest.mark.skipif(not (shutil.which(AS) and shutil.which(LD)),
                               reason="needs Debian's binutils-aarch64-linux-gnu")
 
