@@ -22,6 +22,7 @@ from spe_emu.platform.board import VIRT, Platform
 from spe_emu.platform.clock import NEVER, CNTFRQ_HZ, VirtualClock
 from spe_emu.platform.device import DEVICE_TYPES
 from spe_emu.sysreg import Access
+from qemu_probe import check
 
 OK, UNDEF = Access.OK, Access.UNDEFINED
 TRAP1, TRAP2 = Access.TRAP_EL1, Access.TRAP_EL2
@@ -643,12 +644,12 @@ def test_access_checks_and_values_match_qemu(rig, tmp_path):
     objs = []
     for src in ("common.S", "timer_access.S"):
         obj = tmp_path / (src[:-2] + ".o")
-        routing._check([routing.AS, "-march=armv8.2-a+profile", "-I", str(routing.SRC), "-o",
-                        str(obj), str(routing.SRC / src)])
+        check([routing.AS, "-march=armv8.2-a+profile", "-I", str(routing.SRC), "-o",
+               str(obj), str(routing.SRC / src)])
         objs.append(str(obj))
     elf = tmp_path / "timer_access.elf"
-    routing._check([routing.LD, "--no-warn-rwx-segments", "-T", str(routing.SRC / "link.ld"),
-                    "-o", str(elf), *objs])
+    check([routing.LD, "--no-warn-rwx-segments", "-T", str(routing.SRC / "link.ld"),
+           "-o", str(elf), *objs])
     outcome = routing.Runs._qemu(elf, 3, tmp_path / "qemu")
     assert outcome.error is None, outcome.error
     got = {r.tag: r for r in outcome.records}
