@@ -1,0 +1,22 @@
+"""spe_emu: an AArch64 emulator with a model of the Arm Statistical Profiling Extension.
+
+The Python API (README, "Python API"): :func:`run` runs one program with SPE and returns a
+:class:`Result` (counts, trace and records, console, registers at exit, exit reason and
+status); errors derive from :class:`spe_emu.errors.SpeEmuError`. The pytest plugin
+(:mod:`spe_emu.pytest_plugin`) gives users' own tests an ``spe_machine`` fixture.
+"""
+
+from .errors import (ConfigError, GuestError, GuestRunaway, ImageError, SpeEmuError,
+                     TraceDecodeError)
+
+__all__ = ["run", "Result", "EXIT_REASONS", "SpeEmuError", "ConfigError", "ImageError",
+           "GuestError", "GuestRunaway", "TraceDecodeError"]
+
+
+def __getattr__(name: str):
+    # (the API pulls in Unicorn and the machine: loaded on first use, so that importing a
+    # light module such as spe_emu.spe.packets stays light)
+    if name in ("run", "Result", "EXIT_REASONS"):
+        from . import api
+        return getattr(api, name)
+    raise AttributeError(f"module 'spe_emu' has no attribute {name!r}")

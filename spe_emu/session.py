@@ -15,7 +15,7 @@ from typing import Callable
 
 from .cpu.a64 import X_REGS
 from .cpu.machine import Machine, MachineConfig, RunResult
-from .errors import ConfigError
+from .errors import ConfigError, GuestError
 from .platform.board import VIRT, BoardSpec
 from .devices.psci import psci_conduit
 from .platform.boot import BootImage, load_kernel
@@ -229,6 +229,8 @@ class Session:
     outdir: Path
     trace_path: Path
     summary: dict
+    machine: Machine | None = None
+    """The machine after its run (registers, memory); None for ``--dumpdtb``."""
 
 
 FLAG_SPE_ENABLE, FLAG_LINUX = 1 << 0, 1 << 1
@@ -323,10 +325,15 @@ def run_recorded(machine: Machine, opts: RunOptions, outdir: Path,
                  progress: Callable[[int], None] | None = None):
     """Run ``machine`` to its end (:meth:`Machine.run`) counting every executed instruction
     when ``opts.ground_truth`` says so, then write (or remove a stale) ``ground_truth.json``
-    (:func:`write_ground_truth`). Returns the run's result; raises what the run raises."""
+    (:func:`write_ground_truth`). Returns the run's result; raises what the run raises (a
+    GuestError with the stopped machine as its ``machine`` attribute)."""
     if opts.ground_truth:
         machine.enable_ground_truth()
-    result = machine.run(progress=progress)
+    try:
+        result = machine.run(progress=progress)
+    except GuestError as exc:
+        exc.machine = machine  # (what spe_emu.api reports of a run stopped by the guest)
+        raise
     write_ground_truth(machine, outdir, opts.ground_truth)
     return result
 
@@ -362,7 +369,7 @@ def run_image(image_path: Path, opts: RunOptions,
         "trace_bytes": trace_path.stat().st_size if trace_path.exists() else 0,
     }
     write_summary(outdir, summary)
-    return Session(result, outdir, trace_path, summary)
+    return Session(result, outdir, trace_path, summary, machine)
 
 
 def parse_ram_size(text: str) -> int:
@@ -421,4 +428,4 @@ def run_kernel(kopts: KernelOptions, opts: RunOptions,
         **{k: v for k, v in asdict(result).items() if k != "console"},
     }
     write_summary(outdir, summary)
-    return Session(result, outdir, outdir / TRACE_NAME, summary)
+    return Session(result, outdir, outdir / TRACE_NAME, summary, machine)

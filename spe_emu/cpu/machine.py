@@ -2610,6 +2610,11 @@ class Machine:
                 self._wait_if_wfi()  # (the last instruction run is the one before the PC)
         return self._result()
 
+    def result(self) -> RunResult:
+        """What the run has produced so far: the counts of a run that stopped on an error
+        too (:class:`RunResult`)."""
+        return self._result()
+
     def _result(self) -> RunResult:
         """(:meth:`run` closes the run's files on every way out.)"""
         st = self.spu.stats

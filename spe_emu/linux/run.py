@@ -35,6 +35,8 @@ class LinuxSession:
     outdir: Path
     trace_path: Path
     summary: dict
+    machine: Machine | None = None
+    """The machine after its run (registers, memory)."""
 
 
 def _slots(lo: int, hi: int) -> tuple[int, int]:
@@ -111,4 +113,4 @@ def run_program(program_path: Path, lopts: LinuxOptions, opts: RunOptions,
         "trace_bytes": trace_path.stat().st_size if trace_path.exists() else 0,
     }
     write_summary(outdir, summary)
-    return LinuxSession(result, process, outdir, trace_path, summary)
+    return LinuxSession(result, process, outdir, trace_path, summary, machine)

@@ -1,0 +1,168 @@
+"""The Python API (spe_emu.run, spe_emu.Result) and the README's example of it."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+import spe_emu
+from spe_emu.asm import assemble
+from spe_emu.errors import ConfigError, GuestRunaway, ImageError
+from spe_emu.spe.packets import iter_records
+
+from asmrun import EXIT
+from linux_progs import build_static
+from test_loader import PT_LOAD, elf64
+
+REPO = Path(__file__).resolve().parent.parent
+SORT = REPO / "guests" / "sort.elf"
+BASE = 0x4000_0000          # where a bare-metal image is linked (the board's RAM)
+PF_RWX = 7
+
+
+@pytest.fixture(scope="module")
+def sort_run():
+    return spe_emu.run(SORT, interval=1024, seed=3)
+
+
+def test_counts_trace_and_records_agree(sort_run):
+    r = sort_run
+    assert (r.status, r.exit_reason, r.error) == (0, "exit", None)
+    assert r.counts["records_written"] == len(r.records) > 0
+    assert r.counts["bytes_written"] == len(r.trace) == r.summary["trace_bytes"]
+    assert r.samples == r.counts["samples"] >= r.counts["records_written"]
+    assert r.counts["instructions"] == r.summary["instructions"]
+    # the records are the reference decoder's, with their packets
+    assert [x.offset for x in r.records] == [x.offset for x in iter_records(r.trace)]
+    assert all(x.packets for x in r.records)
+    assert b"spe_fw:" in r.console        # the firmware's semihosting console
+    assert r.outdir is None                 # a temporary directory, removed
+
+
+def test_registers_at_exit_under_the_firmware(sort_run):
+    regs = sort_run.registers
+    assert set(regs) >= {f"X{i}" for i in range(31)} | {"SP", "PC", "PSTATE", "EL",
+                                                         "PMBSR_EL1", "PMBPTR_EL1"}
+    assert regs["EL"] == 1                  # the firmware's exit path (EL1h)
+    assert regs["PMBSR_EL1"] == sort_run.summary["pmbsr"]
+
+
+def test_report_names_the_programs_functions(sort_run):
+    rep = sort_run.report()
+    assert rep.total_records == len(sort_run.records)
+    assert rep.hot_functions[0][0] == "quick_sort.constprop.0"
+
+
+def test_same_inputs_same_trace(sort_run):
+    again = spe_emu.run(SORT, interval=1024, seed=3)
+    assert again.trace == sort_run.trace and again.counts == sort_run.counts
+
+
+def test_outdir_is_kept_when_given(tmp_path):
+    r = spe_emu.run(SORT, interval=4096, outdir=tmp_path / "out", ground_truth=True)
+    assert r.outdir == tmp_path / "out"
+    assert (tmp_path / "out" / "spe.trace").read_bytes() == r.trace
+    assert json.loads((tmp_path / "out" / "summary.json").read_text())["samples"] == r.samples
+    assert sum(r.ground_truth.values()) == r.counts["instructions"]
+
+
+def _bare_metal(tmp_path: Path, body: str) -> Path:
+    # (reset leaves SP 0: EXIT builds its parameter block on a stack)
+    code = assemble("movz x9, #0x4100, lsl #16\n mov sp, x9\n" + body + EXIT, BASE)
+    path = tmp_path / "bare.elf"
+    path.write_bytes(elf64(entry=BASE, segments=[(PT_LOAD, PF_RWX, BASE, code, len(code))]))
+    return path
+
+
+@pytest.mark.parametrize("el", [1, 2, 3])
+def test_bare_metal_registers_and_status(tmp_path, el):
+    image = _bare_metal(tmp_path, "movz x5, #0x1234\n movk x5, #0xabcd, lsl #32\n mov x0, #7\n")
+    r = spe_emu.run(image, firmware=False, boot_el=el)
+    assert (r.status, r.exit_reason) == (7, "exit")
+    assert r.registers["X5"] == 0xABCD_0000_1234
+    assert r.registers["EL"] == el
+    assert r.trace == b"" and r.records == []
+    assert r.read_memory(BASE + 8, 4) == assemble("movz x5, #0x1234", BASE + 8)
+
+
+def test_budget_is_an_exit_reason_not_an_exception(tmp_path):
+    image = _bare_metal(tmp_path, "loop: b loop\n")
+    r = spe_emu.run(image, firmware=False, max_insns=5000)
+    assert (r.status, r.exit_reason) == (None, "max-insns")
+    assert isinstance(r.error, GuestRunaway)
+    assert r.counts["instructions"] == 5000
+    assert r.registers["PC"] == BASE + 8
+    with pytest.raises(GuestRunaway):
+        r.check()
+
+
+def test_board_run_ends_with_psci_system_off(tmp_path):
+    kernel = tmp_path / "off.bin"       # PSCI SYSTEM_OFF (0x84000008) by HVC from EL1
+    kernel.write_bytes(assemble("movz x9, #0x55\n movz w0, #0x8\n movk w0, #0x8400, lsl #16\n"
+                                "hvc #0\n"))
+    r = spe_emu.run(machine="virt", kernel=kernel, ground_truth=True)
+    assert (r.status, r.exit_reason) == (0, "psci-system-off")
+    assert r.registers["X9"] == 0x55
+    assert r.ground_truth == {0x4008_0000 + 4 * i: 1 for i in range(4)}
+
+
+@pytest.mark.parametrize("kwargs, error, fragment", [
+    (dict(interval=1000), ConfigError, "--interval 1000"),
+    (dict(filters=("loads",)), ConfigError, "--filter"),
+    (dict(spe_features={"nosuch": 1}), ConfigError, "nosuch"),
+    (dict(args=("x",)), ConfigError, "apply to Linux programs"),
+])
+def test_bad_options_raise_config_error(kwargs, error, fragment):
+    with pytest.raises(error, match=re.escape(fragment)):
+        spe_emu.run(SORT, **kwargs)
+
+
+def test_missing_program_raises_image_error(tmp_path):
+    with pytest.raises(ImageError):
+        spe_emu.run(tmp_path / "nope.elf")
+    with pytest.raises(ConfigError):
+        spe_emu.run()
+
+
+ECHO = r"""
+#include <stdio.h>
+#include <stdlib.h>
+int main(int argc, char **argv) {
+    char line[64];
+    for (int i = 1; i < argc; i++) printf("%s\n", argv[i]);
+    if (fgets(line, sizeof line, stdin)) printf("in:%s", line);
+    fprintf(stderr, "env=%s\n", getenv("GREETING") ? getenv("GREETING") : "-");
+    return argc;
+}
+"""
+
+
+def test_linux_program_stdio_and_status(tmp_path):
+    prog = build_static(ECHO, tmp_path / "echo")
+    if prog is None:
+        pytest.skip("aarch64-linux-gnu-gcc -static not available")
+    r = spe_emu.run(prog, ["a", "bc"], stdin=b"hello\n", env={"GREETING": "hi"},
+                    interval=1024)
+    assert (r.status, r.exit_reason) == (3, "exit")
+    assert r.console == b"a\nbc\nin:hello\n"
+    assert r.stderr == b"env=hi\n"
+    assert r.samples > 0 and len(r.records) == r.counts["records_written"]
+    assert r.summary["linux"]["exit_status"] == 3
+
+
+def _readme_example() -> str:
+    text = (REPO / "README.md").read_text()
+    section = text.split("## Python API", 1)[1].split("\n## ", 1)[0]
+    return re.search(r"```python\n(.*?)```", section, re.S).group(1)
+
+
+def test_readme_example_runs(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    shutil.copytree(REPO / "guests", tmp_path / "guests")
+    exec(compile(_readme_example(), "README.md", "exec"), {})
+    out = capsys.readouterr().out
+    assert "quick_sort" in out and "exit 0" in out
