@@ -4,7 +4,8 @@ Layers, lowest first: ``errors``/``sysreg`` (the register-table machinery), ``na
 helpers and their ctypes mirrors, on ``errors`` only), ``arch`` (pure architecture), ``spe``
 (the SPE model) and ``platform`` (board, bus, clock, loaders), then ``devices`` (the GIC keeps
 its state in ``native``), then ``cpu`` (the machine and its run loops), then ``session``,
-``linux`` (Linux user mode, built on a session's machine) and ``tools``. A module may import
+``linux`` (Linux user mode, built on a session's machine) and ``tools``, then ``api`` (the
+Python API, spe_emu.run) and ``pytest_plugin`` (on the API). A module may import
 its own layer and the layers listed as below it.
 """
 
@@ -30,6 +31,9 @@ BELOW = {
               "session"},
     "tools": {"errors", "sysreg", "arch", "spe", "platform", "devices", "native", "cpu",
               "session", "linux"},
+    "api": {"errors", "sysreg", "arch", "spe", "platform", "devices", "native", "cpu",
+            "session", "linux", "tools"},
+    "pytest_plugin": {"api"},
 }
 
 
