@@ -77,6 +77,7 @@ def test_cli_decode_and_report_use_it_and_fall_back(trace, tmp_path, monkeypatch
         raise NativeBuildError("no compiler")
     monkeypatch.setattr(ND, "dump_chunks", broken)
     monkeypatch.setattr(ND, "scan_records", broken)
+    monkeypatch.setattr(ND, "scan_array", broken)
     assert "".join(dump_text(trace)).splitlines() == list(dump_lines(trace))
     assert TR.build_report(trace, None) == fast
     assert fast.total_records == len(list(iter_records(trace))) > 200

@@ -13,9 +13,9 @@ import os
 from pathlib import Path
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import NamedTuple, Optional, Union
+from typing import Optional, Union
 
-from ..errors import ImageError
+from ..errors import ConfigError, ImageError
 from ..platform.loader import load_elf, read_limited
 from ..spe.packets import (
     BRANCH_COND, EV_L1D_ACCESS, EV_L1D_REFILL, EV_LLC_ACCESS, EV_LLC_MISS, EV_MISPRED,
@@ -329,26 +329,36 @@ class _Group:
             self.funcs.add(func)
 
     def summary(self, total: int) -> dict:
-        """Samples, percent of ``total``, load/store counts, latency statistics (cycles: mean,
-        percentiles, max; per counter TOT/ISSUE/XLAT), event rates (percent) and data
-        sources of the group."""
-        lat = {}
-        for name, values in self.lat.items():
-            if values:
-                values.sort()
-                lat[name] = {"mean": sum(values) / len(values), "max": values[-1],
+        """:func:`_summary` of the group."""
+        for values in self.lat.values():
+            values.sort()
+        return _summary(self.samples, self.loads, self.stores, self.branches, self.ldst,
+                        self.lat, self.events, self.sources, total)
+
+
+def _summary(samples: int, loads: int, stores: int, branches: int, ldst: int,
+             lat: dict, events: dict, sources: dict, total: int) -> dict:
+    """Samples, percent of ``total``, load/store counts, latency statistics (cycles: mean,
+    percentiles, max; per counter TOT/ISSUE/XLAT, from ``lat``: name -> the group's values
+    sorted ascending), event rates (percent; ``events``: Events bit -> records with it) and
+    data sources (``sources``: payload -> records) of one group of records."""
+    out_lat = {}
+    for name, values in lat.items():
+        n = len(values)
+        if n:
+            out_lat[name] = {"mean": int(sum(values)) / n, "max": int(values[-1]),
                              **{f"p{q}": _pctl(values, q) for q in PERCENTILES}}
-        rates = {}
-        for name, ev, of in RATES:
-            den = self.events.get(of, 0) if of is not None else self.branches
-            if of is not None and not den:
-                den = self.ldst   # (an SPU that does not report the access event)
-            if den:
-                rates[name] = _percent(self.events.get(ev, 0), den)
-        return {"samples": self.samples, "percent": _percent(self.samples, total),
-                "loads": self.loads, "stores": self.stores, "branches": self.branches,
-                "latency": lat, "rates": rates,
-                "data_source": {f"{k:#x}": v for k, v in sorted(self.sources.items())}}
+    rates = {}
+    for name, ev, of in RATES:
+        den = events.get(of, 0) if of is not None else branches
+        if of is not None and not den:
+            den = ldst   # (an SPU that does not report the access event)
+        if den:
+            rates[name] = _percent(events.get(ev, 0), den)
+    return {"samples": samples, "percent": _percent(samples, total),
+            "loads": loads, "stores": stores, "branches": branches,
+            "latency": out_lat, "rates": rates,
+            "data_source": {f"{k:#x}": v for k, v in sorted(sources.items())}}
 
 
 def shorten(text: str, width: int) -> str:
@@ -497,21 +507,45 @@ def load_ground_truth(path: Union[str, os.PathLike]) -> dict[int, int]:
         raise ImageError(f"{path}: not a ground-truth file: {err}") from err
 
 
+ENGINES = ("auto", "vectorised", "reference")
+"""How :func:`build_report` aggregates: ``vectorised`` (the native bulk decoder's rows as
+numpy arrays, :func:`spe_emu.tools.bulkdecode.scan_array`, grouped with numpy),
+``reference`` (packets.iter_records and one Python step per record), ``auto`` (vectorised,
+or reference where the native library cannot be loaded). Both give the same Report."""
+
+
 def build_report(trace: bytes, image_path: Optional[Union[str, os.PathLike]],
                  *, max_pcs: int = 100, ground_truth: Optional[dict[int, int]] = None,
-                 check_image: bool = False) -> Report:
+                 check_image: bool = False, engine: str = "auto") -> Report:
     """Analyse ``trace`` (raw Profiling Buffer bytes, Arm SPE §5) against the ELF at
     ``image_path`` (None: addresses only, every PC ``[unknown]``); ``ground_truth``
-    (``{pc: executions}``) adds the estimated-against-exact tables.
+    (``{pc: executions}``) adds the estimated-against-exact tables; ``engine`` one of
+    :data:`ENGINES`.
 
     Raises:
         ImageError: (message starting with the path) the image is missing, unreadable, not an
             ELF or not AArch64; or, with ``check_image``, no sampled PC lies in its
             executable sections (not the image of this trace).
+        ConfigError: an unknown ``engine``; NativeBuildError: ``engine="vectorised"`` and
+            the native library cannot be loaded.
     """
+    if engine not in ENGINES:
+        raise ConfigError(f"report engine {engine!r}: use one of {', '.join(ENGINES)}")
     image = _Image(image_path) if image_path is not None else None
     trace = bytes(trace)
-    records, bad = decode_records(trace)
+    if engine != "reference":
+        from ..native import NativeBuildError
+        try:
+            from .bulkdecode import scan_array
+            rows, bad = scan_array(trace)
+        except (ImportError, NativeBuildError):
+            if engine == "vectorised":
+                raise
+        else:
+            return _build_vectorised(rows, bad, image, max_pcs, ground_truth, check_image)
+    records = list(iter_records(trace))
+    bad = sum(1 for _, item in iter_packets(trace)
+              if isinstance(item, (BadPacket, PacketIncomplete)))
     total = len(records)
     pcs: Counter[int] = Counter()
     leaves: Counter[str] = Counter()
@@ -599,40 +633,6 @@ MISMATCH_MIN = 20         # records compared before the operation-type check can
 MISMATCH_SHARE = 0.2      # ... an image whose instructions disagree with more than this share
 
 
-class _Row(NamedTuple):
-    """The :class:`~spe_emu.spe.packets.Record` fields a report reads (same names, None where
-    the record lacks one)."""
-
-    pc: Optional[int]
-    el: Optional[int]
-    op_class: Optional[int]
-    op_subclass: Optional[int]
-    events: int
-    latency_total: Optional[int]
-    latency_issue: Optional[int]
-    latency_xlat: Optional[int]
-    data_va: Optional[int]
-    data_pa: Optional[int]
-    data_source: Optional[int]
-    timestamp: Optional[int]
-
-
-def decode_records(trace: bytes) -> tuple[list, int]:
-    """(the records of ``trace``, the bad and cut-off packets met: the ``Bad packet!`` lines
-    of ``spe-emu decode``): from the native bulk decoder (spe_emu.tools.bulkdecode; each
-    record a :class:`_Row` made from its columns, no per-record Record object), or from
-    packets.iter_records where it cannot be loaded."""
-    try:
-        from ..native import NativeBuildError
-        from .bulkdecode import scan_records
-        cols = scan_records(trace)
-    except (ImportError, NativeBuildError):
-        bad = sum(1 for _, item in iter_packets(trace)
-                  if isinstance(item, (BadPacket, PacketIncomplete)))
-        return list(iter_records(trace)), bad
-    return list(map(_Row, *(cols.field(name) for name in _Row._fields))), cols.bad_packets
-
-
 def _check_match(image: _Image, md, records) -> None:
     """Raise ImageError when ``image`` is not the one the trace was taken from: the sampled
     PCs with an Operation Type packet fall outside its executable sections, or their
@@ -665,6 +665,302 @@ def _check_match(image: _Image, md, records) -> None:
         raise ImageError(f"{image.path}: not the image of this trace: {differ} of {compared} "
                          f"sampled instructions disagree with their operation type (at "
                          f"{pc:#x} the image has '{text}', the record says {cls})")
+
+
+def _line_key(image: _Image, pc: int) -> Optional[str]:
+    """``file:line`` of ``pc`` as the report names source lines, or None."""
+    loc = image.line_of(pc)
+    return None if loc is None else f"{_display_path(loc[0])}:{loc[1]}"
+
+
+def _groups(keys, np, first: bool = False):
+    """Group equal ``keys`` (a numpy array): (sorted unique keys, per element the index of
+    its key, per key its count, and with ``first`` per key the index of its first element,
+    else None)."""
+    uniq = np.unique(keys)
+    inv = np.searchsorted(uniq, keys)
+    counts = np.bincount(inv, minlength=len(uniq))
+    at = None
+    if first:
+        at = np.full(len(uniq), len(keys), dtype=np.int64)
+        np.minimum.at(at, inv, np.arange(len(keys)))
+    return uniq, inv, counts, at
+
+
+def _first_order(keys, np):
+    """(unique keys in order of first appearance, per element the index of its key in that
+    order, per unique key its count)."""
+    uniq, inv, counts, first = _groups(keys, np, first=True)
+    order = np.argsort(first)
+    rank = np.empty_like(order)
+    rank[order] = np.arange(len(order))
+    return uniq[order], rank[inv], counts[order]
+
+
+class _Columns:
+    """The record rows of :func:`~spe_emu.tools.bulkdecode.scan_array` as the masks and
+    columns the vectorised report groups by (a field a record lacks is masked out)."""
+
+    def __init__(self, rows, np):
+        from .bulkdecode import (HAS_DS, HAS_LAT0, HAS_LAT1, HAS_LAT2, HAS_OP, HAS_PA,
+                                 HAS_PC, HAS_TS, HAS_VA)
+        present = rows["present"]
+        self.n = len(rows)
+        self.has_pc = (present & HAS_PC) != 0
+        self.has_va = (present & HAS_VA) != 0
+        self.has_pa = (present & HAS_PA) != 0
+        self.has_ts = (present & HAS_TS) != 0
+        self.has_ds = (present & HAS_DS) != 0
+        has_op = (present & HAS_OP) != 0
+        self.op_key = np.where(has_op, rows["op_class"].astype(np.int64) * 256
+                               + rows["op_subclass"], -1)
+        self.ldst = has_op & (rows["op_class"] == OP_CLASS_LDST)
+        self.store = self.ldst & ((rows["op_subclass"] & LDST_ST) != 0)
+        self.branch = has_op & (rows["op_class"] == OP_CLASS_BRANCH)
+        self.classified = has_op & np.isin(rows["op_class"], list(_CLASS_NAMES))
+        self.op_class = rows["op_class"]
+        lat = rows["latency"]
+        self.lat = [(name, lat[:, i], self.ldst & ((present & bit) != 0))
+                    for i, ((name, _), bit) in enumerate(zip(LATENCIES,
+                                                             (HAS_LAT0, HAS_LAT1, HAS_LAT2)))]
+        self.events = rows["events"]
+        self.data_source = rows["data_source"]
+        self.pc, self.el = rows["pc"], rows["el"]
+        self.va, self.pa, self.ts = rows["va"], rows["pa"], rows["timestamp"]
+
+    def counts(self, gidx, size: int, mask, np) -> list[int]:
+        """Per group (0..size-1) the records of ``mask`` (``gidx`` -1: no group)."""
+        g = gidx[mask & (gidx >= 0)]
+        return np.bincount(g, minlength=size).tolist()
+
+    def summaries(self, gidx, size: int, total: int, np) -> list[dict]:
+        """:func:`_summary` of each group 0..size-1 (``gidx``: per record its group, -1
+        for none)."""
+        member = gidx >= 0
+        samples = self.counts(gidx, size, member, np)
+        ldst = self.counts(gidx, size, self.ldst, np)
+        stores = self.counts(gidx, size, self.store, np)
+        branches = self.counts(gidx, size, self.branch, np)
+        lat: list[dict] = [{} for _ in range(size)]
+        width = np.dtype(self.lat[0][1].dtype).itemsize * 8
+        for name, values, has in self.lat:
+            m = has & member
+            # (one sort of group and value packed into one key: the values of each group
+            # in ascending order, the groups one after the other)
+            key = np.sort((gidx[m].astype(np.uint64) << np.uint64(width))
+                          | values[m].astype(np.uint64))
+            v = (key & np.uint64((1 << width) - 1)).tolist()
+            bounds = np.searchsorted(key >> np.uint64(width),
+                                     np.arange(size + 1, dtype=np.uint64)).tolist()
+            for i in range(size):
+                lat[i][name] = v[bounds[i]:bounds[i + 1]]
+        events: list[dict] = [{} for _ in range(size)]
+        for bit in (EV_L1D_ACCESS, EV_L1D_REFILL, EV_TLB_ACCESS, EV_TLB_WALK, EV_MISPRED,
+                    EV_LLC_ACCESS, EV_LLC_MISS):
+            per = self.counts(gidx, size, ((self.events >> np.uint64(bit)) & np.uint64(1))
+                              .astype(bool), np)
+            for i, c in enumerate(per):
+                if c:
+                    events[i][bit] = c
+        sources: list[dict] = [{} for _ in range(size)]
+        m = self.has_ds & member
+        if m.any():
+            kinds, kind_of, _, _ = _groups(self.data_source[m], np)
+            pairs, _, counts, _ = _groups(gidx[m] * len(kinds) + kind_of, np)
+            kinds = kinds.tolist()
+            for pair, c in zip(pairs.tolist(), counts.tolist()):
+                sources[pair // len(kinds)][kinds[pair % len(kinds)]] = c
+        return [_summary(samples[i], ldst[i] - stores[i], stores[i], branches[i], ldst[i],
+                         lat[i], events[i], sources[i], total) for i in range(size)]
+
+
+def _build_vectorised(rows, bad: int, image: Optional[_Image], max_pcs: int,
+                      ground_truth: Optional[dict[int, int]], check_image: bool) -> Report:
+    """:func:`build_report` from the native decoder's rows, grouped with numpy: the same
+    Report the reference path builds record by record."""
+    import numpy as np
+
+    c = _Columns(rows, np)
+    total = c.n
+    md = _disassembler()
+    # PCs, in order of first appearance (the ground-truth shares add up in that order)
+    upcs, pc_rank, pc_counts = _first_order(c.pc[c.has_pc], np)
+    upcs_l, pc_counts_l = upcs.tolist(), pc_counts.tolist()
+    pcs = dict(zip(upcs_l, pc_counts_l))
+    els = {}
+    for el, n in enumerate(np.bincount(c.el[c.has_pc], minlength=4).tolist()):
+        if n:
+            els[f"EL{el}"] = n
+    if total - int(c.has_pc.sum()):
+        els["no-pc"] = total - int(c.has_pc.sum())
+    leaves: Counter[str] = Counter()
+    keys, _, counts, _ = _groups(c.op_key, np)
+    for key, n in zip(keys.tolist(), counts.tolist()):
+        leaves[_op_leaf(None, None) if key < 0 else _op_leaf(key >> 8, key & 0xFF)] += n
+
+    if check_image and image is not None:
+        _check_match_rows(image, md, c, np)
+
+    # per unique PC: its function (index into names) and source line
+    names: list[str] = []
+    name_index: dict[str, int] = {}
+    where: dict[int, str] = {}
+    pc_func = np.empty(len(upcs_l), dtype=np.int64)
+    for i, pc in enumerate(upcs_l):
+        name, off = image.symbolize(pc) if image is not None else (UNKNOWN_SYMBOL, pc)
+        where[pc] = f"{name}+{off:#x}" if name != UNKNOWN_SYMBOL else UNKNOWN_SYMBOL
+        pc_func[i] = name_index.setdefault(name, len(name_index))
+        if pc_func[i] == len(names):
+            names.append(name)
+    unknown = name_index.setdefault(UNKNOWN_SYMBOL, len(name_index))
+    if unknown == len(names):
+        names.append(UNKNOWN_SYMBOL)
+    # per record: its function (records without a PC: [unknown]), and with a PC its group
+    rec_name = np.full(total, unknown, dtype=np.int64)
+    rec_name[c.has_pc] = pc_func[pc_rank]
+    # functions in order of first appearance among records with a PC
+    func_ids, func_rank, _ = _first_order(rec_name[c.has_pc], np)
+    gidx = np.full(total, -1, dtype=np.int64)
+    gidx[c.has_pc] = func_rank
+    func_names = [names[i] for i in func_ids.tolist()]
+    func_sum = c.summaries(gidx, len(func_names), total, np)
+    functions = dict(zip(func_names, func_sum))
+
+    lines_out = []
+    if image is not None and len(upcs_l):
+        line_of_pc = [_line_key(image, pc) for pc in upcs_l]
+        line_ids: dict[str, int] = {}
+        pc_line = np.array([-1 if ln is None else line_ids.setdefault(ln, len(line_ids))
+                            for ln in line_of_pc], dtype=np.int64)
+        lgidx = np.full(total, -1, dtype=np.int64)
+        lgidx[c.has_pc] = pc_line[pc_rank]
+        line_names = list(line_ids)
+        if line_names:
+            summ = c.summaries(lgidx, len(line_names), total, np)
+            has_line = lgidx >= 0
+            _, _, _, first = _groups(lgidx[has_line], np, first=True)
+            line_func = [names[i] for i in rec_name[has_line][first].tolist()]
+            lines_out = sorted(zip(line_names, line_func, summ),
+                               key=lambda t: (-t[2]["samples"], t[0]))
+
+    # latencies per function (TOT of loads/stores, trace order)
+    _, tot, has_tot = c.lat[0]
+    lat_names, lat_vals = rec_name[has_tot], tot[has_tot]
+    latencies: dict[str, list[int]] = {}
+    if len(lat_names):
+        ids, _, _, first = _groups(lat_names, np, first=True)
+        n = len(lat_names)   # (record order within each function: one sort of packed keys)
+        order = np.sort(lat_names * n + np.arange(n)) % n
+        sorted_ids, vals = lat_names[order], lat_vals[order].tolist()
+        bounds = np.searchsorted(sorted_ids, ids).tolist() + [len(vals)]
+        per = {i: vals[bounds[k]:bounds[k + 1]] for k, i in enumerate(ids.tolist())}
+        for k in np.argsort(first).tolist():
+            i = int(ids[k])
+            latencies[names[i]] = per[i]
+
+    def address_groups(keys, offsets: bool):
+        """(key, samples, loads, stores, distinct offsets, sorted functions, mean TOT) of
+        the ``max_pcs`` most sampled values of ``keys`` (records with a data VA)."""
+        va_names = rec_name[c.has_va]
+        uniq, inv, counts, _ = _groups(keys, np)
+        g = np.full(total, -1, dtype=np.int64)
+        g[c.has_va] = inv
+        size = len(uniq)
+        loads = np.array(c.counts(g, size, c.ldst & ~c.store, np), dtype=np.int64)
+        stores = np.array(c.counts(g, size, c.store, np), dtype=np.int64)
+        m = has_tot & (g >= 0)
+        tot_n = np.bincount(g[m], minlength=size)
+        sums = np.zeros(size, dtype=np.uint64)
+        np.add.at(sums, g[m], tot[m].astype(np.uint64))
+        top = np.lexsort((uniq, -counts.astype(np.int64)))[:max_pcs]
+        top_set = np.zeros(size, dtype=bool)
+        top_set[top] = True
+        sel = top_set[inv]
+        fn: dict[int, set] = {}
+        for gi, ni in set(zip(inv[sel].tolist(), va_names[sel].tolist())):
+            fn.setdefault(gi, set()).add(names[ni])
+        offs: dict[int, int] = {}
+        if offsets:
+            o = (c.va[c.has_va] & np.uint64(CACHE_LINE - 1))[sel]
+            for gi, _ in set(zip(inv[sel].tolist(), o.tolist())):
+                offs[gi] = offs.get(gi, 0) + 1
+        out = []
+        for gi in top.tolist():
+            n = int(tot_n[gi])
+            mean = int(sums[gi]) / n if n else None
+            out.append((int(uniq[gi]), int(counts[gi]), int(loads[gi]), int(stores[gi]),
+                        offs.get(gi, 0), sorted(fn[gi]), mean))
+        return out
+
+    data_addresses = cache_lines = []
+    if c.has_va.any():
+        vas = c.va[c.has_va]
+        data_addresses = [(a, n, lo, st, m, fs[0]) for a, n, lo, st, _, fs, m in
+                          address_groups(vas, False)]
+        cache_lines = [(a, n, lo, st, o, fs, m) for a, n, lo, st, o, fs, m in
+                       address_groups(vas & ~np.uint64(CACHE_LINE - 1), True)]
+    pages = []
+    if c.has_pa.any():
+        upa, _, pa_counts, _ = _groups(c.pa[c.has_pa] & ~np.uint64(PAGE - 1), np)
+        top = np.lexsort((upa, -pa_counts.astype(np.int64)))[:max_pcs]
+        pages = [(int(upa[i]), int(pa_counts[i]), _percent(int(pa_counts[i]), total))
+                 for i in top.tolist()]
+    m = c.has_ts & c.has_pc
+    ts, tpc = c.ts[m], c.pc[m]
+    order = np.lexsort((tpc, ts))
+    timeline = list(zip(ts[order].tolist(), tpc[order].tolist()))
+
+    hot_pcs = [(pc, where[pc], _disassemble(md, image, pc), n, _percent(n, total))
+               for pc, n in sorted(pcs.items(), key=lambda kv: (-kv[1], kv[0]))[:max_pcs]]
+    hot_functions = sorted(((n, s["samples"], _percent(s["samples"], total))
+                            for n, s in functions.items()), key=lambda t: (-t[1], t[0]))
+    rep = Report(
+        total_records=total, hot_functions=hot_functions, hot_pcs=hot_pcs,
+        functions=functions, lines=lines_out,
+        op_mix=_op_mix(leaves, total), el_mix=dict(sorted(els.items())),
+        data_addresses=data_addresses, cache_lines=cache_lines, pages=pages,
+        timeline=timeline, latencies=latencies, data_vas=c.va[c.has_va].tolist(),
+        bad_packets=bad, image_path=None if image is None else image.path)
+    if ground_truth:
+        rep.ground_truth = _compare(Counter(pcs), ground_truth, image, md)
+    return rep
+
+
+def _check_match_rows(image: _Image, md, c: "_Columns", np) -> None:
+    """:func:`_check_match` on the vectorised columns: the same verdict and message."""
+    m = c.has_pc & c.classified
+    if not m.any():
+        return
+    upcs, pc_of, _, _ = _groups(c.pc[m], np)
+    classes = len(_CLASS_NAMES)
+    pairs, _, counts, first = _groups(pc_of * classes + c.op_class[m], np, first=True)
+    upcs = upcs.tolist()
+    seen: dict[int, Optional[str]] = {}
+    compared = differ = 0
+    example_at = None
+    for pair, at, n in zip(pairs.tolist(), first.tolist(), counts.tolist()):
+        p, k = upcs[pair // classes], pair % classes
+        if p not in seen:
+            seen[p] = (insn_class(_disassemble(md, image, p) or "?")
+                       if image.text_contains(p) else None)
+        if seen[p] is None:
+            continue
+        compared += n
+        if seen[p] != _CLASS_NAMES[k]:
+            differ += n
+            if example_at is None or at < example_at[0]:
+                example_at = (at, p, k)
+    if not compared:
+        text = ", ".join(f"{a:#x}-{b:#x}" for a, b in image.exec_ranges) or "none"
+        raise ImageError(f"{image.path}: not the image of this trace: no sampled PC "
+                         f"({min(seen):#x}..{max(seen):#x}) is in its executable sections "
+                         f"({text})")
+    if compared >= MISMATCH_MIN and differ > MISMATCH_SHARE * compared:
+        _, p, k = example_at
+        raise ImageError(f"{image.path}: not the image of this trace: {differ} of {compared} "
+                         f"sampled instructions disagree with their operation type (at "
+                         f"{p:#x} the image has '{_disassemble(md, image, p)}', the record "
+                         f"says {_CLASS_NAMES[k]})")
 
 
 def _compare(pcs: Counter, exact: dict[int, int], image: Optional[_Image], md) -> dict:
