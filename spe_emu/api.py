@@ -65,7 +65,9 @@ class Result:
             ``PMSICR_EL1``. Under the firmware (a Linux program or a guest for the guest
             region) the PE is in the firmware's exit path at EL1 then, not in the program.
         trace: the raw SPE trace the run produced (bytes of whole records, Arm SPE §5;
-            empty without profiling).
+            empty without profiling): as the firmware's driver handed it over, or for a
+            board every record the SPU wrote into the guest's Profiling Buffer, in write
+            order (a host-side copy; the guest's driver owns the buffer).
         summary: what ``summary.json`` holds (dict).
         guest_errors: the guest errors the machine logged (one line each).
         ground_truth: with ``ground_truth=True``: executions per PC ``{pc: count}``, else None.
@@ -231,7 +233,7 @@ def run(program: Optional[PathLike] = None, args: Sequence[str] = (), *,
         if program is None:
             kopts = KernelOptions(board=machine or "virt", kernel=Path(kernel),
                                   initrd=Path(initrd) if initrd else None, append=append,
-                                  dtb=Path(dtb) if dtb else None)
+                                  dtb=Path(dtb) if dtb else None, trace=True)
             if ram_size is not None:
                 kopts.ram_size = ram_size
             kopts.board_spec()

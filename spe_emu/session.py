@@ -126,6 +126,9 @@ class KernelOptions:
         dtb: a device tree blob to use instead of the generated one.
         ram_size: bytes of RAM at the board's RAM base.
         dumpdtb: write the generated DTB here and do not run.
+        trace: also write ``spe.trace``: a host-side copy of every record the SPU writes
+            into the guest's Profiling Buffer, in write order (the guest's driver owns the
+            buffer; what it does with the records is not seen).
     """
 
     board: str = "virt"
@@ -135,6 +138,7 @@ class KernelOptions:
     dtb: Path | None = None
     ram_size: int = VIRT.ram_size
     dumpdtb: Path | None = None
+    trace: bool = False
 
     def board_spec(self) -> BoardSpec:
         try:
@@ -413,9 +417,17 @@ def run_kernel(kopts: KernelOptions, opts: RunOptions,
         except OSError as exc:
             raise ConfigError(f"--dumpdtb {kopts.dumpdtb}: {exc.strerror or exc}") from None
         return Session(None, outdir, outdir / TRACE_NAME, {"dumpdtb": str(kopts.dumpdtb)})
-    _prepare_outdir(outdir)
+    trace_path = outdir / TRACE_NAME
+    _prepare_outdir(outdir, trace_path)
     machine, boot = prepare_kernel_machine(kopts, opts, console, stdin)
-    result = run_recorded(machine, opts, outdir, progress)
+    records = bytearray()
+    if kopts.trace:
+        machine.spu.buffer.tap = records.extend
+    try:
+        result = run_recorded(machine, opts, outdir, progress)
+    finally:
+        if kopts.trace:
+            trace_path.write_bytes(records)
     summary = {
         "machine": kopts.board,
         "kernel": str(kopts.kernel),
@@ -426,6 +438,7 @@ def run_kernel(kopts: KernelOptions, opts: RunOptions,
         "mode": opts.mode,
         "boot_el": opts.boot_el,
         **{k: v for k, v in asdict(result).items() if k != "console"},
+        **({"trace_bytes": len(records)} if kopts.trace else {}),
     }
     write_summary(outdir, summary)
-    return Session(result, outdir, outdir / TRACE_NAME, summary, machine)
+    return Session(result, outdir, trace_path, summary, machine)

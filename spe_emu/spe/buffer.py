@@ -54,6 +54,9 @@ class ProfilingBuffer:
         self._limit_mask = table["PMBLIMITR_EL1"].field("LIMIT").mask
         self._align = config.align_bytes
         self._max_record = config.max_record_bytes
+        self.tap: Callable[[bytes], None] | None = None
+        """Called with the bytes of every complete record written (padded, in write order):
+        a host-side copy of what the SPU put into the buffer (``--perf-data`` on a board)."""
 
     @property
     def limit(self) -> int:
@@ -121,6 +124,8 @@ class ProfilingBuffer:
                                   and not as_mmu_fault)
         ptr += len(record)
         self.regs["PMBPTR_EL1"] = ptr
+        if self.tap is not None:
+            self.tap(record)
         if ptr > self.headroom_end:
             return len(record), self._event("buffer-full", ec=EC_OTHER,
                                             mss=PMBSR_MSS_OTHER[0].set(0, BSC_FILLED))
@@ -149,6 +154,8 @@ class ProfilingBuffer:
         if fault is not None:
             raise fault
         self.regs["PMBPTR_EL1"] = ptr + len(data)
+        if self.tap is not None:
+            self.tap(data)
         return len(data)
 
     def padded(self, record: bytes) -> bytes:

@@ -177,8 +177,19 @@ def run(image, args, share, env_set, env_unset, clear_env, machine, kernel, init
         if image is not None:
             _fail(f"IMAGE ({image}) and --kernel are exclusive: with --machine, give the "
                   f"program as --kernel")
+        ctx = click.get_current_context()
+        params = {p.name: p for p in ctx.command.params}
+        given = ["/".join([max(params[name].opts, key=len), *params[name].secondary_opts])
+                 for name in MACHINE_IGNORES
+                 if ctx.get_parameter_source(name) != click.core.ParameterSource.DEFAULT]
+        if given:
+            _fail(f"{', '.join(given)}: with --machine the guest's own driver programs SPE "
+                  f"(and has no firmware, files or environment of spe-emu's): leave "
+                  f"{'it' if len(given) == 1 else 'them'} out")
+        if perf_data and mode == "raw":
+            _fail("--perf-data needs a trace: not with --mode raw")
         _run_machine(machine or "virt", kernel, initrd, append, dtb, memory, dumpdtb,
-                     boot_el, max_insns, mode, outdir, seed, spe, ground_truth)
+                     boot_el, max_insns, mode, outdir, seed, spe, ground_truth, perf_data)
         return
     if image is None:
         _fail("missing IMAGE (or --machine virt --kernel FILE)")
@@ -232,6 +243,13 @@ def run(image, args, share, env_set, env_unset, clear_env, machine, kernel, init
     _exit_with(r.exit_status)
 
 
+MACHINE_IGNORES = ("interval", "random", "filters", "min_latency", "timestamps", "context",
+                   "pa", "exclude_kernel", "no_profiling", "buffer_size", "no_firmware",
+                   "firmware_path", "share", "env_set", "env_unset", "clear_env")
+"""``run`` options for the firmware's SPE driver and for Linux programs: refused with
+``--machine`` (the guest programs SPE itself)."""
+
+
 def _run_linux(program, program_name, args, share, env_set, env_unset, clear_env, opts,
                perf_data=False) -> None:
     """``run PROGRAM [-- ARGS]``: the program's stdio is the command's, nothing else is printed
@@ -272,29 +290,33 @@ def _run_linux(program, program_name, args, share, env_set, env_unset, clear_env
     _exit_with(r.exit_status)
 
 
-def _write_perf_data(session, images: list[Path], interval: int) -> Path:
+def _write_perf_data(session, images: list[Path], interval: int,
+                     comm: str | None = None) -> Path:
     """perf.data of ``session``'s trace in its output directory, naming ``images``' symbols
-    (``--perf-data``); returns its path. A failure is the command's one-line error."""
+    (``--perf-data``) and ``comm`` (default: the first image's name); returns its path. A
+    failure is the command's one-line error."""
     from .perfdata import PERF_DATA_NAME, write_perf_data
     try:
         trace = session.trace_path.read_bytes() if session.trace_path.exists() else b""
         return write_perf_data(session.outdir / PERF_DATA_NAME, trace, images,
-                               sample_period=interval)
+                               sample_period=interval, comm=comm)
     except (SpeEmuError, OSError) as exc:
         _fail(f"perf.data: {exc}")
 
 
 def _run_machine(board, kernel, initrd, append, dtb, memory, dumpdtb, boot_el, max_insns,
-                 mode, outdir, seed, spe=None, ground_truth=False) -> None:
+                 mode, outdir, seed, spe=None, ground_truth=False, perf_data=False) -> None:
     """``run --machine``: the console goes to stdout as the guest writes it; the exit status
-    is the guest's (0 after PSCI SYSTEM_OFF)."""
+    is the guest's (0 after PSCI SYSTEM_OFF). With ``perf_data``: ``spe.trace`` (every
+    record the SPU wrote into the guest's Profiling Buffer) and perf.data of it, naming the
+    kernel's symbols when it is an ELF."""
     def echo(data: bytes) -> None:
         sys.stdout.buffer.write(data)
         sys.stdout.flush()
 
     try:
         kopts = KernelOptions(board=board, kernel=kernel, initrd=initrd, append=append,
-                              dtb=dtb, dumpdtb=dumpdtb)
+                              dtb=dtb, dumpdtb=dumpdtb, trace=perf_data)
         if memory is not None:
             kopts.ram_size = parse_ram_size(memory)
         kopts.board_spec()  # (an unknown --machine is refused before anything is read)
@@ -307,6 +329,9 @@ def _run_machine(board, kernel, initrd, append, dtb, memory, dumpdtb, boot_el, m
         _fail_with(exc)
     if dumpdtb is not None:
         return
+    if perf_data:
+        images = [kernel] if session.summary.get("format") == "elf" else []
+        _write_perf_data(session, images, 0, comm=Path(kernel).stem)
     _exit_with(session.result.exit_status)
 
 
