@@ -52,6 +52,7 @@ import json
 import os
 import re
 import shutil
+import struct
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -281,6 +282,99 @@ def module_load_order(moddir: Path, name: str) -> list[Path]:
     return order
 
 
+# -- the perf.data channel: a semihosting put tool ---------------------------------------
+PUT_TOOL = "usr/bin/semihost-put"
+"""Where the put tool sits in the ``perf`` initramfs (``semihost-put NAME < FILE``)."""
+PUT_BASE = 0x400000          # its one PT_LOAD segment's virtual address (and file offset 0)
+PUT_BUFFER = 1 << 16         # bytes read from stdin and written to the host per step
+PUT_SOURCE = f"""
+    // semihost-put NAME: copy stdin to the host file NAME (in spe-emu's output directory)
+    // through semihosting from EL0 (spe-emu run --semihosting-userspace; QEMU's
+    // -semihosting-config enable=on,userspace=on). Linux syscalls read (63), exit (93);
+    // semihosting SYS_OPEN (1), SYS_CLOSE (2), SYS_WRITE (5): HLT #0xF000, W0 = operation,
+    // X1 = parameter block. Exit status 0, or 1 when anything failed.
+    ldr x0, [sp]                // argc
+    cmp x0, #2
+    b.ne fail
+    ldr x19, [sp, #16]          // argv[1]
+    mov x2, #0
+strlen:
+    ldrb w3, [x19, x2]
+    cbz w3, open
+    add x2, x2, #1
+    b strlen
+open:
+    adr x1, block
+    str x19, [x1]               // SYS_OPEN: name, mode 5 ("wb"), name length
+    mov x3, #5
+    str x3, [x1, #8]
+    str x2, [x1, #16]
+    mov w0, #1
+    hlt #0xf000
+    cmn x0, #1
+    b.eq fail
+    mov x20, x0                 // the host file's handle
+copy:
+    mov x0, #0                  // read(0, buffer, {PUT_BUFFER})
+    adr x1, buffer
+    mov x2, #{PUT_BUFFER}
+    mov x8, #63
+    svc #0
+    cmp x0, #0
+    b.lt fail
+    b.eq done
+    adr x1, block               // SYS_WRITE: handle, buffer, length -> bytes not written
+    str x20, [x1]
+    adr x3, buffer
+    str x3, [x1, #8]
+    str x0, [x1, #16]
+    mov w0, #5
+    hlt #0xf000
+    cbnz x0, fail
+    b copy
+done:
+    adr x1, block               // SYS_CLOSE: handle
+    str x20, [x1]
+    mov w0, #2
+    hlt #0xf000
+    cbnz x0, fail
+    mov x0, #0
+    mov x8, #93
+    svc #0
+fail:
+    mov x0, #1
+    mov x8, #93
+    svc #0
+    .balign 8
+block:
+    .quad 0, 0, 0
+buffer:
+"""
+ELF_HEADER = struct.Struct("<16sHHIQQQIHHHHHH")     # Elf64_Ehdr (64 bytes)
+PROGRAM_HEADER = struct.Struct("<IIQQQQQQ")         # Elf64_Phdr (56 bytes)
+ET_EXEC, EM_AARCH64, EV_CURRENT, PT_LOAD = 2, 183, 1, 1
+PF_RWX = 0b111
+
+
+def put_tool() -> bytes:
+    """The put tool (:data:`PUT_SOURCE`, assembled with keystone through
+    :func:`spe_emu.asm.assemble`) as a static AArch64 Linux ELF executable: one read, write
+    and execute PT_LOAD segment from file offset 0 at :data:`PUT_BASE`, the parameter block
+    and a :data:`PUT_BUFFER`-byte buffer zero-filled after the code (System V gABI, ELF-64)."""
+    from spe_emu.asm import assemble
+
+    start = ELF_HEADER.size + PROGRAM_HEADER.size
+    code = assemble(PUT_SOURCE, PUT_BASE + start)
+    filesz = start + len(code)
+    ident = b"\x7fELF" + bytes([2, 1, 1, 0])            # ELFCLASS64, little-endian, SysV
+    header = ELF_HEADER.pack(ident.ljust(16, b"\0"), ET_EXEC, EM_AARCH64, EV_CURRENT,
+                             PUT_BASE + start, ELF_HEADER.size, 0, 0, ELF_HEADER.size,
+                             PROGRAM_HEADER.size, 1, 0, 0, 0)
+    segment = PROGRAM_HEADER.pack(PT_LOAD, PF_RWX, 0, PUT_BASE, PUT_BASE, filesz,
+                                  filesz + PUT_BUFFER, 0x1000)
+    return header + segment + code
+
+
 # -- initramfs -----------------------------------------------------------------------------
 def init_script(variant: str, modules: list[str], workload: str) -> str:
     """The ``/init`` of a variant (:data:`VARIANTS`)."""
@@ -309,14 +403,27 @@ def init_script(variant: str, modules: list[str], workload: str) -> str:
         "fi",
     ]
     if variant == "perf":
+        record = f"perf record -e {SPE_EVENT} -c {PERIOD} -o /tmp/perf.data"
         lines += [
+            # guest time in ms (/proc/uptime: the kernel's clock, which counts the board's
+            # virtual time, not the host's)
+            "ms() { awk '{ printf \"%d\\n\", $1 * 1000 }' /proc/uptime; }",
+            f"echo '{MARK} workload alone'",
+            f"t0=$(ms); {workload} > /dev/null; t1=$(ms)",
+            f"echo \"{MARK} workload alone took $((t1 - t0)) ms\"",
             f"echo '{MARK} perf record'",
-            f"perf record -e {SPE_EVENT} -c {PERIOD} -o /tmp/perf.data -- {workload}",
-            f"echo \"{MARK} perf record exit $?\"",
+            f"t0=$(ms); {record} -- {workload}",
+            f"rc=$?; t1=$(ms)",
+            f"echo \"{MARK} perf record exit $rc took $((t1 - t0)) ms\"",
             "perf report --stdio -i /tmp/perf.data 2>&1 | head -n 60",
             f"echo \"{MARK} perf report done\"",
+            "perf report --stdio --sort pid -i /tmp/perf.data 2>&1 | head -n 30",
+            f"echo \"{MARK} perf report pid done\"",
             "perf script -i /tmp/perf.data 2>&1 | head -n 20",
             f"echo \"{MARK} perf script done\"",
+            # the perf.data channel to the host (semihosting from EL0; docs/linux.md)
+            f"if {PUT_TOOL.removeprefix('usr/bin/')} perf.data < /tmp/perf.data; "
+            f"then echo '{MARK} perf.data sent'; else echo '{MARK} perf.data not sent'; fi",
         ]
     elif variant != "probe":
         raise BuildError(f"unknown initramfs variant {variant!r} (one of {VARIANTS})")
@@ -336,6 +443,7 @@ def initramfs(variant: str, root: Path, modules: list[Path], workload: str) -> b
     if variant == "perf":
         perf = root / "usr/bin/perf"
         a.file("usr/bin/perf", perf.read_bytes(), mode=0o755)
+        a.file(PUT_TOOL, put_tool(), mode=0o755)
         for soname, path in sorted(library_closure(root, perf).items()):
             name = soname.lstrip("/") if soname.startswith("/") else f"lib/{MULTIARCH}/{soname}"
             a.file(name, path.read_bytes(), mode=0o755)

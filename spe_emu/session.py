@@ -129,6 +129,10 @@ class KernelOptions:
         trace: also write ``spe.trace``: a host-side copy of every record the SPU writes
             into the guest's Profiling Buffer, in write order (the guest's driver owns the
             buffer; what it does with the records is not seen).
+        semihosting_userspace: HLT #0xF000 at EL0 is a semihosting call too (as QEMU's
+            ``-semihosting-config enable=on,userspace=on``; default off: it UNDEFs, as in
+            QEMU); its files land in the output directory (docs/linux.md, the perf.data
+            channel).
     """
 
     board: str = "virt"
@@ -139,6 +143,7 @@ class KernelOptions:
     ram_size: int = VIRT.ram_size
     dumpdtb: Path | None = None
     trace: bool = False
+    semihosting_userspace: bool = False
 
     def board_spec(self) -> BoardSpec:
         try:
@@ -203,7 +208,8 @@ def prepare_kernel_machine(kopts: KernelOptions, opts: "RunOptions",
                          boot_el=opts.boot_el, mode=opts.mode,
                          spe=opts.spe.with_(seed=opts.seed), outdir=Path(opts.outdir),
                          max_insns=opts.max_insns, console=console, board=board,
-                         psci=psci_conduit(opts.boot_el), stdin=stdin)
+                         psci=psci_conduit(opts.boot_el), stdin=stdin,
+                         allow_el0_semihosting=kopts.semihosting_userspace)
     machine = Machine(mcfg)
     for addr, data in boot.segments:
         machine.uc.mem_write(addr, data)

@@ -178,3 +178,25 @@ def test_spe_emu_boots_probe_stock_command_line(guest, tmp_path):
         pytest.xfail("KPTI forced on by KASLR: the CPU spe_emu presents (Unicorn's QEMU) has "
                      "no FEAT_E0PD, so the driver refuses to probe without kpti=off (issue 14)")
     _assert_driver_probed(console)
+
+
+def test_put_tool_elf(tmp_path):
+    """The perf.data channel's guest side: a static AArch64 ELF executable whose one
+    PT_LOAD segment holds the code and leaves room for the parameter block and buffer."""
+    from elftools.elf.elffile import ELFFile
+    from spe_emu.cpu import a64
+
+    data = blg.put_tool()
+    (tmp_path / "put").write_bytes(data)
+    with (tmp_path / "put").open("rb") as f:
+        elf = ELFFile(f)
+        assert (elf["e_type"], elf["e_machine"]) == ("ET_EXEC", "EM_AARCH64")
+        (seg,) = list(elf.iter_segments())
+        assert seg["p_type"] == "PT_LOAD" and seg["p_vaddr"] == blg.PUT_BASE
+        assert seg["p_memsz"] == seg["p_filesz"] + blg.PUT_BUFFER
+        code = data[elf["e_entry"] - blg.PUT_BASE:]
+    words = [int.from_bytes(code[i:i + 4], "little") for i in range(0, len(code) - 24, 4)]
+    hlt = [w for w in words if a64.decode(w).exception == "hlt"]
+    assert len(hlt) == 3 and all(a64.decode(w).imm16 == 0xF000 for w in hlt)
+    assert "semihost-put perf.data < /tmp/perf.data" in blg.init_script(
+        "perf", ["arm_spe_pmu.ko"], "true")

@@ -50,6 +50,7 @@ class EC(enum.IntEnum):
     """ESR_ELx.EC values used by spe_emu (Arm ARM D19.2 Table "ESR_ELx.EC")."""
 
     UNKNOWN = 0x00
+    WFX = 0x01
     FP_ACCESS = 0x07
     PAC_TRAP = 0x09
     ILLEGAL_STATE = 0x0E

@@ -754,6 +754,7 @@ class Machine:
         h.psci_intno = {"hvc": INTNO_HVC, "smc": INTNO_SMC}.get(
             self.cfg.psci if self.psci is not None else None, 0xFFFFFFFF)
         h.undef_intno = INTNO_UNDEF
+        h.wfx_ec, h.wfi_word = EC.WFX, WFI_WORD
         h.far_ecs = sum(1 << ec for ec in FAR_ECS)
         ec = ESR.field("EC")
         h.ec_lsb, h.ec_mask = ec.lsb, ec.mask >> ec.lsb
@@ -1968,7 +1969,10 @@ class Machine:
             self._psci_call(insn)
             return
         if intno == INTNO_UNDEF:
-            info = a64.decode(self._fetch(pc, ctx.el))
+            word = self._fetch(pc, ctx.el)
+            if self._unicorn_exit(pc, word):
+                return
+            info = a64.decode(word)
             if self._is_semihosting_call(info, ctx):
                 self._semihost(pc)
                 return
@@ -1985,6 +1989,21 @@ class Machine:
         far = exc.vaddress if ESR.get(syndrome, "EC") in FAR_ECS else None
         target, syndrome = self.checks.refine_abort(ctx, target, syndrome, far)
         self._take_sync(ctx, target, syndrome, pc, insn, far)
+
+    def _unicorn_exit(self, pc: int, word: int) -> bool:
+        """Whether the UNDEF QEMU raised at ``pc`` (instruction ``word``) is Unicorn's
+        emu_start exit rather than the guest's: Unicorn ends a run at its ``until`` address by
+        translating a WFI there (Unicorn 2 translate-a64.c), which QEMU raises at EL0 under
+        SCTLR_EL1.nTWI == 0 (Linux's setting) as a trapped WFI (ESR_ELx.EC 0x01) of the
+        instruction before the exit, ``pc``, already executed. Then the PE is put at the exit,
+        ``pc`` + 4, as the run asked, and the run stops there; no exception is taken. (A block
+        translated with an exit stays cached: a later run through it stops there the same
+        way.)"""
+        if word == WFI_WORD or ESR.get(self.qemu_exception.read().syndrome, "EC") != EC.WFX:
+            return False
+        self.uc.reg_write(A.UC_ARM64_REG_PC, pc + INSN_BYTES)
+        self.uc.emu_stop()
+        return True
 
     def _rebuild_syndrome(self, pc: int, ctx: AccessContext) -> int:
         """QEMU 5's helpers that raise with a return address (``raise_exception_ra``) have the
@@ -2523,6 +2542,10 @@ class Machine:
         end = pc + INSN_BYTES * (target - self.counter.insns)
         self.uc.ctl_remove_cache(pc, end)
         self._start(pc, end)
+        if self.pc == end:
+            # (the block just translated ends with Unicorn's exit: _unicorn_exit; dropped so
+            # that later runs through it do not stop there)
+            self.uc.ctl_remove_cache(pc, end)
         return end
 
     def _poll_at(self, insns: int) -> int:

@@ -198,7 +198,8 @@ class SpeIntr(ctypes.Structure):
                 ("irq_target", ctypes.c_uint32), ("fiq_target", ctypes.c_uint32),
                 ("i_bit", ctypes.c_uint32), ("f_bit", ctypes.c_uint32),
                 ("x_ids", ctypes.c_int32 * 31), ("icc_native", ctypes.c_uint64),
-                ("irqs_taken", ctypes.c_uint64)]
+                ("irqs_taken", ctypes.c_uint64), ("wfx_ec", ctypes.c_uint32),
+                ("wfi_word", ctypes.c_uint32)]
 
 
 def end_block_at(counter: SpeCounter, insn: int) -> int:

@@ -264,8 +264,8 @@ void spe_intr_hook(void *uc, uint32_t intno, struct spe_intr *h)
     if ((intno == h->psci_intno && el > 0) || (h->enabled_els >> el & 1))
         goto python;
     uint64_t pc = reg_read(uc, m, m->pc_id);
+    uint32_t word = 0;
     if (intno == h->undef_intno) {
-        uint32_t word;
         if (!fetch_word(uc, h, pc, &word))
             goto python;
         if (h->gic && h->gic_native && icc_fast(uc, h, c, word, pc, el, pstate))
@@ -288,6 +288,8 @@ void spe_intr_hook(void *uc, uint32_t intno, struct spe_intr *h)
     if (h->enabled_els >> target & 1)
         goto python;
     uint32_t ec = (exc.syndrome >> h->ec_lsb) & h->ec_mask;
+    if (intno == h->undef_intno && ec == h->wfx_ec && word != h->wfi_word)
+        goto python;   /* (Unicorn's emu_start exit: Machine._unicorn_exit) */
     if ((h->abort_ecs >> ec & 1)
             && (h->python_fscs >> ((exc.syndrome >> h->fsc_lsb) & h->fsc_mask) & 1))
         goto python;

@@ -353,6 +353,11 @@ struct spe_intr {
     int32_t x_ids[31];                    /* Unicorn ids of X0-X30 */
     uint64_t icc_native;                  /* ICC accesses executed natively */
     uint64_t irqs_taken;                  /* interrupts taken natively */
+    /* Unicorn ends an emu_start at its `until` address by translating a WFI there
+     * (translate-a64.c); at EL0 with SCTLR_EL1.nTWI == 0 QEMU raises that as a trapped WFI
+     * (ESR_ELx.EC == wfx_ec) of the instruction before. Such an UNDEF whose word is not
+     * wfi_word is not the guest's: Python's (Machine._unicorn_exit). */
+    uint32_t wfx_ec, wfi_word;
 };
 
 int spe_exception_guard(struct spe_intr *h, uint64_t retired);

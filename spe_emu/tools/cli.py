@@ -114,6 +114,10 @@ def main() -> None:
               help="With --machine: RAM size (MiB, or with a K/M/G suffix; default 256M).")
 @click.option("--dumpdtb", type=click.Path(path_type=Path), default=None,
               help="With --machine: write the generated device tree blob here and exit.")
+@click.option("--semihosting-userspace", "semihosting_userspace", is_flag=True,
+              help="With --machine: HLT #0xF000 at EL0 is a semihosting call too (QEMU: "
+                   "-semihosting-config enable=on,userspace=on); its files land in the "
+                   "output directory.")
 @click.option("--interval", default=4096, show_default=True,
               help="Sampling interval in operations (multiple of 256).")
 @click.option("--seed", default=0, show_default=True, help="Seed of the interval randomiser.")
@@ -157,8 +161,8 @@ def main() -> None:
                    "= a physical SError exception, fault = an abort on a translation table "
                    "walk is an MMU fault event.")
 def run(image, args, share, env_set, env_unset, clear_env, machine, kernel, initrd, append,
-        dtb, memory, dumpdtb, interval, seed, random, filters, min_latency, timestamps,
-        context, pa, exclude_kernel, no_profiling, buffer_size, boot_el, no_firmware,
+        dtb, memory, dumpdtb, semihosting_userspace, interval, seed, random, filters,
+        min_latency, timestamps, context, pa, exclude_kernel, no_profiling, buffer_size, boot_el, no_firmware,
         firmware_path, max_insns, mode, outdir, perf_data, ground_truth,
         spe_features, spe_external_abort) -> None:
     """Run IMAGE with SPE enabled and write the trace plus a JSON summary into the output
@@ -189,7 +193,8 @@ def run(image, args, share, env_set, env_unset, clear_env, machine, kernel, init
         if perf_data and mode == "raw":
             _fail("--perf-data needs a trace: not with --mode raw")
         _run_machine(machine or "virt", kernel, initrd, append, dtb, memory, dumpdtb,
-                     boot_el, max_insns, mode, outdir, seed, spe, ground_truth, perf_data)
+                     boot_el, max_insns, mode, outdir, seed, spe, ground_truth, perf_data,
+                     semihosting_userspace)
         return
     if image is None:
         _fail("missing IMAGE (or --machine virt --kernel FILE)")
@@ -305,7 +310,8 @@ def _write_perf_data(session, images: list[Path], interval: int,
 
 
 def _run_machine(board, kernel, initrd, append, dtb, memory, dumpdtb, boot_el, max_insns,
-                 mode, outdir, seed, spe=None, ground_truth=False, perf_data=False) -> None:
+                 mode, outdir, seed, spe=None, ground_truth=False, perf_data=False,
+                 semihosting_userspace=False) -> None:
     """``run --machine``: the console goes to stdout as the guest writes it; the exit status
     is the guest's (0 after PSCI SYSTEM_OFF). With ``perf_data``: ``spe.trace`` (every
     record the SPU wrote into the guest's Profiling Buffer) and perf.data of it, naming the
@@ -316,7 +322,8 @@ def _run_machine(board, kernel, initrd, append, dtb, memory, dumpdtb, boot_el, m
 
     try:
         kopts = KernelOptions(board=board, kernel=kernel, initrd=initrd, append=append,
-                              dtb=dtb, dumpdtb=dumpdtb, trace=perf_data)
+                              dtb=dtb, dumpdtb=dumpdtb, trace=perf_data,
+                              semihosting_userspace=semihosting_userspace)
         if memory is not None:
             kopts.ram_size = parse_ram_size(memory)
         kopts.board_spec()  # (an unknown --machine is refused before anything is read)
