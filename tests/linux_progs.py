@@ -51,6 +51,33 @@ def busybox() -> Path | None:
     return target if proc.returncode == 0 and target.is_file() else None
 
 
+MUSL_DEB_GLOB = "musl-dev_*_arm64.deb"
+MUSL_TRIPLET = "aarch64-linux-musl"
+
+
+def musl_specs() -> Path | None:
+    """A gcc specs file that makes ``aarch64-linux-gnu-gcc -specs FILE -static`` link against
+    Debian's musl (arm64), extracted from a ``musl-dev`` .deb under the cache directory
+    (``apt-get download musl-dev:arm64`` there, after ``dpkg --add-architecture arm64 &&
+    apt-get update``): the .deb's own musl-gcc.specs with its /usr/ paths moved to the
+    extracted tree. None when there is no .deb (or no dpkg-deb)."""
+    root = CACHE / "musl-dev"
+    specs = root / "musl-gcc.specs"
+    if specs.is_file():
+        return specs
+    debs = sorted(CACHE.glob(MUSL_DEB_GLOB)) + sorted(CACHE.glob(f"*/{MUSL_DEB_GLOB}"))
+    if not debs or shutil.which("dpkg-deb") is None:
+        return None
+    if subprocess.run(["dpkg-deb", "-x", str(debs[-1]), str(root)],
+                      capture_output=True).returncode != 0:
+        return None
+    original = root / "usr" / "lib" / MUSL_TRIPLET / "musl-gcc.specs"
+    if not original.is_file():
+        return None
+    specs.write_text(original.read_text().replace("/usr/", f"{root}/usr/"))
+    return specs
+
+
 def run_qemu(program: Path | str, args: list[str], cwd: Path, env: dict[str, str],
              stdin: bytes = b"", argv0: str | None = None) -> Outcome:
     """The program on qemu-aarch64; a death by signal N reads as status 128 + N (a shell's
