@@ -31,6 +31,23 @@ def test_initialisation_loads_interval_when_zero():
     assert c.value == 5                # nonzero PMSICR_EL1 restarts from its value
 
 
+def test_counted_zero_keeps_its_selection_across_disable():
+    """A COUNT that reached zero by counting selects the next member even when profiling is
+    disabled and enabled in between (§3.1.3 "retain their values"; §2.2 step 3); only a zero
+    software wrote is reloaded by §3.1.1."""
+    c, t = counter()
+    irr = pmsirr(t, 1)
+    c.initialize(irr)
+    assert selections(c, irr, 256) == []   # COUNT 256 -> 0, no selection yet
+    assert c.value == 0
+    c.initialize(irr)                        # back from an EL where profiling is disabled
+    assert c.value == 0
+    assert c.step(irr)                       # the next member is the one selected
+    c.value = 0                              # software writes zero: uninitialised again
+    c.initialize(irr)
+    assert c.value == 1 << 8
+
+
 def test_distance_is_interval_times_256_plus_one():
     c, t = counter()
     irr = pmsirr(t, 2)

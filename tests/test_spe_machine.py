@@ -180,3 +180,66 @@ def test_buffer_external_abort_ignored_by_board_option(tmp_path, monkeypatch):
     # Arm ARM D17.8.4.1: the same visible behaviour as a write with no abort.
     assert pmbsr == 0 and m.result.management_events == 0
     assert m.result.records_written > 300 and pmbptr > HOLE
+
+
+HVC_LOOP = """
+    adr x0, vectors_el2
+    msr vbar_el2, x0
+    mov x0, #(1 << 31)           // HCR_EL2.RW
+    msr hcr_el2, x0
+    mov x0, #(0b11 << 12)        // MDCR_EL2.E2PB = 0b11: EL1 owns the buffer, no traps
+    msr mdcr_el2, x0
+    movz x7, #0x4100, lsl #16
+    msr sp_el1, x7
+    adr x5, el1
+    msr elr_el2, x5
+    mov x6, #0x3c5               // EL1h, DAIF masked
+    msr spsr_el2, x6
+    eret
+el1:
+    movz x0, #{buf_hi:#x}, lsl #16
+    msr pmbptr_el1, x0
+    movz x1, #{lim_hi:#x}, lsl #16
+    orr x1, x1, #1
+    msr pmblimitr_el1, x1
+    mov x2, #0x100
+    msr pmsirr_el1, x2
+    msr pmsicr_el1, xzr
+    mov x3, #0b10                // PMSCR_EL1.E1SPE only: profiling is disabled at EL2
+    msr pmscr_el1, x3
+    isb
+    ldr x10, ={n}
+loop:
+    {body}
+    subs x10, x10, #1
+    b.ne loop
+    msr pmscr_el1, xzr
+    isb
+    psb csync
+    dsb nsh
+    mrs x21, pmbptr_el1
+    mov x0, #0
+""" + EXIT + """
+    .balign 2048
+vectors_el2:
+    .skip 0x400                  // lower EL, AArch64, synchronous
+    eret
+"""
+
+
+@pytest.mark.parametrize("mode", ["fast", "reference"])
+@pytest.mark.parametrize("body", ["hvc #0", "nop"])
+def test_exceptions_to_a_disabled_el_keep_the_sampling_interval(tmp_path, mode, body):
+    """An HVC loop at EL1 (each HVC taken to EL2, where profiling is disabled, and ERET back)
+    samples as often as a NOP loop: the counter stops at EL2 and goes on (§3.1.3), and a
+    COUNT that reached zero just before the HVC still selects the next EL1 member; §3.1.1's
+    reload applies only to a zero software wrote. 4,000 iterations of 3 EL1 instructions plus
+    the 3 after ``isb``: 12,003 members, the first selected is member 257 (INTERVAL 1), then
+    every 257th: 12,003 // 257 = 46 samples, each written as a record."""
+    m = run_asm(HVC_LOOP.format(buf_hi=BUF >> 16, lim_hi=(BUF + 0x10000) >> 16, n=4000,
+                                body=body), tmp_path, boot_el=2, mode=mode)
+    assert m.result.exit_status == 0
+    assert m.result.population == 12_003
+    assert m.result.samples == m.result.records_written == 12_003 // 257 == 46
+    _, recs = records(m)
+    assert len(recs) == 46

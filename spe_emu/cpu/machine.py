@@ -1342,8 +1342,7 @@ class Machine:
         # record is written when the run passes the instruction. Dropping the prediction
         # restores the interval counter, the population and the accounting point.
         interval = self.spu.interval
-        undo = (interval.count, interval.ecount, interval.rng.state,
-                self.spu.stats.population, self.acct)
+        undo = (interval.state, self.spu.stats.population, self.acct)
         selected = self._fire_member(index)
         self._pending = (index, (s, ctx) if selected else None, mode, undo)
         self.sample_paths["predicted"] += 1
@@ -1660,8 +1659,7 @@ class Machine:
             self.sample_paths["dropped"] += 1
             if undo is not None:
                 interval = self.spu.interval
-                (interval.count, interval.ecount, interval.rng.state,
-                 self.spu.stats.population, self.acct) = undo
+                interval.state, self.spu.stats.population, self.acct = undo
             return
         if mode == PREDICT_END:
             pc, info, ctx = observed

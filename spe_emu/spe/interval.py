@@ -11,8 +11,16 @@ construction:
   selected for sampling.
 
 Counting convention (§3.1.2 note "the interval between operations being selected for sampling
-is INTERVAL x 256 + 1"): a member that finds COUNT == 0 is selected and reloads the counter;
-otherwise it decrements COUNT. With PMSIDR_EL1.ERnd == 1 and PMSIRR_EL1.RND == 1 the reload also
+is INTERVAL x 256 + 1"; §2.2 step 3: the operation selected "might be the operation for which
+the sample interval counter reached 0, or the next operation", consistently): a member that
+finds COUNT == 0 is selected and reloads the counter; otherwise it decrements COUNT.
+
+A COUNT that *reached* zero by counting therefore holds the selection of the next member. That
+selection survives profiling being disabled in between (an exception to an Exception level
+where profiling is disabled and the return from it, §3.1.3: the counters "retain their values"):
+only a PMSICR_EL1 of zero that software wrote (or the reset value) is an uninitialised counter
+that §3.1.1 reloads when profiling becomes enabled. Reloading a counted zero there would skip
+the selection -- a bias against the operations that follow such exceptions. With PMSIDR_EL1.ERnd == 1 and PMSIRR_EL1.RND == 1 the reload also
 sets the secondary counter ECOUNT to a random value; a member that decrements ECOUNT to zero is
 selected, and a random value of zero selects the reloading member itself.
 """
@@ -69,6 +77,9 @@ class IntervalCounter:
         # value is composed/decomposed through the PMSICR_EL1 fields at the register boundary.
         self.count = 0   # PMSICR_EL1.COUNT
         self.ecount = 0  # PMSICR_EL1.ECOUNT (ERnd == 1 only)
+        # True while PMSICR_EL1 holds what software wrote (or its reset value), False once a
+        # population member has counted: §3.1.1 reloads only a written zero (module doc).
+        self.written = True
         # PMSIRR_EL1 value -> (reload value with COUNT[7:0] = 0, RND): memoised field reads.
         self._pmsirr_of: dict[int, tuple[int, bool]] = {}
 
@@ -85,6 +96,17 @@ class IntervalCounter:
     def value(self, value: int) -> None:
         self.count = self.pmsicr.get(value, "COUNT")
         self.ecount = self.pmsicr.get(value, "ECOUNT") if self.ernd else 0
+        self.written = True
+
+    @property
+    def state(self) -> tuple[int, int, int, bool]:
+        """Everything the counter steps (COUNT, ECOUNT, the random generator, whether the
+        value is software's): what a speculative step saves and restores."""
+        return self.count, self.ecount, self.rng.state, self.written
+
+    @state.setter
+    def state(self, state: tuple[int, int, int, bool]) -> None:
+        self.count, self.ecount, self.rng.state, self.written = state
 
     def _set(self, count: int, ecount: int) -> None:
         self.count = count
@@ -112,8 +134,10 @@ class IntervalCounter:
 
     # -- §3.1.1 -----------------------------------------------------------------------------
     def initialize(self, pmsirr: int) -> None:
-        """Profiling goes from disabled to enabled: reload if PMSICR_EL1 is zero (§3.1.1)."""
-        if self.count or self.ecount:
+        """Profiling goes from disabled to enabled: reload if PMSICR_EL1 is zero (§3.1.1) as
+        software wrote it; a zero the counting reached keeps the next member's selection
+        (module doc, §3.1.3)."""
+        if self.count or self.ecount or not self.written:
             return
         low = self.rng.byte() if self._rnd(pmsirr) and not self.ernd else 0
         self._set(self._reload(pmsirr, low), 0)
@@ -130,6 +154,7 @@ class IntervalCounter:
         """Apply ``n`` plain decrements (n must be < members_to_next_event())."""
         if n > 0:
             self.count -= n
+            self.written = False
             if self.ecount:
                 self.ecount -= n
 
@@ -155,6 +180,7 @@ class IntervalCounter:
         else:
             c -= 1
         self._set(c, a)
+        self.written = False
         return selected
 
     def fixed_gap(self, pmsirr: int) -> int | None:
@@ -171,12 +197,12 @@ class IntervalCounter:
         gap = self.fixed_gap(pmsirr)
         if gap is not None:
             return gap
-        saved = (self.count, self.ecount, self.rng.state)
+        saved = self.state
         try:
             self.fire(pmsirr)
             return self.members_to_next_event()
         finally:
-            self.count, self.ecount, self.rng.state = saved
+            self.state = saved
 
     def step(self, pmsirr: int) -> bool:
         """One population member (reference mode): True if it is selected."""
