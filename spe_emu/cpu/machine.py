@@ -74,7 +74,8 @@ from .native_records import (CAPTURE_REGS, CAPTURE_SLOT, NativeRecords, block_te
 from .pe import ISR_EL1, ProcessingElement
 from .qemu_state import ExceptionReader, exception_layout
 from .watchpoints import DEBUG_WRITES, Watchpoints
-from .sync_checks import (ABORT_ECS, CONTROL_REGS, ERET_WORD, INSN_BYTES, PSTATE_EL, SP_ELX_WRITES,
+from .sync_checks import (ABORT_ECS, CONTROL_REGS, ERET_WORD, INSN_BYTES, PSTATE_EL, SP_ALIGN,
+                          SP_ELX_WRITES,
                           SPSR, SyncChecks)
 
 NEVER = (1 << 64) - 1
@@ -639,7 +640,9 @@ class Machine:
             return
         self._hooks_installed = True
         uc = self.uc
-        uc.hook_add(UC_HOOK_MEM_UNMAPPED, self._on_unmapped)
+        ram_end = self.cfg.ram_base + self.cfg.ram_size
+        for lo, hi in ((0, self.cfg.ram_base - 1), (ram_end, MASK64)):
+            uc.hook_add(UC_HOOK_MEM_UNMAPPED, self._on_unmapped, None, lo, hi)
         # MSR: the writes a Python table cares about go to _on_msr, the rest QEMU executes
         # alone (the reference mode sees every one, as the oracle).
         flt = self.sysreg_filter
@@ -651,6 +654,9 @@ class Machine:
             flt.add("sys", enc)
         flt.msr_all = flt.sys_all = int(self.cfg.mode == "reference")
         flt.daif_key = native.sysreg_key(DAIF_ENC)
+        # (MSR SP_ELx of a 16-byte aligned value while every SP is: SyncChecks.refresh)
+        flt.sp_key[:] = sorted(native.sysreg_key(enc) for enc in SP_ELX_WRITES)
+        flt.sp_align = SP_ALIGN
         flt.control = ctypes.addressof(self.control)
         self._msr_callback = SYS_HOOK(self._msr_fallback)
         flt.msr_fallback = ctypes.cast(self._msr_callback, ctypes.c_void_p).value
@@ -2499,7 +2505,10 @@ class Machine:
                 # Stopped in front of the block that holds instruction #target: run exactly
                 # up to it.
                 self.sample_paths["split"] += 1
-                c.stop_at = NEVER
+                # (the split block ends just before instruction #target; should the flow
+                # leave it -- an exception inside -- the hook stops in front of the first
+                # block that would pass the target, with no capture)
+                c.gap = 0
                 end = self._run_exactly_to(target)
                 c.stop_at = target
                 if self.exit is not None:

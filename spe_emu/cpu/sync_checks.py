@@ -44,7 +44,8 @@ installed only while the control is on (docs/model.md "Exceptions"):
   ADD/SUB/logical with Rd = SP other than an ADD/SUB of SP with a multiple of 16, a
   writeback of SP by a multiple of 8 but not 16 ...), a hook on the instruction after each
   looks at SP and, when misaligned, stops there; MSR SP_ELx writes and :meth:`refresh` look
-  at the banked SPs. While a stack pointer is misaligned, the instruction hook checks the
+  at the banked SPs (the native MSR filter leaves a write of an aligned value to QEMU while
+  every SP is aligned: nothing changes). While a stack pointer is misaligned, the instruction hook checks the
   loads and stores with base SP (``CheckSPAlignment()``) at the ELs where SCTLR_ELx.SA
   (SA0 at EL0) is set.
 """
@@ -318,6 +319,7 @@ class SyncChecks:
         self.aligned = alignment_checked(ctx, sctlr)
         self.sp_checks = sp_checked(ctx, sctlr)
         self.sp_misaligned = any(m.fast.reg(r) % SP_ALIGN for r in SP_REGS)
+        m.sysreg_filter.sp_aligned = int(not self.sp_misaligned)
         # (the reference loop has no scan hooks: there it checks wherever SA/SA0 is set)
         sp_on = self.sp_misaligned or m.cfg.mode == "reference"
         needed = {el for el in range(4)

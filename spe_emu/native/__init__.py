@@ -137,7 +137,9 @@ class SpeSysregFilter(ctypes.Structure):
                 ("sys_cache", ctypes.c_uint32), ("daif_key", ctypes.c_uint32),
                 ("control", ctypes.c_void_p),
                 ("msr_fallback", ctypes.c_void_p), ("sys_fallback", ctypes.c_void_p),
-                ("skipped", ctypes.c_uint64)]
+                ("skipped", ctypes.c_uint64),
+                ("sp_key", ctypes.c_uint32 * 3), ("sp_aligned", ctypes.c_uint32),
+                ("sp_align", ctypes.c_uint64)]
 
     def add(self, which: str, enc: tuple[int, int, int, int, int]) -> None:
         """Send ``which`` ("mrs", "msr" or "sys") instructions with encoding ``enc`` to

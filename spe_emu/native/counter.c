@@ -456,9 +456,12 @@ uint32_t spe_msr_hook(void *uc, int reg, const struct uc_arm64_cp *cp,
                       struct spe_sysreg_filter *f)
 {
     unsigned key = spe_sysreg_key(cp);
+    int sp_write = key == f->sp_key[0] || key == f->sp_key[1] || key == f->sp_key[2];
     if (!f->msr_all && (!spe_key_set(f->msr, key)
                         || (key == f->daif_key && f->control
-                            && !(f->control->python | f->control->irq)))) {
+                            && !(f->control->python | f->control->irq))
+                        || (sp_write && f->sp_aligned && f->sp_align
+                            && cp->val % f->sp_align == 0))) {
         f->skipped++;
         return 0;
     }

@@ -391,6 +391,12 @@ struct spe_sysreg_filter {
     spe_sys_hook_fn msr_fallback;         /* the Python MSR hook */
     spe_sys_hook_fn sys_fallback;         /* the Python SYS hook */
     uint64_t skipped;                     /* MRS/MSR/SYS left to QEMU natively */
+    /* MSR SP_EL0/SP_EL1/SP_EL2 (keys): Python only for a value that is not a multiple of
+     * sp_align (bytes), or while some stack pointer is misaligned (sp_aligned == 0): a
+     * Linux kernel writes SP_EL0 (its `current`) at every entry from EL0 and task switch */
+    uint32_t sp_key[3];
+    uint32_t sp_aligned;
+    uint64_t sp_align;
 };
 
 /* The control-instruction hook (ERET, MSR DAIFSet/DAIFClr; spe_control_hook): Python's
