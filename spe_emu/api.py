@@ -25,18 +25,14 @@ from typing import Mapping, Optional, Sequence, Union
 from .cpu.a64 import X_REGS
 from .cpu.exceptions import PSTATE
 from .cpu.machine import Machine, RunResult
-from .errors import ConfigError, GuestError, GuestRunaway
+from .errors import ConfigError, GuestError
+from .session import EXIT_REASONS, exit_reason
 from .spe.config import SpeConfig
 from .spe.packets import Record, iter_records
 
-PathLike = Union[str, os.PathLike]
+__all__ = ["run", "Result", "EXIT_REASONS", "COUNTS"]
 
-EXIT_REASONS = ("exit", "killed", "psci-system-off", "psci-system-reset", "psci-cpu-off",
-                "max-insns", "guest-error")
-"""Values of :attr:`Result.exit_reason`: the guest exited (semihosting SYS_EXIT, a Linux
-program's exit/exit_group); a Linux program died of a signal (:attr:`Result.status` is 128 +
-the signal, as a shell reports it); a board's PSCI call ended the run; the run reached
-``max_insns``; the run stopped on an error of the guest (:attr:`Result.error`)."""
+PathLike = Union[str, os.PathLike]
 
 COUNTS = ("instructions", "population", "samples", "records_written", "bytes_written",
           "filtered_out", "management_events", "irqs_taken", "exceptions_taken")
@@ -68,7 +64,8 @@ class Result:
             empty without profiling): as the firmware's driver handed it over, or for a
             board every record the SPU wrote into the guest's Profiling Buffer, in write
             order (a host-side copy; the guest's driver owns the buffer).
-        summary: what ``summary.json`` holds (dict).
+        summary: what ``summary.json`` holds (dict; for a stopped run too, with
+            ``exit_reason`` and ``error``).
         guest_errors: the guest errors the machine logged (one line each).
         ground_truth: with ``ground_truth=True``: executions per PC ``{pc: count}``, else None.
         outdir: the output directory kept (None when :func:`run` used a temporary one).
@@ -142,14 +139,6 @@ def _registers(machine: Machine, rr: RunResult) -> dict[str, int]:
     regs["EL"] = PSTATE.get(regs["PSTATE"], "EL")
     regs.update(PMBSR_EL1=rr.pmbsr, PMBPTR_EL1=rr.pmbptr, PMSICR_EL1=rr.pmsicr)
     return regs
-
-
-def _exit_reason(rr: RunResult, error: Optional[GuestError], killed: bool) -> str:
-    if error is not None:
-        return "max-insns" if isinstance(error, GuestRunaway) else "guest-error"
-    if killed:
-        return "killed"
-    return "exit" if rr.exit_via in (None, "semihosting") else rr.exit_via
 
 
 def run(program: Optional[PathLike] = None, args: Sequence[str] = (), *,
@@ -266,12 +255,12 @@ def run(program: Optional[PathLike] = None, args: Sequence[str] = (), *,
         rr = session.result if session is not None else m.result()
         trace_path = out / TRACE_NAME
         trace = trace_path.read_bytes() if trace_path.exists() else b""
-        summary = session.summary if session is not None else {}
+        summary = session.summary if session is not None else _read_summary(out)
         gt_path = out / "ground_truth.json"
         exact = load_ground_truth(gt_path) if ground_truth and gt_path.exists() else None
         return Result(
             status=None if error is not None else rr.exit_status,
-            exit_reason=_exit_reason(rr, error, killed), error=error,
+            exit_reason=exit_reason(rr, error, killed), error=error,
             counts={k: getattr(rr, k) for k in COUNTS}, console=bytes(console),
             stderr=stderr, registers=_registers(m, rr), trace=trace, summary=summary,
             guest_errors=list(rr.guest_errors), ground_truth=exact,
@@ -279,6 +268,15 @@ def run(program: Optional[PathLike] = None, args: Sequence[str] = (), *,
     finally:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _read_summary(outdir: Path) -> dict:
+    """summary.json of a run the guest stopped (the session writes it before raising)."""
+    import json
+    try:
+        return json.loads((outdir / "summary.json").read_text())
+    except (OSError, ValueError):
+        return {}
 
 
 def _run_linux(program: Path, args, share, env, stdin: bytes, seed: int, opts):

@@ -15,7 +15,7 @@ from typing import Callable
 
 from .cpu.a64 import X_REGS
 from .cpu.machine import Machine, MachineConfig, RunResult
-from .errors import ConfigError, GuestError
+from .errors import ConfigError, GuestError, GuestRunaway
 from .platform.board import VIRT, BoardSpec
 from .devices.psci import psci_conduit
 from .platform.boot import BootImage, load_kernel
@@ -332,20 +332,55 @@ def write_ground_truth(machine: Machine, outdir: Path, enabled: bool) -> Path | 
 
 
 def run_recorded(machine: Machine, opts: RunOptions, outdir: Path,
-                 progress: Callable[[int], None] | None = None):
+                 progress: Callable[[int], None] | None = None,
+                 on_error: Callable[[RunResult, GuestError], object] | None = None):
     """Run ``machine`` to its end (:meth:`Machine.run`) counting every executed instruction
     when ``opts.ground_truth`` says so, then write (or remove a stale) ``ground_truth.json``
     (:func:`write_ground_truth`). Returns the run's result; raises what the run raises (a
-    GuestError with the stopped machine as its ``machine`` attribute)."""
+    GuestError with the stopped machine as its ``machine`` attribute, after ``on_error``
+    had what the run collected: the caller's summary.json of a stopped run)."""
     if opts.ground_truth:
         machine.enable_ground_truth()
     try:
         result = machine.run(progress=progress)
     except GuestError as exc:
         exc.machine = machine  # (what spe_emu.api reports of a run stopped by the guest)
+        if on_error is not None:
+            on_error(machine.result(), exc)
         raise
     write_ground_truth(machine, outdir, opts.ground_truth)
     return result
+
+
+EXIT_REASONS = ("exit", "killed", "psci-system-off", "psci-system-reset", "psci-cpu-off",
+                "max-insns", "guest-error")
+"""How a run ended (summary.json's ``exit_reason``, :attr:`spe_emu.Result.exit_reason`): the
+guest exited (semihosting SYS_EXIT, a Linux program's exit/exit_group); a Linux program died
+of a signal (status 128 + the signal); a PSCI call of a board's guest; the run reached
+``--max-insns``; the run stopped on an error of the guest the emulator cannot continue from."""
+
+
+def exit_reason(result: RunResult, error: GuestError | None = None,
+                killed: bool = False) -> str:
+    """The :data:`EXIT_REASONS` name of how the run of ``result`` ended."""
+    if error is not None:
+        return "max-insns" if isinstance(error, GuestRunaway) else "guest-error"
+    if killed:
+        return "killed"
+    return "exit" if result.exit_via in (None, "semihosting") else result.exit_via
+
+
+def result_summary(result: RunResult, error: GuestError | None = None,
+                   killed: bool = False) -> dict:
+    """The run's part of summary.json: the :class:`RunResult` fields but the console,
+    ``exit_reason`` named (:func:`exit_reason`; the semihosting ADP_Stopped_* code, if any,
+    in ``semihosting_exit_reason``) and, for a run the guest stopped, ``error`` (one line)."""
+    out = {k: v for k, v in asdict(result).items() if k != "console"}
+    out["semihosting_exit_reason"] = out.pop("exit_reason")
+    out["exit_reason"] = exit_reason(result, error, killed)
+    if error is not None:
+        out["error"] = str(error)
+    return out
 
 
 def write_summary(outdir: Path, summary: dict) -> None:
@@ -367,19 +402,23 @@ def run_image(image_path: Path, opts: RunOptions,
     trace_path = outdir / TRACE_NAME
     _prepare_outdir(outdir, trace_path)
     machine = prepare_machine(image_path, opts, console)
-    result = run_recorded(machine, opts, outdir, progress)
-    summary = {
-        "image": str(image_path),
-        "firmware": opts.firmware,
-        "mode": opts.mode,
-        "options": {"interval": opts.interval, "random": opts.random, "seed": opts.seed,
-                    "filters": list(opts.filters), "min_latency": opts.min_latency,
-                    "buffer_size": opts.buffer_size, "boot_el": opts.boot_el},
-        **{k: v for k, v in asdict(result).items() if k != "console"},
-        "trace_bytes": trace_path.stat().st_size if trace_path.exists() else 0,
-    }
-    write_summary(outdir, summary)
-    return Session(result, outdir, trace_path, summary, machine)
+
+    def summarise(result: RunResult, error: GuestError | None = None) -> dict:
+        summary = {
+            "image": str(image_path),
+            "firmware": opts.firmware,
+            "mode": opts.mode,
+            "options": {"interval": opts.interval, "random": opts.random, "seed": opts.seed,
+                        "filters": list(opts.filters), "min_latency": opts.min_latency,
+                        "buffer_size": opts.buffer_size, "boot_el": opts.boot_el},
+            **result_summary(result, error),
+            "trace_bytes": trace_path.stat().st_size if trace_path.exists() else 0,
+        }
+        write_summary(outdir, summary)
+        return summary
+
+    result = run_recorded(machine, opts, outdir, progress, on_error=summarise)
+    return Session(result, outdir, trace_path, summarise(result), machine)
 
 
 def parse_ram_size(text: str) -> int:
@@ -429,22 +468,24 @@ def run_kernel(kopts: KernelOptions, opts: RunOptions,
     records = bytearray()
     if kopts.trace:
         machine.spu.buffer.tap = records.extend
-    try:
-        result = run_recorded(machine, opts, outdir, progress)
-    finally:
+
+    def summarise(result: RunResult, error: GuestError | None = None) -> dict:
         if kopts.trace:
             trace_path.write_bytes(records)
-    summary = {
-        "machine": kopts.board,
-        "kernel": str(kopts.kernel),
-        "format": boot.format,
-        "initrd": str(kopts.initrd) if kopts.initrd else None,
-        "append": kopts.append,
-        "ram_size": kopts.ram_size,
-        "mode": opts.mode,
-        "boot_el": opts.boot_el,
-        **{k: v for k, v in asdict(result).items() if k != "console"},
-        **({"trace_bytes": len(records)} if kopts.trace else {}),
-    }
-    write_summary(outdir, summary)
-    return Session(result, outdir, trace_path, summary, machine)
+        summary = {
+            "machine": kopts.board,
+            "kernel": str(kopts.kernel),
+            "format": boot.format,
+            "initrd": str(kopts.initrd) if kopts.initrd else None,
+            "append": kopts.append,
+            "ram_size": kopts.ram_size,
+            "mode": opts.mode,
+            "boot_el": opts.boot_el,
+            **result_summary(result, error),
+            **({"trace_bytes": len(records)} if kopts.trace else {}),
+        }
+        write_summary(outdir, summary)
+        return summary
+
+    result = run_recorded(machine, opts, outdir, progress, on_error=summarise)
+    return Session(result, outdir, trace_path, summarise(result), machine)

@@ -100,6 +100,21 @@ def test_budget_is_an_exit_reason_not_an_exception(tmp_path):
         r.check()
 
 
+def test_a_stopped_run_still_writes_its_summary(tmp_path):
+    image = _bare_metal(tmp_path, "loop: b loop\n")
+    r = spe_emu.run(image, firmware=False, max_insns=5000, outdir=tmp_path / "out")
+    on_disk = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert on_disk == r.summary
+    assert on_disk["exit_reason"] == "max-insns" and on_disk["instructions"] == 5000
+    assert on_disk["exit_status"] is None and "5000 instructions" in on_disk["error"]
+
+
+def test_summary_names_the_exit_reason(sort_run):
+    assert sort_run.summary["exit_reason"] == "exit"
+    assert sort_run.summary["semihosting_exit_reason"] == 0x20026  # ADP_Stopped_ApplicationExit
+    assert "error" not in sort_run.summary
+
+
 def test_board_run_ends_with_psci_system_off(tmp_path):
     kernel = tmp_path / "off.bin"       # PSCI SYSTEM_OFF (0x84000008) by HVC from EL1
     kernel.write_bytes(assemble("movz x9, #0x55\n movz w0, #0x8\n movk w0, #0x8400, lsl #16\n"
@@ -108,6 +123,7 @@ def test_board_run_ends_with_psci_system_off(tmp_path):
     assert (r.status, r.exit_reason) == (0, "psci-system-off")
     assert r.registers["X9"] == 0x55
     assert r.ground_truth == {0x4008_0000 + 4 * i: 1 for i in range(4)}
+    assert r.summary["exit_reason"] == "psci-system-off"
 
 
 @pytest.mark.parametrize("kwargs, error, fragment", [
@@ -166,3 +182,15 @@ def test_readme_example_runs(tmp_path, monkeypatch, capsys):
     exec(compile(_readme_example(), "README.md", "exec"), {})
     out = capsys.readouterr().out
     assert "quick_sort" in out and "exit 0" in out
+
+
+def test_cli_runaway_keeps_its_summary(tmp_path):
+    from click.testing import CliRunner
+    from spe_emu.tools.cli import main
+    out = tmp_path / "out"
+    res = CliRunner().invoke(main, ["run", str(SORT), "--max-insns", "20000", "-o", str(out)])
+    assert res.exit_code == 124
+    summary = json.loads((out / "summary.json").read_text())
+    assert (summary["exit_reason"], summary["instructions"]) == ("max-insns", 20000)
+    trace = out / "spe.trace"
+    assert summary["trace_bytes"] == (trace.stat().st_size if trace.exists() else 0)

@@ -4,16 +4,16 @@ and runs the program at EL0; the host answers its exec and system calls
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 from ..cpu.machine import Machine, MachineConfig, RunResult
-from ..errors import ConfigError, ImageError
+from ..errors import ConfigError, GuestError, ImageError
 from ..platform.loader import load_elf
 from ..session import (FIRMWARE_CONFIG_SYMBOL, FLAG_LINUX, GUEST_REGION, TRACE_NAME,
                        RunOptions, _prepare_outdir, config_block, default_firmware,
-                       run_recorded, write_summary)
+                       result_summary, run_recorded, write_summary)
 from .elf import load_linux_program
 from .hwcap import hwcaps
 from .memory import L2_SHIFT, VA_LIMIT, AddressSpace
@@ -97,20 +97,24 @@ def run_program(program_path: Path, lopts: LinuxOptions, opts: RunOptions,
     machine.semihost.register_operation(SEMIHOST_SPE_LINUX_SYSCALL, process.syscall_call)
     machine.semihost.register_operation(SEMIHOST_SPE_LINUX_FAULT, process.fault_call)
     machine.reset(firmware.entry)
+
+    def summarise(result: RunResult, error: GuestError | None = None) -> dict:
+        summary = {
+            "program": str(program_path),
+            "linux": process.summary(),
+            "mode": opts.mode,
+            "options": {"interval": opts.interval, "random": opts.random, "seed": opts.seed,
+                        "filters": list(opts.filters), "min_latency": opts.min_latency,
+                        "buffer_size": opts.buffer_size, "profiling": opts.profiling},
+            **result_summary(result, error, killed=process.killed_by is not None),
+            "firmware_console": bytes(console).decode("utf-8", "replace"),
+            "trace_bytes": trace_path.stat().st_size if trace_path.exists() else 0,
+        }
+        write_summary(outdir, summary)
+        return summary
+
     try:
-        result = run_recorded(machine, opts, outdir)
+        result = run_recorded(machine, opts, outdir, on_error=summarise)
     finally:
         process.close_all()
-    summary = {
-        "program": str(program_path),
-        "linux": process.summary(),
-        "mode": opts.mode,
-        "options": {"interval": opts.interval, "random": opts.random, "seed": opts.seed,
-                    "filters": list(opts.filters), "min_latency": opts.min_latency,
-                    "buffer_size": opts.buffer_size, "profiling": opts.profiling},
-        **{k: v for k, v in asdict(result).items() if k != "console"},
-        "firmware_console": bytes(console).decode("utf-8", "replace"),
-        "trace_bytes": trace_path.stat().st_size if trace_path.exists() else 0,
-    }
-    write_summary(outdir, summary)
-    return LinuxSession(result, process, outdir, trace_path, summary, machine)
+    return LinuxSession(result, process, outdir, trace_path, summarise(result), machine)
