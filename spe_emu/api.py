@@ -197,6 +197,15 @@ def run(program: Optional[PathLike] = None, args: Sequence[str] = (), *,
 
     if (program is None) == (kernel is None and machine is None):
         raise ConfigError("give either a program or machine= and kernel=")
+    if program is None:
+        import inspect
+        given = locals()
+        defaults = {name: p.default for name, p in inspect.signature(run).parameters.items()}
+        ignored = [name for name in _DRIVER_OPTIONS if given[name] != defaults[name]]
+        if ignored:
+            raise ConfigError(f"{', '.join(ignored)}: with machine= the guest's own driver "
+                              f"programs SPE (and has no firmware, files or environment of "
+                              f"spe_emu's): leave {'it' if len(ignored) == 1 else 'them'} out")
     if isinstance(spe_features, Mapping):
         spe_features = [f"{k}={v}" for k, v in spe_features.items()]
     spe = SpeConfig(external_abort=spe_external_abort).with_features(list(spe_features))
@@ -268,6 +277,13 @@ def run(program: Optional[PathLike] = None, args: Sequence[str] = (), *,
     finally:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+_DRIVER_OPTIONS = ("args", "interval", "random", "filters", "min_latency", "timestamps",
+                   "context", "physical", "exclude_kernel", "profiling", "buffer_size",
+                   "firmware", "firmware_path", "share", "env", "stdin")
+"""Keywords of :func:`run` for the firmware's SPE driver and for Linux programs: a
+ConfigError with ``machine=``."""
 
 
 def _read_summary(outdir: Path) -> dict:

@@ -137,6 +137,27 @@ def test_bad_options_raise_config_error(kwargs, error, fragment):
         spe_emu.run(SORT, **kwargs)
 
 
+@pytest.mark.parametrize("kwargs", [dict(interval=1024), dict(filters=("load",)),
+                                    dict(physical=True), dict(args=("x",)), dict(stdin=b"x")])
+def test_driver_options_are_refused_with_a_board(tmp_path, kwargs):
+    kernel = tmp_path / "k.bin"
+    kernel.write_bytes(assemble("hvc #0\n"))
+    with pytest.raises(ConfigError, match=f"{next(iter(kwargs))}: with machine="):
+        spe_emu.run(machine="virt", kernel=kernel, **kwargs)
+
+
+def test_cli_no_firmware_boots_a_bare_metal_image_outside_the_guest_region(tmp_path):
+    # (its entry, 0x4000_0000, is outside the firmware's guest region, as a Linux program's
+    # is: --no-firmware says which it is)
+    from click.testing import CliRunner
+    from spe_emu.tools.cli import main
+    image = _bare_metal(tmp_path, "mov x0, #7\n")
+    res = CliRunner().invoke(main, ["run", "--no-firmware", str(image), "-o",
+                                    str(tmp_path / "out")])
+    assert res.exit_code == 7, res.output
+    assert json.loads((tmp_path / "out" / "summary.json").read_text())["exit_status"] == 7
+
+
 def test_missing_program_raises_image_error(tmp_path):
     with pytest.raises(ImageError):
         spe_emu.run(tmp_path / "nope.elf")

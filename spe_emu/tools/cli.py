@@ -200,7 +200,7 @@ def run(image, args, share, env_set, env_unset, clear_env, machine, kernel, init
         _fail("missing IMAGE (or --machine virt --kernel FILE)")
     if perf_data and mode == "raw":
         _fail("--perf-data needs a trace: not with --mode raw")
-    linux = is_linux_program(image, GUEST_REGION)
+    linux = not no_firmware and is_linux_program(image, GUEST_REGION)
     if not linux and (args or share or env_set or env_unset or clear_env):
         _fail(f"{image}: arguments, --share and the environment options apply to Linux "
               f"programs; this is a guest for the firmware's guest region")
