@@ -17,10 +17,9 @@ from rich.console import Console
 from rich.table import Table
 
 from ..errors import GuestError, GuestRunaway, SpeEmuError
-from ..linux.elf import is_linux_program
 from ..spe.config import EXTERNAL_ABORT_CHOICES, FEATURES, SpeConfig
-from ..session import (GUEST_REGION, KernelOptions, RunOptions, default_firmware,
-                       parse_ram_size, run_image, run_kernel)
+# (the machine -- spe_emu.session, Unicorn -- is imported by the commands that run one:
+# decode, report and perf-data start without it)
 
 
 EXIT_RUNAWAY = 124
@@ -171,6 +170,8 @@ def run(image, args, share, env_set, env_unset, clear_env, machine, kernel, init
     command's), or a guest linked for the firmware's guest region; or, with --machine virt
     --kernel FILE, boot software built for QEMU's virt board (console on stdout and
     console.log)."""
+    from ..linux.elf import is_linux_program
+    from ..session import GUEST_REGION, RunOptions, default_firmware, run_image
     program_name = image  # (argv[0] of a Linux program: as given, "./a.out" stays so)
     try:
         spe = SpeConfig(external_abort=spe_external_abort).with_features(spe_features)
@@ -263,6 +264,7 @@ def _run_linux(program, program_name, args, share, env_set, env_unset, clear_env
     import os
 
     from ..linux.process import LinuxOptions
+    from ..session import default_firmware
     from ..linux.run import run_program
     env = {} if clear_env else dict(os.environ)
     for name in env_unset:
@@ -316,6 +318,8 @@ def _run_machine(board, kernel, initrd, append, dtb, memory, dumpdtb, boot_el, m
     is the guest's (0 after PSCI SYSTEM_OFF). With ``perf_data``: ``spe.trace`` (every
     record the SPU wrote into the guest's Profiling Buffer) and perf.data of it, naming the
     kernel's symbols when it is an ELF."""
+    from ..session import KernelOptions, RunOptions, parse_ram_size, run_kernel
+
     def echo(data: bytes) -> None:
         sys.stdout.buffer.write(data)
         sys.stdout.flush()
