@@ -133,3 +133,21 @@ def test_scan_array_matches_scan_records(fuzzed):
 def test_unknown_engine():
     with pytest.raises(ConfigError, match="engine"):
         build_report(b"", None, engine="fast")
+
+
+def test_annotate_counts_agree_with_the_reference(runs, monkeypatch):
+    from collections import Counter
+
+    from spe_emu.native import NativeBuildError
+    from spe_emu.spe.packets import iter_records
+    from spe_emu.tools import report as TR
+    trace = (runs["sort"] / "spe.trace").read_bytes()
+    lo, hi = TR._Image(GUESTS / "sort.elf").function_range("quick_sort.constprop.0")
+    fast = TR._pcs_in(trace, lo, hi)
+    ref = Counter(r.pc for r in iter_records(trace) if r.pc is not None and lo <= r.pc < hi)
+    assert fast == ref and sum(ref.values()) > 100
+
+    def broken(*_a, **_k):
+        raise NativeBuildError("no compiler")
+    monkeypatch.setattr(ND, "scan_array", broken)
+    assert TR._pcs_in(trace, lo, hi) == ref

@@ -1135,6 +1135,24 @@ def render_report(report: Report, console, top: int = 10) -> None:
             f"{gt['error_pcs']:.2f} over PCs"))
 
 
+def _pcs_in(trace: bytes, lo: int, hi: int) -> Counter:
+    """Samples per PC in [lo, hi) of ``trace``: from the native decoder's rows
+    (bulkdecode.scan_array), or packets.iter_records where it cannot be loaded."""
+    from ..native import NativeBuildError
+    try:
+        import numpy as np
+
+        from .bulkdecode import HAS_PC, scan_array
+        rows, _ = scan_array(trace)
+    except (ImportError, NativeBuildError):
+        return Counter(r.pc for r in iter_records(trace)
+                       if r.pc is not None and lo <= r.pc < hi)
+    pc = rows["pc"][(rows["present"] & HAS_PC) != 0]
+    pcs, counts = np.unique(pc[(pc >= np.uint64(lo)) & (pc < np.uint64(hi))],
+                            return_counts=True)
+    return Counter(dict(zip(pcs.tolist(), counts.tolist())))
+
+
 def annotate(trace: bytes, image_path: Union[str, os.PathLike], function: str,
              console) -> None:
     """Print ``function`` of the image (``perf annotate`` style): its capstone disassembly,
@@ -1148,8 +1166,7 @@ def annotate(trace: bytes, image_path: Union[str, os.PathLike], function: str,
     if rng is None:
         raise ImageError(f"{image.path}: no function {function!r}")
     lo, hi = rng
-    pcs: Counter[int] = Counter(r.pc for r in iter_records(bytes(trace))
-                                if r.pc is not None and lo <= r.pc < hi)
+    pcs = _pcs_in(bytes(trace), lo, hi)
     total = sum(pcs.values())
     md = _disassembler()
     console.print(Text(f"Annotate {function} [{lo:#x}, {hi:#x}): {total} samples"))
