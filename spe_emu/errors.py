@@ -35,6 +35,10 @@ class GuestError(SpeEmuError):
     """The guest did something the emulator cannot continue from (unmapped fetch, deadlock...)."""
 
 
+class DebuggerKill(SpeEmuError):
+    """GDB ended the run (``kill``: its ``k`` or ``vKill`` packet; ``spe-emu run --gdb``)."""
+
+
 class GuestRunaway(GuestError):
     """The guest did not exit within the instruction budget (``--max-insns``)."""
 

@@ -61,6 +61,8 @@ class RunOptions:
     outdir: Path = Path("spe-out")
     spe: SpeConfig = field(default_factory=SpeConfig)
     ground_truth: bool = False
+    attach: Callable[[Machine], None] | None = None
+    """Called with the machine before its first instruction (``run --gdb``: the GDB stub)."""
 
     def validate(self) -> None:
         t = spe_registers(self.spe)
@@ -341,6 +343,8 @@ def run_recorded(machine: Machine, opts: RunOptions, outdir: Path,
     had what the run collected: the caller's summary.json of a stopped run)."""
     if opts.ground_truth:
         machine.enable_ground_truth()
+    if opts.attach is not None:
+        opts.attach(machine)
     try:
         result = machine.run(progress=progress)
     except GuestError as exc:

@@ -470,6 +470,13 @@ class Machine:
         # enabled ("psb", after its records are written) and each trapped PMS*/PMB* access
         # ("sysreg", before it): the differential tests compare guest memory there.
         self.sync_observer: Callable[[str, int], None] | None = None
+        # A debugger (spe-emu run --gdb: tools/gdbstub.py): the fast and raw loops call
+        # debug_hook() at their first stop point at or after instruction count debug_stop_at
+        # (a count of instructions retired; NEVER: no stop); exception_observer is called as
+        # (kind, target EL, ESR or None) after each exception Python takes.
+        self.debug_hook: Callable[[], None] | None = None
+        self.debug_stop_at = NEVER
+        self.exception_observer: Callable[[VectorKind, int, int | None], None] | None = None
         self._psb_addresses: frozenset[int] = frozenset()  # reference mode (the scan's)
         self._ref_deadline = NEVER  # reference mode: instruction count of the next clock event
         self._waiting = False  # the PE waits in WFI (_wait_if_wfi)
@@ -1163,6 +1170,8 @@ class Machine:
             self.pe.take(target, kind, self.pc)
         self._ctx = None
         self._py_irqs_taken += 1
+        if self.exception_observer is not None:
+            self.exception_observer(kind, target, None)
         return True
 
     # ------------------------------------------------------------------ population ---------
@@ -1947,11 +1956,36 @@ class Machine:
         self._ctx = None
         self._py_exceptions_taken += 1
         self._request_stop()
+        if self.exception_observer is not None:
+            self.exception_observer(VectorKind.SYNC, target, syndrome)
 
     def _request_stop(self) -> None:
         self.replan = True
         self._ref_enabled = None
         self.uc.emu_stop()
+
+    def debug_break_before(self, addr: int) -> int:
+        """A debugger's breakpoint or watchpoint at the instruction at ``addr``, which has
+        not executed (called from a code hook at ``addr``, or at the stop after a watchpoint
+        hit undid it): the block the native hook counted ends before it, a pending or captured
+        sample at or after it is dropped (planned again: it is taken when the instruction
+        runs), the population is accounted up to it, and the run stops there for
+        :attr:`debug_hook`. Fast and raw loops only. Returns the instructions retired before
+        ``addr`` (the count the guest's counters see at the stop)."""
+        c = self.counter
+        index = self._insn_index(addr)
+        if index:
+            self._catch_up(index - 1, addr)
+        dropped = c.insns - index
+        if dropped:
+            c.block_insns -= dropped
+            c.insns = index
+        if c.block_insns == 0:
+            c.block_start = NEVER   # (no instruction of that block ran: no WFI before the PC)
+        self._account(index)
+        self.debug_stop_at = min(self.debug_stop_at, index)
+        self._request_stop()
+        return index
 
     # ------------------------------------------------------------------ hooks --------------
     def _on_intr(self, uc: Uc, intno: int, _data) -> None:
@@ -2421,6 +2455,10 @@ class Machine:
         while self.exit is None:
             if self.checks.after_stop():  # PC alignment, Illegal Execution state
                 continue
+            if c.insns >= self.debug_stop_at:
+                self.debug_hook()
+                irq_check = True
+                continue
             self.clock.run_due(c.insns)
             if self.replan or self._irq_line():
                 # (also at a masked-interrupt poll stop: the mask may have been lifted)
@@ -2441,7 +2479,8 @@ class Machine:
                 event = self.acct + self.spu.interval.members_to_next_event() - 1
             # (an event on the clock is due at or after the instruction count it converts to)
             limit = min(budget, self.hold_irq_until if hold else NEVER,
-                        max(self.clock.next_deadline_insns(), c.insns), self._poll_at(c.insns))
+                        max(self.clock.next_deadline_insns(), c.insns), self._poll_at(c.insns),
+                        max(self.debug_stop_at, c.insns))
             target = min(event, limit)
             if target < c.insns:  # (never: every stop point is planned ahead of the run)
                 raise AssertionError(f"run loop passed its stop point {target} ({c.insns})")
@@ -2600,6 +2639,9 @@ class Machine:
         c = self.counter
         budget = self.cfg.max_insns
         while self.exit is None:
+            if c.insns >= self.debug_stop_at:
+                self.debug_hook()
+                continue
             self.clock.run_due(c.insns)
             self._deliver_irq()
             self.replan = False
@@ -2607,7 +2649,7 @@ class Machine:
                 raise GuestRunaway(f"guest did not exit within {budget} instructions "
                                    f"(PC {self.pc:#x})")
             target = c.stop_at = min(budget, max(self.clock.next_deadline_insns(), c.insns),
-                                     self._poll_at(c.insns))
+                                     self._poll_at(c.insns), max(self.debug_stop_at, c.insns))
             stops = c.stops
             self._start(self.pc)
             if self.checks.after_stop():  # PC alignment, Illegal Execution state

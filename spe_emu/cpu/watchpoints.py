@@ -77,6 +77,15 @@ class Watchpoints:
         self._saved = None                              # its CPU context before its accesses
         self._undo: list[tuple[int, bytes]] = []        # (VA, old bytes) of its hooked stores
         self.hit: tuple[int, int, bool] | None = None   # (PC, FAR, write) to take at the stop
+        # A debugger's watchpoints (spe-emu run --gdb): (VA, bytes, kind) with kind "w"
+        # (writes), "r" (reads) or "a" (both); a hit is undone like the guest's, then
+        # on_host_hit(PC, address, write) is called instead of taking an exception. An access
+        # by the instruction at host_skip = (PC, instructions retired before it) is not a hit
+        # (the one the debugger resumes from).
+        self.host: list[tuple[int, int, str]] = []
+        self.on_host_hit = None
+        self.host_skip: tuple[int, int] | None = None
+        self._host_hit = False
 
     # -- hooks -------------------------------------------------------------------------
     def refresh(self) -> None:
@@ -86,6 +95,10 @@ class Watchpoints:
         for h in self._hooks:
             uc.hook_del(h)
         self._hooks, self._active = [], []
+        for lo, size, _kind in self.host:
+            begin, end = max(lo - SLACK, 0), min(lo + size, 1 << 64) - 1
+            self._hooks.append(uc.hook_add(UC_HOOK_MEM_READ | UC_HOOK_MEM_WRITE, self._on_access,
+                                           None, begin, end))
         cpr = self.m.fast.cpr
         if (not MDSCR_EL1.get(cpr(MDSCR_EL1.encoding.tuple), "MDE")
                 or OSLSR_EL1.get(cpr(OSLSR_EL1.encoding.tuple), "OSLK")):
@@ -110,6 +123,14 @@ class Watchpoints:
         if pc is None:
             return None
         self._log(write, address, size)
+        for lo, length, kind in self.host:
+            if (address < lo + length and lo < address + size
+                    and kind in ("aw" if write else "ar")
+                    and self.host_skip != (pc, m._insn_index(pc))):
+                self.hit, self._host_hit = (pc, max(address, lo), write), True
+                uc.reg_write(A.UC_ARM64_REG_PC, pc)
+                uc.emu_stop()
+                return None
         ctx = m.context()
         pstate = m.fast.reg(A.UC_ARM64_REG_PSTATE)
         if debug_target(ctx, pstate, m.fast.cpr(MDSCR_EL1.encoding.tuple)) is None:
@@ -172,6 +193,10 @@ class Watchpoints:
             m._write_current(va, old)
         self._undo = []
         m._ctx = None
+        if self._host_hit:
+            self._host_hit = False
+            self.on_host_hit(pc, far, write)
+            return
         ctx = m.context()
         target = debug_target(ctx, m.fast.reg(A.UC_ARM64_REG_PSTATE),
                               m.fast.cpr(MDSCR_EL1.encoding.tuple))

@@ -159,17 +159,56 @@ def main() -> None:
                    "(default below FEAT_SPEv1p3), ignore (default from FEAT_SPEv1p3), serror "
                    "= a physical SError exception, fault = an abort on a translation table "
                    "walk is an MMU fault event.")
+@click.option("--gdb", "gdb_port", type=click.IntRange(0, 65535), default=None,
+              metavar="PORT",
+              help="Wait for GDB (target remote :PORT) on 127.0.0.1 before the first "
+                   "instruction; 0 = any free port (printed). Not with --mode reference or "
+                   "--ground-truth.")
+@click.option("--gdb-stop-on-exception", "gdb_stop_on_exception", is_flag=True,
+              help="With --gdb: stop at every exception the PE takes (also: monitor "
+                   "stop-on-exception on|off).")
 def run(image, args, share, env_set, env_unset, clear_env, machine, kernel, initrd, append,
         dtb, memory, dumpdtb, semihosting_userspace, interval, seed, random, filters,
         min_latency, timestamps, context, pa, exclude_kernel, no_profiling, buffer_size, boot_el, no_firmware,
         firmware_path, max_insns, mode, outdir, perf_data, ground_truth,
-        spe_features, spe_external_abort) -> None:
+        spe_features, spe_external_abort, gdb_port, gdb_stop_on_exception) -> None:
     """Run IMAGE with SPE enabled and write the trace plus a JSON summary into the output
     directory. IMAGE is a static AArch64 Linux program (run like qemu-aarch64: spe-emu run
     [OPTIONS] PROGRAM [-- ARGS...]; its stdin, stdout, stderr and exit status are the
     command's), or a guest linked for the firmware's guest region; or, with --machine virt
     --kernel FILE, boot software built for QEMU's virt board (console on stdout and
-    console.log)."""
+    console.log). With --gdb PORT, GDB debugs the run (README "Debugging with GDB")."""
+    stub = None
+    if gdb_port is not None:
+        from .gdbstub import GdbStub
+        if mode == "reference" or ground_truth:
+            _fail("--gdb stops the run with the native counter: not with --mode reference "
+                  "or --ground-truth")
+        stub = GdbStub(gdb_port, gdb_stop_on_exception)
+    elif gdb_stop_on_exception:
+        _fail("--gdb-stop-on-exception needs --gdb PORT")
+    try:
+        _run(image, args, share, env_set, env_unset, clear_env, machine, kernel, initrd,
+             append, dtb, memory, dumpdtb, semihosting_userspace, interval, seed, random,
+             filters, min_latency, timestamps, context, pa, exclude_kernel, no_profiling,
+             buffer_size, boot_el, no_firmware, firmware_path, max_insns, mode, outdir,
+             perf_data, ground_truth, spe_features, spe_external_abort,
+             stub.attach if stub is not None else None)
+    except OSError as exc:   # (--gdb: the port cannot be bound, the connection failed)
+        if stub is None:
+            raise
+        _fail(f"--gdb {gdb_port}: {exc.strerror or exc}")
+    finally:
+        if stub is not None:
+            stub.finish()
+
+
+def _run(image, args, share, env_set, env_unset, clear_env, machine, kernel, initrd, append,
+         dtb, memory, dumpdtb, semihosting_userspace, interval, seed, random, filters,
+         min_latency, timestamps, context, pa, exclude_kernel, no_profiling, buffer_size,
+         boot_el, no_firmware, firmware_path, max_insns, mode, outdir, perf_data, ground_truth,
+         spe_features, spe_external_abort, attach) -> None:
+    """``run``'s body; ``attach``: the GDB stub's, or None."""
     from ..linux.elf import is_linux_program
     from ..session import GUEST_REGION, RunOptions, default_firmware, run_image
     program_name = image  # (argv[0] of a Linux program: as given, "./a.out" stays so)
@@ -195,7 +234,7 @@ def run(image, args, share, env_set, env_unset, clear_env, machine, kernel, init
             _fail("--perf-data needs a trace: not with --mode raw")
         _run_machine(machine or "virt", kernel, initrd, append, dtb, memory, dumpdtb,
                      boot_el, max_insns, mode, outdir, seed, spe, ground_truth, perf_data,
-                     semihosting_userspace)
+                     semihosting_userspace, attach)
         return
     if image is None:
         _fail("missing IMAGE (or --machine virt --kernel FILE)")
@@ -212,7 +251,7 @@ def run(image, args, share, env_set, env_unset, clear_env, machine, kernel, init
                       buffer_size=buffer_size,
                       boot_el=boot_el, firmware=not no_firmware, firmware_path=firmware_path,
                       max_insns=max_insns, mode=mode, outdir=outdir,
-                      ground_truth=ground_truth, spe=spe)
+                      ground_truth=ground_truth, spe=spe, attach=attach)
     if linux:
         _run_linux(image, program_name, args, share, env_set, env_unset, clear_env, opts,
                    perf_data)
@@ -313,7 +352,7 @@ def _write_perf_data(session, images: list[Path], interval: int,
 
 def _run_machine(board, kernel, initrd, append, dtb, memory, dumpdtb, boot_el, max_insns,
                  mode, outdir, seed, spe=None, ground_truth=False, perf_data=False,
-                 semihosting_userspace=False) -> None:
+                 semihosting_userspace=False, attach=None) -> None:
     """``run --machine``: the console goes to stdout as the guest writes it; the exit status
     is the guest's (0 after PSCI SYSTEM_OFF). With ``perf_data``: ``spe.trace`` (every
     record the SPU wrote into the guest's Profiling Buffer) and perf.data of it, naming the
@@ -333,7 +372,7 @@ def _run_machine(board, kernel, initrd, append, dtb, memory, dumpdtb, boot_el, m
         kopts.board_spec()  # (an unknown --machine is refused before anything is read)
         opts = RunOptions(boot_el=boot_el, firmware=False, max_insns=max_insns, mode=mode,
                           outdir=outdir, seed=seed, spe=spe or SpeConfig(),
-                          ground_truth=ground_truth)
+                          ground_truth=ground_truth, attach=attach)
         opts.validate()
         session = run_kernel(kopts, opts, console=echo, stdin=sys.stdin.buffer)
     except SpeEmuError as exc:
