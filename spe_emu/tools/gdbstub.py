@@ -230,6 +230,7 @@ class GdbStub:
     def finish(self) -> None:
         """Tell GDB the run ended (``W`` with the guest's exit status, or ``X06`` when the
         run stopped on an error) and close the connection; idempotent."""
+        self._running.clear()
         if self._conn is None:
             return
         m = self.m
@@ -301,7 +302,8 @@ class GdbStub:
         if not self._running.is_set():
             return
         self._stopped_ack.clear()
-        while self._running.is_set():
+        self._reason = self._reason or b"T%02x" % SIGINT
+        while self._running.is_set() and self._conn is not None:
             m.debug_stop_at = 0
             m.counter.stop_at = 0
             if self._stopped_ack.wait(0.05):
