@@ -195,6 +195,7 @@ class Watchpoints:
         m._ctx = None
         if self._host_hit:
             self._host_hit = False
+            m.uc.reg_write(A.UC_ARM64_REG_PC, pc)   # (the saved PC may be its block's start)
             self.on_host_hit(pc, far, write)
             return
         ctx = m.context()
