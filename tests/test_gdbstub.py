@@ -37,7 +37,7 @@ class Run:
     def __init__(self, args: list[str], outdir: Path):
         self.proc = subprocess.Popen(
             [sys.executable, "-c", "import sys; from spe_emu.tools.cli import main; "
-             "sys.argv[0] = 'spe-emu'; main()", "run", "--gdb", "0", *args, "-o", str(outdir)],
+             "sys.argv[0] = 'spe-emu'; main()", "run", "--gdb", "0", "-o", str(outdir), *args],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
         line = self.proc.stderr.readline().decode()
         m = re.search(r"waiting for GDB on 127\.0\.0\.1:(\d+)", line)
@@ -228,3 +228,42 @@ def test_gdb_refuses_what_it_cannot_stop(tmp_path, args):
          str(tmp_path)], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert done.returncode == 125
     assert done.stderr.startswith("spe-emu: error: --gdb") and done.stderr.count("\n") == 1
+
+
+LINUX_SRC = r"""
+#include <stdio.h>
+volatile long counter;
+__attribute__((noinline)) long work(long n)
+{
+	long s = 0;
+	for (long i = 0; i < n; i++) {
+		s += i;
+		counter++;
+	}
+	return s;
+}
+int main(int argc, char **argv)
+{
+	printf("%ld\n", work(argc * 10));
+	return 7;
+}
+"""
+
+
+@needs_gdb
+def test_linux_program_break_watch_and_exit_status(tmp_path):
+    from linux_progs import build_static
+    prog = build_static(LINUX_SRC, tmp_path / "work", "-g", "-O0")
+    if prog is None:
+        pytest.skip("no aarch64-linux-gnu-gcc with a static C library")
+    run = Run([str(prog), "--", "a", "b"], tmp_path / "out")
+    out = gdb_batch(run, [
+        f"file {prog}", "break work", "continue", show("n", "n"),
+        "watch counter", "continue", "continue", show("counter", "counter"),
+        "delete", "continue"])
+    status, stdout, err = run.wait()
+    assert status == 7 and stdout == "435\n", err + out   # (0 + 1 + ... + 29)
+    assert values(out, "n") == [30], out            # argc 3
+    assert "Old value = 0\nNew value = 1\n" in out and "Old value = 1\nNew value = 2\n" in out
+    assert values(out, "counter") == [2], out
+    assert "exited with code 07" in out, out

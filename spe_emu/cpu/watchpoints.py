@@ -33,10 +33,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from unicorn import UC_HOOK_MEM_READ, UC_HOOK_MEM_WRITE, UC_MEM_WRITE
+from unicorn.unicorn_const import UC_CTL_IO_WRITE, UC_CTL_TLB_FLUSH
 from unicorn import arm64_const as A
 
 from ..arch.context import MDCR_EL2, MDCR_EL3, AccessContext
-from ..arch.faults import TranslationFault
+from ..arch.faults import ExternalAbort, TranslationFault, page_chunks
 from ..sysreg import MASK64, reg
 from . import a64
 from .exceptions import ABORT_ISS, EC, PSTATE, esr
@@ -86,19 +87,40 @@ class Watchpoints:
         self.on_host_hit = None
         self.host_skip: tuple[int, int] | None = None
         self._host_hit = False
+        self._host_pages: list[tuple[int, int, int]] = []   # (VA, PA, bytes) hooked for host
 
     # -- hooks -------------------------------------------------------------------------
     def refresh(self) -> None:
         """Install the memory hooks for the enabled watchpoints (remove the old ones)."""
         self.dirty = False
         uc = self.m.uc
+        had = bool(self._hooks)
         for h in self._hooks:
             uc.hook_del(h)
         self._hooks, self._active = [], []
+        self._install()
+        if had or self._hooks:
+            # (Unicorn decides whether a page's accesses call the memory hooks when it enters
+            # the page in its TLB: pages entered before a change keep the old decision)
+            uc.ctl(UC_CTL_TLB_FLUSH, UC_CTL_IO_WRITE)
+
+    def _install(self) -> None:
+        uc = self.m.uc
+        # Unicorn's memory hooks see (and are bounded by) physical addresses once the MMU is
+        # on: the debugger's watched bytes are hooked where they are now mapped.
+        m = self.m
+        self._host_pages = []
+        regime = m._regime_el(PSTATE.get(m.fast.reg(A.UC_ARM64_REG_PSTATE), "EL"))
         for lo, size, _kind in self.host:
-            begin, end = max(lo - SLACK, 0), min(lo + size, 1 << 64) - 1
-            self._hooks.append(uc.hook_add(UC_HOOK_MEM_READ | UC_HOOK_MEM_WRITE, self._on_access,
-                                           None, begin, end))
+            for va, start, end in page_chunks(lo, size):
+                try:
+                    pa = m._translate(va, regime)
+                except (TranslationFault, ExternalAbort):
+                    pa = va
+                self._host_pages.append((va, pa, end - start))
+                self._hooks.append(uc.hook_add(UC_HOOK_MEM_READ | UC_HOOK_MEM_WRITE,
+                                               self._on_access, None, max(pa - SLACK, 0),
+                                               pa + end - start - 1))
         cpr = self.m.fast.cpr
         if (not MDSCR_EL1.get(cpr(MDSCR_EL1.encoding.tuple), "MDE")
                 or OSLSR_EL1.get(cpr(OSLSR_EL1.encoding.tuple), "OSLK")):
@@ -117,6 +139,10 @@ class Watchpoints:
     def _on_access(self, uc, access: int, address: int, size: int, _value: int, _data) -> None:
         m = self.m
         write = access == UC_MEM_WRITE
+        for va, pa, n in self._host_pages:
+            if pa - SLACK <= address < pa + n:
+                address = (va + address - pa) & MASK64   # (the debugger's: by VA)
+                break
         if self.hit is not None:
             return self._log(write, address, size)   # (the rest of a hit instruction)
         pc = self._instruction(address, size, write)
