@@ -106,13 +106,14 @@ def test_physical_address_and_context_packets(tmp_path):
 
 
 def test_error_in_a_control_instruction_hook_ends_the_run(tmp_path, monkeypatch):
-    # The ERET / DAIF hooks are registered natively (not through the binding's hook_add): an
-    # exception in one must still end the run with that exception, not be printed and lost.
+    # The ERET hooks and the block hook's unmasking watch (after the MSR DAIFClr) call Python
+    # natively (not through the binding's hook_add): an exception in one must still end the
+    # run with that exception, not be printed and lost.
     from spe_emu.cpu.machine import Machine
 
-    def broken(self, uc, address, size, data):
+    def broken(self, address):
         raise RuntimeError(f"hook at {address:#x}")
 
-    monkeypatch.setattr(Machine, "_on_control_insn", broken)
+    monkeypatch.setattr(Machine, "_on_unmask", broken)
     with pytest.raises(RuntimeError, match="hook at 0x4"):
         run_asm("msr daifclr, #2\nmov x0, #0\n" + EXIT, tmp_path)

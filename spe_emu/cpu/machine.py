@@ -110,16 +110,18 @@ CRN_TLBI = 8
 # SCR_EL3.NS): the host-side translations are flushed when they do.
 STAGE2_SWITCHES = {HCR_EL2.encoding.tuple, SCR_EL3.encoding.tuple}
 PSB_CSYNC_WORD = 0xD503223F  # HINT #17 (Arm ARM C6.2 PSB CSYNC)
-# MSR DAIFClr, #imm: an unmasking may let an asserted interrupt in. (MSR DAIFSet only masks:
-# nothing the fast loop planned changes, so it is not hooked.)
-DAIF_IMM_MASK, DAIF_IMM_VALUE = 0xFFFFF0FF, 0xD50340FF
-CONTROL_MATCHES = ((0xFFFFFFFF, ERET_WORD), (0xFFFFFFFF, PSB_CSYNC_WORD),
-                   (DAIF_IMM_MASK, DAIF_IMM_VALUE))   # (mask, value) over the instruction word
+# The hooked control instructions, (mask, value) over the instruction word. (An unmasking
+# MSR DAIFClr or MSR DAIF is seen by the native block hook's unmasking watch, at the block
+# after it: QEMU ends a block after MSR DAIFClr. Hooks on them -- hundreds in a kernel --
+# slowed every translation: Unicorn looks through all code hooks per instruction.)
+CONTROL_MATCHES = ((0xFFFFFFFF, ERET_WORD), (0xFFFFFFFF, PSB_CSYNC_WORD))
+# PSTATE.{A, I, F}: an unmasking may let an asserted interrupt (or virtual SError) in
+UNMASK_WATCH = PSTATE.make(A=1, I=1, F=1)
 
 
 @lru_cache(maxsize=64)
 def control_offsets(code: bytes) -> tuple[int, ...]:
-    """Byte offsets of the ERET, PSB CSYNC and MSR DAIFClr words in ``code`` (A64
+    """Byte offsets of the ERET and PSB CSYNC words in ``code`` (A64
     words at multiples of 4; a trailing partial word is ignored), vectorised (a kernel
     image's tens of MiB take tens of milliseconds), remembered for the process: every run of
     a program loads the same segments."""
@@ -588,6 +590,8 @@ class Machine:
         the enable state, a Profiling Buffer control): its next call must run in Python, which
         then decides again whether the ones after it must."""
         self.control.python = 1
+        if self._hooks_installed and self.cfg.mode == "fast":
+            self.counter.fast_limit = 0   # (the unmasking watch runs from the next block)
 
     def load(self, image: Image) -> None:
         """Copy an ELF image's PT_LOAD segments into RAM (by physical address)."""
@@ -703,6 +707,12 @@ class Machine:
             # (in C: Python's hook runs only while self.control.python says it has work)
             self._control_callback = CODE_HOOK(self._guarded_control_insn)
             self.control.fallback = ctypes.cast(self._control_callback, ctypes.c_void_p).value
+            # The unmasking watch of the native block hook (spe_native.h): _on_unmask
+            self._unmask_callback = CODE_HOOK(self._guarded_unmask)
+            c = self.counter
+            c.control = ctypes.addressof(self.control)
+            c.unmask_fallback = ctypes.cast(self._unmask_callback, ctypes.c_void_p).value
+            c.daif_mask, c.pstate_id = UNMASK_WATCH, A.UC_ARM64_REG_PSTATE
             ctl = self.control
             ctl.model = ctypes.pointer(exception_model())
             spsr_m = SPSR.field("M")
@@ -831,6 +841,10 @@ class Machine:
     def _guarded_psb_csync(self, _uch, address: int, size: int, _data) -> None:
         """The PSB CSYNC hook's callback: :meth:`_on_psb_csync` (:meth:`_guarded`)."""
         self._guarded(lambda: self._on_psb_csync(address))
+
+    def _guarded_unmask(self, _uch, address: int, _size: int, _data) -> None:
+        """The unmasking watch's callback: :meth:`_on_unmask` (:meth:`_guarded`)."""
+        self._guarded(lambda: self._on_unmask(address))
 
     def _guarded_control_insn(self, _uch, address: int, size: int, _data) -> None:
         """The control instructions' callback: :meth:`_on_control_insn` (:meth:`_guarded`)."""
@@ -2314,6 +2328,19 @@ class Machine:
             self._controls_idle()
             return
         self._catch_up(self._insn_index(address), address)
+        self.replan = True
+        self._stop_at_block_boundary()
+
+    def _on_unmask(self, address: int) -> None:
+        """From the native block hook, at the entry of the block at ``address`` (not yet
+        run), while the control hooks have work: PSTATE.{A, I, F} unmasked something since
+        the last block (an MSR DAIFClr or MSR DAIF ended it). As :meth:`_on_control_insn`
+        after the instruction: stop in front of this block to re-plan (an interrupt may be
+        taken now), unless nothing planned can change."""
+        if not (self._replan_owed() or self.spu.buffer_may_be_enabled()):
+            self._controls_idle()
+            return
+        self._catch_up(self.counter.insns)
         self.replan = True
         self._stop_at_block_boundary()
 

@@ -84,7 +84,11 @@ class SpeCounter(ctypes.Structure):
                 ("caps", SpeCapture * CAP_MAX), ("verdicts", SpeVerdict * VERDICTS),
                 ("steps", SpeStep * STEPS),
                 ("gt_table", ctypes.c_void_p), ("gt_cap", ctypes.c_uint64),
-                ("gt_used", ctypes.c_uint64)]
+                ("gt_used", ctypes.c_uint64),
+                ("control", ctypes.c_void_p), ("unmask_fallback", ctypes.c_void_p),
+                ("daif_mask", ctypes.c_uint64), ("daif_seen", ctypes.c_uint64),
+                ("pstate_id", ctypes.c_int32), ("pad", ctypes.c_int32),
+                ("unmasks", ctypes.c_uint64)]
 
     @property
     def stop_at(self) -> int:

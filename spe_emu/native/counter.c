@@ -361,11 +361,36 @@ static inline void count_block(struct spe_counter *c, uint64_t address, uint64_t
 /* What the hook does besides counting: complete the last capture, then capture, stop, or
  * count the block; then derive fast_limit for the blocks after it. Kept out of line, and
  * reached by a tail call, so that the common path below needs no stack frame. */
+static int watching(const struct spe_counter *c)
+{
+    return c->control && (c->control->python | c->control->irq);
+}
+
+/* The unmasking watch (spe_native.h): at a block entry, PSTATE.{A, I, F} bits that were set
+ * at the last block watched and are clear now (an MSR DAIFClr or MSR DAIF ended the last
+ * block; QEMU ends a block after MSR DAIFClr so that an interrupt is taken there): Python's
+ * hook, which may stop the run in front of this block (stop_at). */
+static void watch_unmask(void *uc, uint64_t address, struct spe_counter *c)
+{
+    uint64_t pstate = 0;
+    void *value = &pstate;
+    if (c->reg_read_batch(uc, &c->pstate_id, &value, 1) != 0)
+        return;
+    uint64_t masked = pstate & c->daif_mask, cleared = c->daif_seen & ~masked;
+    c->daif_seen = masked;
+    if (cleared) {
+        c->unmasks++;
+        c->unmask_fallback(uc, address, 0, (void *)c->control);
+    }
+}
+
 static __attribute__((noinline)) void block_slow(void *uc, uint64_t address, uint64_t n,
                                                  struct spe_counter *c)
 {
     if (n == 0)
         return;
+    if (watching(c))
+        watch_unmask(uc, address, c);
     if (address & 3) {   /* a misaligned PC: Python takes the PC alignment fault at the stop */
         c->stops++;
         c->stop_block = address;
@@ -385,12 +410,12 @@ static __attribute__((noinline)) void block_slow(void *uc, uint64_t address, uin
         c->stops++;
         c->stop_block = address;
         c->stop_block_insns = n;
-        c->fast_limit = c->gt_table ? 0 : c->stop_at;
+        c->fast_limit = c->gt_table || watching(c) ? 0 : c->stop_at;
         c->emu_stop(uc);
         return;
     }
     count_block(c, address, n);
-    c->fast_limit = c->completing || c->gt_table ? 0 : c->stop_at;
+    c->fast_limit = c->completing || c->gt_table || watching(c) ? 0 : c->stop_at;
 }
 
 /* The common path, one branch: the block ends by fast_limit (so it holds no stop point and

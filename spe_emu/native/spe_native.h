@@ -101,6 +101,7 @@ struct spe_verdict {
 
 struct spe_gt_entry;
 
+struct spe_control;
 struct spe_counter {
     uint64_t insns;        /* instructions of every block entered so far */
     uint64_t fast_limit;   /* the hook counts a block without more checks if it ends by this
@@ -137,6 +138,17 @@ struct spe_counter {
     struct spe_gt_entry *gt_table;
     uint64_t gt_cap;       /* entries in gt_table */
     uint64_t gt_used;      /* entries in use */
+    /* Unmasking watch (instead of a code hook on every MSR DAIFClr): while `control` says
+     * Python has work, every block takes the slow path, which reads PSTATE and calls
+     * unmask_fallback (Machine._on_unmask) when one of daif_mask's bits (PSTATE.{A, I, F})
+     * set at the last block watched is clear now; NULL control: no watch (raw loop) */
+    const struct spe_control *control;
+    void (*unmask_fallback)(void *uc, uint64_t address, uint32_t size, void *user_data);
+    uint64_t daif_mask;
+    uint64_t daif_seen;    /* daif_mask's bits set at the last block watched */
+    int32_t pstate_id;     /* Unicorn's id of PSTATE */
+    int32_t pad;
+    uint64_t unmasks;      /* unmaskings seen (calls of unmask_fallback) */
 };
 
 /* One ground-truth entry: the block at addr of n instructions was entered count times
