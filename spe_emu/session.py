@@ -215,7 +215,7 @@ def prepare_kernel_machine(kopts: KernelOptions, opts: "RunOptions",
     machine = Machine(mcfg)
     for addr, data in boot.segments:
         machine.uc.mem_write(addr, data)
-    # The kernel's code, for the control-instruction scan (ERET, MSR DAIFSet/DAIFClr) and
+    # The kernel's code, for the control-instruction scan (ERET, PSB CSYNC) and
     # for naming PCs: an ELF's own segments, else the loaded file as one executable segment.
     if boot.format == "elf":
         machine.images.append(load_elf(kopts.kernel))

@@ -341,7 +341,7 @@ def _block_ends(page: bytes) -> tuple[int, ...]:
 
 @dataclass
 class ControlSites:
-    """The control instructions (ERET, PSB CSYNC, MSR DAIFClr) of one executable
+    """The control instructions (ERET, PSB CSYNC) of one executable
     segment: ``offsets`` are (byte offset, instruction word) from the segment's start at
     ``paddr`` (``size`` bytes); the fast loop's hooks sit at ``paddr + shift + offset``
     (``handles``), ``shift`` following the virtual address the PE runs the segment at
@@ -864,7 +864,7 @@ class Machine:
         return (seg for image in self.images for seg in image.segments if seg.flags & PF_X)
 
     def _control_sites(self) -> list[ControlSites]:
-        """The ERET, PSB CSYNC and MSR DAIFClr instructions (:func:`control_offsets`) of each
+        """The ERET and PSB CSYNC instructions (:func:`control_offsets`) of each
         executable segment, with no hooks yet."""
         return [ControlSites(seg.vaddr, seg.paddr, len(data), tuple(
                     (off, int.from_bytes(data[off:off + 4], "little"))
@@ -887,8 +887,8 @@ class Machine:
         """Move the control-instruction hooks of the segment the PC executes in to where the
         PE runs it, when that is not where they are: a Linux Image is loaded at a physical
         address and runs at a virtual one it chooses (KIMAGE_VADDR, plus a random KASLR
-        offset), so hooks at its load addresses would never fire and an unmasking MSR
-        DAIFClr would be seen only at the next masked-interrupt poll. Called at a stop while
+        offset), so hooks at its load addresses would never fire and an unmasking ERET
+        would be seen only at the next block entry. Called at a stop while
         an interrupt is asserted but masked; translates the PC with the current EL's stage 1
         (and 2) fetch permissions. Returns True when the hooks moved (the translated code is
         flushed so that the new hooks are in it).
@@ -2311,7 +2311,7 @@ class Machine:
         return self.cfg.mode == "reference" or self.enabled or self._irq_line()
 
     def _on_control_insn(self, uc: Uc, address: int, size: int, _data) -> None:
-        """ERET / MSR DAIFClr: state changes after this instruction; stop at the next
+        """ERET: state changes after this instruction; stop at the next
         block boundary (an ERET ends its block, so that is exactly after it) to re-plan.
 
         Not when nothing planned can change: profiling is disabled, the GIC's IRQ output is
@@ -2615,8 +2615,8 @@ class Machine:
 
     def _poll_at(self, insns: int) -> int:
         """While the GIC asserts an interrupt that PSTATE masks, the instruction count at which
-        to look again (the unmasking MSR DAIFClr or ERET may be in code no control hook
-        covers: docs/model.md "Interrupts"); else NEVER."""
+        to look again (a safety net: the block hook's unmasking watch sees the unmasking
+        itself, docs/model.md "Interrupts"); else NEVER."""
         return insns + MASKED_IRQ_POLL if self._irq_line() else NEVER
 
     def _wait_if_wfi(self) -> None:
