@@ -357,6 +357,8 @@ class GdbStub:
         n = m.insns()
         self._resume = (m.pc, n)
         m.watchpoints.host_skip = self._resume
+        if m.watchpoints.host:   # (hooked where the watched bytes map to now)
+            m.watchpoints.dirty = True
         m.debug_stop_at = n + 1 if step else NEVER
         self._running.set()
         if not self._packets.empty():   # (a Ctrl-C that came with the resume)
