@@ -43,6 +43,12 @@ class GuestRunaway(GuestError):
     """The guest did not exit within the instruction budget (``--max-insns``)."""
 
 
+class DriverRuleBroken(GuestError):
+    """Under ``--strict`` (``SpeConfig.strict``): the guest broke an SPE programming rule
+    (spe_emu.spe.driver_rules); the run stops at the instruction that broke it. The message is
+    the rule's guest_error line. The CLI exits with status 123."""
+
+
 class DeviceError(SpeEmuError):
     """A device model was driven incorrectly by the host (an address outside the device, an
     access size it cannot take, an unknown register name, an INTID without an input line).

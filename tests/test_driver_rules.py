@@ -141,3 +141,25 @@ def test_unscanned_code_is_not_judged(tmp_path):
     rules.pc = lambda: 0x4000_0000
     rules.pmbptr_read(False)
     assert [b.rule for b in rules.breaks] == ["ptr-read-unsynced"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_strict_stops_the_run(tmp_path, mode):
+    """SpeConfig.strict (``spe-emu run --strict``): the first break stops the run with
+    DriverRuleBroken, whose message is the rule's guest_error line; the CLI exits with 123."""
+    from spe_emu.errors import DriverRuleBroken
+    with pytest.raises(DriverRuleBroken) as info:
+        run_asm(spe_prologue(0b11, BUF, ptr=BUF + 8) + LOOP + SPE_DRAIN + VECTORS,
+                tmp_path / mode, mode=mode, spe=SpeConfig(align_code=6, strict=True))
+    assert str(info.value).startswith("spe: driver rule broken at PC ")
+    assert "§3.4.1: PMBPTR_EL1 not aligned to 2^PMBIDR_EL1.Align" in str(info.value)
+
+
+def test_strict_exit_status(capsys):
+    from spe_emu.errors import DriverRuleBroken
+    from spe_emu.tools.cli import EXIT_STRICT, _fail_with
+    with pytest.raises(SystemExit) as info:
+        _fail_with(DriverRuleBroken("spe: driver rule broken at PC 0x40000010: §3.4.1: x"))
+    assert info.value.code == EXIT_STRICT == 123
+    assert capsys.readouterr().err == ("spe-emu: error: spe: driver rule broken at PC "
+                                       "0x40000010: §3.4.1: x\n")

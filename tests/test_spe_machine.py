@@ -6,6 +6,7 @@ and fast path == reference mode."""
 import pytest
 from asmrun import EXIT, run_asm, xregs
 
+from spe_emu.spe.config import SpeConfig
 from spe_emu.spe.packets import iter_records
 
 BUF = 0x4200_0000
@@ -96,15 +97,20 @@ def test_buffer_full_syndrome_pointer_and_limit(tmp_path):
     assert m.result.management_events == 1
 
 
-def test_misprogrammed_empty_buffer_is_reported(tmp_path):
+@pytest.mark.parametrize("data_loss", (False, True))
+def test_misprogrammed_empty_buffer_is_reported(tmp_path, data_loss):
     # PMBLIMITR_EL1.LIMIT == PMBPTR_EL1: no room for a record (software broke §3.4.1). The model
-    # discards the record and raises a management event with DL = 1 (docs/model.md), and says so.
-    m = run_asm(program(interval=1, limit_size=0), tmp_path)
+    # discards the record and raises a buffer-full management event (docs/model.md), and says
+    # so: by default with DL = 0 (no byte reached memory: PMBPTR_EL1 still points after the
+    # last complete record), with SpeConfig.no_space_data_loss DL = 1.
+    m = run_asm(program(interval=1, limit_size=0), tmp_path,
+                spe=SpeConfig(no_space_data_loss=data_loss))
     pmbsr, pmbptr = xregs(m, 20, 21)
-    assert pmbsr == (1 << 19) | (1 << 17) | 0b000001
+    assert pmbsr == (data_loss << 19) | (1 << 17) | 0b000001
     assert pmbptr == BUF
     assert m.result.records_written == 0 and m.result.samples == 1
-    assert any("no-space" in e and "PMBSR_EL1=0xa0001" in e for e in m.result.guest_errors)
+    assert any("no-space" in e and f"PMBSR_EL1={pmbsr:#x}" in e
+               for e in m.result.guest_errors)
 
 
 def test_psb_csync_then_pmbptr_covers_every_record(tmp_path):

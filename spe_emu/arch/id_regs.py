@@ -12,7 +12,8 @@ ID_AA64PFR0_EL1 = reg("ID_AA64PFR0_EL1", (3, 0, 0, 4, 0), "DIT 51:48", "GIC 27:2
                       doc="Arm ARM D19.2 ID_AA64PFR0_EL1")
 ID_AA64PFR1_EL1 = reg("ID_AA64PFR1_EL1", (3, 0, 0, 4, 1), "SSBS 7:4", "BT 3:0",
                       read_only=True, doc="Arm ARM D19.2 ID_AA64PFR1_EL1")
-ID_AA64DFR0_EL1 = reg("ID_AA64DFR0_EL1", (3, 0, 0, 5, 0), "PMSVer 35:32", read_only=True,
+ID_AA64DFR0_EL1 = reg("ID_AA64DFR0_EL1", (3, 0, 0, 5, 0), "PMSVer 35:32", "PMUVer 11:8",
+                      read_only=True,
                       doc="Arm ARM D19.2 ID_AA64DFR0_EL1")
 ID_AA64ISAR0_EL1 = reg("ID_AA64ISAR0_EL1", (3, 0, 0, 6, 0), "RNDR 63:60", "TLB 59:56",
                        "TS 55:52", "FHM 51:48", "DP 47:44", "SM4 43:40", "SM3 39:36",

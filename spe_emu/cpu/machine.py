@@ -49,6 +49,7 @@ from ..arch.faults import ExternalAbort, TranslationFault, page_chunks
 from ..arch.firmware_regs import CPTR_EL2, CPTR_EL3
 # (registers QEMU implements whose value spe_emu presents: the MRS hook returns it)
 from ..arch.id_regs import ID_AA64DFR0_EL1, ID_AA64PFR0_EL1
+from ..spe.pmu_events import PMU_COUNTERS, PMUVER_V3P1, SpePmuEvents
 from ..devices.gicv3 import ICC_REGISTERS, GicDevice
 from ..devices.psci import Psci, PsciAction
 from ..devices.semihosting import SemihostExit, Semihosting
@@ -316,6 +317,9 @@ class RunResult:
     driver_rules: list = field(default_factory=list)
     """The SPE programming rules the guest broke, first time each (spe.driver_rules.RuleBreak
     as dicts: rule, section, text, pc, registers)."""
+    pmu_events: dict = field(default_factory=dict)
+    """The SPE PMU events over the run, as the guest's PMU counts them unfiltered (SPE
+    supplement §2.6: SAMPLE_POP, SAMPLE_FEED, SAMPLE_FILTRATE, SAMPLE_COLLISION)."""
 
 
 @lru_cache(maxsize=1 << 16)
@@ -425,6 +429,10 @@ class Machine:
             self._add_device(spec)
         self.spu = Spu(config.spe, self._spu_write, self._pmbirq, self._spu_serror)
         self.sysregs.register(self.spu, self.spu.table)
+        # SAMPLE_POP/FEED/FILTRATE/COLLISION through QEMU's PMU registers (§2.6)
+        self.pmu_events = SpePmuEvents(lambda enc: self.uc.cpr_read(*enc), self.spu.stats)
+        self.sysregs.register(self.pmu_events, self.pmu_events.table)
+        self._pmu_bucket: tuple[int, bool] | None = None  # (EL, Secure) while enabled
         self.spu.rules.report, self.spu.rules.pc = self._guest_error, lambda: self.pc
         self.spu.rules.psb_visible = self._in_scanned_code
         self.qemu_exception = ExceptionReader(self.uc)
@@ -610,7 +618,8 @@ class Machine:
         """Reset state entering ``entry`` at ``boot_el`` (AArch64, Non-secure below EL3, DAIF
         masked, MMU off). Lower ELs are configured so the boot EL is usable: SCR_EL3.{RW, NS,
         HCE} = 1, HCR_EL2.RW = 1, MDCR_EL3.NSPB = 0b11 and MDCR_EL2.E2PB = 0b11 (the
-        Profiling Buffer is owned by Non-secure EL1), CPACR_EL1.FPEN = 0b11 (SIMD&FP usable).
+        Profiling Buffer is owned by Non-secure EL1; HPMN = PMCR_EL0.N, its Warm reset value),
+        CPACR_EL1.FPEN = 0b11 (SIMD&FP usable).
         SCR_EL3.{API, APK} = 1, CPTR_EL3.EZ = 1, HCR_EL2.{API, APK} = 1 and CPTR_EL2.{TZ,
         TFP} = 0: software booted at EL1 or EL2 finds pointer authentication and SVE
         untrapped by the levels above it, as the arm64 boot protocol requires (Linux
@@ -622,7 +631,7 @@ class Machine:
                             (CPTR_EL3, CPTR_EL3.make(EZ=1)),
                             (CPTR_EL2, CPTR_EL2.make()),
                             (MDCR_EL3, MDCR_EL3.make(NSPB=0b11)),
-                            (MDCR_EL2, MDCR_EL2.make(E2PB=0b11)),
+                            (MDCR_EL2, MDCR_EL2.make(E2PB=0b11, HPMN=PMU_COUNTERS)),
                             (CPACR_EL1, CPACR_EL1.make(FPEN=0b11))):
             uc.cpr_write(*spec.encoding.tuple, value)
         el = self.cfg.boot_el
@@ -1196,6 +1205,8 @@ class Machine:
         PMSICR_EL1 if it is zero (§3.1.1)."""
         ctx = self.context()
         now = self.spu.profiling_enabled(ctx)
+        self.pmu_events.accrue(self._pmu_bucket)
+        self._pmu_bucket = (ctx.el, ctx.is_secure) if now else None
         if now and not self.enabled:
             self.spu.interval.initialize(self.spu.regs["PMSIRR_EL1"])
             self.spu.rules.profiling_started()
@@ -1256,7 +1267,7 @@ class Machine:
         if regs is None:
             regs = self._regs(info.reads)
         ts, _, _, collect_pa = self._collection(ctx)
-        s = Sample(pc=pc, el=ctx.el, ns=ctx.state_ns, info=info)
+        s = Sample(pc=pc, el=ctx.el, ns=ctx.state_ns, info=info, index=index)
         s.exception = self._generates_exception(info, ctx)
         if not s.exception:
             s.cond_passed = info.condition_passed(regs)
@@ -2165,6 +2176,19 @@ class Machine:
         reads.allowed = allowed
         reads.valid = 1
 
+    def _pmu_catch_up(self, retired: int) -> None:
+        """Before a PMU register access by instruction number ``retired``: the samples of the
+        instructions before it are settled (not a predicted one at or after it, still
+        pending), and the SPE events are attributed (:class:`SpePmuEvents`); population
+        members accounted at or beyond it (the prediction fired its member early) are held
+        back from SAMPLE_POP."""
+        if self._pending is None or self._pending[0] < retired:
+            self._catch_up(retired)
+        self._account(retired)
+        self.pmu_events.ahead = max(0, self.acct - retired) if self.enabled else 0
+        self.pmu_events.accrue(self._pmu_bucket)
+        self.pmu_events.ahead = 0  # (those members are attributed at the next accrual)
+
     def _counter_reads_changed(self) -> None:
         """The control state or the idle time changed: the native table is refilled at the
         next MRS that reaches Python."""
@@ -2192,6 +2216,8 @@ class Machine:
         if entry.verdict(is_read, ctx) is not Access.OK:
             return None
         retired = self._retired_before(self.pc)
+        if entry.owner is self.pmu_events:
+            self._pmu_catch_up(retired)
         self._account(retired + 1)
         self._retired_now = retired
         try:
@@ -2235,6 +2261,9 @@ class Machine:
             value = uc.cpr_read(*enc)
             if enc == ID_AA64DFR0_EL1.encoding.tuple:
                 value = ID_AA64DFR0_EL1.set(value, "PMSVer", self.cfg.spe.pmsver)
+                if self.cfg.spe.pmsver:  # (SPE events need 16-bit evtCount, §2.6)
+                    value = ID_AA64DFR0_EL1.set(value, "PMUVer", max(
+                        PMUVER_V3P1, ID_AA64DFR0_EL1.get(value, "PMUVer")))
             else:  # the GICv3 CPU interface is implemented
                 value = ID_AA64PFR0_EL1.set(value, "GIC", 1)
             uc.reg_write(reg, value)
@@ -2405,7 +2434,11 @@ class Machine:
             ctx = self._live_context()
             table = self._ref_enabled = {
                 el: self.spu.profiling_enabled(replace(ctx, el=el)) for el in range(4)}
-        now = table[PSTATE_EL.get(pstate)]
+        el = PSTATE_EL.get(pstate)
+        now = table[el]
+        if (self._pmu_bucket[0] if self._pmu_bucket else None) != (el if now else None):
+            self.pmu_events.accrue(self._pmu_bucket)
+            self._pmu_bucket = (el, replace(self._live_context(), el=el).is_secure) if now else None
         if now and not self.enabled:
             self.spu.interval.initialize(self.spu.regs["PMSIRR_EL1"])
             self.spu.rules.profiling_started()
@@ -2709,6 +2742,7 @@ class Machine:
     def _result(self) -> RunResult:
         """(:meth:`run` closes the run's files on every way out.)"""
         st = self.spu.stats
+        self.pmu_events.accrue(self._pmu_bucket)
         return RunResult(
             exit_status=self.exit.status if self.exit else None,
             exit_reason=self.exit.reason if self.exit else None,
@@ -2719,6 +2753,7 @@ class Machine:
             irqs_taken=self.irqs_taken, exceptions_taken=self.exceptions_taken,
             console=self.semihost.console_output, guest_errors=list(self.guest_errors),
             driver_rules=[asdict(b) for b in self.spu.rules.breaks],
+            pmu_events=self.pmu_events.event_totals(),
             pmbsr=self.spu.regs["PMBSR_EL1"], pmbptr=self.spu.regs["PMBPTR_EL1"],
             pmsicr=self.spu.interval.value)
 

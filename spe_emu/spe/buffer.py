@@ -51,6 +51,7 @@ class ProfilingBuffer:
         self.write_va = write_va
         self.on_serror = on_serror
         self._external_abort = config.external_abort_behaviour
+        self._no_space_dl = config.no_space_data_loss
         self._limit_mask = table["PMBLIMITR_EL1"].field("LIMIT").mask
         self._align = config.align_bytes
         self._max_record = config.max_record_bytes
@@ -98,7 +99,9 @@ class ProfilingBuffer:
         bytes remain below the limit, a buffer-full management event is generated
         (PMBSR_EL1.{S, EC, BSC} = {1, 0, 1}; PMBPTR_EL1 points after the last complete record).
         A record that does not fit at all (software broke the §3.4.1 rule) is not written and
-        raises the same event with DL = 1 -- the model's choice among the UNPREDICTABLE options.
+        raises the same event, with DL = ``SpeConfig.no_space_data_loss`` (default 0: no byte
+        reached memory, PMBPTR_EL1 points after the last complete record) -- the model's
+        choice among the UNPREDICTABLE options.
         An MMU fault raises a Data Abort management event (Arm ARM D17.8.3): EC 0b100100 for
         stage 1, 0b100101 for stage 2, MSS.FSC = the fault's FSC with its level, PMBPTR_EL1 =
         the faulting virtual address (ESR, FAR and HPFAR_EL2 are not written) and DL = 1 if
@@ -110,7 +113,8 @@ class ProfilingBuffer:
         ptr = self.regs["PMBPTR_EL1"]
         if ptr + len(record) > self.limit:
             return 0, self._event("no-space", ec=EC_OTHER,
-                                  mss=PMBSR_MSS_OTHER[0].set(0, BSC_FILLED), dl=1)
+                                  mss=PMBSR_MSS_OTHER[0].set(0, BSC_FILLED),
+                                  dl=int(self._no_space_dl))
         written, fault = self._write_pages(ptr, record)
         if fault is not None:
             on_walk = fault.fsc & FSC_KIND_MASK == FSC_WALK_EXTERNAL

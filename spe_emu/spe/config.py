@@ -144,6 +144,21 @@ class SpeConfig:
         zero_interval: the interval used when PMSIRR_EL1.INTERVAL == 0 ("an UNKNOWN sampling
             interval", §4.3.12); the value replaces INTERVAL (default 1 -> 256 operations).
 
+        no_space_data_loss: a record that does not fit at all below PMBLIMITR_EL1 (software
+            broke §3.4.1 at enable): it is discarded and raises the buffer-full management
+            event with PMBSR_EL1.DL = 0 (default: no byte of it reached memory, PMBPTR_EL1 still
+            points after the last complete record, which holds) or, when True, DL = 1
+            (§3.4.1 lists both "with or without data loss").
+
+    IMPLEMENTATION DEFINED sample collisions (§2.2.4, §2.6 SAMPLE_COLLISION):
+        max_in_flight: the number of sampled operations the PE supports in flight (default 1).
+        in_flight_ops: how many operations a sampled operation stays in flight after it is
+            selected -- its record is complete after that many later population members
+            (default 0: complete before the next operation, so no sample ever collides). An
+            operation selected while ``max_in_flight`` earlier sampled operations are in
+            flight collides: no record, PMBSR_EL1.COLL = 1, SAMPLE_COLLISION counts it and
+            SAMPLE_FEED does not.
+
     IMPLEMENTATION DEFINED record contents:
         not_taken_target: include the branch target Address packet for a conditional branch
             that failed its condition (§2.3.3; default True, as perf shows the target).
@@ -180,6 +195,11 @@ class SpeConfig:
     Model parameters (documented in docs/model.md):
         l1d_lines, tlb_entries, llc_lines: sizes of the sampled-access locality model.
         seed: seed of the pseudorandom number generator used when PMSIRR_EL1.RND == 1 (§2.2.2).
+
+    Host option:
+        strict: ``spe-emu run --strict``: a broken driver rule (:mod:`.driver_rules`) stops
+            the run with :class:`spe_emu.errors.DriverRuleBroken` instead of only being
+            reported.
     """
 
     pmsver: int = PMSVER_SPE
@@ -209,6 +229,10 @@ class SpeConfig:
     crr: int = 0
     fpf: int = 0
     pbt: int = 0
+    no_space_data_loss: bool = False
+    max_in_flight: int = 1
+    in_flight_ops: int = 0
+    strict: bool = False
 
     def __post_init__(self) -> None:
         def need(cond: bool, name: str, value: object, what: str) -> None:
@@ -244,6 +268,8 @@ class SpeConfig:
         need(self.flag_updates in (0, 1), "flag_updates", self.flag_updates, "must be 0 or 1")
         need(1 <= self.zero_interval < (1 << 24), "zero_interval", self.zero_interval,
              "must fit PMSIRR_EL1.INTERVAL (1..2**24-1)")
+        need(self.max_in_flight >= 1, "max_in_flight", self.max_in_flight, "must be >= 1")
+        need(self.in_flight_ops >= 0, "in_flight_ops", self.in_flight_ops, "must be >= 0")
         for name in ("l1d_lines", "tlb_entries", "llc_lines"):
             need(getattr(self, name) >= 1, name, getattr(self, name), "must be >= 1")
 

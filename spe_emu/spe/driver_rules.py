@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from ..errors import DriverRuleBroken
 from ..sysreg import RegisterTable
 from .config import SpeConfig
 
@@ -73,6 +74,9 @@ class DriverRules:
         table: the SPE register table (field layouts).
         config: MaxSize and Align.
         report: called with each first break's :meth:`RuleBreak.line`.
+
+    Raises (from the checks, with ``config.strict``):
+        DriverRuleBroken: the first break of a rule.
         pc: the guest PC of the instruction being handled (the machine's).
         psb_visible: whether the PSB CSYNCs of the code at a PC are seen (the machine hooks
             those of the loaded images' executable segments only); ptr-read-unsynced is
@@ -89,6 +93,8 @@ class DriverRules:
         self.report = report
         self.pc = pc
         self.psb_visible: Callable[[int], bool] = lambda pc: True
+        self.strict = config.strict
+        """``--strict``: each break raises :class:`DriverRuleBroken` (after its report)."""
         self.breaks: list[RuleBreak] = []
         self._seen: set[str] = set()
         self.synced = True   # a PSB CSYNC ran with profiling disabled since it was enabled
@@ -103,6 +109,8 @@ class DriverRules:
         self.breaks.append(found)
         if self.report is not None:
             self.report(found.line())
+        if self.strict:
+            raise DriverRuleBroken(found.line())
 
     def profiling_started(self) -> None:
         """Profiling became enabled (StatisticalProfilingEnabled() turned TRUE): the pointer

@@ -108,6 +108,8 @@ class Sample:
         timestamp: CNTVCT_EL0/CNTPCT_EL0 value (None: End packet).
         context: CONTEXTIDR_EL1 value when CollectContextIDR1() is true, else None.
         context2: CONTEXTIDR_EL2 value when CollectContextIDR2() is true, else None.
+        index: the operation's instruction number (instructions retired before it), for the
+            sample collision model (``SpeConfig.in_flight_ops``).
     """
 
     pc: int
@@ -125,6 +127,7 @@ class Sample:
     timestamp: int | None = None
     context: int | None = None
     context2: int | None = None
+    index: int = 0
 
 
 @dataclass(slots=True)

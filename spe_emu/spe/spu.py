@@ -26,7 +26,8 @@ class SpuStats:
     """Counters reported at the end of a run (all counts of operations or records)."""
 
     population: int = 0          # SAMPLE_POP: members of the sample population
-    samples: int = 0             # SAMPLE_FEED: operations selected for sampling
+    samples: int = 0             # operations selected for sampling (SAMPLE_FEED + collisions)
+    collisions: int = 0          # SAMPLE_COLLISION: selected while the in-flight limit was met
     filtered_out: int = 0        # selected but removed by CollectRecord()
     records_written: int = 0     # records written to the Profiling Buffer
     bytes_written: int = 0
@@ -66,6 +67,7 @@ class Spu:
         self._owner_for: tuple[AccessContext | None, tuple[bool, int]] = (None, (False, 1))
         # ProfilingBufferEnabled() for the last (context, PMBLIMITR_EL1, PMBSR_EL1) sampled in.
         self._enabled_for: tuple[tuple | None, bool] = (None, False)
+        self._in_flight: list[int] = []   # instruction numbers of sampled operations in flight
 
     # -- register access (after the access check passed) -------------------------------------
     via_undef = True
@@ -277,7 +279,8 @@ class Spu:
         Checks ``ProfilingBufferEnabled()`` as :meth:`record` does."""
         self._check_enabled(ctx)
         return (not self._filter_state()[0] and not self.config.lds
-                and self.config.counter_bits == 12)
+                and self.config.counter_bits == 12 and not self.config.in_flight_ops
+                and not self.config.fpf and not self.config.crr and not self.config.pbt)
 
     def _check_enabled(self, ctx: AccessContext) -> None:
         key = (ctx, self.regs["PMBLIMITR_EL1"], self.regs["PMBSR_EL1"])
@@ -300,11 +303,28 @@ class Spu:
                              self.regs.get("PMSNEVFR_EL1", 0), self.regs.get("PMSDSFR_EL1", 0))
         return self._filters
 
+    def _collides(self, index: int) -> bool:
+        """Sample collision (§2.2.4, ``SpeConfig.max_in_flight``/``in_flight_ops``): the
+        operation at instruction number ``index`` was selected while the maximum number of
+        sampled operations is in flight -- it is not recorded, PMBSR_EL1.COLL is set to 1 and
+        SAMPLE_COLLISION counts it (§2.6). Otherwise it is in flight from now on."""
+        window = self.config.in_flight_ops
+        self._in_flight = [j for j in self._in_flight if index - j <= window]
+        if len(self._in_flight) >= self.config.max_in_flight:
+            self.stats.collisions += 1
+            self.regs["PMBSR_EL1"] = self.table["PMBSR_EL1"].set(self.regs["PMBSR_EL1"],
+                                                                 "COLL", 1)
+            return True
+        self._in_flight.append(index)
+        return False
+
     def record(self, s: Sample, ctx: AccessContext) -> bytes | None:
         """The record of a selected operation after ``CollectRecord()`` (None: filtered out);
         counts the sample."""
         self._check_enabled(ctx)
         self.stats.samples += 1
+        if self.config.in_flight_ops and self._collides(s.index):
+            return None
         built = self.builder.build(s)
         active, fields, pmsevfr, minlat, pmsnevfr, pmsdsfr = self._filter_state()
         if active and not collect_record(built.events, built.total_latency, built.optypes,

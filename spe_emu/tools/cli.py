@@ -4,7 +4,8 @@ Exit statuses (README, "Exit statuses"): the guest's own status when it exits; o
 line ``spe-emu: error: ...`` on stderr and :data:`EXIT_ERROR` (125: spe-emu could not do what
 was asked: usage, an input file, an option, the output directory), :data:`EXIT_RUNAWAY` (124:
 the guest did not exit within --max-insns) or :data:`EXIT_EMULATION` (126: the run stopped on
-an error of the guest the emulator cannot continue from). The numbers follow env(1)/timeout(1).
+an error of the guest the emulator cannot continue from) or :data:`EXIT_STRICT` (123: under
+``--strict``, the guest broke an SPE programming rule). The numbers follow env(1)/timeout(1).
 """
 
 from __future__ import annotations
@@ -16,12 +17,13 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from ..errors import GuestError, GuestRunaway, SpeEmuError
+from ..errors import DriverRuleBroken, GuestError, GuestRunaway, SpeEmuError
 from ..spe.config import EXTERNAL_ABORT_CHOICES, FEATURES, SpeConfig
 # (the machine -- spe_emu.session, Unicorn -- is imported by the commands that run one:
 # decode, report and perf-data start without it)
 
 
+EXIT_STRICT = 123
 EXIT_RUNAWAY = 124
 EXIT_ERROR = 125
 EXIT_EMULATION = 126
@@ -35,6 +37,7 @@ def _fail(message: str, status: int = EXIT_ERROR) -> None:
 def _fail_with(exc: SpeEmuError) -> None:
     """One line for a library error, with the status its kind has."""
     status = (EXIT_RUNAWAY if isinstance(exc, GuestRunaway) else
+              EXIT_STRICT if isinstance(exc, DriverRuleBroken) else
               EXIT_EMULATION if isinstance(exc, GuestError) else EXIT_ERROR)
     _fail(str(exc), status)
 
@@ -167,11 +170,14 @@ def main() -> None:
 @click.option("--gdb-stop-on-exception", "gdb_stop_on_exception", is_flag=True,
               help="With --gdb: stop at every exception the PE takes (also: monitor "
                    "stop-on-exception on|off).")
+@click.option("--strict", is_flag=True,
+              help="Stop the run when the guest breaks an SPE programming rule (the "
+                   "driver-bug reporter, docs/model.md 'Driver rules'): exit status 123.")
 def run(image, args, share, env_set, env_unset, clear_env, machine, kernel, initrd, append,
         dtb, memory, dumpdtb, semihosting_userspace, interval, seed, random, filters,
         min_latency, timestamps, context, pa, exclude_kernel, no_profiling, buffer_size, boot_el, no_firmware,
         firmware_path, max_insns, mode, outdir, perf_data, ground_truth,
-        spe_features, spe_external_abort, gdb_port, gdb_stop_on_exception) -> None:
+        spe_features, spe_external_abort, gdb_port, gdb_stop_on_exception, strict) -> None:
     """Run IMAGE with SPE enabled and write the trace plus a JSON summary into the output
     directory. IMAGE is a static AArch64 Linux program (run like qemu-aarch64: spe-emu run
     [OPTIONS] PROGRAM [-- ARGS...]; its stdin, stdout, stderr and exit status are the
@@ -213,7 +219,8 @@ def _run(image, args, share, env_set, env_unset, clear_env, machine, kernel, ini
     from ..session import GUEST_REGION, RunOptions, default_firmware, run_image
     program_name = image  # (argv[0] of a Linux program: as given, "./a.out" stays so)
     try:
-        spe = SpeConfig(external_abort=spe_external_abort).with_features(spe_features)
+        spe = SpeConfig(external_abort=spe_external_abort,
+                        strict=strict).with_features(spe_features)
     except SpeEmuError as exc:
         _fail_with(exc)
     image = Path(image) if image is not None else None
