@@ -119,6 +119,7 @@
 /* ---- ID registers ------------------------------------------------------ */
 /* from spe_emu: arch.id_regs, arch.firmware_regs (ID_AA64PFR0_EL1.EL2) */
 /* ID_AA64DFR0_EL1 */
+#define ID_AA64DFR0_EL1_PMUVER	GENMASK(11, 8)
 #define ID_AA64DFR0_EL1_PMSVER	GENMASK(35, 32)
 #define ID_AA64DFR0_EL1_PMSVER_NI	UL(0x0)
 

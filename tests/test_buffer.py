@@ -46,13 +46,18 @@ def test_buffer_full_event_after_maxsize_rule():
     assert max(mem) < 0x2000                                 # never at or past the limit
 
 
-def test_record_that_does_not_fit_is_lost_with_dl():
-    buf, regs, mem = make()
-    regs["PMBPTR_EL1"] = 0x2000 - 10
-    buf.write_record(bytes(20))
-    assert not mem
-    assert regs["PMBSR_EL1"] == (1 << 19) | (1 << 17) | 1
-    assert regs["PMBPTR_EL1"] == 0x2000 - 10
+def test_record_that_does_not_fit_is_not_written():
+    # §3.4.1 broken at enable: buffer full, DL = 0 by default (no byte reached memory,
+    # PMBPTR_EL1 unchanged), DL = 1 with SpeConfig.no_space_data_loss.
+    for data_loss in (False, True):
+        buf, regs, mem = make()
+        if data_loss:
+            buf = ProfilingBuffer(regs, T, SpeConfig(no_space_data_loss=True), buf.write_va)
+        regs["PMBPTR_EL1"] = 0x2000 - 10
+        buf.write_record(bytes(20))
+        assert not mem
+        assert regs["PMBSR_EL1"] == (data_loss << 19) | (1 << 17) | 1
+        assert regs["PMBPTR_EL1"] == 0x2000 - 10
 
 
 def test_translation_fault_is_a_stage1_abort_event():
