@@ -89,12 +89,14 @@ FEATURES = (
             "records aligned (padded) to 2**Align bytes"),
     Feature("F", "flag_updates", (0, 1), "PMBIDR_EL1",
             "SPU translations manage the Access flag and dirty state"),
-    Feature("EFT", "eft", (0,), "PMSIDR_EL1",
-            "PMSFCR_EL1.{SIMDm, FPm, STm, Bm, LDm, SIMD, FP} (FEAT_SPE_EFT): not modelled"),
-    Feature("CRR", "crr", (0,), "PMSIDR_EL1",
-            "call/return in branch Operation Type packets (FEAT_SPE_CRR): not modelled"),
-    Feature("FPF", "fpf", (0,), "PMSIDR_EL1",
-            "floating-point flag in Operation Type packets (FEAT_SPE_FPF): not modelled"),
+    Feature("EFT", "eft", (0, 1), "PMSIDR_EL1",
+            "PMSFCR_EL1.{SIMDm, FPm, STm, Bm, LDm, SIMD, FP} (FEAT_SPE_EFT): type filters "
+            "with masks, Advanced SIMD and floating-point types"),
+    Feature("CRR", "crr", (0, 1), "PMSIDR_EL1",
+            "call/return field CR in branch Operation Type packets (FEAT_SPE_CRR)"),
+    Feature("FPF", "fpf", (0, 1), "PMSIDR_EL1",
+            "Advanced SIMD and floating-point flags in Other Operation Type packets "
+            "(FEAT_SPE_FPF)"),
     Feature("PBT", "pbt", (0,), "PMSIDR_EL1",
             "previous branch target Address packet (FEAT_SPEv1p2 OPTIONAL): not modelled"),
 )
@@ -132,7 +134,12 @@ class SpeConfig:
         lds: PMSIDR_EL1.LDS (loads' records carry a Data Source packet, §5.3.5; values in
             docs/model.md).
         fds: PMSIDR_EL1.FDS (PMSDSFR_EL1 and PMSFCR_EL1.FDS implemented).
-        eft, crr, fpf, pbt: PMSIDR_EL1.{EFT, CRR, FPF, PBT}: only 0 is modelled.
+        eft: PMSIDR_EL1.EFT (FEAT_SPE_EFT: PMSFCR_EL1.{SIMD, FP} and the mask fields of the
+            type filters, :func:`spe_emu.spe.filters.collect_record`).
+        crr: PMSIDR_EL1.CRR (FEAT_SPE_CRR: branch records say call, return or neither).
+        fpf: PMSIDR_EL1.FPF (FEAT_SPE_FPF: Other records say Advanced SIMD / floating-point).
+        pbt: PMSIDR_EL1.PBT: only 0 (the previous branch target Address packet needs every
+            taken branch tracked, which the fast run loop does not do).
         :data:`FEATURES` lists these by their architectural names, :data:`REQUIREMENTS` the
         combinations the architecture requires.
 

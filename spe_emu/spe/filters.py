@@ -15,13 +15,27 @@ class OpType(enum.Enum):
     LOAD = 1
     STORE = 2
     BRANCH = 3
+    SIMD = 4   # FEAT_SPE_EFT: Advanced SIMD operation
+    FP = 5     # FEAT_SPE_EFT: floating-point operation
+
+
+TYPE_FILTERS = ((OpType.BRANCH, "B", "Bm"), (OpType.LOAD, "LD", "LDm"),
+                (OpType.STORE, "ST", "STm"), (OpType.FP, "FP", "FPm"),
+                (OpType.SIMD, "SIMD", "SIMDm"))
+"""(type, PMSFCR_EL1 filter field, its mask field): the operation-type filters; FP, SIMD and the
+mask fields exist with FEAT_SPE_EFT only (absent fields read 0)."""
 
 
 def collect_record(events: int, total_latency: int, optypes: frozenset[OpType] | set[OpType],
                    pmsfcr: dict[str, int], pmsevfr: int, minlat: int, config: SpeConfig,
                    pmsnevfr: int = 0, data_source: int | None = None,
                    pmsdsfr: int = 0) -> bool:
-    """``CollectRecord(events, total_latency, optype)`` (§3.2.3), with the inverted event
+    """``CollectRecord(events, total_latency, optype)`` (§3.2.3), with the extended type
+    filters of FEAT_SPE_EFT (Arm ARM PMSFCR_EL1.{B, LD, ST, FP, SIMD} and their masks Bm, LDm,
+    STm, FPm, SIMDm: a type whose mask bit is 0 is an OR filter as B/LD/ST are without
+    FEAT_SPE_EFT; one whose mask bit is 1 keeps only operations of the type when its bit is 1
+    and only operations not of it when 0 -- our reading of the field descriptions), the
+    inverted event
     filter of FEAT_SPEv1p2 (Arm ARM PMSNEVFR_EL1: a record with any event PMSNEVFR_EL1
     selects set to 1 is not recorded, while PMSFCR_EL1.FnE == 1) and the data source filter of
     FEAT_SPE_FDS (Arm ARM PMSDSFR_EL1: while PMSFCR_EL1.FDS == 1, a record with a Data Source
@@ -56,18 +70,21 @@ def collect_record(events: int, total_latency: int, optypes: frozenset[OpType] |
     if pmsfcr.get("FDS") and data_source is not None and not pmsdsfr >> data_source & 1:
         return False
     if pmsfcr["FT"]:
-        selected = set()
-        if pmsfcr["B"]:
-            selected.add(OpType.BRANCH)
-        if pmsfcr["LD"]:
-            selected.add(OpType.LOAD)
-        if pmsfcr["ST"]:
-            selected.add(OpType.STORE)
+        # OR filters: the types selected without their mask bit; AND filters: the types whose
+        # mask bit (FEAT_SPE_EFT) is 1 -- the operation must be of the type if its bit is 1,
+        # must not be if it is 0.
+        selected = {t for t, bit, mask in TYPE_FILTERS
+                    if pmsfcr.get(bit) and not pmsfcr.get(mask)}
+        required = {t: bool(pmsfcr.get(bit)) for t, bit, mask in TYPE_FILTERS
+                    if pmsfcr.get(mask)}
         if selected:
             if not selected & set(optypes):
                 return False
-        elif config.ft_all_zero_discards:
+        elif not required and config.ft_all_zero_discards:
             return False
+        for t, wanted in required.items():
+            if (t in optypes) != wanted:
+                return False
     if pmsfcr["FL"]:
         if minlat == 0 and config.fl_zero_discards:
             return False

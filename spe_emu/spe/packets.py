@@ -104,6 +104,16 @@ LDST_UNSPEC_REG = 0x10       # unspecified registers: 0b0001000x
 LDST_NV_SYSREG = 0x30        # FEAT_NV2 system register access: 0b0011000x
 LDST_SVE = 0x08              # SVE load/store: 0bxxxx1x0x (bit 3 set, bit 1 clear)
 OTHER_SVE = 0x08             # SVE vector operation (class Other): 0b0xxx1xx0
+# FEAT_SPE_FPF (Arm ARM D18 "Operation Type packet", class Other, 0b00000xxx): Advanced SIMD
+# and floating-point flags; FEAT_SPE_CRR (class Branch): CR, bits 4:3 (Linux perf
+# arm-spe-pkt-decoder.h SPE_OP_PKT_OTHER_ASE/FP, SPE_OP_PKT_CR_MASK).
+OTHER_ASE = 0x04             # Other: Advanced SIMD operation, bit 2
+OTHER_FP = 0x02              # Other: floating-point operation, bit 1
+BRANCH_CR = (4, 3)           # Branch: call/return, bits 4:3
+CR_CALL, CR_RETURN, CR_OTHER = 0b01, 0b10, 0b11
+"""BRANCH_CR values: branch with link (BL, BLR...), procedure return (RET...), any other
+branch (0b00: no call/return information, FEAT_SPE_CRR not implemented)."""
+_OTHER_FLAGS_MASK = 0xF8     # Other, not SVE: bits 7:3 zero
 SVE_EVL = (6, 4)             # SVE: effective vector length, 32 << EVL bits
 SVE_PRED = (2, 2)            # SVE: predicated
 SVE_FP = (1, 1)              # SVE (class Other): floating-point
@@ -604,13 +614,13 @@ def op_type_packet(cls: int, subclass: int) -> Packet:
     """
     _check_range("subclass", subclass, 0x100)
     if cls == OP_CLASS_OTHER:
-        ok = subclass in (OTHER_UNCOND, OTHER_COND)
+        ok = subclass & _OTHER_FLAGS_MASK == 0
     elif cls == OP_CLASS_LDST:
         ok = (ldst_is_gp(subclass) or ldst_is_simd_fp(subclass)
               or (ldst_is_extended(subclass)
                   and not (subclass & LDST_AT and subclass & LDST_EXCL)))
     elif cls == OP_CLASS_BRANCH:
-        ok = subclass & _BRANCH_KIND_MASK in (0, BRANCH_INDIRECT)
+        ok = subclass & ~_mask(BRANCH_CR) & _BRANCH_KIND_MASK in (0, BRANCH_INDIRECT)
     else:
         raise ValueError(f"operation class {cls!r} is reserved")
     if not ok:
@@ -719,7 +729,17 @@ def sve_evlen(subclass: int) -> int:
 
 
 def branch_is_indirect(subclass: int) -> bool:
-    return subclass & _BRANCH_KIND_MASK == BRANCH_INDIRECT
+    return subclass & ~_mask(BRANCH_CR) & _BRANCH_KIND_MASK == BRANCH_INDIRECT
+
+
+def branch_with_cr(subclass: int, cr: int) -> int:
+    """Branch SUBCLASS with its CR field (bits 4:3, FEAT_SPE_CRR) set to ``cr`` (CR_*)."""
+    return subclass & ~_mask(BRANCH_CR) | _put(BRANCH_CR, cr)
+
+
+def other_with_simd_fp(subclass: int, ase: bool, fp: bool) -> int:
+    """Other SUBCLASS with the FEAT_SPE_FPF flags: ASE (bit 2) and FP (bit 1)."""
+    return subclass | (OTHER_ASE if ase else 0) | (OTHER_FP if fp else 0)
 
 
 # --------------------------------------------------------------------------------------------
@@ -761,7 +781,9 @@ def _describe_op_type(packet: Packet) -> str:
             return " ".join(["SVE-OTHER", f"EVLEN {sve_evlen(sub)}"]
                             + (["FP"] if _get(sub, SVE_FP) else [])
                             + (["PRED"] if _get(sub, SVE_PRED) else []))
-        return "OTHER " + ("COND-SELECT" if sub & OTHER_COND else "INSN-OTHER")
+        return " ".join(["OTHER"] + [name for bit, name in ((OTHER_ASE, "ASE"),
+                                                             (OTHER_FP, "FP")) if sub & bit]
+                        + ["COND-SELECT" if sub & OTHER_COND else "INSN-OTHER"])
     if packet.index == OP_CLASS_LDST:
         words = ["ST" if sub & LDST_ST else "LD"]
         if ldst_is_extended(sub):
@@ -785,6 +807,9 @@ def _describe_op_type(packet: Packet) -> str:
             words.append("COND")
         if branch_is_indirect(sub):
             words.append("IND")
+        cr = _get(sub, BRANCH_CR)
+        if cr:
+            words.append({CR_CALL: "CALL", CR_RETURN: "RET", CR_OTHER: "NOT-CALL-RET"}[cr])
         return " ".join(words)
     return _raw(packet)
 

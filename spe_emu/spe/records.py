@@ -141,6 +141,20 @@ class Built:
     data_source: int | None = None  # the Data Source packet's value, when there is one
 
 
+def simd_fp_kind(word: int) -> tuple[bool, bool]:
+    """(Advanced SIMD, floating-point) of a data-processing SIMD&FP instruction (word[28:25]
+    == x111, Arm ARM C4.1.9; the decoder is spe_emu.cpu.a64): word[28] == 1 with word[30] == 0 is the scalar floating-point
+    group (conversions and FCSEL/FCCMP included): floating-point; every other encoding of the
+    group is Advanced SIMD (vector, scalar AdvSIMD, crypto). Any other word: (False, False).
+    The Operation Type packet's ASE and FP flags (FEAT_SPE_FPF) and the PMSFCR_EL1.{SIMD, FP}
+    filters (FEAT_SPE_EFT) use it."""
+    w = word & 0xFFFFFFFF
+    if (w >> 25) & 0b0111 != 0b0111:
+        return False, False
+    fp = bool(w >> 28 & 1) and not w >> 30 & 1
+    return not fp, fp
+
+
 class RecordBuilder:
     """Builds records and owns the deterministic micro-architecture model."""
 
@@ -162,8 +176,26 @@ class RecordBuilder:
             data = cache[key] = encode(*args)
         return data
 
+    def subclass(self, info) -> int:
+        """The Operation Type packet's SUBCLASS (§5.3.8), with the call/return field of
+        FEAT_SPE_CRR (PMSIDR_EL1.CRR == 1; branches with link are calls, RET/RETAA/RETAB
+        returns, every other branch and exception return 0b11) and the Advanced SIMD and
+        floating-point flags of FEAT_SPE_FPF (PMSIDR_EL1.FPF == 1; :func:`simd_fp_kind`)."""
+        sub = info.op_subclass
+        if self.config.crr and info.op_class == P.OP_CLASS_BRANCH:
+            name = info.mnemonic_class
+            sub = P.branch_with_cr(sub, P.CR_CALL if name.startswith("bl") else
+                                   P.CR_RETURN if name.startswith("ret") else P.CR_OTHER)
+        elif (self.config.fpf and info.op_class == P.OP_CLASS_OTHER
+              and not P.other_is_sve(sub)):
+            sub = P.other_with_simd_fp(sub, *simd_fp_kind(info.word))
+        return sub
+
     def optypes(self, info) -> frozenset:
-        """The ``OpType`` values an operation counts as for the FT filter (§3.2.2)."""
+        """The ``OpType`` values an operation counts as for the FT filter (§3.2.2), with the
+        Advanced SIMD and floating-point types of the FEAT_SPE_EFT filters (data-processing
+        SIMD&FP operations, :func:`simd_fp_kind`; loads and stores of SIMD&FP registers
+        are loads and stores only)."""
         if info.op_class == P.OP_CLASS_BRANCH:
             return frozenset({OpType.BRANCH})
         if info.op_class == P.OP_CLASS_LDST:
@@ -173,7 +205,9 @@ class RecordBuilder:
             if info.is_store or info.is_atomic:
                 out.add(OpType.STORE)
             return frozenset(out or {OpType.OTHER})
-        return frozenset({OpType.OTHER})
+        simd, fp = simd_fp_kind(info.word)
+        return frozenset({OpType.OTHER} | ({OpType.SIMD} if simd else set())
+                         | ({OpType.FP} if fp else set()))
 
     def build(self, s: Sample) -> Built:
         """The packets of the record for ``s`` (§2.3, §5.3), encoded."""
@@ -188,8 +222,9 @@ class RecordBuilder:
         out: list[bytes] = [self.context_packets(s.context, s.context2)]
         out.append(packet(("pc", s.pc, s.el, s.ns), P.instruction_address_bytes, P.ADDR_PC,
                           s.pc, s.el, s.ns))
-        optype = packet(("op", info.op_class, info.op_subclass), P.op_type_bytes, info.op_class,
-                        info.op_subclass)
+        subclass = self.subclass(info)
+        optype = packet(("op", info.op_class, subclass), P.op_type_bytes, info.op_class,
+                        subclass)
         if s.exception:
             events |= 1 << P.EV_EXCEPTION_GEN
             if cfg.exception_record_detail:
@@ -217,7 +252,8 @@ class RecordBuilder:
         if source is not None:
             out.append(packet(("ds", source), self._data_source, source))
         out.append(P.timestamp_bytes(s.timestamp) if s.timestamp is not None else P.END_BYTES)
-        kind = (info.op_class, info.is_load, info.is_store, info.is_atomic)
+        kind = (info.op_class, info.is_load, info.is_store, info.is_atomic,
+                info.op_class == P.OP_CLASS_OTHER and simd_fp_kind(info.word))
         optypes = self._optypes.get(kind)
         if optypes is None:
             optypes = self._optypes[kind] = self.optypes(info)
