@@ -176,3 +176,24 @@ def test_counting_rules():
                         assert counts(0, v, pmcr, enset, 1, True, ctx) is False  # SPME = 0
                         cases += 4
     print(f"{cases} filter cases")
+
+
+def test_spe_options_by_name():
+    """``--spe-option``: the choices of SpeConfig by name (CHOICES), typed, validated."""
+    from spe_emu.errors import ConfigError
+    from spe_emu.spe.config import CHOICES
+    cfg = SpeConfig().with_options(["in_flight_ops=300", "max_in_flight=2",
+                                    "no_space_data_loss=true", "FT_ALL_ZERO_DISCARDS=1"])
+    assert (cfg.in_flight_ops, cfg.max_in_flight) == (300, 2)
+    assert cfg.no_space_data_loss is True and cfg.ft_all_zero_discards is True
+    for bad, match in (("bogus=1", "expected NAME=VALUE"), ("max_in_flight=0", ">= 1"),
+                       ("zero_interval=x", "not a number")):
+        with pytest.raises(ConfigError, match=match):
+            SpeConfig().with_options([bad])
+    assert all(hasattr(SpeConfig(), name) for name in CHOICES)
+    from click.testing import CliRunner
+    from spe_emu.tools.cli import main
+    r = CliRunner().invoke(main, ["run", "--help"])
+    assert "--spe-option" in r.output and "--strict" in r.output
+    r = CliRunner().invoke(main, ["run", "--spe-option", "max_in_flight=0", "x.elf"])
+    assert r.exit_code == 125 and "max_in_flight" in r.output

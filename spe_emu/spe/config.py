@@ -103,6 +103,29 @@ FEATURES = (
 """Every settable ID-register choice, by its architectural name (docs/model.md)."""
 FEATURES_BY_NAME = {f.name.lower(): f for f in FEATURES}
 
+CHOICES = {
+    "ft_all_zero_discards": "§3.2.3: PMSFCR_EL1.FT = 1 with B, LD, ST all 0: 1 records nothing, "
+                            "0 (default) as if FT were 0",
+    "fe_zero_discards": "§3.2.3: PMSFCR_EL1.FE = 1 with PMSEVFR_EL1 = 0: 1 records nothing, "
+                        "0 (default) as if FE were 0",
+    "fl_zero_discards": "§3.2.3: PMSFCR_EL1.FL = 1 with MINLAT = 0: 1 records nothing, 0 "
+                        "(default) as if FL were 0",
+    "zero_interval": "§4.3.12: the INTERVAL used when PMSIRR_EL1.INTERVAL = 0 (default 1)",
+    "no_space_data_loss": "§3.4.1: a record that does not fit at enable: buffer full with "
+                          "PMBSR_EL1.DL = 0 (default) or 1",
+    "max_in_flight": "§2.2.4: sampled operations in flight at most (default 1)",
+    "in_flight_ops": "§2.2.4: operations a sampled operation stays in flight (default 0: no "
+                     "collisions)",
+    "not_taken_target": "§2.3.3: target Address packet of a not-taken conditional branch "
+                        "(default 1)",
+    "exception_return_target": "§5.3.1: target of an exception return to an EL where "
+                               "profiling is disabled (default 1)",
+    "exception_record_detail": "§2.3.5: PC/type/counters in the record of an operation that "
+                               "generates an exception (default 1)",
+}
+"""The CONSTRAINED UNPREDICTABLE and IMPLEMENTATION DEFINED choices settable by name
+(``spe-emu run --spe-option NAME=VALUE``): :class:`SpeConfig` attribute -> what it chooses."""
+
 # (feature attribute, value) -> the (attribute, minimum value) it requires, and what says so.
 REQUIREMENTS = (
     ("pmsver", PMSVER_V1P2, "fne", 1, "Arm ARM PMSIDR_EL1.FnE: FEAT_SPEv1p2 implements FnE = 1"),
@@ -328,6 +351,30 @@ class SpeConfig:
                 changes[feature.attr] = int(value.strip(), 0)
             except ValueError:
                 raise ConfigError(f"--spe-feature {text!r}: {value!r} is not a number") from None
+        return self.with_(**changes)
+
+    def with_options(self, assignments: "list[str] | tuple[str, ...]") -> "SpeConfig":
+        """A copy with ``NAME=VALUE`` assignments of :data:`CHOICES` applied (values decimal,
+        0x.., or true/false for the yes/no choices).
+
+        Raises:
+            ConfigError: an unknown name, a malformed or invalid value.
+        """
+        changes: dict[str, object] = {}
+        for text in assignments:
+            name, sep, value = text.partition("=")
+            name = name.strip().lower()
+            if not sep or name not in CHOICES:
+                raise ConfigError(f"--spe-option {text!r}: expected NAME=VALUE with NAME one "
+                                  f"of {', '.join(CHOICES)}")
+            value = value.strip().lower()
+            try:
+                number = {"true": 1, "false": 0}.get(value)
+                number = int(value, 0) if number is None else number
+            except ValueError:
+                raise ConfigError(f"--spe-option {text!r}: {value!r} is not a number") from None
+            changes[name] = (bool(number) if isinstance(getattr(self, name), bool)
+                             else number)
         return self.with_(**changes)
 
     def with_(self, **changes: object) -> "SpeConfig":

@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ..errors import DriverRuleBroken, GuestError, GuestRunaway, SpeEmuError
-from ..spe.config import EXTERNAL_ABORT_CHOICES, FEATURES, SpeConfig
+from ..spe.config import CHOICES, EXTERNAL_ABORT_CHOICES, FEATURES, SpeConfig
 # (the machine -- spe_emu.session, Unicorn -- is imported by the commands that run one:
 # decode, report and perf-data start without it)
 
@@ -170,6 +170,10 @@ def main() -> None:
 @click.option("--gdb-stop-on-exception", "gdb_stop_on_exception", is_flag=True,
               help="With --gdb: stop at every exception the PE takes (also: monitor "
                    "stop-on-exception on|off).")
+@click.option("--spe-option", "spe_options", multiple=True, metavar="NAME=VALUE",
+              help="Set a CONSTRAINED UNPREDICTABLE or IMPLEMENTATION DEFINED choice of the "
+                   "SPU (repeatable; docs/model.md): "
+                   + "; ".join(f"{name}: {doc}" for name, doc in CHOICES.items()) + ".")
 @click.option("--strict", is_flag=True,
               help="Stop the run when the guest breaks an SPE programming rule (the "
                    "driver-bug reporter, docs/model.md 'Driver rules'): exit status 123.")
@@ -177,7 +181,8 @@ def run(image, args, share, env_set, env_unset, clear_env, machine, kernel, init
         dtb, memory, dumpdtb, semihosting_userspace, interval, seed, random, filters,
         min_latency, timestamps, context, pa, exclude_kernel, no_profiling, buffer_size, boot_el, no_firmware,
         firmware_path, max_insns, mode, outdir, perf_data, ground_truth,
-        spe_features, spe_external_abort, gdb_port, gdb_stop_on_exception, strict) -> None:
+        spe_features, spe_external_abort, gdb_port, gdb_stop_on_exception, spe_options,
+        strict) -> None:
     """Run IMAGE with SPE enabled and write the trace plus a JSON summary into the output
     directory. IMAGE is a static AArch64 Linux program (run like qemu-aarch64: spe-emu run
     [OPTIONS] PROGRAM [-- ARGS...]; its stdin, stdout, stderr and exit status are the
@@ -220,7 +225,7 @@ def _run(image, args, share, env_set, env_unset, clear_env, machine, kernel, ini
     program_name = image  # (argv[0] of a Linux program: as given, "./a.out" stays so)
     try:
         spe = SpeConfig(external_abort=spe_external_abort,
-                        strict=strict).with_features(spe_features)
+                        strict=strict).with_features(spe_features).with_options(spe_options)
     except SpeEmuError as exc:
         _fail_with(exc)
     image = Path(image) if image is not None else None
