@@ -12,7 +12,7 @@ from spe_emu.spe.records import RecordBuilder, Sample
 def info(**kw):
     base = dict(op_class=0, op_subclass=0, is_load=False, is_store=False, is_atomic=False,
                 is_branch=False, is_indirect=False, is_conditional=False, is_eret=False,
-                mnemonic_class="x")
+                mnemonic_class="x", word=0)
     return SimpleNamespace(**{**base, **kw})
 
 
