@@ -197,3 +197,40 @@ def test_spe_options_by_name():
     assert "--spe-option" in r.output and "--strict" in r.output
     r = CliRunner().invoke(main, ["run", "--spe-option", "max_in_flight=0", "x.elf"])
     assert r.exit_code == 125 and "max_in_flight" in r.output
+
+
+@pytest.mark.parametrize("variant", ("plain", "filter", "collisions"))
+def test_reads_inside_the_sampled_loop_agree_across_loops(tmp_path, variant):
+    """An MRS of PMEVCNTR<n>_EL0 in the same translated block as sampled loads and ALU
+    operations (captured or predicted samples pending in the fast loop): every value read,
+    and the records, are the reference loop's."""
+    spe = SpeConfig(in_flight_ops=300) if variant == "collisions" else None
+    fcr = """
+    movz x9, #2, lsl #16
+    movk x9, #2
+    msr pmsfcr_el1, x9
+""" if variant == "filter" else ""
+    body = fcr + """
+    movz x4, #1500
+    mov x10, #0
+loop:
+    ldr x5, [sp]
+    add x6, x6, #1
+    mrs x7, pmevcntr1_el0
+    mrs x8, pmevcntr0_el0
+    mrs x12, pmevcntr2_el0
+    add x10, x10, x7
+    eor x11, x11, x8
+    add x13, x13, x12
+    subs x4, x4, #1
+    b.ne loop
+"""
+    out = {}
+    for mode in MODES:
+        m = run(pmu_setup() + spe_prologue(0b11, BUF) + body + READ + VECTORS, tmp_path,
+                mode, spe)
+        data = bytes(m.uc.mem_read(BUF, m.result.bytes_written))
+        out[mode] = (xregs(m, 10, 11, 13, 24, 25, 26, 27), data, m.result.samples)
+        assert xregs(m, 24)[0] == m.result.population
+    assert out["fast"] == out["reference"]
+    assert out["fast"][2] > 20

@@ -433,6 +433,7 @@ class Machine:
         self.pmu_events = SpePmuEvents(lambda enc: self.uc.cpr_read(*enc), self.spu.stats)
         self.sysregs.register(self.pmu_events, self.pmu_events.table)
         self._pmu_bucket: tuple[int, bool] | None = None  # (EL, Secure) while enabled
+        self._last_sample: tuple[int, int, int] | None = None  # (index, filtered, collided)
         self.spu.rules.report, self.spu.rules.pc = self._guest_error, lambda: self.pc
         self.spu.rules.psb_visible = self._in_scanned_code
         self.qemu_exception = ExceptionReader(self.uc)
@@ -1302,7 +1303,11 @@ class Machine:
                 if cx2 else None)
 
     def _sample(self, s: Sample, ctx: AccessContext) -> None:
+        st = self.spu.stats
+        filtered, collided = st.filtered_out, st.collisions
         event = self.spu.sample(s, ctx)
+        # (the reference loop samples an instruction before its MRS hook runs: _pmu_catch_up)
+        self._last_sample = (s.index, st.filtered_out - filtered, st.collisions - collided)
         if event is not None:
             if event.kind != "buffer-full":
                 self._guest_error(f"spe: Profiling Buffer management event ({event.kind}) at "
@@ -2177,17 +2182,41 @@ class Machine:
         reads.valid = 1
 
     def _pmu_catch_up(self, retired: int) -> None:
-        """Before a PMU register access by instruction number ``retired``: the samples of the
-        instructions before it are settled (not a predicted one at or after it, still
-        pending), and the SPE events are attributed (:class:`SpePmuEvents`); population
-        members accounted at or beyond it (the prediction fired its member early) are held
-        back from SAMPLE_POP."""
-        if self._pending is None or self._pending[0] < retired:
+        """Before a PMU register access by instruction number ``retired`` (from its MRS/MSR
+        hook, in the middle of a translated block): attribute the SPE events of the
+        instructions before it (:class:`SpePmuEvents`).
+
+        When nothing pending is at or after it, the pending samples are settled first (exact).
+        Otherwise -- the native hook captured a sample of a later instruction of the block at
+        the block's entry, or a prediction is pending -- nothing is settled (settling would
+        drop the later ones) and the samples of the earlier instructions still pending are
+        counted as SAMPLE_FEED, and as SAMPLE_FILTRATE while no PMSFCR_EL1 filter is enabled
+        (with one, their SAMPLE_FILTRATE counts from the next stop on). SAMPLE_POP is exact
+        either way: the members before ``retired`` while profiling is enabled."""
+        c = self.counter
+        caps = [c.caps[i].index for i in range(c.cap_count)]
+        pending = self._pending
+        early = 0
+        if pending is None and not c.completing and all(i < retired for i in caps):
             self._catch_up(retired)
-        self._account(retired)
-        self.pmu_events.ahead = max(0, self.acct - retired) if self.enabled else 0
+        else:
+            early = sum(1 for i in caps if i < retired)
+            if pending is not None and pending[0] < retired and (pending[3] is None
+                                                                  or pending[1] is not None):
+                early += 1
+        kept, coll = (0 if self.spu.filters_enabled() else early), 0
+        own = self._last_sample
+        if own is not None and own[0] == retired:
+            # the accessing instruction's own sample, taken before its hook (reference loop):
+            # it counts after its access, as its SAMPLE_POP member does
+            early -= 1 - own[2]
+            kept -= 1 - own[1] - own[2]
+            coll -= own[2]
+        self.pmu_events.adjust = (retired - self.acct if self.enabled else 0, early, kept,
+                                  coll)
         self.pmu_events.accrue(self._pmu_bucket)
-        self.pmu_events.ahead = 0  # (those members are attributed at the next accrual)
+        # (the adjusted counts are realised by the next settling, in the same period)
+        self.pmu_events.adjust = (0, 0, 0, 0)
 
     def _counter_reads_changed(self) -> None:
         """The control state or the idle time changed: the native table is refilled at the
@@ -2217,8 +2246,11 @@ class Machine:
             return None
         retired = self._retired_before(self.pc)
         if entry.owner is self.pmu_events:
+            # (no accounting here: it would step the interval counter past samples the
+            # native hook captured ahead in this block)
             self._pmu_catch_up(retired)
-        self._account(retired + 1)
+        else:
+            self._account(retired + 1)
         self._retired_now = retired
         try:
             if is_read:

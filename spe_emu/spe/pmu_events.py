@@ -208,10 +208,11 @@ class SpePmuEvents:
         self.stats = stats
         self.table = PMU_REGISTERS
         self.totals: dict[tuple[int, bool], list[int]] = {}
-        self.ahead = 0
-        """Population members the machine has accounted beyond the instruction a hook runs
-        for (a predicted sample later in its block, the accessing instruction itself): not
-        yet counted by SAMPLE_POP."""
+        self.adjust = (0, 0, 0, 0)
+        """What the machine's counts lack (positive) or hold beyond (negative) the
+        instruction a hook runs for, per event (SAMPLE_POP, SAMPLE_FEED, SAMPLE_FILTRATE,
+        SAMPLE_COLLISION): members not yet accounted or accounted early, samples not yet
+        settled."""
         self._last = self._now()
         self._counters = [_Counter() for _ in range(PMU_COUNTERS)]
 
@@ -223,7 +224,9 @@ class SpePmuEvents:
     def _now(self) -> tuple[int, int, int, int]:
         st = self.stats
         feed = st.samples - st.collisions
-        return (st.population - self.ahead, feed, feed - st.filtered_out, st.collisions)
+        pop, fed, kept, coll = self.adjust
+        return (st.population + pop, feed + fed, feed - st.filtered_out + kept,
+                st.collisions + coll)
 
     def accrue(self, bucket: tuple[int, bool] | None) -> None:
         """Attribute the events counted since the last call to ``bucket`` ((Exception level,

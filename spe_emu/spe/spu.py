@@ -282,6 +282,10 @@ class Spu:
                 and self.config.counter_bits == 12 and not self.config.in_flight_ops
                 and not self.config.fpf and not self.config.crr and not self.config.pbt)
 
+    def filters_enabled(self) -> bool:
+        """Whether any PMSFCR_EL1 filter (FE, FT, FL, FnE, FDS) is enabled."""
+        return self._filter_state()[0]
+
     def _check_enabled(self, ctx: AccessContext) -> None:
         key = (ctx, self.regs["PMBLIMITR_EL1"], self.regs["PMBSR_EL1"])
         if self._enabled_for[0] != key:
