@@ -204,7 +204,7 @@ def run(image, args, share, env_set, env_unset, clear_env, machine, kernel, init
              filters, min_latency, timestamps, context, pa, exclude_kernel, no_profiling,
              buffer_size, boot_el, no_firmware, firmware_path, max_insns, mode, outdir,
              perf_data, ground_truth, spe_features, spe_external_abort,
-             stub.attach if stub is not None else None)
+             stub.attach if stub is not None else None, spe_options, strict)
     except OSError as exc:   # (--gdb: the port cannot be bound, the connection failed)
         if stub is None:
             raise
@@ -218,7 +218,7 @@ def _run(image, args, share, env_set, env_unset, clear_env, machine, kernel, ini
          dtb, memory, dumpdtb, semihosting_userspace, interval, seed, random, filters,
          min_latency, timestamps, context, pa, exclude_kernel, no_profiling, buffer_size,
          boot_el, no_firmware, firmware_path, max_insns, mode, outdir, perf_data, ground_truth,
-         spe_features, spe_external_abort, attach) -> None:
+         spe_features, spe_external_abort, attach, spe_options=(), strict=False) -> None:
     """``run``'s body; ``attach``: the GDB stub's, or None."""
     from ..linux.elf import is_linux_program
     from ..session import GUEST_REGION, RunOptions, default_firmware, run_image
