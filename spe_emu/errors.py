@@ -49,6 +49,12 @@ class DriverRuleBroken(GuestError):
     the rule's guest_error line. The CLI exits with status 123."""
 
 
+class EmulatorError(SpeEmuError):
+    """The run stopped on a host-side failure of the emulator itself (not the guest's
+    mistake): summary.json names it ``exit_reason`` "emulator-error"; ``spe-emu run`` exits
+    with 126. The original exception is the ``__cause__``."""
+
+
 class DeviceError(SpeEmuError):
     """A device model was driven incorrectly by the host (an address outside the device, an
     access size it cannot take, an unknown register name, an INTID without an input line).

@@ -8,14 +8,18 @@ driver through semihosting) and ``summary.json``.
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import struct
-from dataclasses import asdict, dataclass, field
+import tempfile
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
 from .cpu.a64 import X_REGS
 from .cpu.machine import Machine, MachineConfig, RunResult
-from .errors import ConfigError, GuestError, GuestRunaway
+from .errors import ConfigError, DebuggerKill, EmulatorError, GuestError, GuestRunaway
 from .platform.board import VIRT, BoardSpec
 from .devices.psci import psci_conduit
 from .platform.boot import BootImage, load_kernel
@@ -299,23 +303,83 @@ def prepare_machine(image_path: Path, opts: RunOptions,
     return machine
 
 
-def _prepare_outdir(outdir: Path, *stale: Path) -> None:
-    """Create the run's output directory and remove the ``stale`` outputs of an earlier run.
+SUMMARY_NAME = "summary.json"
+
+
+@contextmanager
+def staged_outdir(outdir: Path, *stale: str):
+    """The output directory of one run, written in a fresh sibling and renamed into place.
+
+    Yields a new directory next to ``outdir`` (``.<name>.<random>.run``) holding a copy of
+    ``outdir``'s files but the ``stale`` names (the previous run's outputs; so a guest's input
+    files there stay readable). When the block leaves (any way) with ``summary.json`` written
+    in it, the previous ``outdir`` is renamed aside, the new one renamed to ``outdir`` and the
+    previous one removed; without summary.json (the run never started: a bad image, a bad
+    option) the new directory is removed and ``outdir`` is left as it was, byte for byte.
 
     Raises:
-        ConfigError: naming the directory and the host's reason."""
+        ConfigError: ``outdir`` is not a directory, or the host refused to make, copy or
+            rename (naming the directory and the host's reason)."""
+    final = Path(outdir)
     try:
-        outdir.mkdir(parents=True, exist_ok=True)
-        for path in stale:
-            path.unlink(missing_ok=True)
-        probe = outdir / ".spe-emu-write-test"  # (a directory files cannot be made in, such
-        probe.write_bytes(b"")                  # as /proc/self, fails here, not at the end)
-        probe.unlink()
+        if final.exists() and not final.is_dir():
+            raise NotADirectoryError(20, "not a directory")
+        final.parent.mkdir(parents=True, exist_ok=True)
+        stage = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".run",
+                                      dir=final.parent))
+        try:
+            if final.is_dir():
+                shutil.copytree(final, stage, symlinks=True, dirs_exist_ok=True,
+                                ignore=lambda d, names: [n for n in names if n in stale]
+                                if Path(d) == final else [])
+        except OSError:
+            shutil.rmtree(stage, ignore_errors=True)
+            raise
     except OSError as exc:
-        raise ConfigError(f"output directory {outdir}: {exc.strerror or exc}") from None
+        raise ConfigError(f"output directory {final}: {exc.strerror or exc}") from None
+    try:
+        yield stage
+    finally:
+        if not (stage / SUMMARY_NAME).exists():
+            shutil.rmtree(stage, ignore_errors=True)
+        else:
+            old = None
+            try:
+                if final.is_dir():
+                    old = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".old",
+                                                dir=final.parent))
+                    os.replace(final, old / "d")
+                os.replace(stage, final)
+            except OSError as exc:
+                raise ConfigError(f"output directory {final}: {exc.strerror or exc}") from None
+            finally:
+                if old is not None:
+                    shutil.rmtree(old, ignore_errors=True)
 
 
 GROUND_TRUTH_NAME = "ground_truth.json"
+
+
+def staged_run(run):
+    """Decorate a run function whose ``opts`` (a :class:`RunOptions`) is its argument
+    ``opts`` (keyword or positional): it runs with ``opts.outdir`` a fresh staging directory
+    (:func:`staged_outdir`; the previous run's spe.trace, ground_truth.json and summary.json
+    not copied) renamed to ``opts.outdir`` when the run leaves, however it ends, with a
+    summary.json; the returned session's ``outdir`` and ``trace_path`` name the final place."""
+    import functools
+    import inspect
+    signature = inspect.signature(run)
+
+    @functools.wraps(run)
+    def wrapper(*args, **kwargs):
+        bound = signature.bind(*args, **kwargs)
+        opts = bound.arguments["opts"]
+        final = Path(opts.outdir)
+        with staged_outdir(final, TRACE_NAME, GROUND_TRUTH_NAME, SUMMARY_NAME) as stage:
+            bound.arguments["opts"] = replace(opts, outdir=stage)
+            session = run(*bound.args, **bound.kwargs)
+        return replace(session, outdir=final, trace_path=final / session.trace_path.name)
+    return wrapper
 
 
 def write_ground_truth(machine: Machine, outdir: Path, enabled: bool) -> Path | None:
@@ -340,7 +404,9 @@ def run_recorded(machine: Machine, opts: RunOptions, outdir: Path,
     when ``opts.ground_truth`` says so, then write (or remove a stale) ``ground_truth.json``
     (:func:`write_ground_truth`). Returns the run's result; raises what the run raises (a
     GuestError with the stopped machine as its ``machine`` attribute, after ``on_error``
-    had what the run collected: the caller's summary.json of a stopped run)."""
+    had what the run collected: the caller's summary.json of a stopped run). Any other
+    exception of the run (but DebuggerKill) is a failure of the emulator: ``on_error`` has
+    what was collected and an :class:`EmulatorError` naming it is raised."""
     if opts.ground_truth:
         machine.enable_ground_truth()
     if opts.attach is not None:
@@ -352,21 +418,35 @@ def run_recorded(machine: Machine, opts: RunOptions, outdir: Path,
         if on_error is not None:
             on_error(machine.result(), exc)
         raise
+    except DebuggerKill:
+        raise
+    except Exception as exc:  # (a failure of the emulator: recorded, then typed)
+        err = EmulatorError(f"emulator error: {type(exc).__name__}: {exc}")
+        err.machine = machine
+        if on_error is not None:
+            try:
+                on_error(machine.result(), err)
+            except Exception:  # (what could be collected is written; the error is named)
+                pass
+        raise err from exc
     write_ground_truth(machine, outdir, opts.ground_truth)
     return result
 
 
 EXIT_REASONS = ("exit", "killed", "psci-system-off", "psci-system-reset", "psci-cpu-off",
-                "max-insns", "guest-error")
+                "max-insns", "guest-error", "emulator-error")
 """How a run ended (summary.json's ``exit_reason``, :attr:`spe_emu.Result.exit_reason`): the
 guest exited (semihosting SYS_EXIT, a Linux program's exit/exit_group); a Linux program died
 of a signal (status 128 + the signal); a PSCI call of a board's guest; the run reached
-``--max-insns``; the run stopped on an error of the guest the emulator cannot continue from."""
+``--max-insns``; the run stopped on an error of the guest the emulator cannot continue from;
+the run stopped on a failure of the emulator itself (:class:`~spe_emu.errors.EmulatorError`)."""
 
 
-def exit_reason(result: RunResult, error: GuestError | None = None,
+def exit_reason(result: RunResult, error: GuestError | EmulatorError | None = None,
                 killed: bool = False) -> str:
     """The :data:`EXIT_REASONS` name of how the run of ``result`` ended."""
+    if isinstance(error, EmulatorError):
+        return "emulator-error"
     if error is not None:
         return "max-insns" if isinstance(error, GuestRunaway) else "guest-error"
     if killed:
@@ -389,9 +469,10 @@ def result_summary(result: RunResult, error: GuestError | None = None,
 
 def write_summary(outdir: Path, summary: dict) -> None:
     """``summary.json`` in ``outdir``: ``summary`` as indented JSON."""
-    (Path(outdir) / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    (Path(outdir) / SUMMARY_NAME).write_text(json.dumps(summary, indent=2) + "\n")
 
 
+@staged_run
 def run_image(image_path: Path, opts: RunOptions,
               console: Callable[[bytes], None] | None = None,
               progress: Callable[[int], None] | None = None) -> Session:
@@ -404,7 +485,6 @@ def run_image(image_path: Path, opts: RunOptions,
     opts.validate()
     outdir = Path(opts.outdir)
     trace_path = outdir / TRACE_NAME
-    _prepare_outdir(outdir, trace_path)
     machine = prepare_machine(image_path, opts, console)
 
     def summarise(result: RunResult, error: GuestError | None = None) -> dict:
@@ -446,6 +526,7 @@ def parse_ram_size(text: str) -> int:
     return size
 
 
+@staged_run
 def run_kernel(kopts: KernelOptions, opts: RunOptions,
                console: Callable[[bytes], None] | None = None,
                progress: Callable[[int], None] | None = None, stdin=None) -> Session:
@@ -467,7 +548,6 @@ def run_kernel(kopts: KernelOptions, opts: RunOptions,
             raise ConfigError(f"--dumpdtb {kopts.dumpdtb}: {exc.strerror or exc}") from None
         return Session(None, outdir, outdir / TRACE_NAME, {"dumpdtb": str(kopts.dumpdtb)})
     trace_path = outdir / TRACE_NAME
-    _prepare_outdir(outdir, trace_path)
     machine, boot = prepare_kernel_machine(kopts, opts, console, stdin)
     records = bytearray()
     if kopts.trace:

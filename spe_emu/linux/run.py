@@ -12,8 +12,8 @@ from ..cpu.machine import Machine, MachineConfig, RunResult
 from ..errors import ConfigError, GuestError, ImageError
 from ..platform.loader import load_elf
 from ..session import (FIRMWARE_CONFIG_SYMBOL, FLAG_LINUX, GUEST_REGION, TRACE_NAME,
-                       RunOptions, _prepare_outdir, config_block, default_firmware,
-                       result_summary, run_recorded, write_summary)
+                       RunOptions, config_block, default_firmware,
+                       result_summary, run_recorded, staged_run, write_summary)
 from .elf import load_linux_program
 from .hwcap import hwcaps
 from .memory import L2_SHIFT, VA_LIMIT, AddressSpace
@@ -43,6 +43,7 @@ def _slots(lo: int, hi: int) -> tuple[int, int]:
     return lo & ~(SLOT - 1), (hi + SLOT - 1) & ~(SLOT - 1)
 
 
+@staged_run
 def run_program(program_path: Path, lopts: LinuxOptions, opts: RunOptions,
                 firmware_console: Callable[[bytes], None] | None = None) -> LinuxSession:
     """Run a static AArch64 Linux program under the firmware with profiling as ``opts`` says;
@@ -61,7 +62,6 @@ def run_program(program_path: Path, lopts: LinuxOptions, opts: RunOptions,
     program = load_linux_program(program_path, VA_LIMIT)
     outdir = Path(opts.outdir)
     trace_path = outdir / TRACE_NAME
-    _prepare_outdir(outdir, trace_path)
     console = bytearray()
 
     def fw_console(data: bytes) -> None:

@@ -4,7 +4,8 @@ Exit statuses (README, "Exit statuses"): the guest's own status when it exits; o
 line ``spe-emu: error: ...`` on stderr and :data:`EXIT_ERROR` (125: spe-emu could not do what
 was asked: usage, an input file, an option, the output directory), :data:`EXIT_RUNAWAY` (124:
 the guest did not exit within --max-insns) or :data:`EXIT_EMULATION` (126: the run stopped on
-an error of the guest the emulator cannot continue from) or :data:`EXIT_STRICT` (123: under
+an error of the guest the emulator cannot continue from, or on a failure of the emulator itself:
+summary.json's ``exit_reason`` tells which) or :data:`EXIT_STRICT` (123: under
 ``--strict``, the guest broke an SPE programming rule). The numbers follow env(1)/timeout(1).
 """
 
@@ -17,7 +18,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from ..errors import DriverRuleBroken, GuestError, GuestRunaway, SpeEmuError
+from ..errors import DriverRuleBroken, EmulatorError, GuestError, GuestRunaway, SpeEmuError
 from ..spe.config import CHOICES, EXTERNAL_ABORT_CHOICES, FEATURES, SpeConfig
 # (the machine -- spe_emu.session, Unicorn -- is imported by the commands that run one:
 # decode, report and perf-data start without it)
@@ -38,7 +39,7 @@ def _fail_with(exc: SpeEmuError) -> None:
     """One line for a library error, with the status its kind has."""
     status = (EXIT_RUNAWAY if isinstance(exc, GuestRunaway) else
               EXIT_STRICT if isinstance(exc, DriverRuleBroken) else
-              EXIT_EMULATION if isinstance(exc, GuestError) else EXIT_ERROR)
+              EXIT_EMULATION if isinstance(exc, (GuestError, EmulatorError)) else EXIT_ERROR)
     _fail(str(exc), status)
 
 
