@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
+from .arch.cpu_features import CpuFeatures
 from .cpu.a64 import X_REGS
 from .cpu.machine import Machine, MachineConfig, RunResult
 from .errors import ConfigError, DebuggerKill, EmulatorError, GuestError, GuestRunaway
@@ -67,6 +68,7 @@ class RunOptions:
     ground_truth: bool = False
     attach: Callable[[Machine], None] | None = None
     """Called with the machine before its first instruction (``run --gdb``: the GDB stub)."""
+    cpu: CpuFeatures = field(default_factory=CpuFeatures)
 
     def validate(self) -> None:
         t = spe_registers(self.spe)
@@ -215,7 +217,7 @@ def prepare_kernel_machine(kopts: KernelOptions, opts: "RunOptions",
                          spe=opts.spe.with_(seed=opts.seed), outdir=Path(opts.outdir),
                          max_insns=opts.max_insns, console=console, board=board,
                          psci=psci_conduit(opts.boot_el), stdin=stdin,
-                         allow_el0_semihosting=kopts.semihosting_userspace)
+                         allow_el0_semihosting=kopts.semihosting_userspace, cpu=opts.cpu)
     machine = Machine(mcfg)
     for addr, data in boot.segments:
         machine.uc.mem_write(addr, data)
@@ -276,7 +278,7 @@ def prepare_machine(image_path: Path, opts: RunOptions,
     guest = load_elf(image_path)
     mcfg = MachineConfig(boot_el=opts.boot_el, mode=opts.mode,
                          spe=opts.spe.with_(seed=opts.seed), outdir=Path(opts.outdir),
-                         max_insns=opts.max_insns, console=console)
+                         max_insns=opts.max_insns, console=console, cpu=opts.cpu)
     machine = Machine(mcfg)
     if opts.firmware:
         if not GUEST_REGION[0] <= guest.entry < GUEST_REGION[1]:

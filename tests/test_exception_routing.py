@@ -430,6 +430,43 @@ EXC_WALK = [
         why="valid block at a PA with no memory: synchronous External abort, FAR = the VA"),
 ]
 
+# e0pd.S: FEAT_E0PD, TCR_EL1.E0PD0/E0PD1 (issue 14: the board presents it by default).
+E0PD_UPPER = 0xFFFF_FF80_4000_0000
+E0PD_UPPER_DATA = ("el1_data", E0PD_UPPER + 0x20_0000 - 0x4020_0000)  # el1_data seen via TTBR1
+
+
+def _e0pd_fault(tag: int, el: int, why: str, far, wnr: int = 0) -> Exc:
+    return Exc(tag, 1, 0x400 if el == 0 else 0x200,
+               esr(EC_DABT_LOWER if el == 0 else EC_DABT_SAME, wnr | fsc("translation", 0)),
+               THIS, psr(0, 0, "") if el == 0 else psr(1), far=far, why=why)
+
+
+E0PD = [
+    Val(0xe01, 0x1111, why="EL1 LDR from the upper half with E0PD1 = 1: privileged, no fault"),
+    _e0pd_fault(0xe02, 1, "EL1 LDTR (unprivileged) from the upper half with E0PD1 = 1: level 0 "
+                "translation fault instead of the permission fault the tables give",
+                E0PD_UPPER_DATA),
+    _e0pd_fault(0xe03, 1, "EL1 LDTR from an EL0-readable lower-half page with E0PD0 = 1",
+                "ro_word"),
+    Val(0xe04, 0x0123_4567_89AB_CDEF, why="the same LDTR with E0PD0 = 0 reads the word"),
+    _e0pd_fault(0xe05, 0, "EL0 LDR from EL1-only upper-half data with E0PD1 = 1: level 0 "
+                "translation fault, not the tables' permission fault at level 2",
+                E0PD_UPPER_DATA),
+    _e0pd_fault(0xe06, 0, "EL0 STR to an unmapped upper-half VA with E0PD1 = 1: level 0, not 2",
+                E0PD_UPPER + 0x40_0000, wnr=WNR),
+    _e0pd_fault(0xe07, 0, "EL0 LDR from an upper-half page the tables let EL0 read, E0PD1 = 1",
+                ("ro_word", E0PD_UPPER - 0x4000_0000)),
+    Exc(0xe08, 1, 0x400, esr(EC_IABT_LOWER, fsc("translation", 0)), E0PD_UPPER + 0x20_0000,
+        psr(0, 0, "", btype=0b10), far=E0PD_UPPER + 0x20_0000,
+        why="EL0 BLR into the upper half with E0PD1 = 1: Instruction Abort, level 0 translation"),
+    Exc(0xe09, 1, 0x400, esr(EC_DABT_LOWER, FSC_PERMISSION_L2), THIS, psr(0, 0, ""),
+        far=E0PD_UPPER_DATA, why="EL0 LDR from EL1-only upper-half data with E0PD1 = 0: the "
+                                 "tables' permission fault, level 2"),
+    Exc(0xe0a, 1, 0x400, esr(EC_SVC, 0xEA), NEXT, psr(0, 0, ""),
+        why="EL0 LDR from the EL0-readable upper half with E0PD1 = 0 succeeds; next: this SVC"),
+]
+
+
 def wfx(ti: int) -> int:
     """EC 0x01 (trapped WFI/WFE) from AArch64: CV [24] = 1, COND [23:20] = 0b1110, TI [1:0]
     (0b00 WFI, 0b01 WFE)."""
@@ -637,6 +674,12 @@ PROGRAMS = {
     "exc_traps": Program("exc_traps.S", EXC_TRAPS),
     "exc_s2": Program("exc_s2.S", EXC_S2),
     "exc_walk": Program("exc_walk.S", EXC_WALK),
+    "e0pd": Program("e0pd.S", E0PD, spe_emu_limits={
+        0xe03: "the LDTR completes: as 0xe07",
+        0xe07: "the load completes: an access the translation tables permit raises no "
+               "exception in Unicorn's CPU (QEMU 5.0, no FEAT_E0PD) for spe_emu to refine "
+               "(docs/linux.md \"Board options\"; Linux maps nothing EL0-accessible in "
+               "the TTBR1_EL1 half)"}),
 }
 
 

@@ -1,14 +1,15 @@
 """The AArch64 feature ID registers spe_emu reads or presents, each declared once (Arm ARM
 D19.2), with the fields some part of spe_emu uses: the machine (presented values: GIC,
-PMSVer), the stage 1/2 walkers (PARange) and Linux user mode's AT_HWCAP/AT_HWCAP2.
+PMSVer; the CPU feature options of :mod:`spe_emu.arch.cpu_features`: CSV3, E0PD, the PAuth
+fields), the stage 1/2 walkers (PARange) and Linux user mode's AT_HWCAP/AT_HWCAP2.
 """
 
 from __future__ import annotations
 
 from ..sysreg import reg
 
-ID_AA64PFR0_EL1 = reg("ID_AA64PFR0_EL1", (3, 0, 0, 4, 0), "DIT 51:48", "GIC 27:24",
-                      "AdvSIMD 23:20", "FP 19:16", read_only=True,
+ID_AA64PFR0_EL1 = reg("ID_AA64PFR0_EL1", (3, 0, 0, 4, 0), "CSV3 63:60", "DIT 51:48",
+                      "GIC 27:24", "AdvSIMD 23:20", "FP 19:16", read_only=True,
                       doc="Arm ARM D19.2 ID_AA64PFR0_EL1")
 ID_AA64PFR1_EL1 = reg("ID_AA64PFR1_EL1", (3, 0, 0, 4, 1), "SSBS 7:4", "BT 3:0",
                       read_only=True, doc="Arm ARM D19.2 ID_AA64PFR1_EL1")
@@ -27,5 +28,8 @@ ID_AA64ISAR1_EL1 = reg("ID_AA64ISAR1_EL1", (3, 0, 0, 6, 1), "LS64 63:60", "XS 59
                        doc="Arm ARM D19.2 ID_AA64ISAR1_EL1")
 ID_AA64MMFR0_EL1 = reg("ID_AA64MMFR0_EL1", (3, 0, 0, 7, 0), "PARange 3:0", read_only=True,
                        doc="Arm ARM D19.2 ID_AA64MMFR0_EL1")
-ID_AA64MMFR2_EL1 = reg("ID_AA64MMFR2_EL1", (3, 0, 0, 7, 2), "AT 35:32", read_only=True,
+ID_AA64ISAR2_EL1 = reg("ID_AA64ISAR2_EL1", (3, 0, 0, 6, 2), "APA3 15:12", "GPA3 11:8",
+                       read_only=True, doc="Arm ARM D19.2 ID_AA64ISAR2_EL1")
+ID_AA64MMFR2_EL1 = reg("ID_AA64MMFR2_EL1", (3, 0, 0, 7, 2), "E0PD 63:60", "AT 35:32",
+                       read_only=True,
                        doc="Arm ARM D19.2 ID_AA64MMFR2_EL1")

@@ -41,7 +41,7 @@ class PhysicalView(Protocol):
 
     def read(self, pa: int, size: int) -> bytes: ...
 
-TCR_EL1 = reg("TCR_EL1", (3, 0, 2, 0, 2), "TBI1 38", "TBI0 37", "IPS 34:32", "TG1 31:30",
+TCR_EL1 = reg("TCR_EL1", (3, 0, 2, 0, 2), "E0PD1 56", "E0PD0 55", "TBI1 38", "TBI0 37", "IPS 34:32", "TG1 31:30",
               "EPD1 23", "T1SZ 21:16", "TG0 15:14", "SH0 13:12", "ORGN0 11:10", "IRGN0 9:8",
               "EPD0 7", "T0SZ 5:0",
               doc="Arm ARM D19.2 (IPS, SH0, ORGN0 and IRGN0 are not modelled: the firmware "

@@ -31,7 +31,8 @@ from ..arch.context import HCR_EL2, SCTLR_ELX, SCTLR_ENC, SPSR_ENC
 from .fastuc import FastAccess
 
 ESR = reg("ESR_ELx", (3, 0, 5, 2, 0), "EC 31:26", "IL 25", "ISS 24:0", doc="Arm ARM D19.2")
-ABORT_ISS = reg("ISS_ABORT", (3, 0, 5, 2, 0), "ISV 24", "EA 9", "S1PTW 7", "WnR 6", "FSC 5:0",
+ABORT_ISS = reg("ISS_ABORT", (3, 0, 5, 2, 0), "ISV 24", "EA 9", "CM 8", "S1PTW 7", "WnR 6",
+                "FSC 5:0",
                 doc="Arm ARM D19.2 ISS encoding for an exception from a Data/Instruction Abort")
 ISS_SVC = reg("ISS_SVC", (3, 0, 5, 2, 0), "imm16 15:0",
               doc="Arm ARM D19.2 ISS encoding for an exception from HVC or SVC instruction "

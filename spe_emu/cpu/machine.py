@@ -48,6 +48,7 @@ from ..arch.context import (CONTEXTIDR_EL1, CONTEXTIDR_EL2, CPACR_EL1, HCR_EL2, 
 from ..arch.faults import ExternalAbort, TranslationFault, page_chunks
 from ..arch.firmware_regs import CPTR_EL2, CPTR_EL3
 # (registers QEMU implements whose value spe_emu presents: the MRS hook returns it)
+from ..arch.cpu_features import CpuFeatures
 from ..arch.id_regs import ID_AA64DFR0_EL1, ID_AA64PFR0_EL1
 from ..spe.pmu_events import PMU_COUNTERS, PMUVER_V3P1, SpePmuEvents
 from ..devices.gicv3 import ICC_REGISTERS, GicDevice
@@ -243,6 +244,8 @@ class MachineConfig:
         stdin: where the console's input comes from (a binary file object), or None.
         psci: the PSCI conduit the emulator answers (``"hvc"`` or ``"smc"``: calls through
             it are PSCI calls, not exceptions), or None.
+        cpu: the CPU feature choices (:class:`spe_emu.arch.cpu_features.CpuFeatures`: CSV3,
+            E0PD presented by default; PAuth may be hidden).
     """
 
     ram_base: int = 0x4000_0000
@@ -258,6 +261,7 @@ class MachineConfig:
     board: BoardSpec = VIRT
     stdin: object = None
     psci: str | None = None
+    cpu: CpuFeatures = field(default_factory=CpuFeatures)
 
     def __post_init__(self) -> None:
         if self.boot_el not in (1, 2, 3):
@@ -756,7 +760,7 @@ class Machine:
         if which == "mrs":
             return hooked | set(RANDOM_NUMBER_REGS) | set(COUNTER_READS) | {
                 ISR_EL1.encoding.tuple, ID_AA64DFR0_EL1.encoding.tuple,
-                ID_AA64PFR0_EL1.encoding.tuple}
+                ID_AA64PFR0_EL1.encoding.tuple} | self.cfg.cpu.presented
         return (hooked | TRANSLATION_WRITES | WATCHED_WRITES | DEBUG_WRITES | {DAIF_ENC}
                 | CONTROL_REGS | SP_ELX_WRITES)
 
@@ -785,6 +789,9 @@ class Machine:
         h.ec_lsb, h.ec_mask = ec.lsb, ec.mask >> ec.lsb
         h.abort_ecs = sum(1 << ec for ec in ABORT_ECS)
         h.python_fscs = sum(1 << (mmu.FSC_TRANSLATION | level) for level in range(4))
+        if self.cfg.cpu.e0pd:  # (an E0PD fault may come out as any of them: refine_abort)
+            h.python_fscs |= sum(1 << (kind | level) for level in range(4) for kind in
+                                 (mmu.FSC_ACCESS_FLAG, mmu.FSC_PERMISSION))
         fsc = ABORT_ISS.field("FSC")
         h.fsc_lsb, h.fsc_mask = fsc.lsb, fsc.mask >> fsc.lsb
         for i, (mask, value) in enumerate(PYTHON_UNDEFS):
@@ -2285,7 +2292,8 @@ class Machine:
                 return 0  # UNDEFINED at EL0: QEMU raises it
             uc.reg_write(reg, self.pe.isr_el1(ctx))
             return 1
-        if enc in (ID_AA64DFR0_EL1.encoding.tuple, ID_AA64PFR0_EL1.encoding.tuple):
+        if (enc in (ID_AA64DFR0_EL1.encoding.tuple, ID_AA64PFR0_EL1.encoding.tuple)
+                or enc in self.cfg.cpu.presented):
             ctx = self.context()
             if ctx.el == 0 or (ctx.el == 1 and ctx.el2_enabled
                                and HCR_EL2.get(ctx.hcr_el2, "TID3")):
@@ -2296,8 +2304,9 @@ class Machine:
                 if self.cfg.spe.pmsver:  # (SPE events need 16-bit evtCount, §2.6)
                     value = ID_AA64DFR0_EL1.set(value, "PMUVer", max(
                         PMUVER_V3P1, ID_AA64DFR0_EL1.get(value, "PMUVer")))
-            else:  # the GICv3 CPU interface is implemented
+            elif enc == ID_AA64PFR0_EL1.encoding.tuple:  # the GICv3 CPU interface
                 value = ID_AA64PFR0_EL1.set(value, "GIC", 1)
+            value = self.cfg.cpu.present(enc, value)
             uc.reg_write(reg, value)
             return 1
         return 0

@@ -64,11 +64,12 @@ from unicorn import arm64_const as A
 from ..arch import mmu
 from ..arch.context import CPACR_EL1, HCR_EL2, SCR_EL3, SPSR_ENC, AccessContext
 from ..arch.context import SCTLR_ELX, SCTLR_ENC
+from ..arch.cpu_features import e0pd_fault
 from ..arch.firmware_regs import CPTR_EL2, CPTR_EL3, extended
 from ..arch.faults import ExternalAbort
 from ..sysreg import reg
 from . import a64
-from .exceptions import ABORT_ISS, EC, ESR, PSTATE, esr
+from .exceptions import ABORT_ISS, EC, ESR, PSTATE, current_pstate, esr
 
 if TYPE_CHECKING:
     from .machine import Machine
@@ -76,6 +77,9 @@ if TYPE_CHECKING:
 # ESR_ELx.EC of the aborts a walk can cause: Instruction / Data Abort, lower / same EL.
 ABORT_ECS = {EC.IABORT_LOWER, EC.IABORT_SAME, EC.DABORT_LOWER, EC.DABORT_SAME}
 FETCH_ECS = {EC.IABORT_LOWER, EC.IABORT_SAME}
+UNPRIVILEGED_LDST = (0x3F20_0C00, 0x3800_0800)
+"""(mask, value) of the A64 "Load/store register (unprivileged)" class: LDTR, STTR and their
+byte, halfword and signed forms (Arm ARM C4.1.4: size:111:V=0:00:opc:0:imm9:10:Rn:Rt)."""
 FSC_LEVEL_MASK = 0b11   # the level in a long-descriptor FSC (EncodeLDFSC())
 PSTATE_EL = PSTATE.field("EL")   # (the instruction hook reads it at every instruction)
 SPSR = reg("SPSR_ELx", SPSR_ENC[1], "IL 20", "M 4:0",
@@ -502,6 +506,28 @@ class SyncChecks:
         m._take_sync(ctx, m.pe.sync_target(ctx), syndrome, pc, far=far)
         return True
 
+    # -- FEAT_E0PD ------------------------------------------------------------------------
+    def _e0pd_fault(self, ctx, ec: int, va: int) -> bool:
+        """Whether the access that aborted at ``va`` is unprivileged -- from EL0, or an
+        LDTR/STTR at EL1 with PSTATE.UAO == 0 (``AArch64.AccessUsesEL()``) -- in the EL1&0
+        regime with its stage 1 MMU on and TCR_EL1.E0PDn set for the VA's half: a level 0
+        Translation fault, whatever the translation tables say (Arm ARM D8 "FEAT_E0PD";
+        :func:`spe_emu.arch.cpu_features.e0pd_fault`). Unicorn's CPU (QEMU 5.0) has no
+        FEAT_E0PD: it walks the tables and reports what it finds there."""
+        if ctx.el > 1 or ctx.tge:
+            return False
+        fast = self.m.fast
+        if not e0pd_fault(fast.cpr(mmu.TCR_ENC[1]), va):
+            return False
+        if not SCTLR_ELX.get(fast.cpr(SCTLR_ENC[1]), "M"):
+            return False
+        if ctx.el == 0:
+            return True
+        if ec != EC.DABORT_SAME or PSTATE.get(current_pstate(fast), "UAO"):
+            return False
+        word = self.m._fetch(self.m.pc, ctx.el)
+        return word & UNPRIVILEGED_LDST[0] == UNPRIVILEGED_LDST[1]
+
     # -- Address size faults, External aborts on a walk ---------------------------------
     def _descriptor(self, pa: int) -> int:
         """One translation table descriptor at ``pa`` (a walk's read).
@@ -516,14 +542,22 @@ class SyncChecks:
 
     def refine_abort(self, ctx, target: int, syndrome: int, va: int | None,
                      *, translated: bool = False) -> tuple[int, int]:
-        """(target EL, ESR value) of the abort QEMU took (a translation fault: FSC 0b0001LL)
-        or spe_emu took for an access to no memory (``translated``: the access's address came
-        out of a stage 1 walk), at ``va``: the Address size fault or External abort on the
-        walk that the walk really ends with (``AArch64.S1Walk()``), else unchanged."""
+        """(target EL, ESR value) of the abort QEMU took (a translation fault: FSC 0b0001LL;
+        with FEAT_E0PD presented also an Access flag or Permission fault) or spe_emu took for
+        an access to no memory (``translated``: the access's address came out of a stage 1
+        walk), at ``va``: the level 0 Translation fault of FEAT_E0PD (:meth:`_e0pd_fault`),
+        else the Address size fault or External abort on the walk that the walk really ends
+        with (``AArch64.S1Walk()``), else unchanged."""
         ec = ESR.get(syndrome, "EC")
         if va is None or ec not in ABORT_ECS:
             return target, syndrome
         fsc = ABORT_ISS.get(syndrome, "FSC")
+        if self.m.cfg.cpu.e0pd and fsc != FSC_ALIGNMENT and self._e0pd_fault(ctx, ec, va):
+            found, cm = mmu.FSC_TRANSLATION, ABORT_ISS.get(syndrome, "CM")  # (level 0)
+            target, syndrome = self.m.pe.abort(ctx, fetch=ec in FETCH_ECS,
+                                               write=bool(ABORT_ISS.get(syndrome, "WnR")),
+                                               fsc=found, external=False)
+            return target, ABORT_ISS.set(syndrome, "CM", cm)
         if not (translated or fsc & ~FSC_LEVEL_MASK == mmu.FSC_TRANSLATION):
             return target, syndrome
         found = mmu.walk_fault(self.m.fast, va, max(ctx.el, 1), self._descriptor)

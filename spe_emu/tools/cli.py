@@ -18,6 +18,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from ..arch.cpu_features import CpuFeatures
 from ..errors import DriverRuleBroken, EmulatorError, GuestError, GuestRunaway, SpeEmuError
 from ..spe.config import CHOICES, EXTERNAL_ABORT_CHOICES, FEATURES, SpeConfig
 # (the machine -- spe_emu.session, Unicorn -- is imported by the commands that run one:
@@ -178,12 +179,17 @@ def main() -> None:
 @click.option("--strict", is_flag=True,
               help="Stop the run when the guest breaks an SPE programming rule (the "
                    "driver-bug reporter, docs/model.md 'Driver rules'): exit status 123.")
+@click.option("--cpu-feature", "cpu_features", multiple=True, metavar="NAME=on|off",
+              help="A CPU feature choice of the board (repeatable; docs/linux.md): csv3 "
+                   "(ID_AA64PFR0_EL1.CSV3 = 1, default on), e0pd (FEAT_E0PD: "
+                   "ID_AA64MMFR2_EL1.E0PD = 1 and TCR_EL1.E0PDn, default on), pauth (FEAT_PAuth "
+                   "of Unicorn's CPU; off hides it, like QEMU's -cpu max,pauth=off; default on).")
 def run(image, args, share, env_set, env_unset, clear_env, machine, kernel, initrd, append,
         dtb, memory, dumpdtb, semihosting_userspace, interval, seed, random, filters,
         min_latency, timestamps, context, pa, exclude_kernel, no_profiling, buffer_size, boot_el, no_firmware,
         firmware_path, max_insns, mode, outdir, perf_data, ground_truth,
         spe_features, spe_external_abort, gdb_port, gdb_stop_on_exception, spe_options,
-        strict) -> None:
+        strict, cpu_features) -> None:
     """Run IMAGE with SPE enabled and write the trace plus a JSON summary into the output
     directory. IMAGE is a static AArch64 Linux program (run like qemu-aarch64: spe-emu run
     [OPTIONS] PROGRAM [-- ARGS...]; its stdin, stdout, stderr and exit status are the
@@ -205,7 +211,8 @@ def run(image, args, share, env_set, env_unset, clear_env, machine, kernel, init
              filters, min_latency, timestamps, context, pa, exclude_kernel, no_profiling,
              buffer_size, boot_el, no_firmware, firmware_path, max_insns, mode, outdir,
              perf_data, ground_truth, spe_features, spe_external_abort,
-             stub.attach if stub is not None else None, spe_options, strict)
+             stub.attach if stub is not None else None, spe_options, strict,
+             cpu_features)
     except OSError as exc:   # (--gdb: the port cannot be bound, the connection failed)
         if stub is None:
             raise
@@ -219,7 +226,8 @@ def _run(image, args, share, env_set, env_unset, clear_env, machine, kernel, ini
          dtb, memory, dumpdtb, semihosting_userspace, interval, seed, random, filters,
          min_latency, timestamps, context, pa, exclude_kernel, no_profiling, buffer_size,
          boot_el, no_firmware, firmware_path, max_insns, mode, outdir, perf_data, ground_truth,
-         spe_features, spe_external_abort, attach, spe_options=(), strict=False) -> None:
+         spe_features, spe_external_abort, attach, spe_options=(), strict=False,
+         cpu_features=()) -> None:
     """``run``'s body; ``attach``: the GDB stub's, or None."""
     from ..linux.elf import is_linux_program
     from ..session import GUEST_REGION, RunOptions, default_firmware, run_image
@@ -227,6 +235,7 @@ def _run(image, args, share, env_set, env_unset, clear_env, machine, kernel, ini
     try:
         spe = SpeConfig(external_abort=spe_external_abort,
                         strict=strict).with_features(spe_features).with_options(spe_options)
+        cpu = CpuFeatures().with_options(cpu_features)
     except SpeEmuError as exc:
         _fail_with(exc)
     image = Path(image) if image is not None else None
@@ -247,7 +256,7 @@ def _run(image, args, share, env_set, env_unset, clear_env, machine, kernel, ini
             _fail("--perf-data needs a trace: not with --mode raw")
         _run_machine(machine or "virt", kernel, initrd, append, dtb, memory, dumpdtb,
                      boot_el, max_insns, mode, outdir, seed, spe, ground_truth, perf_data,
-                     semihosting_userspace, attach)
+                     semihosting_userspace, attach, cpu)
         return
     if image is None:
         _fail("missing IMAGE (or --machine virt --kernel FILE)")
@@ -264,7 +273,7 @@ def _run(image, args, share, env_set, env_unset, clear_env, machine, kernel, ini
                       buffer_size=buffer_size,
                       boot_el=boot_el, firmware=not no_firmware, firmware_path=firmware_path,
                       max_insns=max_insns, mode=mode, outdir=outdir,
-                      ground_truth=ground_truth, spe=spe, attach=attach)
+                      ground_truth=ground_truth, spe=spe, attach=attach, cpu=cpu)
     if linux:
         _run_linux(image, program_name, args, share, env_set, env_unset, clear_env, opts,
                    perf_data)
@@ -365,7 +374,7 @@ def _write_perf_data(session, images: list[Path], interval: int,
 
 def _run_machine(board, kernel, initrd, append, dtb, memory, dumpdtb, boot_el, max_insns,
                  mode, outdir, seed, spe=None, ground_truth=False, perf_data=False,
-                 semihosting_userspace=False, attach=None) -> None:
+                 semihosting_userspace=False, attach=None, cpu=None) -> None:
     """``run --machine``: the console goes to stdout as the guest writes it; the exit status
     is the guest's (0 after PSCI SYSTEM_OFF). With ``perf_data``: ``spe.trace`` (every
     record the SPU wrote into the guest's Profiling Buffer) and perf.data of it, naming the
@@ -385,7 +394,8 @@ def _run_machine(board, kernel, initrd, append, dtb, memory, dumpdtb, boot_el, m
         kopts.board_spec()  # (an unknown --machine is refused before anything is read)
         opts = RunOptions(boot_el=boot_el, firmware=False, max_insns=max_insns, mode=mode,
                           outdir=outdir, seed=seed, spe=spe or SpeConfig(),
-                          ground_truth=ground_truth, attach=attach)
+                          ground_truth=ground_truth, attach=attach,
+                          cpu=cpu or CpuFeatures())
         opts.validate()
         session = run_kernel(kopts, opts, console=echo, stdin=sys.stdin.buffer)
     except SpeEmuError as exc:
