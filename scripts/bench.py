@@ -106,6 +106,23 @@ linux-perf). One row:
 Target: decode and report at least as fast as ``perf report -D`` on the same machine (issue
 17); skipped with its reason when perf is not installed.
 
+Linux boot (guest ``linux-boot``): Debian 12's stock arm64 kernel and the ``probe``
+initramfs that scripts/build_linux_guest.py cached (``$SPE_EMU_LINUX_GUEST``, default
+~/.cache/spe_emu/linux/guest), command line ``console=ttyAMA0``, booted to PSCI SYSTEM_OFF by
+``spe-emu run --machine virt -m 1G`` and by ``qemu-system-aarch64 -M virt,gic-version=3 -m 1G
+-nographic -nic none``, both as subprocesses, in two configurations: PAuth hidden on both
+(``--cpu-feature pauth=off`` / ``-cpu max,pauth=off``) and each CPU's default (``-cpu max``).
+spe-emu's run must show the SPE driver's probe line, both must print "reboot: Power down" and
+exit with status 0. --boot-repeats (default 1, no warm-up) repeats, each booting both sides
+back to back. Rows (one per configuration):
+
+    spe_emu_wall_s, qemu_wall_s    median wall seconds (process start-up included)
+    spe_emu_cpu_s, qemu_cpu_s      median CPU seconds, user + system (getrusage of children)
+    wall_ratio, cpu_ratio          median over the repeats of spe-emu's / QEMU's
+
+Target (issue 14): wall_ratio <= 2 with PAuth hidden. Skipped, with the reason, without the
+guest (and its QEMU half without QEMU); --no-linux-boot leaves it out.
+
 Targets (SPE enabled at interval 4096): at least 0.6x raw MIPS and at least 25x reference MIPS
 on every guest, per-sample cost at most 15 us; profiling disabled at least 0.9x raw; peak RSS
 does not grow with records written.
@@ -116,6 +133,7 @@ Usage:
     python scripts/bench.py --guest virt-timer --repeats 3   # the timer row alone
     python scripts/bench.py --guest exceptions --repeats 3   # the exceptions row alone
     python scripts/bench.py --no-reference --check       # exit 1 if a target fails
+    python scripts/bench.py --guest linux-boot           # the Linux boot rows alone
 
 Exit status: 0 (the benchmark is a report) unless --check is given and a target failed (1);
 2 on a usage error or a run that fails (bad image, guest error, non-zero guest exit status).
@@ -126,7 +144,9 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import os
 import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -189,6 +209,21 @@ LINUX_JSON_KEYS = ("guest", "mode", "n", "instructions", "qemu_s", "spe_off_s", 
 TIMER_JSON_KEYS = ("guest", "mode", "ticks", "period_us", "qemu_clock", "spe_emu_irqs_per_s",
                    "qemu_irqs_per_s", "ratio_to_qemu", "skipped")
 
+
+BOOT_GUEST = "linux-boot"
+BOOT_APPEND = "console=ttyAMA0"
+BOOT_MEMORY = "1G"
+BOOT_MAX_INSNS = 4_000_000_000
+BOOT_TIMEOUT = 3600
+BOOT_CONFIGS = (("pauth-hidden", ("--cpu-feature", "pauth=off"), "max,pauth=off"),
+                ("default", (), "max"))
+"""(name, spe-emu options, QEMU -cpu) of the boot row's two configurations."""
+BOOT_QEMU_ARGS = ("-M", "virt,gic-version=3", "-m", BOOT_MEMORY, "-nographic", "-nic", "none")
+BOOT_DONE = "reboot: Power down"
+BOOT_PROBED = "arm_spe_pmu spe: probed for CPUs"
+MAX_BOOT_RATIO = 2.0
+BOOT_JSON_KEYS = ("guest", "mode", "config", "instructions", "spe_emu_wall_s", "spe_emu_cpu_s",
+                  "qemu_wall_s", "qemu_cpu_s", "wall_ratio", "cpu_ratio", "skipped")
 
 DECODER_GUEST = "decoder"
 DECODE_MIB = 18
@@ -695,6 +730,133 @@ def print_linux(console: Console, row: dict, repeats: int) -> None:
                   f"speed = t_qemu / t_spe-emu per repeat, median", highlight=False)
 
 
+# ------------------------------------------------------------------------ linux boot -----
+
+def boot_guest_dir() -> Path:
+    """Where scripts/build_linux_guest.py put the guest (``$SPE_EMU_LINUX_GUEST``, else
+    ``$SPE_EMU_LINUX_CACHE``/guest, else ~/.cache/spe_emu/linux/guest)."""
+    if os.environ.get("SPE_EMU_LINUX_GUEST"):
+        return Path(os.environ["SPE_EMU_LINUX_GUEST"])
+    cache = os.environ.get("SPE_EMU_LINUX_CACHE")
+    return (Path(cache) if cache else Path.home() / ".cache" / "spe_emu" / "linux") / "guest"
+
+
+def timed_child(cmd: list[str], timeout: float, **kw) -> tuple[float, float, str, int]:
+    """Run ``cmd`` to its exit: (wall seconds, CPU seconds (user + system of the child and
+    its children), stdout, exit status). Raises BenchError on a timeout."""
+    def cpu() -> float:
+        u = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return u.ru_utime + u.ru_stime
+
+    c0, t0 = cpu(), time.perf_counter()
+    try:
+        proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True,
+                              timeout=timeout, **kw)
+    except subprocess.TimeoutExpired:
+        raise BenchError(f"{BOOT_GUEST}: {cmd[0]} did not exit within {timeout:.0f} s") from None
+    wall, used = time.perf_counter() - t0, cpu() - c0
+    return wall, used, proc.stdout.decode(errors="replace"), proc.returncode
+
+
+def boot_side(runner: Runner, guest: Path, config: tuple, side: str) -> dict:
+    """One boot of ``guest``'s vmlinuz + probe.cpio.gz to PSCI SYSTEM_OFF on ``side``
+    ("spe-emu": ``spe-emu run --machine virt`` as a subprocess; "qemu"): wall and CPU
+    seconds, guest instructions (spe-emu). Raises BenchError unless the guest powered off
+    with exit status 0 (and, on spe-emu, the SPE driver probed)."""
+    name, options, qemu_cpu = config
+    files = ["--kernel", str(guest / "vmlinuz"), "--initrd", str(guest / "probe.cpio.gz"),
+             "--append", BOOT_APPEND]
+    if side == "qemu":
+        cmd = [QEMU, *BOOT_QEMU_ARGS, "-cpu", qemu_cpu, *files[:4], "-append", BOOT_APPEND]
+        wall, cpu, out, status = timed_child(cmd, BOOT_TIMEOUT)
+        insns = None
+    else:
+        outdir = runner.workdir / BOOT_GUEST / name
+        cmd = [sys.executable, "-m", "spe_emu.tools.cli", "run", "--machine", "virt", "-m",
+               BOOT_MEMORY, *files, "--max-insns", str(BOOT_MAX_INSNS), "-o", str(outdir),
+               *options]
+        wall, cpu, out, status = timed_child(cmd, BOOT_TIMEOUT, cwd=ROOT,
+                                             env={**os.environ, "PYTHONPATH": str(ROOT)})
+        summary = outdir / "summary.json"
+        insns = json.loads(summary.read_text())["instructions"] if summary.exists() else None
+    if status != 0 or BOOT_DONE not in out or (side == "spe-emu" and BOOT_PROBED not in out):
+        raise BenchError(f"{BOOT_GUEST} {name} {side}: exit status {status}, console "
+                         f"{out[-300:]!r}")
+    return {"wall": wall, "cpu": cpu, "instructions": insns}
+
+
+def measure_boot(runner: Runner, repeats: int) -> list[dict]:
+    """The Linux boot rows (keys BOOT_JSON_KEYS), one per BOOT_CONFIGS entry: the cached
+    Debian guest (scripts/build_linux_guest.py) booted to power-off on spe-emu and on
+    qemu-system-aarch64 with the same kernel, initramfs and command line; medians over
+    ``repeats`` (each repeat boots both sides back to back; no warm-up: a boot is long).
+    Skipped, with the reason, when the guest is not built (or QEMU's half without QEMU)."""
+    guest = boot_guest_dir()
+    rows = [{"guest": BOOT_GUEST, "mode": "linux-boot", "config": c[0], "instructions": None,
+             "spe_emu_wall_s": None, "spe_emu_cpu_s": None, "qemu_wall_s": None,
+             "qemu_cpu_s": None, "wall_ratio": None, "cpu_ratio": None, "skipped": None}
+            for c in BOOT_CONFIGS]
+    missing = [n for n in ("vmlinuz", "probe.cpio.gz") if not (guest / n).is_file()]
+    if missing:
+        for row in rows:
+            row["skipped"] = (f"no Linux guest in {guest} (python scripts/build_linux_guest.py)")
+        runner.say(f"[yellow]{BOOT_GUEST}: skipped, {rows[0]['skipped']}[/yellow]")
+        return rows
+    sides = ["spe-emu"] + (["qemu"] if shutil.which(QEMU) else [])
+    for row, config in zip(rows, BOOT_CONFIGS):
+        if "qemu" not in sides:
+            row["skipped"] = f"QEMU half not run: {QEMU} not found"
+        runs: dict[str, list[dict]] = {side: [] for side in sides}
+        for i in range(repeats):
+            for side in (sides if i % 2 == 0 else sides[::-1]):
+                r = boot_side(runner, guest, config, side)
+                runs[side].append(r)
+                runner.say(f"{BOOT_GUEST} {config[0]} {side}: {r['wall']:.1f} s wall, "
+                           f"{r['cpu']:.1f} s CPU")
+        spe = runs["spe-emu"]
+        row["instructions"] = spe[0]["instructions"]
+        row["spe_emu_wall_s"] = round(statistics.median(r["wall"] for r in spe), 2)
+        row["spe_emu_cpu_s"] = round(statistics.median(r["cpu"] for r in spe), 2)
+        if "qemu" in runs:
+            q = runs["qemu"]
+            row["qemu_wall_s"] = round(statistics.median(r["wall"] for r in q), 2)
+            row["qemu_cpu_s"] = round(statistics.median(r["cpu"] for r in q), 2)
+            row["wall_ratio"] = round(paired_median([r["wall"] for r in spe],
+                                                    [r["wall"] for r in q],
+                                                    lambda a, b: a / b), 2)
+            row["cpu_ratio"] = round(paired_median([r["cpu"] for r in spe],
+                                                   [r["cpu"] for r in q],
+                                                   lambda a, b: a / b), 2)
+    return rows
+
+
+def boot_targets(rows: list[dict] | None) -> list[Target]:
+    """Issue 14: booting to power-off with PAuth hidden on both sides takes spe-emu at most
+    MAX_BOOT_RATIO times QEMU's wall time."""
+    if rows is None:
+        return []
+    row = next(r for r in rows if r["config"] == "pauth-hidden")
+    name = f"Linux boot to power-off <= {MAX_BOOT_RATIO:g}x QEMU wall time (PAuth hidden)"
+    if row["wall_ratio"] is None:
+        return [Target(name, "SKIP", row["skipped"] or "not run")]
+    return [Target(name, "PASS" if row["wall_ratio"] <= MAX_BOOT_RATIO else "FAIL",
+                   f"{row['wall_ratio']:.2f}x ({row['spe_emu_wall_s']} s against "
+                   f"{row['qemu_wall_s']} s; CPU {row['cpu_ratio']}x)")]
+
+
+def print_boot(console: Console, rows: list[dict], repeats: int) -> None:
+    print_row_table(console, f"Linux boot to power-off, virt board (median of {repeats})",
+                    ("config", "instructions", "spe-emu wall s", "spe-emu CPU s",
+                     "QEMU wall s", "QEMU CPU s", "wall ratio", "CPU ratio"),
+                    [(r["config"], fmt(r["instructions"], ","), fmt(r["spe_emu_wall_s"], ".1f"),
+                      fmt(r["spe_emu_cpu_s"], ".1f"), fmt(r["qemu_wall_s"], ".2f"),
+                      fmt(r["qemu_cpu_s"], ".2f"), fmt(r["wall_ratio"], ".1f"),
+                      fmt(r["cpu_ratio"], ".1f")) for r in rows], rows[0])
+    console.print(f"  {boot_guest_dir()}: vmlinuz, probe.cpio.gz, --append {BOOT_APPEND!r}; "
+                  f"spe-emu run --machine virt -m {BOOT_MEMORY} [--cpu-feature pauth=off]; "
+                  f"{QEMU} {' '.join(BOOT_QEMU_ARGS)} -cpu max[,pauth=off]", highlight=False)
+
+
 # ------------------------------------------------------------------------ decoder --------
 
 def decoder_trace(runner: Runner, mib: int) -> tuple[Path, Path]:
@@ -1092,6 +1254,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help=f"leave out the {LINUX_GUEST} row (run by default)")
     p.add_argument("--linux-n", type=int, default=LINUX_N, metavar="N",
                    help=f"argument of examples/linux-user/bench.c (default {LINUX_N})")
+    p.add_argument("--no-linux-boot", action="store_true",
+                   help=f"skip the {BOOT_GUEST} row (Linux boot against QEMU; minutes)")
+    p.add_argument("--boot-repeats", type=int, default=1, metavar="N",
+                   help=f"repeats of the {BOOT_GUEST} row (default 1: a boot takes minutes)")
     p.add_argument("--no-decoder", action="store_true",
                    help=f"skip the {DECODER_GUEST} row (when no --guest names it)")
     p.add_argument("--decode-mib", type=int, default=DECODE_MIB, metavar="MIB",
@@ -1100,8 +1266,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--check", action="store_true", help="exit 1 if a target fails")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr")
     args = p.parse_args(argv)
-    if args.repeats < 1:
-        p.error("--repeats must be at least 1")
+    if args.repeats < 1 or args.boot_repeats < 1:
+        p.error("--repeats and --boot-repeats must be at least 1")
     if args.reference_insns is not None and args.reference_insns < 1:
         p.error("--reference-insns must be positive")
     if args.svc_rounds < 1 or args.irq_rounds < 1:
@@ -1122,7 +1288,7 @@ def resolve_guests(names: list[str] | None) -> dict[str, Path]:
         return available
     out = {}
     for name in names:
-        if name in (TIMER_GUEST, EXC_GUEST, LINUX_GUEST, DECODER_GUEST):
+        if name in (TIMER_GUEST, EXC_GUEST, LINUX_GUEST, DECODER_GUEST, BOOT_GUEST):
             continue
         stem = Path(name).stem if name.endswith(".elf") else name
         if stem not in available:
@@ -1157,6 +1323,9 @@ def main(argv: list[str] | None = None) -> int:
         decoder_wanted = DECODER_GUEST in (args.guest or ()) or (not args.guest
                                                                   and not args.no_decoder)
         decoder = None
+        boot_wanted = BOOT_GUEST in (args.guest or ()) or (not args.guest
+                                                            and not args.no_linux_boot)
+        boot = None
         rss = RssMeter()
         rows: list[dict] = []
         memory = None
@@ -1181,6 +1350,8 @@ def main(argv: list[str] | None = None) -> int:
                                                 args.repeats)
             if decoder_wanted:
                 decoder = measure_decoder(runner, args.decode_mib, args.repeats)
+            if boot_wanted:
+                boot = measure_boot(runner, args.boot_repeats)
     except (BenchError, SpeEmuError) as exc:
         print(f"bench: {exc}", file=sys.stderr)
         return 2
@@ -1188,6 +1359,10 @@ def main(argv: list[str] | None = None) -> int:
                             reference_run=not args.no_reference, per_run_rss=rss.per_run)
     targets += exception_targets(exceptions)
     targets += decoder_targets(decoder)
+    targets += boot_targets(boot)
+    if boot is not None:
+        print_boot(console, boot, args.boot_repeats)
+        console.print()
     if decoder is not None:
         print_decoder(console, decoder, args.repeats)
         console.print()
@@ -1203,6 +1378,8 @@ def main(argv: list[str] | None = None) -> int:
             data.append({k: linux[k] for k in LINUX_JSON_KEYS})
         if decoder is not None:
             data.append({k: decoder[k] for k in DECODER_JSON_KEYS})
+        for row in boot or ():
+            data.append({k: row[k] for k in BOOT_JSON_KEYS})
         args.json.write_text(json.dumps(data, indent=2) + "\n")
     if args.check and any(t.status == "FAIL" for t in targets):
         return 1
