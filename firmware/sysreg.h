@@ -133,6 +133,7 @@
 #define ID_AA64PFR0_EL1_GIC_SHIFT	24
 #define ID_AA64PFR0_EL1_GIC_WIDTH	4
 #define ID_AA64PFR0_EL1_DIT	GENMASK(51, 48)
+#define ID_AA64PFR0_EL1_CSV3	GENMASK(63, 60)
 
 /* ---- PSTATE / exception state ------------------------------------------ */
 /* from spe_emu: cpu.exceptions, arch.firmware_regs */
@@ -297,6 +298,8 @@
 #define TCR_EL1_IPS_SHIFT	32
 #define TCR_EL1_TBI0		BIT(37)
 #define TCR_EL1_TBI1		BIT(38)
+#define TCR_EL1_E0PD0		BIT(55)
+#define TCR_EL1_E0PD1		BIT(56)
 /* 4 GiB of physical address space covers the board */
 #define TCR_IPS_32BIT		0
 #define TCR_RGN_WBWA		1
