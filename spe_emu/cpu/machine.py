@@ -47,8 +47,8 @@ from ..arch.context import (CONTEXTIDR_EL1, CONTEXTIDR_EL2, CPACR_EL1, HCR_EL2, 
                             SCR_EL3, SCTLR_ENC, TTBR0_ENC, TTBR1_EL1, AccessContext, banked)
 from ..arch.faults import ExternalAbort, TranslationFault, page_chunks
 from ..arch.firmware_regs import CPTR_EL2, CPTR_EL3
-# (registers QEMU implements whose value spe_emu presents: the MRS hook returns it)
 from ..arch.cpu_features import CpuFeatures
+# (registers QEMU implements whose value spe_emu presents: the MRS hook returns it)
 from ..arch.id_regs import ID_AA64DFR0_EL1, ID_AA64PFR0_EL1
 from ..spe.pmu_events import PMU_COUNTERS, PMUVER_V3P1, SpePmuEvents
 from ..devices.gicv3 import ICC_REGISTERS, GicDevice
