@@ -1,5 +1,6 @@
 """spe_emu's stage 1 walker (spe_emu.arch.mmu) for the 4 KiB, 16 KiB and 64 KiB granules, in the
-EL1&0 (TTBR0 and TTBR1), EL2 and EL3 regimes, against Unicorn's own walker.
+EL1&0 (TTBR0 and TTBR1), EL2, EL2&0 (HCR_EL2.E2H = 1: TTBR0_EL2 and TTBR1_EL2) and EL3
+regimes, against Unicorn's own walker.
 
 Translation tables are built in Unicorn RAM by :class:`Tables`, which also keeps a Python model of
 what it mapped (the expected PA, or the level at which the walk must fault). The oracle is
@@ -59,8 +60,9 @@ TCR = {1: (3, 0, 2, 0, 2), 2: (3, 4, 2, 0, 2), 3: (3, 6, 2, 0, 2)}
 class Regime:
     name: str
     el: int
-    upper: bool                 # TTBR1_EL1 (VA[55] == 1, top bits all ones)
+    upper: bool                 # TTBR1_ELx (VA[55] == 1, top bits all ones)
     ttbr: tuple[int, int, int, int, int]
+    vhe: bool = False           # the EL2&0 regime: HCR_EL2.E2H = 1, TCR_EL2 in TCR_EL1 layout
 
     def __str__(self) -> str:
         return self.name
@@ -69,8 +71,10 @@ class Regime:
 REGIMES = (Regime("EL1-TTBR0", 1, False, (3, 0, 2, 0, 0)),
            Regime("EL1-TTBR1", 1, True, (3, 0, 2, 0, 1)),
            Regime("EL2", 2, False, (3, 4, 2, 0, 0)),
-           Regime("EL3", 3, False, (3, 6, 2, 0, 0)))
-EL1_LOWER, EL1_UPPER, EL2, EL3 = REGIMES
+           Regime("EL3", 3, False, (3, 6, 2, 0, 0)),
+           Regime("EL2&0-TTBR0", 2, False, (3, 4, 2, 0, 0), vhe=True),
+           Regime("EL2&0-TTBR1", 2, True, (3, 4, 2, 0, 1), vhe=True))
+EL1_LOWER, EL1_UPPER, EL2, EL3, EL20_LOWER, EL20_UPPER = REGIMES
 
 
 def start_level(page_shift: int, ia_bits: int) -> int:
@@ -100,8 +104,9 @@ class Rig:
         halves alike, so either range can be probed)."""
         self.regime = regime
         el = regime.el
+        self.mem.set_cpr(HCR_EL2.encoding.tuple, HCR_EL2.make(RW=1, E2H=int(regime.vhe)))
         set_pstate(self.mem, PSTATE.make(EL=el, SP=1, D=1, A=1, I=1, F=1))
-        if el == 1:
+        if el == 1 or regime.vhe:
             tcr = mmu.TCR_EL1.make(T0SZ=tsz, T1SZ=tsz, TBI0=tbi, TBI1=tbi, EPD0=epd, EPD1=epd,
                                    TG0=TG0[granule] if tg is None or regime.upper else tg,
                                    TG1=TG1[granule] if tg is None or not regime.upper else tg)
@@ -392,7 +397,7 @@ def test_out_of_range_vas_fault_at_level_0(granule: str) -> None:
                 check(r, in_range(regime, ia_bits, ia + 0x10, tag=0xA5, tbi=1), want)
 
 
-@pytest.mark.parametrize("regime", (EL1_LOWER, EL1_UPPER), ids=str)
+@pytest.mark.parametrize("regime", (EL1_LOWER, EL1_UPPER, EL20_LOWER, EL20_UPPER), ids=str)
 def test_epd_disables_a_range(regime: Regime) -> None:
     r, t = setup("4K", regime, 48, epd=1)
     assert t.map(3, 0x1000, 0x2000)

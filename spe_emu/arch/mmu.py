@@ -5,10 +5,11 @@ The SPU writes records through the *owning* translation regime as a privileged w
 supplement §3.4, §3.5.3), and semihosting reads guest buffers by virtual address, whatever EL
 the PE is executing at. Unicorn's own ``uc_vmem_translate`` translates with the current EL's
 permissions, so spe_emu walks the tables itself: the 4 KiB, 16 KiB and 64 KiB translation
-granules (Arm ARM D8.2 "Translation granules"), TTBR0/TTBR1 for the EL1&0 regime, TTBR0 for EL2
-and EL3, table, block and page descriptors (Arm ARM D8.3 "Translation table descriptor
-formats"), AP[2] write permission, the Access flag, with a 48-bit output address (no FEAT_LPA /
-FEAT_LPA2 / FEAT_LVA).
+granules (Arm ARM D8.2 "Translation granules"), TTBR0/TTBR1 for the EL1&0 regime and the EL2&0
+regime (HCR_EL2.E2H == 1), TTBR0 for EL2 and EL3, table, block and page descriptors (Arm ARM
+D8.3 "Translation table descriptor formats"), AP[2] write permission, the Access flag (and, for
+an agent that manages them, its hardware update and the dirty state, D8.5), with a 48-bit
+output address (no FEAT_LPA / FEAT_LPA2 / FEAT_LVA).
 
 With stage 2 enabled for the EL1&0 regime (:func:`stage2_enabled`: HCR_EL2.VM), every
 output address of stage 1 and every stage 1 table address is an IPA, translated by the stage 2
@@ -41,32 +42,40 @@ class PhysicalView(Protocol):
 
     def read(self, pa: int, size: int) -> bytes: ...
 
-TCR_EL1 = reg("TCR_EL1", (3, 0, 2, 0, 2), "E0PD1 56", "E0PD0 55", "TBI1 38", "TBI0 37", "IPS 34:32", "TG1 31:30",
-              "EPD1 23", "T1SZ 21:16", "TG0 15:14", "SH0 13:12", "ORGN0 11:10", "IRGN0 9:8",
-              "EPD0 7", "T0SZ 5:0",
+_TCR_TWO_RANGES = ("E0PD1 56", "E0PD0 55", "HD 40", "HA 39", "TBI1 38", "TBI0 37", "IPS 34:32",
+                   "TG1 31:30", "EPD1 23", "T1SZ 21:16", "TG0 15:14", "SH0 13:12", "ORGN0 11:10", "IRGN0 9:8", "EPD0 7",
+                   "T0SZ 5:0")
+TCR_EL1 = reg("TCR_EL1", (3, 0, 2, 0, 2), *_TCR_TWO_RANGES,
               doc="Arm ARM D19.2 (IPS, SH0, ORGN0 and IRGN0 are not modelled: the firmware "
-                  "programs them)")
-TCR_EL23 = reg("TCR_EL2", (3, 4, 2, 0, 2), "TBI 20", "PS 18:16", "TG0 15:14", "T0SZ 5:0",
+                  "programs them; HA/HD are read by the SPU's walks only, docs/model.md)")
+TCR_EL23 = reg("TCR_EL2", (3, 4, 2, 0, 2), "HD 22", "HA 21", "TBI 20", "PS 18:16", "TG0 15:14",
+               "T0SZ 5:0",
                doc="Arm ARM D19.2 (HCR_EL2.E2H == 0; TCR_EL3 has the same layout)")
+TCR_EL2_E2H = reg("TCR_EL2", (3, 4, 2, 0, 2), *_TCR_TWO_RANGES,
+                  doc="Arm ARM D19.2 TCR_EL2 when HCR_EL2.E2H == 1: the TCR_EL1 layout, for "
+                      "the EL2&0 regime's two VA ranges")
 TCR_ENC = banked(TCR_EL1.encoding.tuple)
+TTBR1_EL2 = (3, 4, 2, 0, 1)
 TTBR = reg("TTBRn_ELx", TTBR0_ENC[1], "ASID 63:48", "BADDR 47:1", "CnP 0", doc="Arm ARM D19.2")
 # VMSAv8-64 descriptor, stage 1, 48-bit OA (Arm ARM D8.3). OA is the widest address field (a
 # 4 KiB granule's next-level table or page address); a granule or block size clears its low
 # bits (the 16 KiB / 64 KiB bits 13:12 / 15:12 are RES0, or OA[51:48] with FEAT_LPA).
 # SH and AttrIndx (memory attributes, not modelled) are there for the firmware, which builds
 # its own tables.
-DESC = reg("DESC", (3, 0, 0, 0, 0), "UXN 54", "PXN 53", "OA 47:12", "AF 10", "SH 9:8",
-           "AP2 7", "AP1 6", "AttrIndx 4:2", "TYPE 1", "VALID 0", doc="Arm ARM D8.3")
+DESC = reg("DESC", (3, 0, 0, 0, 0), "UXN 54", "PXN 53", "DBM 51", "OA 47:12", "AF 10",
+           "SH 9:8", "AP2 7", "AP1 6", "AttrIndx 4:2", "TYPE 1", "VALID 0",
+           doc="Arm ARM D8.3 (DBM: D8.5.2 hardware management of the dirty state)")
 
 # Stage 2 (Arm ARM D19.2 VTCR_EL2, VTTBR_EL2; D8.3 stage 2 Block and Page descriptors:
 # S2AP[1] allows writes, S2AP[0] reads; HA and the stage 2 memory attributes are not modelled).
-VTCR_EL2 = reg("VTCR_EL2", (3, 4, 2, 1, 2), "PS 18:16", "TG0 15:14", "SH0 13:12",
+VTCR_EL2 = reg("VTCR_EL2", (3, 4, 2, 1, 2), "HD 22", "HA 21", "PS 18:16", "TG0 15:14",
+               "SH0 13:12",
                "ORGN0 11:10", "IRGN0 9:8", "SL0 7:6", "T0SZ 5:0",
                doc="Arm ARM D19.2 (SH0, ORGN0 and IRGN0 are not modelled)")
 VTTBR_EL2 = reg("VTTBR_EL2", (3, 4, 2, 1, 0), "VMID 63:48", "BADDR 47:1", "CnP 0",
                 doc="Arm ARM D19.2")
-S2DESC = reg("S2DESC", (3, 0, 0, 0, 0), "XN 54", "OA 47:12", "AF 10", "SH 9:8", "S2AP 7:6",
-             "MemAttr 5:2", "TYPE 1", "VALID 0", doc="Arm ARM D8.3 (stage 2)")
+S2DESC = reg("S2DESC", (3, 0, 0, 0, 0), "XN 54", "DBM 51", "OA 47:12", "AF 10", "SH 9:8",
+             "S2AP 7:6", "MemAttr 5:2", "TYPE 1", "VALID 0", doc="Arm ARM D8.3 (stage 2)")
 # TCR_ELx.{IPS, PS} and ID_AA64MMFR0_EL1.PARange encodings -> bits (Arm ARM D19.2); 0b0110
 # (52 bits) needs FEAT_LPA, which the walker does not have: 48.
 PA_BITS = {0b000: 32, 0b001: 36, 0b010: 40, 0b011: 42, 0b100: 44, 0b101: 48, 0b110: 48}
@@ -137,7 +146,7 @@ class VaRange:
     """Where the TCR fields of one VA range are: the lower range (TTBR0_ELx) of any regime, or
     the upper range (TTBR1_EL1) of EL1&0."""
 
-    tcr: RegisterSpec
+    tcr: RegisterSpec     # (its encoding is the TCR_ELx of the regime)
     tsz: str
     tg: str
     granules: dict[int, Granule]
@@ -146,6 +155,8 @@ class VaRange:
     epd: str | None       # (EL2 and EL3 have no EPD: their walks cannot be disabled)
     ttbr: tuple[int, int, int, int, int]
     upper: bool
+    ha: str = "HA"        # hardware Access flag / dirty state enables (D8.5)
+    hd: str = "HD"
 
 
 EL1_LOWER = VaRange(TCR_EL1, "T0SZ", "TG0", TG0_GRANULE, "TBI0", "IPS", "EPD0", TTBR0_ENC[1],
@@ -155,6 +166,12 @@ EL1_UPPER = VaRange(TCR_EL1, "T1SZ", "TG1", TG1_GRANULE, "TBI1", "IPS", "EPD1", 
 ELX_LOWER = {el: VaRange(TCR_EL23, "T0SZ", "TG0", TG0_GRANULE, "TBI", "PS", None,
                          TTBR0_ENC[el], False)
              for el in (2, 3)}
+# The EL2&0 regime (HCR_EL2.E2H == 1, FEAT_VHE): two VA ranges as EL1&0, TCR_EL2 in the
+# TCR_EL1 layout, TTBR0_EL2 / TTBR1_EL2 (Arm ARM D8.1.3, D19.2 TCR_EL2).
+EL2_VHE_LOWER = VaRange(TCR_EL2_E2H, "T0SZ", "TG0", TG0_GRANULE, "TBI0", "IPS", "EPD0",
+                        TTBR0_ENC[2], False)
+EL2_VHE_UPPER = VaRange(TCR_EL2_E2H, "T1SZ", "TG1", TG1_GRANULE, "TBI1", "IPS", "EPD1",
+                        TTBR1_EL2, True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,6 +181,7 @@ class Leaf:
     desc: int
     level: int
     oa: int
+    at: int = 0           # the (input) address the descriptor was read from
 
 
 def initial_table(ttbr: int, granule: Granule, ia_bits: int, level: int) -> int:
@@ -234,15 +252,24 @@ def walk(read_desc: Callable[[int], int], ia: int, table: int, granule: Granule,
         oa = (desc & OA_MASK & ~size_mask) | (ia & size_mask)
         if oa_bits is not None and oa >> oa_bits:
             raise TranslationFault(ia, FSC_ADDRESS_SIZE | level)
-        return Leaf(desc, level, oa)
+        return Leaf(desc, level, oa, table + 8 * index)
 
 
-def va_range(regime: int, va: int) -> VaRange:
-    """The VA range ``va`` selects: VA bit 55 picks TTBR0/TTBR1 in EL1&0
-    (``AArch64.GetVARange()``); EL2 and EL3 have the lower range only."""
+def va_range(regime: int, va: int, e2h: bool = False) -> VaRange:
+    """The VA range ``va`` selects: VA bit 55 picks TTBR0/TTBR1 in EL1&0 and, with
+    HCR_EL2.E2H == 1 (``e2h``), in EL2&0 (``AArch64.GetVARange()``); EL2 without E2H and EL3
+    have the lower range only."""
     if regime == 1:
         return EL1_UPPER if (va >> 55) & 1 else EL1_LOWER
+    if regime == 2 and e2h:
+        return EL2_VHE_UPPER if (va >> 55) & 1 else EL2_VHE_LOWER
     return ELX_LOWER[regime]
+
+
+def regime_controls(cpr: Callable[[tuple[int, int, int, int, int]], int]) -> tuple[bool, bool]:
+    """(stage 2 of EL1&0 enabled, HCR_EL2.E2H): the HCR_EL2 / SCR_EL3 state that decides how
+    the host-side walker translates; a write that changes it invalidates cached translations."""
+    return stage2_enabled(cpr), bool(HCR_EL2.get(cpr(HCR_EL2.encoding.tuple), "E2H"))
 
 
 def stage2_enabled(cpr: Callable[[tuple[int, int, int, int, int]], int]) -> bool:
@@ -261,8 +288,36 @@ def _pa_max(cpr: Callable[[tuple[int, int, int, int, int]], int]) -> int:
                        48)
 
 
+DescWriter = Callable[[int, int], None]
+"""``write_desc(address, descriptor)``: stores an updated descriptor (hardware management of
+the Access flag and dirty state, Arm ARM D8.5) at the address it was read from."""
+
+
+def _managed(spec: RegisterSpec, desc: int, *, write: bool, ha: bool, hd: bool,
+             write_allowed: Callable[[int], bool], make_writable: Callable[[int], int]
+             ) -> tuple[int, int | None]:
+    """The Access flag and dirty state checks of one leaf descriptor for an agent that manages
+    them (Arm ARM D8.5.1, D8.5.2; with ``ha``/``hd`` False, as one that does not): returns (the
+    descriptor, updated or not, and the fault kind FSC_ACCESS_FLAG / FSC_PERMISSION or None).
+
+    AF == 0: set to 1 when ``ha``, else an Access flag fault. A write to a descriptor that
+    does not allow it: made writable (the descriptor is then dirty) when ``hd`` and the
+    descriptor's DBM bit is 1, else a Permission fault. The Access flag fault is checked
+    first."""
+    if not spec.get(desc, "AF"):
+        if not ha:
+            return desc, FSC_ACCESS_FLAG
+        desc = spec.set(desc, "AF", 1)
+    if write and not write_allowed(desc):
+        if not (hd and spec.get(desc, "DBM")):
+            return desc, FSC_PERMISSION
+        desc = make_writable(desc)
+    return desc, None
+
+
 def stage2(mem: PhysicalView, ipa: int, *, write: bool, read_desc: Callable[[int], int],
-           va: int | None = None, s1ptw: bool = False) -> int:
+           va: int | None = None, s1ptw: bool = False,
+           write_desc: DescWriter | None = None) -> int:
     """Physical address of the intermediate physical address ``ipa`` by the stage 2
     translation of the EL1&0 regime (Arm ARM D8.2, D8.3; ``AArch64.S2Walk()``), checked for a
     write (``write``: S2AP[1]) or a read (S2AP[0]) and the Access flag. ``read_desc(pa)`` reads
@@ -276,6 +331,12 @@ def stage2(mem: PhysicalView, ipa: int, *, write: bool, read_desc: Callable[[int
     (``AArch64.IPAIsOutOfRange()``), a reserved SL0 or one inconsistent with T0SZ (the initial
     lookup would resolve no bit, or need more than 16 tables: ``AArch64.S2InconsistentSL()``).
     Address size faults and External aborts on the walk as in :func:`walk`.
+
+    With ``write_desc`` the translating agent manages the Access flag and dirty state (the SPU
+    with PMBIDR_EL1.F == 1, Arm ARM D17.8.3.1) where VTCR_EL2.HA (HD: also) enables it: an
+    AF == 0 leaf gets AF = 1, a write to a leaf with S2AP[1] == 0 and DBM == 1 gets S2AP[1] = 1
+    (D8.5), stored through ``write_desc(pa, descriptor)``. Without it (or with HA == 0) those
+    are Access flag and Permission faults.
 
     Raises:
         TranslationFault: with ``stage`` = 2, ``ipa``, ``s1ptw`` and ``va`` (default: the IPA);
@@ -304,15 +365,24 @@ def stage2(mem: PhysicalView, ipa: int, *, write: bool, read_desc: Callable[[int
         leaf = walk(read_desc, ipa, table, granule, ia_bits, level, oa_bits)
     except TranslationFault as found:
         raise fault(found.fsc) from None
-    if not S2DESC.get(leaf.desc, "AF"):
-        raise fault(FSC_ACCESS_FLAG | leaf.level)
-    if not S2DESC.get(leaf.desc, "S2AP") & (0b10 if write else 0b01):
+    if not write and not S2DESC.get(leaf.desc, "S2AP") & 0b01:
         raise fault(FSC_PERMISSION | leaf.level)
+    ha = write_desc is not None and VTCR_EL2.get(vtcr, "HA") == 1
+    desc, kind = _managed(S2DESC, leaf.desc, write=write, ha=ha,
+                          hd=ha and VTCR_EL2.get(vtcr, "HD") == 1,
+                          write_allowed=lambda d: S2DESC.get(d, "S2AP") & 0b10,
+                          make_writable=lambda d: S2DESC.set(d, "S2AP",
+                                                             S2DESC.get(d, "S2AP") | 0b10))
+    if kind is not None:
+        raise fault(kind | leaf.level)
+    if desc != leaf.desc:
+        write_desc(leaf.at, desc)
     return leaf.oa
 
 
 def translate(mem: PhysicalView, va: int, regime_el: int, *, write: bool = False,
-              checked_read: Callable[[int], int] | None = None) -> int:
+              checked_read: Callable[[int], int] | None = None,
+              write_desc: DescWriter | None = None) -> int:
     """Physical address of ``va`` in the translation regime of ``regime_el`` (1 = EL1&0, 2,
     3), checked like a privileged data access (AP[2] for a write, the Access flag; Arm ARM
     D8.4, D8.5). ``mem`` reads the engine's system registers and physical memory. With stage 2
@@ -343,12 +413,21 @@ def translate(mem: PhysicalView, va: int, regime_el: int, *, write: bool = False
     aborts on the walk (:func:`walk`); without it, as Unicorn 2.1.4's walker, stage 1 does
     neither.
 
-    The hardware update of the Access flag (FEAT_HAFDBS) is not implemented: an AF == 0
-    descriptor is an Access flag fault (D8.5.1), as the CPU's own accesses take it.
+    With HCR_EL2.E2H == 1, ``regime_el`` 2 is the EL2&0 regime (FEAT_VHE): TTBR0_EL2 and
+    TTBR1_EL2 picked by VA[55], TCR_EL2 in the TCR_EL1 layout (:data:`TCR_EL2_E2H`).
+
+    Hardware management of the Access flag and dirty state (D8.5): the PE's own accesses
+    (Unicorn 2.1.4) do not do it, so by default an AF == 0 leaf is an Access flag fault and a
+    write to a read-only leaf a Permission fault, whatever DBM says. With ``write_desc`` the
+    translating agent manages them (the SPU with PMBIDR_EL1.F == 1, D17.8.3.1) where the
+    regime's TCR_ELx.HA (and HD, for the dirty state) enable it: AF is set, and a write to an
+    AP[2] == 1 leaf with DBM == 1 clears AP[2]; the updated leaf descriptor is stored through
+    ``write_desc(address, descriptor)`` at the address it was read from (a stage 1 table
+    address goes through stage 2 as a write, when that applies); stage 2 leaves as
+    :func:`stage2` says.
 
     Not modelled: PSTATE.PAN, hierarchical (table) attributes, TBID (every access is a data
-    access), HCR_EL2.E2H (EL2 is walked as the single-range EL2 regime), HCR_EL2.{DC, TGE}
-    disabling the EL1&0 stage 1.
+    access), HCR_EL2.{DC, TGE} disabling the EL1&0 stage 1.
 
     Raises:
         TranslationFault: no valid mapping, AF == 0, or a write to a read-only page (FSC =
@@ -364,16 +443,20 @@ def translate(mem: PhysicalView, va: int, regime_el: int, *, write: bool = False
     raw = checked_read or plain_read
     if regime == 1 and stage2_enabled(cpr):
         def s2(ipa: int, write_access: bool, s1ptw: bool) -> int:
-            return stage2(mem, ipa, write=write_access, read_desc=raw, va=va, s1ptw=s1ptw)
+            return stage2(mem, ipa, write=write_access, read_desc=raw, va=va, s1ptw=s1ptw,
+                          write_desc=write_desc)
 
         read_desc = lambda ipa: raw(s2(ipa, False, True))  # noqa: E731 (stage 1 tables)
+        update = None if write_desc is None else (
+            lambda ipa, desc: write_desc(s2(ipa, True, True), desc))
     else:
         s2 = None
         read_desc = raw
+        update = write_desc
     if not SCTLR_ELX.get(cpr(SCTLR_ENC[regime]), "M"):
         return va if s2 is None else s2(va, write, False)
     tcr = cpr(TCR_ENC[regime])
-    rng = va_range(regime, va)
+    rng = va_range(regime, va, regime == 2 and HCR_EL2.get(cpr(HCR_EL2.encoding.tuple), "E2H"))
     ia_bits = 64 - min(max(rng.tcr.get(tcr, rng.tsz), TXSZ_MIN), TXSZ_MAX)
     top = 55 if rng.tcr.get(tcr, rng.tbi) else 63
     ones = (1 << (top + 1 - ia_bits)) - 1       # VA[top:ia_bits]
@@ -389,10 +472,15 @@ def translate(mem: PhysicalView, va: int, regime_el: int, *, write: bool = False
     else:
         oa_bits = min(PA_BITS.get(rng.tcr.get(tcr, rng.ps), 48), _pa_max(cpr))
         leaf = walk(read_desc, va, table, granule, ia_bits, level, oa_bits)
-    if not DESC.get(leaf.desc, "AF"):
-        raise TranslationFault(va, FSC_ACCESS_FLAG | leaf.level)
-    if write and DESC.get(leaf.desc, "AP2"):  # read-only
-        raise TranslationFault(va, FSC_PERMISSION | leaf.level)
+    ha = update is not None and rng.tcr.get(tcr, rng.ha) == 1
+    desc, kind = _managed(DESC, leaf.desc, write=write, ha=ha,
+                          hd=ha and rng.tcr.get(tcr, rng.hd) == 1,
+                          write_allowed=lambda d: not DESC.get(d, "AP2"),   # AP[2]: read-only
+                          make_writable=lambda d: DESC.set(d, "AP2", 0))
+    if kind is not None:
+        raise TranslationFault(va, kind | leaf.level)
+    if desc != leaf.desc:
+        update(leaf.at, desc)
     return leaf.oa if s2 is None else s2(leaf.oa, write, False)
 
 

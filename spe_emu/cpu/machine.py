@@ -440,6 +440,7 @@ class Machine:
         self._last_sample: tuple[int, int, int] | None = None  # (index, filtered, collided)
         self.spu.rules.report, self.spu.rules.pc = self._guest_error, lambda: self.pc
         self.spu.rules.psb_visible = self._in_scanned_code
+        self.spu.live_context = self.context
         self.qemu_exception = ExceptionReader(self.uc)
         self.fast = FastAccess(self.uc)
         self.pe = ProcessingElement(self.fast, self.gic.irq_line, self.gic.fiq_line)
@@ -1029,13 +1030,17 @@ class Machine:
     def _regime_el(self, el: int) -> int:
         return max(el, 1)
 
-    def _translate(self, va: int, regime: int, write: bool = False) -> int:
+    def _translate(self, va: int, regime: int, write: bool = False,
+                   manage_flags: bool = False) -> int:
         """Translation for host-side accesses on the guest's behalf (the fetch of a trapped
         instruction, semihosting blocks, Profiling Buffer writes, PA packets): stage 1 and,
         for the EL1&0 regime with HCR_EL2.VM == 1, stage 2 by the emulator's own walker
         (:func:`mmu.translate`, with the Address size and External abort checks), whatever
         EL the PE is at; cached per 4 KiB page (flushed on SCTLR/TTBR/TCR/VTTBR_EL2/VTCR_EL2
-        writes, an HCR_EL2 or SCR_EL3 write that turns stage 2 on or off, and TLBI).
+        writes, an HCR_EL2 or SCR_EL3 write that turns stage 2 on or off or changes
+        HCR_EL2.E2H, and TLBI). With ``manage_flags`` the walk sets Access flags and dirty
+        state where the regime enables their hardware management (:func:`mmu.translate`'s
+        ``write_desc``: the SPU with PMBIDR_EL1.F == 1).
 
         Raises:
             TranslationFault: the access does not translate (its ``stage``, FSC with the
@@ -1046,7 +1051,9 @@ class Machine:
         if page is None:
             try:
                 page = mmu.translate(self.fast, va & ~0xFFF, regime, write=write,
-                                     checked_read=self._descriptor) & ~0xFFF
+                                     checked_read=self._descriptor,
+                                     write_desc=self._store_descriptor if manage_flags
+                                     else None) & ~0xFFF
             except TranslationFault as fault:
                 ipa = fault.ipa
                 if ipa is not None and not fault.s1ptw:
@@ -1068,11 +1075,22 @@ class Machine:
         except UcError:
             raise ExternalAbort(pa) from None
 
+    def _store_descriptor(self, pa: int, desc: int) -> None:
+        """A hardware update of the descriptor at ``pa`` (Access flag, dirty state).
+
+        Raises:
+            ExternalAbort: no RAM or device at ``pa``."""
+        try:
+            self.fast.write(pa, desc.to_bytes(8, "little"))
+        except UcError:
+            raise ExternalAbort(pa) from None
+
     def _stage2_switch(self, enc: tuple[int, ...], value: int) -> bool:
         """Whether writing ``value`` to the register ``enc`` (HCR_EL2, SCR_EL3) turns stage 2
-        of the EL1&0 regime on or off (:func:`mmu.stage2_enabled`)."""
+        of the EL1&0 regime on or off or changes HCR_EL2.E2H (the EL2 or EL2&0 regime):
+        :func:`mmu.regime_controls`."""
         cpr = self.fast.cpr
-        return mmu.stage2_enabled(cpr) != mmu.stage2_enabled(
+        return mmu.regime_controls(cpr) != mmu.regime_controls(
             lambda e: value if e == enc else cpr(e))
 
     def _flush_translations(self) -> None:
@@ -1137,7 +1155,8 @@ class Machine:
             TranslationFault: a stage 1 or stage 2 fault (including an External abort on a
                 walk); ExternalAbort: no memory behind the write."""
         _, owner_el = self.spu.owner(self.context())
-        pa = self._translate(va, owner_el, write=True)
+        pa = self._translate(va, owner_el, write=True,
+                             manage_flags=self.spu.config.flag_updates == 1)
         if self.bus.find(pa) is None:
             raise ExternalAbort(va)
         self.fast.write(pa, data)
@@ -1212,6 +1231,8 @@ class Machine:
         """Re-evaluate StatisticalProfilingEnabled(); on a disabled->enabled transition reload
         PMSICR_EL1 if it is zero (§3.1.1)."""
         ctx = self.context()
+        if self.spu.config.spe_exc:
+            self.spu.refresh_irq()   # (MDCR_EL3.PMSEE, SCR_EL3.NS: SPEInterruptEnabled())
         now = self.spu.profiling_enabled(ctx)
         self.pmu_events.accrue(self._pmu_bucket)
         self._pmu_bucket = (ctx.el, ctx.is_secure) if now else None

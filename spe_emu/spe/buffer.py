@@ -3,7 +3,9 @@ events (SPE supplement §3.4, §3.5; Arm ARM D17.1 "sequential model" of record 
 
 Owns the writes of record bytes into guest memory and the decision to raise a management
 event. PMBIRQ is a pure function of PMBSR_EL1.S (§3.5: "PMBIRQ is a level interrupt driven by
-PMBSR_EL1.S"); the owner recomputes the line after every change.
+PMBSR_EL1.S"; with FEAT_SPE_EXC also of the controls ``SPEInterruptEnabled()`` reads); the owner
+recomputes the line after every change. With FEAT_SPE_EXC an event is recorded in the
+PMBSR_ELx :attr:`ProfilingBuffer.route` names (``ReportSPEEvent()``, :mod:`.exc`).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ class ManagementEvent:
     kind: str           # "buffer-full", "no-space", "fault"
     pmbsr: int
     pmbptr: int
+    register: str = "PMBSR_EL1"   # the PMBSR_ELx that recorded it (FEAT_SPE_EXC)
 
 
 class ProfilingBuffer:
@@ -55,6 +58,9 @@ class ProfilingBuffer:
         self._limit_mask = table["PMBLIMITR_EL1"].field("LIMIT").mask
         self._align = config.align_bytes
         self._max_record = config.max_record_bytes
+        self.route: Callable[[int, int], str] | None = None
+        """``route(ec, fsc)``: the PMBSR_ELx that records a management event (FEAT_SPE_EXC,
+        Arm ARM Tables D17-5 to D17-7); None: PMBSR_EL1."""
         self.tap: Callable[[bytes], None] | None = None
         """Called with the bytes of every complete record written (padded, in write order):
         a host-side copy of what the SPU put into the buffer (``--perf-data`` on a board)."""
@@ -73,11 +79,15 @@ class ProfilingBuffer:
 
     def _event(self, kind: str, *, ec: int, mss: int, dl: int | None = None,
                ea: bool = False) -> ManagementEvent:
-        """Raise a Profiling Buffer management event (§3.5): PMBSR_EL1.{S, EC, MSS} and,
+        """Raise a Profiling Buffer management event (§3.5): PMBSR_ELx.{S, EC, MSS} and,
         when given, DL, and EA for an External abort (§3.5.4); the other fields are
-        unchanged."""
-        spec = self.t["PMBSR_EL1"]
-        value = self.regs["PMBSR_EL1"]
+        unchanged. x is 1, or with FEAT_SPE_EXC what :attr:`route` says (Arm ARM D17.8
+        RHJXHT)."""
+        name = "PMBSR_EL1"
+        if self.route is not None:
+            name = self.route(ec, PMBSR_MSS_ABORT[0].get(mss) if ec else 0)
+        spec = self.t[name]
+        value = self.regs[name]
         if ea:
             value = spec.set(value, "EA", 1)
         value = spec.set(value, "S", 1)
@@ -85,8 +95,8 @@ class ProfilingBuffer:
         value = spec.set(value, "MSS", mss)
         if dl is not None:
             value = spec.set(value, "DL", dl)
-        self.regs["PMBSR_EL1"] = value
-        return ManagementEvent(kind, value, self.regs["PMBPTR_EL1"])
+        self.regs[name] = value
+        return ManagementEvent(kind, value, self.regs["PMBPTR_EL1"], name)
 
     def write_record(self, record: bytes) -> tuple[int, ManagementEvent | None]:
         """Write one complete record at PMBPTR_EL1 (§3.5.2, §3.5.3).

@@ -99,6 +99,9 @@ FEATURES = (
             "(FEAT_SPE_FPF)"),
     Feature("PBT", "pbt", (0,), "PMSIDR_EL1",
             "previous branch target Address packet (FEAT_SPEv1p2 OPTIONAL): not modelled"),
+    Feature("SPE_EXC", "spe_exc", (0, 1), "ID_AA64DFR2_EL1",
+            "FEAT_SPE_EXC: PMBSR_EL2/EL3, PMSCR_EL1/EL2.{EE, KE}, MDCR_EL3.PMSEE routing of "
+            "management events and PMBIRQ (Arm ARM D17.8)"),
 )
 """Every settable ID-register choice, by its architectural name (docs/model.md)."""
 FEATURES_BY_NAME = {f.name.lower(): f for f in FEATURES}
@@ -152,7 +155,10 @@ class SpeConfig:
         arch_inst: PMSIDR_EL1.ArchInst (1: architecture instructions are the operations;
             0: micro-ops, of which every instruction here is exactly one).
         align_code: PMBIDR_EL1.Align (0 = byte; records padded to 2**code bytes).
-        flag_updates: PMBIDR_EL1.F.
+        flag_updates: PMBIDR_EL1.F (Arm ARM D17.8.3.1). 0: a buffer page with AF == 0 is an
+            Access flag fault and a read-only one a Permission fault, DBM ignored (Table
+            D17-11); 1: the SPU's walks set AF and make DBM == 1 pages writable-dirty where
+            the owning regime enables it (TCR_ELx.HA / HD, VTCR_EL2.HA / HD for stage 2).
         fne: PMSIDR_EL1.FnE (PMSNEVFR_EL1 and PMSFCR_EL1.FnE implemented; FEAT_SPEv1p2).
         lds: PMSIDR_EL1.LDS (loads' records carry a Data Source packet, §5.3.5; values in
             docs/model.md).
@@ -163,6 +169,9 @@ class SpeConfig:
         fpf: PMSIDR_EL1.FPF (FEAT_SPE_FPF: Other records say Advanced SIMD / floating-point).
         pbt: PMSIDR_EL1.PBT: only 0 (the previous branch target Address packet needs every
             taken branch tracked, which the fast run loop does not do).
+        spe_exc: ID_AA64DFR2_EL1.SPE_EXC (FEAT_SPE_EXC, Arm ARM D17.8; default 0): the
+            registers PMBSR_EL2, PMBSR_EL3, the fields PMSCR_EL1/EL2.{EE, KE} and
+            MDCR_EL3.PMSEE route management events and PMBIRQ (:mod:`spe_emu.spe.exc`).
         :data:`FEATURES` lists these by their architectural names, :data:`REQUIREMENTS` the
         combinations the architecture requires.
 
@@ -263,6 +272,7 @@ class SpeConfig:
     max_in_flight: int = 1
     in_flight_ops: int = 0
     strict: bool = False
+    spe_exc: int = 0
 
     def __post_init__(self) -> None:
         def need(cond: bool, name: str, value: object, what: str) -> None:

@@ -122,13 +122,36 @@ FEATURE_FIELDS = (
     ("PMSFCR_EL1", "eft", 1, ("SIMDm 52", "FPm 51", "STm 50", "LDm 49", "Bm 48", "SIMD 20",
                               "FP 19")),
     ("PMSLATFR_EL1", "count_size_code", 0b0011, ("MINLAT 15:0",)),
+    ("PMSCR_EL1", "spe_exc", 1, ("KE 10", "EE 9:8")),     # Arm ARM D24.7.8 (FEAT_SPE_EXC)
+    ("PMSCR_EL2", "spe_exc", 1, ("KE 10", "EE 9:8")),     # Arm ARM D24.7.9
 )
 BASE_FIELDS = {
+    "PMSCR_EL1": ("PCT 6", "TS 5", "PA 4", "CX 3", "E1SPE 1", "E0SPE 0"),
+    "PMSCR_EL2": ("PCT 6", "TS 5", "PA 4", "CX 3", "E2SPE 1", "E0HSPE 0"),
     "PMSFCR_EL1": ("ST 18", "LD 17", "B 16", "FL 2", "FT 1", "FE 0"),
     "PMSLATFR_EL1": ("MINLAT 11:0",),
 }
 # Registers that exist only with a feature (UNDEFINED otherwise): name -> (attribute, value).
-FEATURE_REGISTERS = {"PMSNEVFR_EL1": ("fne", 1), "PMSDSFR_EL1": ("fds", 1)}
+FEATURE_REGISTERS = {"PMSNEVFR_EL1": ("fne", 1), "PMSDSFR_EL1": ("fds", 1),
+                     "PMBSR_EL2": ("spe_exc", 1), "PMBSR_EL3": ("spe_exc", 1)}
+# PMBSR_EL1 and, with FEAT_SPE_EXC, PMBSR_EL2 / PMBSR_EL3 (Arm ARM D24.7.5-7): one layout.
+PMBSR_FIELDS = ("EC 31:26", "DL 19", "EA 18", "S 17", "COLL 16", "MSS 15:0")
+
+
+def check_pmbsr_el2_access(ctx: AccessContext, is_read: bool) -> Access:
+    """PMBSR_EL2 (Arm ARM D24.7.6, FEAT_SPE_EXC): UNDEFINED at EL1 and EL0 (no FEAT_NV);
+    from EL2 trapped to EL3 by MDCR_EL3.NSPB (as PMBSR_EL1) or when MDCR_EL3.PMSEE == 0b00."""
+    if ctx.el < 2:
+        return Access.UNDEFINED
+    if ctx.el == 2 and (_el3_nspb_trap(ctx) or (
+            ctx.have_el3 and MDCR_EL3.get(ctx.mdcr_el3, "PMSEE") == 0b00)):
+        return Access.TRAP_EL3
+    return Access.OK
+
+
+def check_pmbsr_el3_access(ctx: AccessContext, is_read: bool) -> Access:
+    """PMBSR_EL3 (Arm ARM D24.7.7): accessible at EL3 only, UNDEFINED elsewhere."""
+    return Access.OK if ctx.el == 3 and ctx.have_el3 else Access.UNDEFINED
 
 
 def id_field_values(register: str, config: SpeConfig) -> dict[str, int]:
@@ -139,7 +162,8 @@ def id_field_values(register: str, config: SpeConfig) -> dict[str, int]:
 
 
 def feature_fields(name: str, config: SpeConfig) -> tuple[str, ...]:
-    """The fields of ``name`` (PMSFCR_EL1, PMSLATFR_EL1) ``config`` implements: the base
+    """The fields of ``name`` (PMSFCR_EL1, PMSLATFR_EL1, PMSCR_EL1, PMSCR_EL2) ``config``
+    implements: the base
     fields with those of :data:`FEATURE_FIELDS` whose feature is configured replacing any field
     of the same name (MINLAT 15:0 for 16-bit counters)."""
     out = {f.split()[0]: f for f in BASE_FIELDS[name]}
@@ -170,12 +194,18 @@ def spe_registers(config: SpeConfig) -> RegisterTable:
                            check=check_statistical_profiling_access,
                            doc="Arm ARM PMSDSFR_EL1 (FEAT_SPE_FDS): S[n] keeps loads whose "
                                "Data Source value is n"),
+        "PMBSR_EL2": reg("PMBSR_EL2", (3, 4, 9, 10, 3), *PMBSR_FIELDS,
+                         check=check_pmbsr_el2_access, on_write="write_control",
+                         replan=Replan.ENABLE, doc="Arm ARM D24.7.6 (FEAT_SPE_EXC)"),
+        "PMBSR_EL3": reg("PMBSR_EL3", (3, 6, 9, 10, 3), *PMBSR_FIELDS,
+                         check=check_pmbsr_el3_access, on_write="write_control",
+                         replan=Replan.ENABLE, doc="Arm ARM D24.7.7 (FEAT_SPE_EXC)"),
     }
     pmbidr_fields = ("EA 11:8 RO", "F 5 RO", "P 4 RO", "Align 3:0 RO")
     pmbidr_reset = reg("PMBIDR_EL1", (3, 0, 9, 10, 7), *pmbidr_fields).make(
         EA=config.pmbidr_ea, P=0, **id_field_values("PMBIDR_EL1", config))
     return RegisterTable([
-        reg("PMSCR_EL1", (3, 0, 9, 9, 0), "PCT 6", "TS 5", "PA 4", "CX 3", "E1SPE 1", "E0SPE 0",
+        reg("PMSCR_EL1", (3, 0, 9, 9, 0), *feature_fields("PMSCR_EL1", config),
             check=check_statistical_profiling_access, on_write="write_control",
             replan=Replan.ENABLE, doc="§4.3.5"),
         reg("PMSICR_EL1", (3, 0, 9, 9, 2), *pmsicr_fields,
@@ -197,15 +227,13 @@ def spe_registers(config: SpeConfig) -> RegisterTable:
             doc="§4.3.2"),
         reg("PMBPTR_EL1", (3, 0, 9, 10, 1), "PTR 63:0",
             check=check_profiling_buffer_access, replan=Replan.PLAN, doc="§4.3.3"),
-        reg("PMBSR_EL1", (3, 0, 9, 10, 3), "EC 31:26", "DL 19", "EA 18", "S 17", "COLL 16",
-            "MSS 15:0", check=check_profiling_buffer_access, on_write="write_control",
+        reg("PMBSR_EL1", (3, 0, 9, 10, 3), *PMBSR_FIELDS, check=check_profiling_buffer_access, on_write="write_control",
             replan=Replan.ENABLE, doc="§4.3.4"),
         reg("PMBIDR_EL1", (3, 0, 9, 10, 7), *pmbidr_fields, read_only=True,
             reset=pmbidr_reset, check=check_pmbidr_access, on_read="read_pmbidr", doc="§4.3.1"),
-        reg("PMSCR_EL2", (3, 4, 9, 9, 0), "PCT 6", "TS 5", "PA 4", "CX 3", "E2SPE 1", "E0HSPE 0",
+        reg("PMSCR_EL2", (3, 4, 9, 9, 0), *feature_fields("PMSCR_EL2", config),
             check=check_pmscr_el2_access, on_write="write_control", replan=Replan.ENABLE,
             doc="§4.3.7"),
-        reg("PMSCR_EL12", (3, 5, 9, 9, 0), "PCT 6", "TS 5", "PA 4", "CX 3", "E1SPE 1",
-            "E0SPE 0", check=check_pmscr_el12_access, replan=Replan.ENABLE,
+        reg("PMSCR_EL12", (3, 5, 9, 9, 0), *feature_fields("PMSCR_EL1", config), check=check_pmscr_el12_access, replan=Replan.ENABLE,
             doc="§4.3.6 (PMSCR_EL1 from EL2)"),
     ])

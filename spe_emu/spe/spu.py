@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from ..arch.context import HCR_EL2, MDCR_EL2, MDCR_EL3, AccessContext
+from . import exc
 from .buffer import ManagementEvent, ProfilingBuffer
 from .config import SpeConfig
 from .filters import collect_record
@@ -65,9 +66,16 @@ class Spu:
         self._pmbsr_s = self.table["PMBSR_EL1"].field("S")
         self._filters: tuple | None = None   # (PMSFCR fields, PMSEVFR, MINLAT), until a write
         self._owner_for: tuple[AccessContext | None, tuple[bool, int]] = (None, (False, 1))
-        # ProfilingBufferEnabled() for the last (context, PMBLIMITR_EL1, PMBSR_EL1) sampled in.
+        # ProfilingBufferEnabled() for the last (context, PMBLIMITR_EL1, PMBSR_ELx) sampled in.
         self._enabled_for: tuple[tuple | None, bool] = (None, False)
         self._in_flight: list[int] = []   # instruction numbers of sampled operations in flight
+        self.live_context: Callable[[], AccessContext] | None = None
+        """The PE's current context (the machine sets it): with FEAT_SPE_EXC, PMBIRQ and
+        whether profiling is stopped depend on MDCR_EL3 / SCR_EL3 (:mod:`.exc`)."""
+        self._exc = bool(config.spe_exc)
+        self._irq_level: bool | None = None
+        if self._exc:
+            self.buffer.route = self._route
 
     # -- register access (after the access check passed) -------------------------------------
     via_undef = True
@@ -128,18 +136,62 @@ class Spu:
 
     def write_control(self, name: str, value: int, ctx: AccessContext) -> None:
         self.regs[name] = value
-        if name == "PMBSR_EL1":
+        if name.startswith("PMBSR") or self._exc:
             self.update_irq()
+
+    # -- FEAT_SPE_EXC (Arm ARM D17.8) ---------------------------------------------------------
+    def exc_state(self, ctx: AccessContext) -> exc.ExcState:
+        """The register fields :mod:`.exc` reads (PSTATE.PM: 0, FEAT_EBEP is not modelled)."""
+        if not self._exc:
+            return exc.ExcState(implemented=False, s1=self._pmbsr_s.get(self.regs["PMBSR_EL1"]))
+        t, r = self.table, self.regs
+        secure, owner_el = self.owner(ctx)
+        return exc.ExcState(
+            implemented=True, ee1=t["PMSCR_EL1"].get(r["PMSCR_EL1"], "EE"),
+            ke1=t["PMSCR_EL1"].get(r["PMSCR_EL1"], "KE"),
+            ee2=t["PMSCR_EL2"].get(r["PMSCR_EL2"], "EE"),
+            ke2=t["PMSCR_EL2"].get(r["PMSCR_EL2"], "KE"),
+            s1=self._pmbsr_s.get(r["PMBSR_EL1"]), s2=self._pmbsr_s.get(r["PMBSR_EL2"]),
+            s3=self._pmbsr_s.get(r["PMBSR_EL3"]), owner_secure=secure, owner_el=owner_el)
+
+    def _route(self, ec: int, fsc: int) -> str:
+        ctx = self.live_context() if self.live_context else None
+        if ctx is None:
+            return "PMBSR_EL1"
+        return f"PMBSR_EL{exc.report_spe_event(ec, fsc, ctx, self.exc_state(ctx))}"
+
+    def stopped(self, ctx: AccessContext | None = None) -> bool:
+        """``SPEProfilingStopped()``: PMBSR_EL1.S, or with FEAT_SPE_EXC a PMBSR_EL2/EL3.S the
+        controls make count (:func:`.exc.profiling_stopped`)."""
+        if not self._exc:
+            return bool(self._pmbsr_s.get(self.regs["PMBSR_EL1"]))
+        ctx = ctx or (self.live_context() if self.live_context else None)
+        if ctx is None:
+            return any(self._pmbsr_s.get(self.regs[n])
+                       for n in ("PMBSR_EL1", "PMBSR_EL2", "PMBSR_EL3"))
+        return exc.profiling_stopped(ctx, self.exc_state(ctx))
 
     # -- PMBIRQ ------------------------------------------------------------------------------
     @property
     def pmbirq(self) -> bool:
-        """PMBIRQ level: PMBSR_EL1.S (§3.5)."""
-        return bool(self._pmbsr_s.get(self.regs["PMBSR_EL1"]))
+        """PMBIRQ level: PMBSR_EL1.S (§3.5); with FEAT_SPE_EXC, low unless
+        ``SPEInterruptEnabled()`` (Arm ARM D17.8 RTSJRP)."""
+        s1 = bool(self._pmbsr_s.get(self.regs["PMBSR_EL1"]))
+        if not self._exc or not s1 or self.live_context is None:
+            return s1
+        ctx = self.live_context()
+        return exc.pmbirq(ctx, self.exc_state(ctx))
 
     def update_irq(self) -> None:
         if self.on_irq:
-            self.on_irq(self.pmbirq)
+            self._irq_level = self.pmbirq
+            self.on_irq(self._irq_level)
+
+    def refresh_irq(self) -> None:
+        """:meth:`update_irq` when the PMBIRQ level differs from the one last reported (with
+        FEAT_SPE_EXC it depends on controls outside the SPU: MDCR_EL3.PMSEE, SCR_EL3.NS)."""
+        if self.on_irq and self.pmbirq != self._irq_level:
+            self.update_irq()
 
     # -- §3.4.6, §3.2.3 ----------------------------------------------------------------------
     def owner(self, ctx: AccessContext) -> tuple[bool, int]:
@@ -171,7 +223,7 @@ class Spu:
         PMBLIMITR_EL1.E == 1 and PMBSR_EL1.S == 0 (its terms that do not depend on the
         Security state or the owning Exception level). When False, profiling is disabled at
         every Exception level until one of those registers is written."""
-        return (self.config.pmsver != 0 and not self.pmbirq
+        return (self.config.pmsver != 0 and not self.stopped()
                 and self.table["PMBLIMITR_EL1"].get(self.regs["PMBLIMITR_EL1"], "E") == 1)
 
     def profiling_enabled(self, ctx: AccessContext) -> bool:
@@ -287,7 +339,8 @@ class Spu:
         return self._filter_state()[0]
 
     def _check_enabled(self, ctx: AccessContext) -> None:
-        key = (ctx, self.regs["PMBLIMITR_EL1"], self.regs["PMBSR_EL1"])
+        key = (ctx, self.regs["PMBLIMITR_EL1"], self.regs["PMBSR_EL1"],
+               self.regs.get("PMBSR_EL2"), self.regs.get("PMBSR_EL3"))
         if self._enabled_for[0] != key:
             self._enabled_for = (key, self.buffer_enabled(ctx))
         if not self._enabled_for[1]:  # callers sample only while profiling is enabled
