@@ -174,11 +174,13 @@
 #define SCR_EL3_RW		BIT(10)
 #define SCR_EL3_APK		BIT(16)
 #define SCR_EL3_API		BIT(17)
+#define SCR_EL3_GPF		BIT(48)
 #define SCR_EL3_RES1		GENMASK(5, 4)
 
 /* MDCR_EL3 */
 #define MDCR_EL3_NSPB		GENMASK(13, 12)
 #define MDCR_EL3_SDD		BIT(16)
+#define MDCR_EL3_PMSEE		GENMASK(52, 51)
 #define MDCR_EL3_NSPB_SHIFT	12
 /* Profiling Buffer owned by Non-secure EL1 (or EL2, see MDCR_EL2.E2PB) */
 #define MDCR_EL3_NSPB_NS_EL1	FIELD_VAL(MDCR_EL3_NSPB, 3)
@@ -203,6 +205,8 @@
 #define HCR_EL2_TGE		BIT(27)
 #define HCR_EL2_RW		BIT(31)
 #define HCR_EL2_E2H		BIT(34)
+#define HCR_EL2_TEA		BIT(37)
+#define HCR_EL2_GPF		BIT(38)
 #define HCR_EL2_APK		BIT(40)
 #define HCR_EL2_API		BIT(41)
 
@@ -298,6 +302,8 @@
 #define TCR_EL1_IPS_SHIFT	32
 #define TCR_EL1_TBI0		BIT(37)
 #define TCR_EL1_TBI1		BIT(38)
+#define TCR_EL1_HA		BIT(39)
+#define TCR_EL1_HD		BIT(40)
 #define TCR_EL1_E0PD0		BIT(55)
 #define TCR_EL1_E0PD1		BIT(56)
 /* 4 GiB of physical address space covers the board */
@@ -318,6 +324,7 @@
 #define PTE_SH_SHIFT		8
 #define PTE_AF			BIT(10)
 #define PTE_OA			GENMASK(47, 12)
+#define PTE_DBM			BIT(51)
 #define PTE_PXN			BIT(53)
 #define PTE_UXN			BIT(54)
 #define PTE_TYPE_SHIFT		1

@@ -435,3 +435,21 @@ def test_buffer_full_recorded_in_pmbsr_el2_on_the_machine(tmp_path):
         assert (pmbsr1, pmbsr2) == (el1, el2)
         assert 0x4800_1000 - 64 < ptr <= 0x4800_1000
         assert m.spu.pmbirq == bool(el1)
+
+
+@pytest.mark.parametrize("e2h,ee2,reaches", [(1, 0b01, "PMBSR_EL2"), (1, 0b00, "PMBSR_EL1"),
+                                             (0, 0b11, "PMBSR_EL1")])
+def test_pmbsr_el1_at_el2_in_the_host_is_pmbsr_el2(e2h, ee2, reaches):
+    """Arm ARM D24.7.5 (Accessing PMBSR_EL1): at EL2 with HCR_EL2.E2H = 1 and the effective
+    PMSCR_EL2.EE != 0b00, the PMBSR_EL1 encoding reaches PMBSR_EL2."""
+    ctx = AccessContext(el=2, scr_el3=SCR_EL3.make(NS=1, RW=1),
+                        hcr_el2=HCR_EL2.make(RW=1, E2H=e2h, TGE=e2h),
+                        mdcr_el3=MDCR_EL3.make(NSPB=0b11, PMSEE=0b01))
+    spu = Spu(SpeConfig(spe_exc=1), lambda va, data: None)
+    spu.live_context = lambda: ctx
+    spu.regs["PMSCR_EL2"] = spu.table["PMSCR_EL2"].make(EE=ee2)
+    spu.write("PMBSR_EL1", S_BIT | 0b1, ctx)
+    assert spu.regs[reaches] == S_BIT | 0b1
+    assert spu.read("PMBSR_EL1", ctx) == S_BIT | 0b1
+    other = {"PMBSR_EL1", "PMBSR_EL2"} - {reaches}
+    assert spu.regs[other.pop()] == 0

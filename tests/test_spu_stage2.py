@@ -439,3 +439,34 @@ def test_physical_serror_routing_and_masking(el, a, scr_ea, amo, tge, want):
     # ISR_EL1.A (bit 8) shows the pending physical SError (AMO = 0 or not at EL1)
     if not (el == 1 and amo):
         assert pe.isr_el1(ctx) >> 8 & 1 == 1
+
+
+# --- hardware Access flag / dirty state at stage 2 (PMBIDR_EL1.F = 1, D17.8.3.1) -----------
+
+VTCR_HA, VTCR_HD = 1 << 21, 1 << 22
+S2_DBM = 1 << 51
+
+
+@pytest.mark.parametrize("case", ["af", "dirty", "af-ha0", "dirty-dbm0"])
+def test_stage2_flags_managed_by_the_spu(tmp_path, case):
+    """With PMBIDR_EL1.F = 1 the SPU's stage 2 walk sets AF (VTCR_EL2.HA = 1) and makes a
+    DBM = 1 read-only page writable (S2AP[1] := 1, VTCR_EL2.HD = 1), writes the descriptor and
+    the records; with HA = 0, or DBM = 0, the fault of Table D17-11 stays (stage 2, level 3)."""
+    at = _s2_l3_index(BUF_VA)
+    desc = {"af": BUF_PA | PAGE | (S2_ATTRS & ~AF),
+            "af-ha0": BUF_PA | PAGE | (S2_ATTRS & ~AF),
+            "dirty": BUF_PA | PAGE | (S2_ATTRS & ~S2AP_RW) | S2AP_RO | S2_DBM,
+            "dirty-dbm0": BUF_PA | PAGE | (S2_ATTRS & ~S2AP_RW) | S2AP_RO}[case]
+    vtcr = VTCR | (0 if case == "af-ha0" else VTCR_HA | VTCR_HD)
+    m = run(tmp_path, stage2_tables() | {at: desc}, hcr=HCR_VM, stage1=False, vtcr=vtcr,
+            spe=SpeConfig(flag_updates=1))
+    pmbsr_v, ptr = xregs(m, 20, 21)
+    after = int.from_bytes(m.uc.mem_read(at, 8), "little")
+    if case in ("af", "dirty"):
+        assert pmbsr_v == 0 and m.result.records_written > 40
+        assert after == desc | AF | S2AP_RW
+        data = bytes(m.uc.mem_read(BUF_PA, ptr - BUF_VA))
+        assert len(list(iter_records(data))) == m.result.records_written
+    else:
+        fsc = 0b001011 if case == "af-ha0" else 0b001111
+        assert (pmbsr_v, ptr) == (pmbsr(EC_S2, fsc), BUF_VA) and after == desc

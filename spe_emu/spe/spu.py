@@ -97,9 +97,19 @@ class Spu:
     def sysreg_write(self, name: str, value: int, ctx: AccessContext) -> None:
         self.write(name, value, ctx)
 
+    def _redirect(self, name: str, ctx: AccessContext) -> str:
+        """:func:`redirect`, and with FEAT_SPE_EXC PMBSR_EL1 at EL2 in the host (HCR_EL2.E2H
+        == 1) is PMBSR_EL2 unless the effective PMSCR_EL2.EE is 0b00 (Arm ARM D24.7.5,
+        Accessing PMBSR_EL1)."""
+        name = redirect(name, ctx)
+        if (self._exc and name == "PMBSR_EL1" and ctx.el == 2 and HCR_EL2.get(ctx.hcr_el2, "E2H")
+                and exc.effective_pmscr_el2_ee(ctx, self.exc_state(ctx)) != exc.EE_DISABLED):
+            return "PMBSR_EL2"
+        return name
+
     def read(self, name: str, ctx: AccessContext) -> int:
         """Direct read of register ``name`` (after its access check), with VHE redirection."""
-        name = redirect(name, ctx)
+        name = self._redirect(name, ctx)
         spec = self.table[name]
         if name == "PMBPTR_EL1":
             self.rules.pmbptr_read(self.profiling_enabled(ctx))
@@ -110,7 +120,7 @@ class Spu:
     def write(self, name: str, value: int, ctx: AccessContext) -> None:
         """Direct write of register ``name`` (after its access check), with VHE redirection."""
         self._filters = None
-        name = redirect(name, ctx)
+        name = self._redirect(name, ctx)
         spec = self.table[name]
         new = spec.apply_write(self.regs[name], value)
         if name == "PMBPTR_EL1":
