@@ -179,7 +179,9 @@ def run(program: Optional[PathLike] = None, args: Sequence[str] = (), *,
 
     The run:
         max_insns: instruction budget (a longer run ends with exit_reason "max-insns");
-        mode: "fast", "reference" (per-instruction oracle) or "raw" (no SPE model);
+        mode: "fast", "reference" (per-instruction oracle) or "raw" (no SPE model; a speed
+            baseline without the SIMD&FP trap, alignment, SP alignment and Illegal Execution
+            state checks: docs/model.md "Exception classes");
         ground_truth: also count every executed instruction per PC;
         outdir: where ``spe.trace``, ``summary.json`` and the guest's files go (kept);
             None: a temporary directory, removed before returning (the trace, summary and

@@ -327,6 +327,17 @@ EXC_SYNC = [
     Exc(0xf42, 1, 0x200, esr(EC_DABT_SAME, FSC_ALIGNMENT), THIS, psr(1), far=("aligned_data", 4),
         why="EL1 misaligned LDR with the MMU off: Device-nGnRnE memory, alignment fault "
             "(AArch64.S1DisabledOutput())"),
+    Exc(0xf45, 1, 0x200, esr(EC_DABT_SAME, WNR | FSC_ALIGNMENT), THIS, psr(1),
+        far=("aligned_data", 4), why="EL1 misaligned STR with the MMU off: Device memory, "
+                                     "alignment fault, WnR = 1"),
+    Val(0xf46, 0x1111, why="the faulting store wrote nothing (AArch64.MemSingle[] "
+                             "faults before the access)"),
+    Exc(0xf47, 1, 0x200, esr(EC_DABT_SAME, FSC_ALIGNMENT), THIS, psr(1), far=("aligned_data", 4),
+        why="EL1 LDP X2, X3 at 4 mod 8 with the MMU off: Device memory, 8-byte elements "
+            "misaligned: alignment fault"),
+    Exc(0xf48, 1, 0x200, esr(EC_SVC, 0xF48), ("case_0xf48", 8), psr(1),
+        why="EL1 LDR W2 at 4 mod 8 with the MMU off: aligned to its 4 bytes, no fault; the "
+            "next exception is this SVC"),
     Exc(0xf51, 3, 0x200, esr(EC_HVC, 0xF51), NEXT, psr(3),
         why="HVC at EL3 with SCR_EL3.HCE = 1 is taken to EL3 (AArch64.CallHypervisor())"),
 ]
@@ -653,13 +664,12 @@ PROGRAMS = {
         0xf33: "QEMU 7.2 does not check SP alignment (SCTLR_EL1.SA): the load completes",
         0xf42: "QEMU 7.2 makes no memory-type alignment check with the MMU off: the misaligned "
                "load from Device memory completes",
+        0xf45: "QEMU 7.2: no alignment check with the MMU off, the store completes",
+        0xf46: "QEMU 7.2: the misaligned store of 0xf45 was made (0xcafef00d00001111)",
+        0xf47: "QEMU 7.2: no alignment check with the MMU off, the load completes",
         0xf51: "QEMU 7.2 takes HVC at EL3 to EL2 (ESR_EL2 0x5a000f51, SPSR 0x3cd); the EL2 "
                "handler's ERET to EL3 is then an illegal return (a second record, EC 0x0E)"},
-        spe_emu_limits={
-        0xf42: "no alignment check of Device memory with SCTLR_ELx.A = 0 (with the MMU off, "
-               "every data access): it would run a hook through all code that runs with the "
-               "MMU off, boot code included (docs/model.md \"Exceptions\"); the load "
-               "completes"}),
+        ),
     "exc_debug": Program("exc_debug.S", EXC_DEBUG, qemu_bugs={
         0x1105: "QEMU 7.2 keeps a watchpoint's write-hit flag after the STR of case 0x1104: this "
                 "load reports WnR = 1 (ESR 0xd2000062); re-arming DBGWCR0_EL1 clears it",

@@ -230,7 +230,9 @@ class MachineConfig:
         mode: "fast" (native run loop), "reference" (Python hook on every instruction) or
             "raw" (no SPE model attached: PMSVer reads 0; the native block hook counts
             instructions for the budget and virtual time; the exception model, GIC and
-            semihosting still work; for speed baselines).
+            semihosting still work; for speed baselines: the exceptions spe_emu raises with
+            an instruction or alignment hook -- SIMD&FP traps, alignment faults, SP
+            alignment, Illegal Execution state -- are not raised, see docs/model.md).
         spe: the SPU implementation choices.
         outdir: where semihosting files land (the run's output directory).
         max_insns: instruction budget; exceeding it raises :class:`GuestRunaway`.

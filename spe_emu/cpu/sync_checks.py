@@ -36,7 +36,12 @@ installed only while the control is on (docs/model.md "Exceptions"):
   atomics only. The same refresh works out, per EL, whether ordinary loads and stores are
   checked (SCTLR_ELx.A == 1 of the EL's regime: :func:`alignment_checked`); the instruction
   hook then computes each load's or store's address and takes the fault before it executes
-  (``AArch64.CheckAlignment()``, ``AArch64.AlignmentFault()``).
+  (``AArch64.CheckAlignment()``, ``AArch64.AlignmentFault()``). Where stage 1 is disabled
+  every data access is to Device-nGnRnE memory and must be aligned to its size whatever
+  SCTLR_ELx.A (:func:`device_data`): a native memory hook (exception.c ``spe_align_hook``),
+  installed only while the PE is at such an EL (:meth:`SyncChecks._place_mem_hook`), calls
+  Python only for a misaligned access; the instruction is undone and takes the fault
+  (:meth:`spe_emu.cpu.watchpoints.Watchpoints.device_misaligned`).
 - SP alignment fault (EC 0x26): QEMU 5 makes no SP alignment check, and SCTLR_ELx.SA/SA0 are
   set by nearly all software, so the check cannot wait for the control. It runs only while
   some stack pointer is not 16-byte aligned (:attr:`SyncChecks.sp_misaligned`): the loaded
@@ -57,10 +62,14 @@ from functools import lru_cache
 from typing import TYPE_CHECKING
 
 import numpy as np
-from unicorn import UC_HOOK_CODE, UcError
+import ctypes
+
+from unicorn import UC_HOOK_CODE, UC_HOOK_MEM_READ, UC_HOOK_MEM_WRITE, UC_MEM_WRITE, UcError
 
 from unicorn import arm64_const as A
+from unicorn.unicorn_py3.unicorn import uclib
 
+from .. import native
 from ..arch import mmu
 from ..arch.context import CPACR_EL1, HCR_EL2, SCR_EL3, SPSR_ENC, AccessContext
 from ..arch.context import SCTLR_ELX, SCTLR_ENC
@@ -70,6 +79,7 @@ from ..arch.faults import ExternalAbort
 from ..sysreg import reg
 from . import a64
 from .exceptions import ABORT_ISS, EC, ESR, PSTATE, current_pstate, esr
+from .watchpoints import FSC_ALIGNMENT
 
 if TYPE_CHECKING:
     from .machine import Machine
@@ -105,11 +115,14 @@ CONTROL_REGS = ({r.encoding.tuple for r in (CPACR_EL1, CPTR_EL2, CPTR_EL3, HCR_E
 """Writes that change where a SIMD&FP instruction traps (:func:`fp_trap_routes`) or which
 accesses are checked for alignment (:func:`alignment_checked`)."""
 SCTLR = extended(SCTLR_ELX)   # SCTLR_ELx with A, SA, SA0 (Arm ARM D19.2 SCTLR_EL1)
-FSC_ALIGNMENT = 0b100001
 PAIR_CLASSES = {"ldp", "stp", "ldnp", "stnp", "ldpsw"}
 SIMD_STRUCT_SINGLE = 1 << 24  # A64 Advanced SIMD load/store: single structure (C4.1.66)
 SIMD_STRUCT_SIZE_LSB = 10     # its size field [11:10] (multiple structures: element size)
 
+
+MEM_HOOK = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int, ctypes.c_uint64, ctypes.c_int,
+                            ctypes.c_int64, ctypes.c_void_p)
+"""A Unicorn memory hook (``uc_cb_hookmem_t``), as the native alignment hook calls it."""
 
 SP_ALIGN = 16             # CheckSPAlignment(): SP must be a multiple of 16 bytes
 SP_REGS = (A.UC_ARM64_REG_SP, A.UC_ARM64_REG_SP_EL0, A.UC_ARM64_REG_SP_EL1,
@@ -192,14 +205,30 @@ def alignment_checked(ctx: AccessContext, sctlr: dict[int, int]) -> tuple[bool, 
     EL2&0 for EL0 in a host, HCR_EL2.{E2H, TGE} == {1, 1}). ``sctlr``: SCTLR_EL1, SCTLR_EL2,
     SCTLR_EL3 by EL.
 
-    Not checked (docs/model.md "Exceptions"): the alignment of accesses to Device memory
-    with SCTLR_ELx.A == 0, including every data access with stage 1 disabled (SCTLR_ELx.M ==
-    0 is Device-nGnRnE, ``AArch64.S1DisabledOutput()``): that would run the instruction hook
-    through all code that runs with the MMU off, boot code included (QEMU 7.2 does not check
-    it either)."""
+    Accesses to Device memory with SCTLR_ELx.A == 0 are checked apart, where stage 1 is
+    disabled (:func:`device_data`); with the MMU on, not (docs/model.md "Exceptions")."""
     host = ctx.el2_enabled and HCR_EL2.get(ctx.hcr_el2, "E2H") and ctx.tge
     return tuple(bool(SCTLR.get(sctlr[2 if el == 0 and host else max(el, 1)], "A"))
                  for el in range(4))
+
+
+def device_data(ctx: AccessContext, sctlr: dict[int, int]) -> tuple[bool, ...]:
+    """Per Exception level 0-3, whether every data access is to Device-nGnRnE memory because
+    stage 1 of the EL's regime is disabled (``AArch64.S1Enabled()``: SCTLR_ELx.M == 0 of the
+    regime, or the EL1&0 regime with EL2 enabled and HCR_EL2.TGE == 1;
+    ``AArch64.S1DisabledOutput()``: data accesses are Device-nGnRnE unless the regime is
+    EL1&0 with EL2 enabled and HCR_EL2.DC == 1, Normal then), so a data access not aligned
+    to its size takes an Alignment fault whatever SCTLR_ELx.A. ``sctlr``: SCTLR_EL1,
+    SCTLR_EL2, SCTLR_EL3 by EL. Stage 2 cannot make such memory Normal."""
+    host = ctx.el2_enabled and HCR_EL2.get(ctx.hcr_el2, "E2H") and ctx.tge
+    out = []
+    for el in range(4):
+        regime = 2 if el == 0 and host else max(el, 1)
+        off = not SCTLR.get(sctlr[regime], "M") or (regime == 1 and ctx.el2_enabled
+                                                     and bool(ctx.tge))
+        normal = regime == 1 and ctx.el2_enabled and bool(HCR_EL2.get(ctx.hcr_el2, "DC"))
+        out.append(off and not normal)
+    return tuple(out)
 
 
 def uses_fp(info: a64.InsnInfo) -> bool:
@@ -298,6 +327,10 @@ class SyncChecks:
         self.aligned: tuple[bool, ...] = (False,) * 4
         self._insn_hook = None  # the instruction hook's handle while installed
         self.hooked_els: frozenset[int] = frozenset()  # where the hook must run
+        self.device: tuple[bool, ...] = (False,) * 4   # device_data() per EL
+        self.mem_els: frozenset[int] = frozenset()     # where the alignment hook must run
+        self._mem_hook = None   # the native alignment hook's handle while installed
+        self._mem_callback = MEM_HOOK(self._on_misaligned)
 
     # -- controls and the instruction hook ------------------------------------------------
     def control_written(self, enc: tuple[int, int, int, int, int]) -> bool:
@@ -321,6 +354,10 @@ class SyncChecks:
                                         cpr(CPTR_EL3.encoding.tuple))
         sctlr = {el: cpr(SCTLR_ENC[el]) for el in (1, 2, 3)}
         self.aligned = alignment_checked(ctx, sctlr)
+        self.device = device_data(ctx, sctlr)
+        mem = {el for el in range(4) if self.device[el]}
+        if mem & {0, 1}:
+            mem |= {0, 1}
         self.sp_checks = sp_checked(ctx, sctlr)
         self.sp_misaligned = any(m.fast.reg(r) % SP_ALIGN for r in SP_REGS)
         m.sysreg_filter.sp_aligned = int(not self.sp_misaligned)
@@ -331,8 +368,8 @@ class SyncChecks:
         if needed & {0, 1}:
             # (EL0 <-> EL1 changes may happen with no stop: SVC and ERET between them)
             needed |= {0, 1}
-        if frozenset(needed) != self.hooked_els:
-            self.hooked_els = frozenset(needed)
+        if frozenset(needed) != self.hooked_els or frozenset(mem) != self.mem_els:
+            self.hooked_els, self.mem_els = frozenset(needed), frozenset(mem)
             m.replan = True          # (the native hooks' tables: python_els, eret_table)
             m._python_controls()
         self._place_hook(ctx.el)
@@ -345,9 +382,11 @@ class SyncChecks:
         hook is missing (:meth:`eret_needs_stop`); at every stop :meth:`after_stop` places
         the hook for the EL the PE is at."""
         m = self.m
-        # (the reference loop has no ERET control hook: there it runs wherever it may be
-        # needed, at the reference loop's speed anyway)
-        wanted = el in self.hooked_els or (m.cfg.mode == "reference" and bool(self.hooked_els))
+        # (the reference loop has no ERET control hook: there the hooks run wherever they
+        # may be needed, at the reference loop's speed anyway)
+        anywhere = m.cfg.mode == "reference"
+        changed = self._place_mem_hook(el in self.mem_els or (anywhere and bool(self.mem_els)))
+        wanted = el in self.hooked_els or (anywhere and bool(self.hooked_els))
         if wanted and self._insn_hook is None:
             self._insn_hook = m.uc.hook_add(UC_HOOK_CODE, self._on_insn)
             # Blocks translated without the hook keep running without it (the block at the
@@ -356,11 +395,40 @@ class SyncChecks:
         elif not wanted and self._insn_hook is not None:
             m.uc.hook_del(self._insn_hook)
             self._insn_hook = None
-        else:
+        elif not changed:
             return
         # (the native hooks' tables depend on it: python_els, eret_table)
         m.replan = True
         m._python_controls()
+
+    def _place_mem_hook(self, wanted: bool) -> bool:
+        """Install or remove the native alignment hook (exception.c ``spe_align_hook``, on
+        every data access: it calls :meth:`_on_misaligned` only for a misaligned one);
+        whether that changed anything."""
+        m = self.m
+        if wanted == (self._mem_hook is not None):
+            return False
+        if wanted:
+            self._mem_hook = m._native_hook(
+                UC_HOOK_MEM_READ | UC_HOOK_MEM_WRITE, ctypes.c_void_p(native.align_hook_address()),
+                ctypes.cast(self._mem_callback, ctypes.c_void_p), 1, 0)
+        else:
+            uclib.uc_hook_del(m.uc._uch, self._mem_hook)
+            self._mem_hook = None
+        return True
+
+    def _on_misaligned(self, _uch, access: int, address: int, size: int, _value: int,
+                       _data) -> None:
+        """The native alignment hook's fallback: a data access of ``size`` bytes at
+        ``address`` not aligned to its size. At an EL whose data accesses are to Device
+        memory (:func:`device_data`) the instruction takes the Alignment fault
+        (:meth:`Watchpoints.device_misaligned`)."""
+        m = self.m
+
+        def body() -> None:
+            if self.device[PSTATE_EL.get(m.fast.reg(A.UC_ARM64_REG_PSTATE))]:
+                m.watchpoints.device_misaligned(access == UC_MEM_WRITE, address, size)
+        m._guarded(body)
 
     def _on_insn(self, uc, address: int, _size: int, _data) -> None:
         """The instruction hook (installed only while a trap or check is enabled): at an EL
@@ -432,19 +500,23 @@ class SyncChecks:
         """Bit mask of the ELs an exception from or to which the native INTR hook leaves to
         Python (which stops the run, so :meth:`after_stop` places the instruction hook): the
         ELs where the hook must run while it is not installed."""
-        if self._insn_hook is not None:
-            return 0
-        return sum(1 << el for el in self.hooked_els)
+        return sum(1 << el for el in self._missing_els())
+
+    def _missing_els(self) -> frozenset[int]:
+        """The ELs where a hook must run that is not installed now."""
+        out = frozenset() if self._insn_hook is not None else self.hooked_els
+        return out if self._mem_hook is not None else out | self.mem_els
 
     def eret_table(self, ctx: AccessContext) -> tuple[int, ...]:
         """The native ERET hook's table (exception.c ``spe_eret_hook``, :func:`eret_il_table`):
         the ERETs that may set PSTATE.IL and, while the instruction hook is not installed,
         those returning to an EL where it must run (both: :meth:`eret_needs_stop`)."""
         table = eret_il_table(ctx)
-        if self._insn_hook is not None or not self.hooked_els:
+        missing = self._missing_els()
+        if not missing:
             return table
         extra = sum(1 << (il << 5 | mode) for il in (0, 1)
-                    for mode, el in AARCH64_MODES.items() if el in self.hooked_els)
+                    for mode, el in AARCH64_MODES.items() if el in missing)
         return (table[0],) + tuple(t | extra for t in table[1:])
 
     def eret_needs_stop(self, address: int) -> bool:
@@ -461,8 +533,7 @@ class SyncChecks:
         if eret_sets_il(spsr, ctx):
             self.il_pending = True
             return True
-        return (self._insn_hook is None
-                and AARCH64_MODES.get(SPSR.get(spsr, "M")) in self.hooked_els)
+        return AARCH64_MODES.get(SPSR.get(spsr, "M")) in self._missing_els()
 
     def after_stop(self) -> bool:
         """At a run-loop stop, before the instruction at the PC executes: take the exception
@@ -482,12 +553,14 @@ class SyncChecks:
         HCR_EL2.TGE); the instruction does not execute (nor count)."""
         m = self.m
         if m.cfg.mode == "raw":
-            pass   # (the engine alone: no instruction hook, no ERET hook; PC alignment only)
+            pass   # (the engine alone, a speed baseline: no instruction or alignment hook; PC
+            # alignment only -- docs/model.md "Exception classes")
         elif self.controls_changed:
             self.refresh()
         elif self.sp_misaligned and not any(m.fast.reg(r) % SP_ALIGN for r in SP_REGS):
             self.refresh()   # (every SP aligned again: the SP checks stop)
-        elif self.hooked_els or self._insn_hook is not None:
+        elif (self.hooked_els or self.mem_els or self._insn_hook is not None
+              or self._mem_hook is not None):
             self._place_hook(PSTATE_EL.get(m.fast.reg(A.UC_ARM64_REG_PSTATE)))
         pc = m.pc
         if pc % INSN_BYTES:

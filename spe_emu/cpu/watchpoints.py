@@ -60,6 +60,7 @@ DEBUG_WRITES = frozenset(r.encoding.tuple for r in (*DBGWCR, *DBGWVR, MDSCR_EL1,
 """MSRs after which the watchpoint hooks are installed again."""
 
 FSC_DEBUG = 0b100010   # DFSC of a Watchpoint exception ("Debug exception")
+FSC_ALIGNMENT = 0b100001   # DFSC of an Alignment fault
 SLACK = 64             # bytes: the largest access of one instruction (DC ZVA, LD4 of Q registers)
 MAX_BLOCK_INSNS = 512  # instructions looked at from a block's start (QEMU's blocks are shorter)
 
@@ -77,7 +78,9 @@ class Watchpoints:
         self._pc, self._left = 0, 0                     # its address, bytes it has to access
         self._saved = None                              # its CPU context before its accesses
         self._undo: list[tuple[int, bytes]] = []        # (VA, old bytes) of its hooked stores
-        self.hit: tuple[int, int, bool] | None = None   # (PC, FAR, write) to take at the stop
+        # (PC, FAR, write, DFSC) to take at the stop: a Watchpoint (FSC_DEBUG) or a Device
+        # memory Alignment fault (FSC_ALIGNMENT, :meth:`device_misaligned`)
+        self.hit: tuple[int, int, bool, int] | None = None
         # A debugger's watchpoints (spe-emu run --gdb): (VA, bytes, kind) with kind "w"
         # (writes), "r" (reads) or "a" (both); a hit is undone like the guest's, then
         # on_host_hit(PC, address, write) is called instead of taking an exception. An access
@@ -153,7 +156,7 @@ class Watchpoints:
             if (address < lo + length and lo < address + size
                     and kind in ("aw" if write else "ar")
                     and self.host_skip != (pc, m._insn_index(pc))):
-                self.hit, self._host_hit = (pc, max(address, lo), write), True
+                self.hit, self._host_hit = (pc, max(address, lo), write, FSC_DEBUG), True
                 uc.reg_write(A.UC_ARM64_REG_PC, pc)
                 uc.emu_stop()
                 return None
@@ -164,7 +167,7 @@ class Watchpoints:
         for _n, wcr, wvr in self._active:
             far = watchpoint_match(wcr, wvr, ctx, address, size, write)
             if far is not None:
-                self.hit = (pc, far, write)
+                self.hit = (pc, far, write, FSC_DEBUG)
                 uc.reg_write(A.UC_ARM64_REG_PC, pc)   # (leaves the block after this access)
                 uc.emu_stop()
                 return None
@@ -207,11 +210,38 @@ class Watchpoints:
         if write:
             self._undo.append((address, self.m._read_current(address, size)))
 
+    def device_misaligned(self, write: bool, address: int, size: int) -> None:
+        """A misaligned access of ``size`` bytes at ``address`` at an Exception level whose
+        data accesses are to Device memory (from the native alignment hook, SyncChecks): the
+        instruction making it takes an Alignment fault (the Device check of
+        ``AArch64.MemSingle[]``; DFSC 0b100001, FAR = ``address``, WnR for a store) instead
+        of completing. As for a watchpoint hit, Unicorn completes the instruction first and
+        it is undone at the stop (:meth:`take_hit`). Exclusives and atomics are left to QEMU,
+        which checks their alignment itself."""
+        if self.hit is not None:
+            return self._log(write, address, size)   # (the rest of a hit instruction)
+        if self._left > 0 and self._hooks:
+            return None   # (an instruction the watchpoint hooks follow: its rest)
+        pc = self._instruction(address, size, write)
+        if pc is None:
+            return None
+        el = PSTATE.get(self.m.fast.reg(A.UC_ARM64_REG_PSTATE), "EL")
+        info = a64.decode(self.m._fetch(pc, el))
+        if info.is_exclusive or info.is_atomic:
+            self._left = 0
+            return None
+        self._log(write, address, size)
+        self.hit = (pc, address, write, FSC_ALIGNMENT)
+        self.m.uc.reg_write(A.UC_ARM64_REG_PC, pc)
+        self.m.uc.emu_stop()
+        return None
+
     # -- the exception -----------------------------------------------------------------
     def take_hit(self) -> None:
         """At the stop after a hit: undo the instruction and take the Watchpoint exception
-        (``AArch64.WatchpointException()``)."""
-        pc, far, write = self.hit
+        (``AArch64.WatchpointException()``) or the Alignment fault (``AArch64.Abort()``
+        with ``AlignmentFault()``: Data Abort routed as any other, ``PE.abort``)."""
+        pc, far, write, fsc = self.hit
         self.hit, self._key, self._block = None, None, None
         m = self.m
         m.uc.context_restore(self._saved)
@@ -225,6 +255,11 @@ class Watchpoints:
             self.on_host_hit(pc, far, write)
             return
         ctx = m.context()
+        if fsc == FSC_ALIGNMENT:
+            target, syndrome = m.pe.abort(ctx, fetch=False, write=write, fsc=fsc,
+                                          external=False)
+            m._take_sync(ctx, target, syndrome, pc, far=far)
+            return
         target = debug_target(ctx, m.fast.reg(A.UC_ARM64_REG_PSTATE),
                               m.fast.cpr(MDSCR_EL1.encoding.tuple))
         ec = EC.WATCHPOINT_LOWER if target > ctx.el else EC.WATCHPOINT_SAME

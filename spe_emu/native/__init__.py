@@ -258,6 +258,13 @@ def eret_hook_address() -> int:
     return ctypes.cast(library().spe_eret_hook, ctypes.c_void_p).value
 
 
+def align_hook_address() -> int:
+    """Address of ``spe_align_hook`` for ``uc_hook_add(UC_HOOK_MEM_READ | UC_HOOK_MEM_WRITE,
+    ...)`` (user data: the address of a ctypes memory-hook callback, called only for a
+    misaligned access)."""
+    return ctypes.cast(library().spe_align_hook, ctypes.c_void_p).value
+
+
 def control_hook_address() -> int:
     """Address of ``spe_control_hook`` for ``uc_hook_add(UC_HOOK_CODE, ...)`` (user data: a
     :class:`SpeControl`)."""

@@ -353,3 +353,20 @@ void spe_eret_hook(void *uc, uint64_t address, uint32_t size, struct spe_control
     }
     ctl->fallback(uc, address, size, ctl);
 }
+
+/* UC_HOOK_MEM_READ | UC_HOOK_MEM_WRITE callback, installed (Python's SyncChecks) only while
+ * the PE is at an Exception level whose stage 1 regime is disabled, where every data access
+ * is to Device-nGnRnE memory (AArch64.S1DisabledOutput()) and must be aligned to its size
+ * (the Device check of AArch64.MemSingle[]): an aligned access (size bytes, a power of two)
+ * returns at once; a misaligned one calls `fallback` (Python's Machine._on_misaligned),
+ * which takes the Alignment fault. */
+typedef void (*spe_mem_fn)(void *uc, int type, uint64_t address, int size, int64_t value,
+                           void *data);
+
+void spe_align_hook(void *uc, int type, uint64_t address, int size, int64_t value,
+                    spe_mem_fn fallback)
+{
+    if (!(address & (uint64_t)(size - 1)))
+        return;
+    fallback(uc, type, address, size, value, 0);
+}

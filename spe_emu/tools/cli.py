@@ -145,7 +145,10 @@ def main() -> None:
               help="Stop with an error after this many instructions.")
 @click.option("--mode", type=click.Choice(["fast", "reference", "raw"]), default="fast",
               show_default=True,
-              help="Run loop: reference = per-instruction oracle (slow); raw = no SPE model.")
+              help="Run loop: reference = per-instruction oracle (slow); raw = no SPE model, "
+                   "a speed baseline that also skips the SIMD&FP traps, alignment faults "
+                   "(SCTLR_ELx.A, Device memory), SP alignment and Illegal Execution state "
+                   "checks (docs/model.md \"Exception classes\").")
 @click.option("-o", "--out", "outdir", type=click.Path(path_type=Path), default=Path("spe-out"),
               show_default=True, help="Output directory (trace, summary.json, guest files).")
 @click.option("--perf-data", "perf_data", is_flag=True,

@@ -30,6 +30,10 @@
 //   0xf44  EL0 STR W0 at 2 mod 4 with SCTLR_EL1.A = 1: alignment fault to EL1, WnR
 //   0xf42  EL1 misaligned LDR with SCTLR_EL1.A = 0, MMU off: the access is to Device memory,
 //          so alignment fault (DFSC 0x21) too
+//   0xf45  EL1 STR X0 at 4 mod 8 with A = 0, MMU off: alignment fault, WnR; 0xf46: the
+//          doubleword it would have overwritten is unchanged (0x1111)
+//   0xf47  EL1 LDP X2, X3 at 4 mod 8, A = 0, MMU off: alignment fault
+//   0xf48  EL1 LDR W2 at 4 mod 8, A = 0, MMU off: aligned to its size, no fault
 //   0xf51  HVC at EL3 with SCR_EL3.HCE = 1 -> EL3 (AArch64.CallHypervisor()), last: a PE
 //          that takes it to EL2 makes an illegal return from there
     .include "macros.inc"
@@ -200,6 +204,18 @@ el0_align:
     ldr     x1, =aligned_data + 4
     CASE    0xf42
     ldr     x0, [x1]
+    ldr     x0, =0xcafef00d
+    CASE    0xf45
+    str     x0, [x1]                // Device memory, 4 mod 8: Alignment fault, nothing stored
+    ldr     x2, =aligned_data
+    ldr     x3, [x2]
+    PUT     0xf46, x3
+    ldr     x1, =aligned_data + 4
+    CASE    0xf47
+    ldp     x2, x3, [x1]            // 8-byte elements at 4 mod 8: Alignment fault
+    CASE    0xf48
+    ldr     w2, [x1]                // 4 bytes at 4 mod 8: aligned to its size, no fault
+    svc     #0xf48
 
     // ---------------------------------------------------------------- HVC at EL3 -------
     smc     #ELEVATE                // EL3
