@@ -57,25 +57,36 @@ installed only while the control is on (docs/model.md "Exceptions"):
 
 from __future__ import annotations
 
+import ctypes
 from dataclasses import replace
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
 import numpy as np
-import ctypes
-
-from unicorn import UC_HOOK_CODE, UC_HOOK_MEM_READ, UC_HOOK_MEM_WRITE, UC_MEM_WRITE, UcError
-
+from unicorn import (
+    UC_HOOK_CODE,
+    UC_HOOK_MEM_READ,
+    UC_HOOK_MEM_WRITE,
+    UC_MEM_WRITE,
+    UcError,
+)
 from unicorn import arm64_const as A
 from unicorn.unicorn_py3.unicorn import uclib
 
 from .. import native
 from ..arch import mmu
-from ..arch.context import CPACR_EL1, HCR_EL2, SCR_EL3, SPSR_ENC, AccessContext
-from ..arch.context import SCTLR_ELX, SCTLR_ENC
+from ..arch.context import (
+    CPACR_EL1,
+    HCR_EL2,
+    SCR_EL3,
+    SCTLR_ELX,
+    SCTLR_ENC,
+    SPSR_ENC,
+    AccessContext,
+)
 from ..arch.cpu_features import e0pd_fault
-from ..arch.firmware_regs import CPTR_EL2, CPTR_EL3, extended
 from ..arch.faults import ExternalAbort
+from ..arch.firmware_regs import CPTR_EL2, CPTR_EL3, extended
 from ..sysreg import reg
 from . import a64
 from .exceptions import ABORT_ISS, EC, ESR, PSTATE, current_pstate, esr
