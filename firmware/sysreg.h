@@ -201,6 +201,7 @@
 #define HCR_EL2_VF		BIT(6)
 #define HCR_EL2_VI		BIT(7)
 #define HCR_EL2_VSE		BIT(8)
+#define HCR_EL2_DC		BIT(12)
 #define HCR_EL2_TID3		BIT(18)
 #define HCR_EL2_TGE		BIT(27)
 #define HCR_EL2_RW		BIT(31)
