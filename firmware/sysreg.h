@@ -120,6 +120,7 @@
 /* from spe_emu: arch.id_regs, arch.firmware_regs (ID_AA64PFR0_EL1.EL2) */
 /* ID_AA64DFR0_EL1 */
 #define ID_AA64DFR0_EL1_PMUVER	GENMASK(11, 8)
+#define ID_AA64DFR0_EL1_BRPS	GENMASK(15, 12)
 #define ID_AA64DFR0_EL1_PMSVER	GENMASK(35, 32)
 #define ID_AA64DFR0_EL1_PMSVER_NI	UL(0x0)
 
@@ -178,6 +179,7 @@
 #define SCR_EL3_RES1		GENMASK(5, 4)
 
 /* MDCR_EL3 */
+#define MDCR_EL3_TDA		BIT(9)
 #define MDCR_EL3_NSPB		GENMASK(13, 12)
 #define MDCR_EL3_SDD		BIT(16)
 #define MDCR_EL3_PMSEE		GENMASK(52, 51)
@@ -215,6 +217,7 @@
 #define MDCR_EL2_HPMN		GENMASK(4, 0)
 #define MDCR_EL2_TPM		BIT(6)
 #define MDCR_EL2_TDE		BIT(8)
+#define MDCR_EL2_TDA		BIT(9)
 #define MDCR_EL2_E2PB		GENMASK(13, 12)
 #define MDCR_EL2_TPMS		BIT(14)
 #define MDCR_EL2_HPMN_MASK	MDCR_EL2_HPMN	/* reset value PMCR_EL0.N */

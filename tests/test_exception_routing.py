@@ -378,6 +378,10 @@ EXC_DEBUG = [
         why="EL1 load with PSTATE.D = 1: the Watchpoint is masked"),
     Exc(0x1110, 1, 0x200, esr(EC_SVC, 0x110), ("case_0x1110", 8), psr(1, 1, "AIF"),
         why="OS Lock set: no Breakpoint exception (AArch64.GenerateDebugExceptionsFrom())"),
+    Val(0x1111, 0x1E7, why="MRS DBGBCR0_EL1 with the OS Lock set reads the value written "
+                           "(E = 1, PMC = 0b11, BAS = 0xF)"),
+    Exc(0x1112, 1, 0x200, esr(EC_BKPT_SAME, FSC_DEBUG), THIS, psr(1, 1, "AIF"),
+        why="OS Lock cleared: the breakpoint generates Breakpoint exceptions again"),
 ]
 
 # exc_virq.S: virtual IRQ, FIQ and SError (issue 13 survey). An IRQ or FIQ writes no ESR: the
@@ -676,10 +680,7 @@ PROGRAMS = {
         0x110d: "QEMU 7.2 takes the Watchpoint (ESR 0xd6000022) with the OS Lock set: it does "
                 "not check OSLSR_EL1.OSLK, which AArch64.GenerateDebugExceptionsFrom() does",
         0x1110: "QEMU 7.2 takes the Breakpoint (ESR 0xc6000022) with the OS Lock set (no "
-                "OSLSR_EL1.OSLK check)"},
-        spe_emu_bugs={
-        0x1110: "the Breakpoint is taken (ESR 0xc6000022): breakpoints are raised by Unicorn's "
-                "QEMU 5, which does not check the OS Lock either"}),
+                "OSLSR_EL1.OSLK check)"}),
     "exc_virq": Program("exc_virq.S", EXC_VIRQ),
     "exc_traps": Program("exc_traps.S", EXC_TRAPS),
     "exc_s2": Program("exc_s2.S", EXC_S2),

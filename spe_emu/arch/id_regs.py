@@ -13,7 +13,8 @@ ID_AA64PFR0_EL1 = reg("ID_AA64PFR0_EL1", (3, 0, 0, 4, 0), "CSV3 63:60", "DIT 51:
                       doc="Arm ARM D19.2 ID_AA64PFR0_EL1")
 ID_AA64PFR1_EL1 = reg("ID_AA64PFR1_EL1", (3, 0, 0, 4, 1), "SSBS 7:4", "BT 3:0",
                       read_only=True, doc="Arm ARM D19.2 ID_AA64PFR1_EL1")
-ID_AA64DFR0_EL1 = reg("ID_AA64DFR0_EL1", (3, 0, 0, 5, 0), "PMSVer 35:32", "PMUVer 11:8",
+ID_AA64DFR0_EL1 = reg("ID_AA64DFR0_EL1", (3, 0, 0, 5, 0), "PMSVer 35:32", "BRPs 15:12",
+                      "PMUVer 11:8",
                       read_only=True,
                       doc="Arm ARM D19.2 ID_AA64DFR0_EL1")
 ID_AA64ISAR0_EL1 = reg("ID_AA64ISAR0_EL1", (3, 0, 0, 6, 0), "RNDR 63:60", "TLB 59:56",

@@ -38,6 +38,7 @@ from unicorn import arm64_const as A
 
 from ..arch.context import MDCR_EL2, MDCR_EL3, AccessContext
 from ..arch.faults import ExternalAbort, TranslationFault, page_chunks
+from ..arch.id_regs import ID_AA64DFR0_EL1
 from ..sysreg import MASK64, reg
 from . import a64
 from .exceptions import ABORT_ISS, EC, PSTATE, esr
@@ -51,13 +52,20 @@ DBGWCR = [reg(f"DBGWCR{n}_EL1", (2, 0, 0, n, 7), "MASK 28:24", "WT 20", "LBN 19:
               doc="Arm ARM D19.3 DBGWCR<n>_EL1") for n in range(NUM_WATCHPOINTS)]
 DBGWVR = [reg(f"DBGWVR{n}_EL1", (2, 0, 0, n, 6), "VA 63:2", doc="Arm ARM D19.3 DBGWVR<n>_EL1")
           for n in range(NUM_WATCHPOINTS)]
+MAX_BREAKPOINTS = 16  # DBGBCR<n>_EL1 encodings (ID_AA64DFR0_EL1.BRPs + 1 of them implemented)
+DBGBCR = [reg(f"DBGBCR{n}_EL1", (2, 0, 0, n, 5), "BT 23:20", "LBN 19:16", "SSC 15:14",
+              "HMC 13", "BAS 8:5", "PMC 2:1", "E 0", doc="Arm ARM D19.3 DBGBCR<n>_EL1")
+          for n in range(MAX_BREAKPOINTS)]
+DBGBCR_INDEX = {r.encoding.tuple: n for n, r in enumerate(DBGBCR)}
 MDSCR_EL1 = reg("MDSCR_EL1", (2, 0, 0, 2, 2), "MDE 15", "KDE 13", "SS 0",
                 doc="Arm ARM D19.3 MDSCR_EL1")
 OSLAR_EL1 = reg("OSLAR_EL1", (2, 0, 1, 0, 4), "OSLK 0", doc="Arm ARM D19.3 OSLAR_EL1")
 OSLSR_EL1 = reg("OSLSR_EL1", (2, 0, 1, 1, 4), "OSLK 1", read_only=True,
                 doc="Arm ARM D19.3 OSLSR_EL1")
-DEBUG_WRITES = frozenset(r.encoding.tuple for r in (*DBGWCR, *DBGWVR, MDSCR_EL1, OSLAR_EL1))
-"""MSRs after which the watchpoint hooks are installed again."""
+DEBUG_WRITES = frozenset(r.encoding.tuple for r in (*DBGWCR, *DBGWVR, *DBGBCR, MDSCR_EL1,
+                                                     OSLAR_EL1))
+"""MSRs after which the watchpoint hooks are installed again (and the breakpoints' OS Lock
+shadow brought up to date)."""
 
 FSC_DEBUG = 0b100010   # DFSC of a Watchpoint exception ("Debug exception")
 FSC_ALIGNMENT = 0b100001   # DFSC of an Alignment fault
@@ -91,6 +99,11 @@ class Watchpoints:
         self.host_skip: tuple[int, int] | None = None
         self._host_hit = False
         self._host_pages: list[tuple[int, int, int]] = []   # (VA, PA, bytes) hooked for host
+        # While the OS Lock is set: the guest's DBGBCR<n>_EL1 values, QEMU holding them with
+        # E = 0 (:meth:`_shadow_breakpoints`); the values of DBGBCR writes since the last
+        # refresh, by n
+        self.bp_shadow: dict[int, int] | None = None
+        self._bcr_writes: dict[int, int] = {}
 
     # -- hooks -------------------------------------------------------------------------
     def refresh(self) -> None:
@@ -125,8 +138,9 @@ class Watchpoints:
                                                self._on_access, None, max(pa - SLACK, 0),
                                                pa + end - start - 1))
         cpr = self.m.fast.cpr
-        if (not MDSCR_EL1.get(cpr(MDSCR_EL1.encoding.tuple), "MDE")
-                or OSLSR_EL1.get(cpr(OSLSR_EL1.encoding.tuple), "OSLK")):
+        locked = bool(OSLSR_EL1.get(cpr(OSLSR_EL1.encoding.tuple), "OSLK"))
+        self._shadow_breakpoints(locked)
+        if not MDSCR_EL1.get(cpr(MDSCR_EL1.encoding.tuple), "MDE") or locked:
             return
         for n in range(NUM_WATCHPOINTS):
             wcr = cpr(DBGWCR[n].encoding.tuple)
@@ -138,6 +152,60 @@ class Watchpoints:
             begin, end = max(lo - SLACK, 0), min(lo + size + SLACK, 1 << 64) - 1
             self._hooks.append(uc.hook_add(UC_HOOK_MEM_READ | UC_HOOK_MEM_WRITE, self._on_access,
                                            None, begin, end))
+
+    # -- breakpoints and the OS Lock ------------------------------------------------------
+    def bcr_written(self, enc: tuple[int, int, int, int, int], value: int) -> None:
+        """From the MSR hook, before QEMU executes an MSR DBGBCR<n>_EL1 (it may still trap)."""
+        self._bcr_writes[DBGBCR_INDEX[enc]] = value
+
+    def _shadow_breakpoints(self, locked: bool) -> None:
+        """Breakpoints generate no Breakpoint exception while the OS Lock is set
+        (``AArch64.GenerateDebugExceptionsFrom()``: OSLSR_EL1.OSLK == 1), which Unicorn's QEMU 5
+        does not check. While it is set QEMU holds every DBGBCR<n>_EL1 disarmed
+        (:func:`disarmed`: PMC = 0, HMC = 0, which no Exception level matches; QEMU reads them
+        when an address matches, and ``uc_reg_write`` writes the raw value, so the
+        breakpoint stays inserted with its address) and :attr:`bp_shadow` the guest's
+        values, which MRS reads (:meth:`read_bcr`); a DBGBCR write while locked (which QEMU
+        executes) is moved into the shadow here. Made at the stop after an OSLAR_EL1 or
+        DBGBCR<n>_EL1 write (the run stops after every :data:`DEBUG_WRITES`), nothing per
+        instruction."""
+        writes, self._bcr_writes = self._bcr_writes, {}
+        if not locked and self.bp_shadow is None:
+            return
+        fast = self.m.fast
+        count = ID_AA64DFR0_EL1.get(fast.cpr(ID_AA64DFR0_EL1.encoding.tuple), "BRPs") + 1
+        if locked:
+            shadow = self.bp_shadow if self.bp_shadow is not None else {}
+            for n in range(count):
+                enc = DBGBCR[n].encoding.tuple
+                held = fast.cpr(enc)
+                old = shadow.get(n)
+                if old is None or held != disarmed(old) or writes.get(n, held) == held:
+                    shadow[n] = held   # (at the lock, or written since)
+                if held != disarmed(held):
+                    fast.set_cpr(enc, disarmed(held))
+            self.bp_shadow = shadow
+            return
+        for n, value in self.bp_shadow.items():
+            enc = DBGBCR[n].encoding.tuple
+            if fast.cpr(enc) == disarmed(value) and n not in writes:
+                fast.set_cpr(enc, value)
+        self.bp_shadow = None
+
+    def read_bcr(self, enc: tuple[int, int, int, int, int], ctx: AccessContext) -> int | None:
+        """MRS DBGBCR<n>_EL1 while the OS Lock is set: the guest's value (:attr:`bp_shadow`),
+        or None when QEMU must execute it -- no shadow, or the access is UNDEFINED or
+        trapped (AArch64 MRS DBGBCR<n>_EL1: EL0; MDCR_EL2.{TDE, TDA} at EL1 with EL2
+        enabled; MDCR_EL3.TDA below EL3), which QEMU raises itself."""
+        if self.bp_shadow is None or DBGBCR_INDEX[enc] not in self.bp_shadow:
+            return None
+        if ctx.el == 0 or (ctx.el == 1 and ctx.el2_enabled
+                           and (MDCR_EL2.get(ctx.mdcr_el2, "TDE")
+                                or MDCR_EL2.get(ctx.mdcr_el2, "TDA") or ctx.tge)):
+            return None
+        if ctx.el < 3 and ctx.have_el3 and MDCR_EL3.get(ctx.mdcr_el3, "TDA"):
+            return None
+        return self.bp_shadow[DBGBCR_INDEX[enc]]
 
     def _on_access(self, uc, access: int, address: int, size: int, _value: int, _data) -> None:
         m = self.m
@@ -265,6 +333,13 @@ class Watchpoints:
         ec = EC.WATCHPOINT_LOWER if target > ctx.el else EC.WATCHPOINT_SAME
         syndrome = esr(ec, ABORT_ISS.make(WnR=int(write), FSC=FSC_DEBUG))
         m._take_sync(ctx, target, syndrome, pc, far=far)
+
+
+def disarmed(bcr: int) -> int:
+    """DBGBCR<n>_EL1 value ``bcr`` with PMC = 0 and HMC = 0: with SSC, a combination that
+    matches at no Exception level (``AArch64.StateMatch()``; QEMU's ``bp_wp_matches()``
+    returns false for it at every EL), for the OS Lock shadow."""
+    return DBGBCR[0].set(DBGBCR[0].set(bcr, "PMC", 0), "HMC", 0)
 
 
 def watched_range(wcr: int, wvr: int) -> tuple[int, int]:

@@ -25,6 +25,8 @@
 //   0x110f       EL1 LDR with PSTATE.D = 1 (KDE = 1): masked, next is SVC #0x10f
 //   0x1110       OS Lock set: an EL1 instruction at DBGBVR0_EL1 does not break, next is
 //                SVC #0x110
+//   0x1111       OS Lock set: MRS DBGBCR0_EL1 reads the value written (E = 1)
+//   0x1112       OS Lock cleared again: the breakpoint (DBGBVR0_EL1 moved) is taken
     .include "macros.inc"
     .equ MDSCR_MDE, (1 << 15)
     .equ MDSCR_KDE, (1 << 13)
@@ -159,8 +161,15 @@ el0_wp:
     CASE    0x1110
     nop
     svc     #0x110
+    mrs     x3, dbgbcr0_el1         // OS Lock set: still the value written (E = 1)
+    PUT     0x1111, x3
+    msr     oslar_el1, xzr          // OS Lock clear: the breakpoint is back
+    ldr     x9, =case_0x1112
+    msr     dbgbvr0_el1, x9
+    isb
+    CASE    0x1112
+    nop
     msr     daifset, #8
-    msr     oslar_el1, xzr
     msr     dbgbcr0_el1, xzr
     msr     mdscr_el1, xzr
     isb
