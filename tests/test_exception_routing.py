@@ -621,6 +621,28 @@ SPE = [
         why="PSB CSYNC at EL0 takes no exception: the next one is this SVC"),
 ]
 
+# exc_step.S: Software Step (MDSCR_EL1.SS, SPSR_ELx.SS; Arm ARM D2.12), ISS: ISV [24], EX [6],
+# IFSC [5:0] = 0b100010 (D19.2 "ISS encoding for an exception from a Software Step exception").
+EC_STEP_LOWER, EC_STEP_SAME, STEP_ISV, STEP_EX = 0x32, 0x33, 1 << 24, 1 << 6
+EXC_STEP = [
+    Exc(0x1601, 1, 0x400, esr(EC_STEP_LOWER, STEP_ISV | FSC_DEBUG), ("el0_step", 4),
+        psr(0, 0, ""), why="ERET to EL0 with SPSR_EL1.SS = 1 and MDSCR_EL1.SS = 1: one "
+                           "instruction executes, then Software Step to EL1, ELR = the next"),
+    Exc(0x1602, 1, 0x200, esr(EC_STEP_SAME, STEP_ISV | FSC_DEBUG), ("el1_step", 4),
+        psr(1, 1, "AIF"), why="EL1 stepping itself: MDSCR_EL1.KDE = 1, PSTATE.D = 0"),
+    Exc(0x1603, 1, 0x200, esr(EC_SVC, 0x603), ("el1_nostep", 8), psr(1, 1, "AIF"),
+        why="KDE = 0: debug exceptions disabled at EL1 (AArch64.GenerateDebugExceptionsFrom())"
+            ", no step; the next exception is the SVC"),
+    Exc(0x1604, 1, 0x400, esr(EC_STEP_LOWER, FSC_DEBUG), ("el0_pending", 0), psr(0, 0, ""),
+        why="ERET with SPSR_EL1.SS = 0: active-pending, the exception is taken before the "
+            "first instruction, ISV = 0"),
+    Exc(0x1605, 1, 0x400, esr(EC_STEP_LOWER, STEP_ISV | STEP_EX | FSC_DEBUG), ("el0_excl", 4),
+        psr(0, 0, ""), why="a stepped load-exclusive (LDXR): EX = 1"),
+    Exc(0x1606, 1, 0x400, esr(EC_SVC, 0x606), ("el0_locked", 8), psr(0, 0, ""),
+        why="OS Lock set: no Software Step (AArch64.GenerateDebugExceptionsFrom()); the next "
+            "exception is the SVC"),
+]
+
 
 @dataclass(frozen=True)
 class Program:
@@ -681,6 +703,9 @@ PROGRAMS = {
                 "not check OSLSR_EL1.OSLK, which AArch64.GenerateDebugExceptionsFrom() does",
         0x1110: "QEMU 7.2 takes the Breakpoint (ESR 0xc6000022) with the OS Lock set (no "
                 "OSLSR_EL1.OSLK check)"}),
+    "exc_step": Program("exc_step.S", EXC_STEP, qemu_bugs={
+        0x1606: "QEMU 7.2 steps with the OS Lock set (a Software Step record, ESR 0xcb000022, "
+                "before the SVC): it does not check OSLSR_EL1.OSLK"}),
     "exc_virq": Program("exc_virq.S", EXC_VIRQ),
     "exc_traps": Program("exc_traps.S", EXC_TRAPS),
     "exc_s2": Program("exc_s2.S", EXC_S2),

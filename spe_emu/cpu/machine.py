@@ -76,7 +76,7 @@ from .fastuc import FastAccess
 from .native_records import (CAPTURE_REGS, CAPTURE_SLOT, NativeRecords, block_templates, plan_steps)
 from .pe import ISR_EL1, ProcessingElement
 from .qemu_state import ExceptionReader, exception_layout
-from .watchpoints import DBGBCR_INDEX, DEBUG_WRITES, Watchpoints
+from .watchpoints import DEBUG_WRITES, SHADOWED, Watchpoints
 from .sync_checks import (ABORT_ECS, CONTROL_REGS, ERET_WORD, INSN_BYTES, PSTATE_EL, SP_ALIGN,
                           SP_ELX_WRITES,
                           SPSR, SyncChecks)
@@ -761,7 +761,7 @@ class Machine:
         QEMU without a Python call."""
         hooked = {enc for enc, entry in self.sysregs.entries() if not entry.via_undef}
         if which == "mrs":
-            return hooked | set(RANDOM_NUMBER_REGS) | set(COUNTER_READS) | set(DBGBCR_INDEX) | {
+            return hooked | set(RANDOM_NUMBER_REGS) | set(COUNTER_READS) | set(SHADOWED) | {
                 ISR_EL1.encoding.tuple, ID_AA64DFR0_EL1.encoding.tuple,
                 ID_AA64PFR0_EL1.encoding.tuple} | self.cfg.cpu.presented
         return (hooked | TRANSLATION_WRITES | WATCHED_WRITES | DEBUG_WRITES | {DAIF_ENC}
@@ -2309,7 +2309,7 @@ class Machine:
             uc.reg_write(reg, self._rng.next64())
             uc.reg_write(A.UC_ARM64_REG_NZCV, 0)
             return 1
-        if enc in DBGBCR_INDEX:
+        if enc in SHADOWED:
             value = self.watchpoints.read_bcr(enc, self.context())   # (OS Lock set)
             if value is None:
                 return 0
@@ -2387,7 +2387,7 @@ class Machine:
             self.intr.gic_native = 0   # (until _native_context has the new context)
         if enc in DEBUG_WRITES:
             self.watchpoints.dirty = True  # (hooks installed again before the run goes on)
-            if enc in DBGBCR_INDEX:
+            if enc in SHADOWED:
                 self.watchpoints.bcr_written(enc, cp.val)
         if enc in WATCHED_WRITES or enc in DEBUG_WRITES or enc == DAIF_ENC:
             # Takes effect after this instruction; re-plan at the next block boundary.

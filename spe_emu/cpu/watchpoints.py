@@ -59,6 +59,8 @@ DBGBCR = [reg(f"DBGBCR{n}_EL1", (2, 0, 0, n, 5), "BT 23:20", "LBN 19:16", "SSC 1
 DBGBCR_INDEX = {r.encoding.tuple: n for n, r in enumerate(DBGBCR)}
 MDSCR_EL1 = reg("MDSCR_EL1", (2, 0, 0, 2, 2), "MDE 15", "KDE 13", "SS 0",
                 doc="Arm ARM D19.3 MDSCR_EL1")
+SHADOWED = frozenset({*DBGBCR_INDEX, MDSCR_EL1.encoding.tuple})
+"""Registers whose MRS/MSR the OS Lock shadow follows (:meth:`Watchpoints.read_bcr`)."""
 OSLAR_EL1 = reg("OSLAR_EL1", (2, 0, 1, 0, 4), "OSLK 0", doc="Arm ARM D19.3 OSLAR_EL1")
 OSLSR_EL1 = reg("OSLSR_EL1", (2, 0, 1, 1, 4), "OSLK 1", read_only=True,
                 doc="Arm ARM D19.3 OSLSR_EL1")
@@ -104,6 +106,9 @@ class Watchpoints:
         # refresh, by n
         self.bp_shadow: dict[int, int] | None = None
         self._bcr_writes: dict[int, int] = {}
+        # While the OS Lock is set: the guest's MDSCR_EL1.SS, QEMU holding SS = 0
+        self.ss_shadow: int | None = None
+        self._mdscr_written: int | None = None
 
     # -- hooks -------------------------------------------------------------------------
     def refresh(self) -> None:
@@ -140,6 +145,7 @@ class Watchpoints:
         cpr = self.m.fast.cpr
         locked = bool(OSLSR_EL1.get(cpr(OSLSR_EL1.encoding.tuple), "OSLK"))
         self._shadow_breakpoints(locked)
+        self._shadow_step(locked)
         if not MDSCR_EL1.get(cpr(MDSCR_EL1.encoding.tuple), "MDE") or locked:
             return
         for n in range(NUM_WATCHPOINTS):
@@ -155,8 +161,33 @@ class Watchpoints:
 
     # -- breakpoints and the OS Lock ------------------------------------------------------
     def bcr_written(self, enc: tuple[int, int, int, int, int], value: int) -> None:
-        """From the MSR hook, before QEMU executes an MSR DBGBCR<n>_EL1 (it may still trap)."""
-        self._bcr_writes[DBGBCR_INDEX[enc]] = value
+        """From the MSR hook, before QEMU executes an MSR DBGBCR<n>_EL1 or MDSCR_EL1 (it may
+        still trap)."""
+        if enc == MDSCR_EL1.encoding.tuple:
+            self._mdscr_written = value
+        else:
+            self._bcr_writes[DBGBCR_INDEX[enc]] = value
+
+    def _shadow_step(self, locked: bool) -> None:
+        """Software Step generates no exception while the OS Lock is set (as breakpoints,
+        :meth:`_shadow_breakpoints`): QEMU holds MDSCR_EL1.SS = 0, so no step is active
+        after an exception return, and :attr:`ss_shadow` the guest's SS, which MRS
+        MDSCR_EL1 reads (:meth:`read_bcr`); restored at the unlock."""
+        written, self._mdscr_written = self._mdscr_written, None
+        if not locked and self.ss_shadow is None:
+            return
+        fast = self.m.fast
+        enc = MDSCR_EL1.encoding.tuple
+        held = fast.cpr(enc)
+        if locked:
+            if self.ss_shadow is None or MDSCR_EL1.get(held, "SS") or written == held:
+                self.ss_shadow = MDSCR_EL1.get(held, "SS")
+            if MDSCR_EL1.get(held, "SS"):
+                fast.set_cpr(enc, MDSCR_EL1.set(held, "SS", 0))
+            return
+        if written is None and not MDSCR_EL1.get(held, "SS"):
+            fast.set_cpr(enc, MDSCR_EL1.set(held, "SS", self.ss_shadow))
+        self.ss_shadow = None
 
     def _shadow_breakpoints(self, locked: bool) -> None:
         """Breakpoints generate no Breakpoint exception while the OS Lock is set
@@ -193,11 +224,15 @@ class Watchpoints:
         self.bp_shadow = None
 
     def read_bcr(self, enc: tuple[int, int, int, int, int], ctx: AccessContext) -> int | None:
-        """MRS DBGBCR<n>_EL1 while the OS Lock is set: the guest's value (:attr:`bp_shadow`),
-        or None when QEMU must execute it -- no shadow, or the access is UNDEFINED or
-        trapped (AArch64 MRS DBGBCR<n>_EL1: EL0; MDCR_EL2.{TDE, TDA} at EL1 with EL2
-        enabled; MDCR_EL3.TDA below EL3), which QEMU raises itself."""
-        if self.bp_shadow is None or DBGBCR_INDEX[enc] not in self.bp_shadow:
+        """MRS DBGBCR<n>_EL1 or MDSCR_EL1 while the OS Lock is set: the guest's value
+        (:attr:`bp_shadow`, :attr:`ss_shadow`), or None when QEMU must execute it -- no
+        shadow, or the access is UNDEFINED or trapped (AArch64 MRS DBGBCR<n>_EL1,
+        MDSCR_EL1: EL0; MDCR_EL2.{TDE, TDA} at EL1 with EL2 enabled; MDCR_EL3.TDA below
+        EL3), which QEMU raises itself."""
+        if enc == MDSCR_EL1.encoding.tuple:
+            if self.ss_shadow is None:
+                return None
+        elif self.bp_shadow is None or DBGBCR_INDEX[enc] not in self.bp_shadow:
             return None
         if ctx.el == 0 or (ctx.el == 1 and ctx.el2_enabled
                            and (MDCR_EL2.get(ctx.mdcr_el2, "TDE")
@@ -205,6 +240,8 @@ class Watchpoints:
             return None
         if ctx.el < 3 and ctx.have_el3 and MDCR_EL3.get(ctx.mdcr_el3, "TDA"):
             return None
+        if enc == MDSCR_EL1.encoding.tuple:
+            return MDSCR_EL1.set(self.m.fast.cpr(enc), "SS", self.ss_shadow)
         return self.bp_shadow[DBGBCR_INDEX[enc]]
 
     def _on_access(self, uc, access: int, address: int, size: int, _value: int, _data) -> None:

@@ -222,12 +222,20 @@ nested_hvc_return:
     b.eq    6f
     cmp     x4, #0x22
     b.eq    6f
+    cmp     x4, #0x32               // Software Step (lower / same EL): stop stepping
+    b.eq    3f                      // (MDSCR_EL1.SS = 0), back to ELR
+    cmp     x4, #0x33
+    b.eq    3f
     cmp     x4, #0x0e               // Illegal Execution state: clear SPSR.IL
     b.ne    2f
     bic     x3, x3, #(1 << 20)
     msr     spsr_el\el, x3
 2:  add     x2, x2, #4
     b       7f
+3:  mrs     x9, mdscr_el1
+    bic     x9, x9, #1
+    msr     mdscr_el1, x9
+    b       9f
 6:  ldr     x2, [sp, #240]
 7:  msr     elr_el\el, x2
 9:  b       restore_el\el
