@@ -14,6 +14,8 @@
 //   0x1406  MRS X4, OSLSR_EL1 at EL1 with MDCR_EL2.TDOSA = 1
 //   0x1407  MRS X5, PMCR_EL0 at EL1 with MDCR_EL2.TPM = 1
 //   0x1408  MRS X6, MDSCR_EL1 at EL1 with MDCR_EL3.TDA = 1: to EL3
+//   0x140e  MRS X7, MDRAR_EL1 at EL1 with MDCR_EL2.TDRA = 1: to EL2
+//   0x140f  MRS X8, DBGBCR0_EL1 at EL1 with MDCR_EL2.TDE = 1 (TDA behaves as 1): to EL2
 //   0x1409  DC ISW, X7 at EL1 with HCR_EL2.TSW = 1: EC 0x18 (Op0 = 1) to EL2
 //   0x140a  TLBI VMALLE1 at EL1 with HCR_EL2.TTLB = 1
 //   0x140b  MRS X8, CPACR_EL1 at EL1 with CPTR_EL2.TCPAC = 1
@@ -75,6 +77,18 @@ el2_main:
     ERET_TO 2, 0x3c5, 1f
 1:  CASE    0x1407
     mrs     x5, pmcr_el0
+    hvc     #ELEVATE
+    orr     x21, x20, #(1 << 11)    // TDRA
+    msr     mdcr_el2, x21
+    ERET_TO 2, 0x3c5, 1f
+1:  CASE    0x140e
+    mrs     x7, mdrar_el1
+    hvc     #ELEVATE
+    orr     x21, x20, #(1 << 8)     // TDE (TDA, TDOSA, TDRA behave as 1)
+    msr     mdcr_el2, x21
+    ERET_TO 2, 0x3c5, 1f
+1:  CASE    0x140f
+    mrs     x8, dbgbcr0_el1
     hvc     #ELEVATE
     msr     mdcr_el2, x20
     smc     #ELEVATE                // EL3

@@ -15,15 +15,18 @@
 //   0xd07  EL0 BLR into EL1-only (UXN) code: Instruction Abort from EL0 (EC 0x20)
 //   0xd08  EL0 LDR from unmapped 0x8000_0000: translation fault level 1
 //   0xd09  (EL0 BLR into the EL0 block and LDR from it succeed; then SVC #0xD9 to record it)
+//   0xd0a  EL1 misaligned LDR from 0x4080_0000 + (the data block mapped again with MAIR_EL1
+//          Attr1, Device-nGnRnE), SCTLR_EL1.A = 0: alignment fault
     .include "macros.inc"
     .equ SCTLR_EL1_MMU, 0x30d00801
+    .equ DEVICE_ALIAS, 0x600000     // 0x4080_0000: the data block as Device-nGnRnE
     .text
     .global main
 main:
     BOOT_TO_EL1 el1_main
 
 el1_main:
-    SETREG  mair_el1, 0xff                  // Attr0: Normal, write-back
+    SETREG  mair_el1, 0xff                  // Attr0: Normal, write-back; Attr1: Device-nGnRnE
     SETREG  tcr_el1, 0x803519               // T0SZ 25, WB WA inner/outer, inner shareable,
                                             // 4 KiB, EPD1, IPS 32 bits
     SETREG  ttbr0_el1, l1_table
@@ -47,6 +50,9 @@ el1_main:
     CASE    0xd04
     ldr     x0, [x1]
     SETREG  sctlr_el1, SCTLR_EL1_MMU
+    ldr     x1, =el1_data + DEVICE_ALIAS + 4
+    CASE    0xd0a
+    ldr     x0, [x1]                // Device-nGnRnE (MAIR Attr1), misaligned, A = 0
     msr     nzcv, xzr
     ERET_TO 1, 0x0, el0_main
 
@@ -88,7 +94,8 @@ l2_table:
     .quad   0x40200000 + 0x701 + (3 << 53)              // AF, SH, AP 0b00, UXN, PXN
     .quad   0x40400000 + 0x701 + (1 << 54)              // AF, SH, AP 0b00, UXN
     .quad   0x40600000 + 0x741                          // AF, SH, AP 0b01
-    .fill   508, 8, 0
+    .quad   0x40200000 + 0x705 + (3 << 53)              // the data block again, AttrIndx 1
+    .fill   507, 8, 0
 el1_data:
     .quad   0x1111, 0x2222
 
