@@ -135,13 +135,15 @@ def asm_machine(text: str, tmp_path: Path, *, boot_el: int = 1, mode: str = "fas
                 spe: SpeConfig | None = None, stack: int = 0x4100_0000,
                 max_insns: int = 50_000_000) -> Machine:
     """Assemble ``text`` (which sets nothing up itself but may use SP, set to ``stack``
-    first), load it at BASE and reset the machine there, ready to run."""
+    first), load it at BASE and reset the machine there, ready to run. The programs run at
+    ``boot_el`` with the MMU off and some make misaligned loads on purpose (operands across
+    a page boundary): ``device_alignment=False`` lets them complete, as to Normal memory."""
     prologue = f"movz x9, #{stack >> 16:#x}, lsl #16\nmov sp, x9\n"
     code = assemble(prologue + text, BASE)
     image = Image(path=Path("<asm>"), entry=BASE,
                   segments=[Segment(BASE, BASE, code, len(code), 0b111)])
     m = Machine(MachineConfig(boot_el=boot_el, mode=mode, spe=spe or SpeConfig(),
-                              outdir=tmp_path, max_insns=max_insns))
+                              outdir=tmp_path, max_insns=max_insns, device_alignment=False))
     m.load(image)
     m.reset(BASE)
     return m

@@ -248,6 +248,10 @@ class MachineConfig:
             it are PSCI calls, not exceptions), or None.
         cpu: the CPU feature choices (:class:`spe_emu.arch.cpu_features.CpuFeatures`: CSV3,
             E0PD presented by default; PAuth may be hidden).
+        device_alignment: a data access not aligned to its size where stage 1 is disabled
+            (Device-nGnRnE memory) takes an Alignment fault, as the architecture says
+            (default). False: it completes as to Normal memory, as on QEMU 7.2 (for test
+            programs that rely on it; docs/model.md "Exceptions and interrupts").
     """
 
     ram_base: int = 0x4000_0000
@@ -264,6 +268,7 @@ class MachineConfig:
     stdin: object = None
     psci: str | None = None
     cpu: CpuFeatures = field(default_factory=CpuFeatures)
+    device_alignment: bool = True
 
     def __post_init__(self) -> None:
         if self.boot_el not in (1, 2, 3):

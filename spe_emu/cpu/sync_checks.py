@@ -365,7 +365,7 @@ class SyncChecks:
                                         cpr(CPTR_EL3.encoding.tuple))
         sctlr = {el: cpr(SCTLR_ENC[el]) for el in (1, 2, 3)}
         self.aligned = alignment_checked(ctx, sctlr)
-        self.device = device_data(ctx, sctlr)
+        self.device = device_data(ctx, sctlr) if m.cfg.device_alignment else (False,) * 4
         mem = {el for el in range(4) if self.device[el]}
         if mem & {0, 1}:
             mem |= {0, 1}
