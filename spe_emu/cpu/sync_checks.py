@@ -71,6 +71,7 @@ from unicorn import (
     UcError,
 )
 from unicorn import arm64_const as A
+from unicorn.unicorn_const import UC_CTL_IO_WRITE, UC_CTL_TLB_FLUSH
 from unicorn.unicorn_py3.unicorn import uclib
 
 from .. import native
@@ -426,6 +427,9 @@ class SyncChecks:
         else:
             uclib.uc_hook_del(m.uc._uch, self._mem_hook)
             self._mem_hook = None
+        # (Unicorn decides whether a page's accesses call the memory hooks when it enters the
+        # page in its TLB: pages entered before the change keep the old decision)
+        m.uc.ctl(UC_CTL_TLB_FLUSH, UC_CTL_IO_WRITE)
         return True
 
     def _on_misaligned(self, _uch, access: int, address: int, size: int, _value: int,
