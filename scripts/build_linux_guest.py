@@ -36,10 +36,15 @@ starts with ``spe-guest:``):
 * ``probe``: mounts proc, sysfs and devtmpfs, ``insmod arm_spe_pmu.ko``, prints the kernel log
   lines naming ``arm_spe`` and ``/sys/bus/event_source/devices/arm_spe_0/caps/*`` with their
   values, then ``poweroff -f`` (PSCI SYSTEM_OFF).
-* ``perf``: as ``probe``, then ``perf record -e arm_spe_0/ts_enable=1,pa_enable=1,
-  load_filter=1,store_filter=1,branch_filter=1/ -c 4096 -o /tmp/perf.data -- WORKLOAD``,
-  ``perf report --stdio``, ``perf script | head``, then powers off. ``--workload`` replaces the
-  default WORKLOAD (busybox ``sha256sum`` of a generated 1 MiB file, three times).
+* ``perf``: as ``probe``, then WORKLOAD alone and ``perf record -e arm_spe_0/ts_enable=1,
+  pa_enable=1,load_filter=1,store_filter=1,branch_filter=1/ -c 4096 -o /tmp/perf.data --
+  WORKLOAD``, each timed with the guest's clock, ``perf report --stdio`` (also ``--sort
+  pid``), ``perf script | head``, ``semihost-put perf.data < /tmp/perf.data`` (the file to the
+  host's output directory: ``spe-emu run --semihosting-userspace``), then powers off.
+  ``--workload`` replaces the default WORKLOAD, ``/usr/bin/spe-workload`` (:func:`workload_tool`:
+  about 100 M instructions in the functions ``fill_array``, ``sum_array`` and ``branchy``).
+  ``symfs/usr/bin`` in the output directory holds the guest's own programs for the host's
+  ``perf report --symfs``.
 
 Exit status: 0 built; 1 a step failed (one line on stderr naming it).
 """
@@ -76,8 +81,9 @@ SPE_MODULE = "arm_spe_pmu"
 SPE_EVENT = ("arm_spe_0/ts_enable=1,pa_enable=1,load_filter=1,store_filter=1,"
              "branch_filter=1/")
 PERIOD = 4096
-DEFAULT_WORKLOAD = ("sh -c 'dd if=/dev/zero of=/tmp/work bs=64k count=16 2>/dev/null; "
-                    "for i in 1 2 3; do sha256sum /tmp/work; done'")
+DEFAULT_WORKLOAD = "spe-workload"
+"""The default WORKLOAD (/usr/bin/spe-workload: :func:`workload_tool`, about 100 M
+instructions in three functions perf names)."""
 MARK = "spe-guest:"
 """Every line /init prints itself starts with this (the tests read the console for them)."""
 VARIANTS = ("probe", "perf")
@@ -352,27 +358,152 @@ buffer:
 """
 ELF_HEADER = struct.Struct("<16sHHIQQQIHHHHHH")     # Elf64_Ehdr (64 bytes)
 PROGRAM_HEADER = struct.Struct("<IIQQQQQQ")         # Elf64_Phdr (56 bytes)
+SECTION_HEADER = struct.Struct("<IIQQQQIIQQ")       # Elf64_Shdr (64 bytes)
+SYMBOL = struct.Struct("<IBBHQQ")                   # Elf64_Sym (24 bytes)
 ET_EXEC, EM_AARCH64, EV_CURRENT, PT_LOAD = 2, 183, 1, 1
+SHT_PROGBITS, SHT_SYMTAB, SHT_STRTAB = 1, 2, 3
+SHF_ALLOC_EXECINSTR = 0x2 | 0x4
+STB_GLOBAL_STT_FUNC = 1 << 4 | 2
 PF_RWX = 0b111
+CODE_START = ELF_HEADER.size + PROGRAM_HEADER.size   # file offset of the first function
+
+
+def static_elf(functions: list[tuple[str, str]], bss: int) -> bytes:
+    """A static AArch64 Linux ELF executable (System V gABI, ELF-64): ``functions`` (name,
+    assembly text; the first is the entry point) assembled with keystone
+    (:func:`spe_emu.asm.assemble`) one after the other from :data:`PUT_BASE` +
+    :data:`CODE_START`, each 256-byte aligned, in one read, write and execute PT_LOAD segment
+    from file offset 0 with ``bss`` zero bytes after the code; a ``.text`` section and a
+    ``.symtab`` naming each function (what perf reports samples by). A text may call a later
+    function by its name as ``{name}`` (replaced by its address)."""
+    from spe_emu.asm import assemble
+
+    addrs, at = {}, PUT_BASE + CODE_START
+    for name, _ in functions:           # (each function fits in its 4 KiB slot, checked below)
+        addrs[name] = at
+        at += 0x1000
+    code, symbols = b"", []
+    for name, text in functions:
+        body = assemble(text.format(**{n: hex(a) for n, a in addrs.items()}), addrs[name])
+        if len(body) > 0x1000:
+            raise BuildError(f"{name}: {len(body)} bytes of code do not fit its 4 KiB")
+        code = code.ljust(addrs[name] - PUT_BASE - CODE_START, b"\0") + body
+        symbols.append((name, addrs[name], len(body)))
+    filesz = CODE_START + len(code)
+    strtab = b"\0" + b"".join(n.encode() + b"\0" for n, _, _ in symbols)
+    symtab = bytes(SYMBOL.size) + b"".join(
+        SYMBOL.pack(strtab.index(n.encode() + b"\0"), STB_GLOBAL_STT_FUNC, 0, 1, a, size)
+        for n, a, size in symbols)
+    shstrtab = b"\0.text\0.symtab\0.strtab\0.shstrtab\0"
+    tables = symtab + strtab + shstrtab
+    shoff = (filesz + len(tables) + 7) & ~7
+    sections = [bytes(SECTION_HEADER.size),
+                SECTION_HEADER.pack(shstrtab.index(b".text"), SHT_PROGBITS, SHF_ALLOC_EXECINSTR,
+                                    PUT_BASE + CODE_START, CODE_START, len(code), 0, 0, 4, 0),
+                SECTION_HEADER.pack(shstrtab.index(b".symtab"), SHT_SYMTAB, 0, 0, filesz,
+                                    len(symtab), 3, 1, 8, SYMBOL.size),
+                SECTION_HEADER.pack(shstrtab.index(b".strtab"), SHT_STRTAB, 0, 0,
+                                    filesz + len(symtab), len(strtab), 0, 0, 1, 0),
+                SECTION_HEADER.pack(shstrtab.index(b".shstrtab"), SHT_STRTAB, 0, 0,
+                                    filesz + len(symtab) + len(strtab), len(shstrtab), 0, 0, 1,
+                                    0)]
+    ident = b"\x7fELF" + bytes([2, 1, 1, 0])            # ELFCLASS64, little-endian, SysV
+    header = ELF_HEADER.pack(ident.ljust(16, b"\0"), ET_EXEC, EM_AARCH64, EV_CURRENT,
+                             PUT_BASE + CODE_START, ELF_HEADER.size, shoff, 0, ELF_HEADER.size,
+                             PROGRAM_HEADER.size, 1, SECTION_HEADER.size, len(sections),
+                             len(sections) - 1)
+    segment = PROGRAM_HEADER.pack(PT_LOAD, PF_RWX, 0, PUT_BASE, PUT_BASE, filesz,
+                                  -(-(filesz + bss) // 16) * 16 + 16, 0x1000)
+    image = (header + segment + code + tables).ljust(shoff, b"\0")
+    return image + b"".join(sections)
 
 
 def put_tool() -> bytes:
-    """The put tool (:data:`PUT_SOURCE`, assembled with keystone through
-    :func:`spe_emu.asm.assemble`) as a static AArch64 Linux ELF executable: one read, write
-    and execute PT_LOAD segment from file offset 0 at :data:`PUT_BASE`, the parameter block
-    and a :data:`PUT_BUFFER`-byte buffer zero-filled after the code (System V gABI, ELF-64)."""
-    from spe_emu.asm import assemble
+    """The put tool (:data:`PUT_SOURCE`) as a static executable (:func:`static_elf`) with its
+    parameter block and a :data:`PUT_BUFFER`-byte buffer zero-filled after the code."""
+    return static_elf([("_start", PUT_SOURCE)], PUT_BUFFER)
 
-    start = ELF_HEADER.size + PROGRAM_HEADER.size
-    code = assemble(PUT_SOURCE, PUT_BASE + start)
-    filesz = start + len(code)
-    ident = b"\x7fELF" + bytes([2, 1, 1, 0])            # ELFCLASS64, little-endian, SysV
-    header = ELF_HEADER.pack(ident.ljust(16, b"\0"), ET_EXEC, EM_AARCH64, EV_CURRENT,
-                             PUT_BASE + start, ELF_HEADER.size, 0, 0, ELF_HEADER.size,
-                             PROGRAM_HEADER.size, 1, 0, 0, 0)
-    segment = PROGRAM_HEADER.pack(PT_LOAD, PF_RWX, 0, PUT_BASE, PUT_BASE, filesz,
-                                  filesz + PUT_BUFFER, 0x1000)
-    return header + segment + code
+
+WORKLOAD_TOOL = "usr/bin/spe-workload"
+"""The default workload (:func:`workload_tool`): ``spe-workload [ROUNDS]``."""
+WORKLOAD_ROUNDS = 4600
+"""Rounds of the default workload: about 100 M instructions (21 629 per round: spe-emu run
+--mode raw of it reports 2 162 911 instructions for 100 rounds)."""
+WORKLOAD_WORDS = 2048          # 64-bit words of its array (16 KiB, in its bss)
+
+
+def workload_tool() -> bytes:
+    """The default perf workload, a static executable (:func:`static_elf`) whose functions
+    perf names: ``_start`` calls, ROUNDS times (argv[1] in decimal, default
+    :data:`WORKLOAD_ROUNDS`), ``fill_array`` (a store per word of a 16 KiB array),
+    ``sum_array`` (a load per word) and ``branchy`` (a conditional branch per word, taken
+    as a bit of the word says), then exits with status 0 (Linux exit, 93)."""
+    array = PUT_BASE + 0x100000          # (its bss: above every function's slot)
+    mov_array = (f"movz x0, #{array & 0xFFFF:#x}\n"
+                 f"    movk x0, #{array >> 16:#x}, lsl #16")
+    functions = [
+        ("_start", f"""
+    movz x19, #{WORKLOAD_ROUNDS}
+    ldr x0, [sp]                // argc
+    cmp x0, #2
+    b.lt rounds
+    ldr x1, [sp, #16]           // argv[1]: decimal
+    mov x19, #0
+    mov x3, #10
+digit:
+    ldrb w2, [x1], #1
+    cbz w2, rounds
+    sub w2, w2, #0x30
+    madd x19, x19, x3, x2
+    b digit
+rounds:
+    cbz x19, done
+    bl {{fill_array}}
+    bl {{sum_array}}
+    bl {{branchy}}
+    sub x19, x19, #1
+    b rounds
+done:
+    mov x0, #0
+    mov x8, #93
+    svc #0
+"""),
+        ("fill_array", f"""
+    {mov_array}
+    mov x1, #{WORKLOAD_WORDS}
+fill:
+    str x1, [x0], #8
+    subs x1, x1, #1
+    b.ne fill
+    ret
+"""),
+        ("sum_array", f"""
+    {mov_array}
+    mov x1, #{WORKLOAD_WORDS}
+    mov x2, #0
+sum:
+    ldr x3, [x0], #8
+    add x2, x2, x3
+    subs x1, x1, #1
+    b.ne sum
+    ret
+"""),
+        ("branchy", f"""
+    mov x1, #{WORKLOAD_WORDS}
+    mov x2, #0
+branch:
+    tbz x1, #1, skip
+    add x2, x2, x1
+skip:
+    subs x1, x1, #1
+    b.ne branch
+    ret
+"""),
+    ]
+    if array - PUT_BASE < CODE_START + 0x1000 * len(functions):
+        raise BuildError("the workload's array overlaps its code")
+    return static_elf(functions, array - PUT_BASE - CODE_START - 0x1000 * (len(functions) - 1)
+                      + 8 * WORKLOAD_WORDS)
 
 
 # -- initramfs -----------------------------------------------------------------------------
@@ -415,11 +546,14 @@ def init_script(variant: str, modules: list[str], workload: str) -> str:
             f"t0=$(ms); {record} -- {workload}",
             f"rc=$?; t1=$(ms)",
             f"echo \"{MARK} perf record exit $rc took $((t1 - t0)) ms\"",
-            "perf report --stdio -i /tmp/perf.data 2>&1 | head -n 60",
+            # one "instructions" sample per SPE record (--itrace=i1i), by symbol and by PID
+            "perf report --stdio -i /tmp/perf.data --itrace=i1i --sort comm,dso,sym 2>&1 "
+            "| head -n 40",
             f"echo \"{MARK} perf report done\"",
-            "perf report --stdio --sort pid -i /tmp/perf.data 2>&1 | head -n 30",
+            "perf report --stdio -i /tmp/perf.data --itrace=i1i --sort pid 2>&1 | head -n 20",
             f"echo \"{MARK} perf report pid done\"",
-            "perf script -i /tmp/perf.data 2>&1 | head -n 20",
+            "perf script -i /tmp/perf.data --itrace=i1i -F comm,tid,ip,sym,addr 2>&1 "
+            "| head -n 20",
             f"echo \"{MARK} perf script done\"",
             # the perf.data channel to the host (semihosting from EL0; docs/linux.md)
             f"if {PUT_TOOL.removeprefix('usr/bin/')} perf.data < /tmp/perf.data; "
@@ -444,6 +578,7 @@ def initramfs(variant: str, root: Path, modules: list[Path], workload: str) -> b
         perf = root / "usr/bin/perf"
         a.file("usr/bin/perf", perf.read_bytes(), mode=0o755)
         a.file(PUT_TOOL, put_tool(), mode=0o755)
+        a.file(WORKLOAD_TOOL, workload_tool(), mode=0o755)
         for soname, path in sorted(library_closure(root, perf).items()):
             name = soname.lstrip("/") if soname.startswith("/") else f"lib/{MULTIARCH}/{soname}"
             a.file(name, path.read_bytes(), mode=0o755)
@@ -497,7 +632,11 @@ def build(cache: Path, out: Path, workload: str, log=print) -> dict:
     for variant in VARIANTS:
         outputs[f"{variant}.cpio.gz"] = gzip.compress(
             initramfs(variant, root, modules, workload), 6, mtime=0)
+    # the guest's own programs where perf report --symfs looks for them
+    outputs[f"symfs/{WORKLOAD_TOOL}"] = workload_tool()
+    outputs[f"symfs/{PUT_TOOL}"] = put_tool()
     for name, data in outputs.items():
+        (out / name).parent.mkdir(parents=True, exist_ok=True)
         (out / name).write_bytes(data)
         log(f"{out / name}: {len(data)} bytes")
     manifest = {

@@ -2284,7 +2284,10 @@ class Machine:
             # (no accounting here: it would step the interval counter past samples the
             # native hook captured ahead in this block)
             self._pmu_catch_up(retired)
-        else:
+        elif self._pending is None and not self.counter.cap_count:
+            # (an early update only; while a predicted sample or native captures are not yet
+            # replayed, their members must be fired by the replay, at the next stop, not
+            # passed by this accounting: that drove the interval counter below zero)
             self._account(retired + 1)
         self._retired_now = retired
         try:
