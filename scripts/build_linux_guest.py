@@ -546,14 +546,15 @@ def init_script(variant: str, modules: list[str], workload: str) -> str:
             f"t0=$(ms); {record} -- {workload}",
             f"rc=$?; t1=$(ms)",
             f"echo \"{MARK} perf record exit $rc took $((t1 - t0)) ms\"",
-            # one "instructions" sample per SPE record (--itrace=i1i), by symbol and by PID
-            "perf report --stdio -i /tmp/perf.data --itrace=i1i --sort comm,dso,sym 2>&1 "
-            "| head -n 40",
+            # perf synthesises one sample per SPE record and event kind (memory, l1d-access,
+            # branch-miss ...): a "# Samples: N of event 'E'" header per kind
+            "perf report --stdio -i /tmp/perf.data --sort comm,dso,sym 2>&1 | grep -v '^#$' "
+            "| head -n 200",
             f"echo \"{MARK} perf report done\"",
-            "perf report --stdio -i /tmp/perf.data --itrace=i1i --sort pid 2>&1 | head -n 20",
+            "perf report --stdio -i /tmp/perf.data --sort pid 2>&1 | grep -v '^#$' "
+            "| head -n 80",
             f"echo \"{MARK} perf report pid done\"",
-            "perf script -i /tmp/perf.data --itrace=i1i -F comm,tid,ip,sym,addr 2>&1 "
-            "| head -n 20",
+            "perf script -i /tmp/perf.data -F comm,tid,event,ip,sym 2>&1 | head -n 20",
             f"echo \"{MARK} perf script done\"",
             # the perf.data channel to the host (semihosting from EL0; docs/linux.md)
             f"if {PUT_TOOL.removeprefix('usr/bin/')} perf.data < /tmp/perf.data; "
