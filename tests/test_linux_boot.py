@@ -23,6 +23,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -252,3 +253,88 @@ def test_workload_tool(tmp_path):
     qemu_user = shutil.which("qemu-aarch64")
     if qemu_user:
         assert subprocess.run([qemu_user, str(path), "3"], timeout=60).returncode == 0
+
+
+PERF = shutil.which("perf")
+SAMPLES_RE = re.compile(r"^# Samples: (\d+)\s+of event '([\w-]+)'", re.M)
+WORKLOAD_ROW = re.compile(r"^\s*[\d.]+%\s+[\d.]+%\s+spe-workload\s+spe-workload\s+\[\.\]\s+(\w+)",
+                          re.M)
+
+
+def _perf_events(report: str) -> dict[str, int]:
+    """perf report's "# Samples: N of event 'E'" headers: event -> N."""
+    return {event: int(n) for n, event in SAMPLES_RE.findall(report)}
+
+
+def _between(console: str, start: str, end: str) -> str:
+    return console.split(f"{MARK} {start}", 1)[1].split(f"{MARK} {end}", 1)[0]
+
+
+@pytest.mark.skipif(not OPT_IN, reason="minutes long: set SPE_EMU_LINUX=1")
+def test_spe_emu_perf_record(guest, tmp_path):
+    """perf.cpio.gz: Linux's arm_spe_pmu driver and perf record arm_spe_0 on the SPU
+    (docs/linux.md): perf in the guest decodes the records with the workload's symbols and
+    PIDs, perf.data reaches the output directory by semihosting and the host's perf decodes
+    it too, record for record."""
+    if not (guest / "symfs" / blg.WORKLOAD_TOOL).is_file():
+        pytest.skip(f"{guest} predates spe-workload: python scripts/build_linux_guest.py")
+    out = tmp_path / "out"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    marks: dict[str, float] = {}
+    t0 = time.monotonic()
+    with subprocess.Popen([sys.executable, "-m", "spe_emu.tools.cli", "run", "--machine",
+                           "virt", "-m", "1G", "--kernel", guest / "vmlinuz",
+                           "--initrd", guest / "perf.cpio.gz", "--append",
+                           APPEND + " kpti=off", "--semihosting-userspace",
+                           "--max-insns", "20000000000", "-o", out],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                          stdin=subprocess.DEVNULL) as proc:
+        for line in proc.stdout:       # (host wall time of each line /init prints)
+            text = line.decode(errors="replace")
+            if text.startswith(MARK):
+                marks.setdefault(text.split(" took ")[0].strip(), time.monotonic() - t0)
+        stderr = proc.stderr.read().decode(errors="replace")
+    console = (out / "console.log").read_text(errors="replace")
+    assert proc.returncode == 0, (stderr[-2000:], console[-3000:])
+    assert f"{MARK} perf record exit 0" in console
+    assert "Bad packet" not in console and "decode" not in console.lower()
+    summary = json.loads((out / "summary.json").read_text())
+    # The SPU sampled about one operation in 4096 of the workload (about 100 M instructions,
+    # at EL0) and of the kernel's work for it (perf profiles EL1 too).
+    assert 0.9 * 100e6 / 4096 < summary["samples"] < 3 * 100e6 / 4096
+    assert summary["records_written"] > 0.25 * 100e6 / 4096   # loads, stores and branches
+    assert summary["driver_rules"] == []
+
+    report = _between(console, "perf report", "perf report done")
+    events = _perf_events(report)
+    assert events["memory"] > 1000 and events["l1d-access"] > 1000, report[:2000]
+    assert {"fill_array", "sum_array"} <= set(WORKLOAD_ROW.findall(report)), report[:3000]
+    pids = _between(console, "perf report done", "perf report pid done")
+    assert re.search(r"^\s*[\d.]+%\s+[\d.]+%\s+\d+:spe-workload\s*$", pids, re.M), pids
+    assert f"{MARK} perf.data sent" in console
+
+    alone = int(re.search(rf"{MARK} workload alone took (\d+) ms", console).group(1))
+    perf = int(re.search(rf"{MARK} perf record exit 0 took (\d+) ms", console).group(1))
+    host_alone = marks[f"{MARK} workload alone took"] - marks[f"{MARK} workload alone"]
+    host_perf = marks[f"{MARK} perf record exit 0"] - marks[f"{MARK} perf record"]
+    print(f"guest time: workload {alone} ms, under perf record {perf} ms; host wall: "
+          f"{host_alone:.1f} s, {host_perf:.1f} s; {summary['samples']} samples, "
+          f"{summary['records_written']} records")
+
+    if PERF is None:
+        return
+    host = dict(capture_output=True, text=True, timeout=300,
+                env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PERF_PAGER": "cat",
+                     "LC_ALL": "C"})
+    data = str(out / "perf.data")
+    dump = subprocess.run([PERF, "report", "-D", "-i", data], **host)
+    assert dump.returncode == 0, dump.stderr[-2000:]
+    assert "Bad packet" not in dump.stdout
+    # every record the SPU wrote reached perf.data (a record is one Timestamp packet, 0x71)
+    assert len(re.findall(r"^\.\s+[0-9a-f]+:\s+71 ", dump.stdout, re.M)) \
+        == summary["records_written"]
+    rep = subprocess.run([PERF, "report", "-i", data, "--stdio", "--symfs",
+                          str(guest / "symfs"), "--sort", "comm,dso,sym"], **host)
+    assert rep.returncode == 0, rep.stderr[-2000:]
+    assert _perf_events(rep.stdout) == events
+    assert {"fill_array", "sum_array"} <= set(WORKLOAD_ROW.findall(rep.stdout))

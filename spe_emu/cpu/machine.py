@@ -145,6 +145,8 @@ SUCCESSOR_BLOCKS = 8     # blocks learnt ahead at a stop for lack of a verdict
 LEARNT_PAGES_MAX = 256   # code pages whose learning is kept for the process (LearntCode)
 INTERRUPT_CONTROLLER = "gicv3"  # the device kind the PE's IRQ/FIQ inputs come from
 TCG_MAX_INSNS = 256      # the longest translated block seen from Unicorn 2.1 (instructions)
+RUNTIME_CODE_PAGES = 64  # pages scanned either side of run-time loaded code (_follow_runtime_code)
+PAGE_BYTES = 0x1000
 EXCEPTION_LOOP_LIMIT = 10_000  # exceptions in a row with no instruction retired: a guest error
 MASKED_IRQ_POLL = 4096   # instructions between checks while an interrupt is asserted but masked
 PREDICT_NO, PREDICT_START, PREDICT_NEXT_PC, PREDICT_END, PREDICT_EVAL = 0, 1, 2, 3, 4
@@ -496,6 +498,7 @@ class Machine:
         self._ref_deadline = NEVER  # reference mode: instruction count of the next clock event
         self._waiting = False  # the PE waits in WFI (_wait_if_wfi)
         self._control_segments: list[ControlSites] = []  # (fast loop: _follow_code_mapping)
+        self._runtime_pages: dict[int, int] = {}  # VA page -> PA (_follow_runtime_code)
         self._rng = Xorshift64(config.spe.seed ^ RNDR_SEED_SALT)  # RNDR/RNDRRS values
         self._last_insn = -1  # reference mode: address of the last instruction run
         self.hold_irq_until = 0  # the sampled instruction completes before an IRQ is taken
@@ -907,6 +910,41 @@ class Machine:
                         for off, word in site.offsets
                         for addr in [(site.paddr + shift + off) & MASK64]]
         site.shift = shift
+
+    def _follow_runtime_code(self, pc: int) -> None:
+        """An SPE register access at ``pc`` (fast loop): when ``pc`` is in code no loaded
+        image holds -- a kernel module's text, loaded at run time, such as Linux's
+        arm_spe_pmu driver -- find the control instructions (ERET, PSB CSYNC, MSR DAIFClr:
+        :func:`control_offsets`) of the executable pages around it and hook them as those of
+        the loaded images are (:meth:`_hook_control_site`): the driver's PSB CSYNCs then
+        write the records of the samples before them and count for the driver-rule
+        reporter. The pages are the run of consecutive pages the current regime maps
+        executable (a vmalloc'd module text ends at an unmapped guard page or its
+        non-executable data), at most :data:`RUNTIME_CODE_PAGES` either side; each page is
+        scanned once for its virtual and physical address (code loaded again at the same
+        addresses with other control instructions is not seen). Costs a page walk per SPE
+        register access from such code (a dictionary look-up once known), nothing elsewhere."""
+        page = pc & ~(PAGE_BYTES - 1)
+        if page in self._runtime_pages or self._in_scanned_code(pc):
+            return
+        for step in (-1, 1):
+            for k in range(0 if step == 1 else 1, RUNTIME_CODE_PAGES):
+                va = (page + step * k * PAGE_BYTES) & MASK64
+                pa = ctypes.c_uint64()
+                if va in self._runtime_pages:
+                    continue
+                if UC_VMEM_TRANSLATE(self.uc._uch, va, UC_PROT_EXEC, ctypes.byref(pa)) \
+                        or not self._in_ram(pa.value, PAGE_BYTES):
+                    break
+                self._runtime_pages[va] = pa.value
+                code = bytes(self.uc.mem_read(pa.value, PAGE_BYTES))
+                site = ControlSites(va, pa.value, PAGE_BYTES, tuple(
+                    (off, int.from_bytes(code[off:off + 4], "little"))
+                    for off in control_offsets(code)))
+                self._control_segments.append(site)
+                self._hook_control_site(site, (va - pa.value) & MASK64)
+                # (blocks translated before the hooks existed would not call them)
+                self.uc.ctl_remove_cache(va, va + PAGE_BYTES)
 
     def _follow_code_mapping(self) -> bool:
         """Move the control-instruction hooks of the segment the PC executes in to where the
@@ -1956,6 +1994,8 @@ class Machine:
             return
         rt_reg = a64.X_REGS[info.rt] if info.rt < 31 else None  # Rt == 31 is XZR
         self._account(self._retired_before(pc) + 1)
+        if entry.owner is self.spu and self._control_segments:
+            self._follow_runtime_code(pc)
         if self.sync_observer is not None and entry.owner is self.spu:
             self.sync_observer("sysreg", self._retired_before(pc))
         if info.is_read:
