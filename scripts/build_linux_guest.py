@@ -542,6 +542,14 @@ def init_script(variant: str, modules: list[str], workload: str) -> str:
             f"echo '{MARK} workload alone'",
             f"t0=$(ms); {workload} > /dev/null; t1=$(ms)",
             f"echo \"{MARK} workload alone took $((t1 - t0)) ms\"",
+            # perf's own cost (start-up, build-ids, kallsyms): the same command on `true`,
+            # timed the second time (the first loads perf and its libraries into the page
+            # cache, as the workload's run then finds them)
+            f"{record.replace('/tmp/perf.data', '/tmp/true.data')} -- true > /dev/null 2>&1",
+            f"echo '{MARK} perf record of true'",
+            f"t0=$(ms); {record.replace('/tmp/perf.data', '/tmp/true.data')} -- true "
+            f"> /dev/null 2>&1; t1=$(ms)",
+            f"echo \"{MARK} perf record of true took $((t1 - t0)) ms\"",
             f"echo '{MARK} perf record'",
             f"t0=$(ms); {record} -- {workload}",
             f"rc=$?; t1=$(ms)",

@@ -256,14 +256,16 @@ def test_workload_tool(tmp_path):
 
 
 PERF = shutil.which("perf")
-SAMPLES_RE = re.compile(r"^# Samples: (\d+)\s+of event '([\w-]+)'", re.M)
-WORKLOAD_ROW = re.compile(r"^\s*[\d.]+%\s+[\d.]+%\s+spe-workload\s+spe-workload\s+\[\.\]\s+(\w+)",
-                          re.M)
+SAMPLES_RE = re.compile(
+    r"^# Samples: \S+\s+of event '([\w-]+)'\n# Event count \(approx\.\): (\d+)", re.M)
+WORKLOAD_ROW = re.compile(
+    r"^\s*[\d.]+%\s+[\d.]+%\s+spe-workload\s+spe-workload\s+\[\.\]\s+(\w+)", re.M)
 
 
 def _perf_events(report: str) -> dict[str, int]:
-    """perf report's "# Samples: N of event 'E'" headers: event -> N."""
-    return {event: int(n) for n, event in SAMPLES_RE.findall(report)}
+    """perf report's "# Samples: N of event 'E'" headers (N may be rounded: 4K) with the
+    exact count on the next line: event -> count."""
+    return {event: int(n) for event, n in SAMPLES_RE.findall(report)}
 
 
 def _between(console: str, start: str, end: str) -> str:
@@ -305,21 +307,26 @@ def test_spe_emu_perf_record(guest, tmp_path):
     assert summary["records_written"] > 0.25 * 100e6 / 4096   # loads, stores and branches
     assert summary["driver_rules"] == []
 
-    report = _between(console, "perf report", "perf report done")
-    events = _perf_events(report)
-    assert events["memory"] > 1000 and events["l1d-access"] > 1000, report[:2000]
+    report = _between(console, "perf record exit 0", "perf report done")
     assert {"fill_array", "sum_array"} <= set(WORKLOAD_ROW.findall(report)), report[:3000]
     pids = _between(console, "perf report done", "perf report pid done")
+    # (every event's header: the report by pid is short enough to be printed whole)
+    events = _perf_events(pids)
+    # loads and stores (fill_array, sum_array: 2 of 7 instructions of their loops)
+    assert events["memory"] > 0.2 * 100e6 / 4096, pids
+    assert events["l1d-access"] == events["memory"] and events["branch-miss"] > 0
     assert re.search(r"^\s*[\d.]+%\s+[\d.]+%\s+\d+:spe-workload\s*$", pids, re.M), pids
     assert f"{MARK} perf.data sent" in console
 
     alone = int(re.search(rf"{MARK} workload alone took (\d+) ms", console).group(1))
+    null = int(re.search(rf"{MARK} perf record of true took (\d+) ms", console).group(1))
     perf = int(re.search(rf"{MARK} perf record exit 0 took (\d+) ms", console).group(1))
     host_alone = marks[f"{MARK} workload alone took"] - marks[f"{MARK} workload alone"]
+    host_null = marks[f"{MARK} perf record of true took"] - marks[f"{MARK} perf record of true"]
     host_perf = marks[f"{MARK} perf record exit 0"] - marks[f"{MARK} perf record"]
-    print(f"guest time: workload {alone} ms, under perf record {perf} ms; host wall: "
-          f"{host_alone:.1f} s, {host_perf:.1f} s; {summary['samples']} samples, "
-          f"{summary['records_written']} records")
+    print(f"guest time: workload {alone} ms, perf record of true {null} ms, of the workload "
+          f"{perf} ms; host wall: {host_alone:.1f} s, {host_null:.1f} s, {host_perf:.1f} s; "
+          f"{summary['samples']} samples, {summary['records_written']} records")
 
     if PERF is None:
         return
@@ -336,5 +343,5 @@ def test_spe_emu_perf_record(guest, tmp_path):
     rep = subprocess.run([PERF, "report", "-i", data, "--stdio", "--symfs",
                           str(guest / "symfs"), "--sort", "comm,dso,sym"], **host)
     assert rep.returncode == 0, rep.stderr[-2000:]
-    assert _perf_events(rep.stdout) == events
+    assert {e: n for e, n in _perf_events(rep.stdout).items() if e in events} == events
     assert {"fill_array", "sum_array"} <= set(WORKLOAD_ROW.findall(rep.stdout))
