@@ -1362,7 +1362,10 @@ class Machine:
                     except TranslationFault:
                         s.data_pa = None
         if ts is not None:
-            s.timestamp = index  # virtual time of the sampled instruction
+            # the system counter at the sampled instruction (§5.3.8 Timestamp packet: the
+            # physical or virtual count; CNTVOFF_EL2 is not subtracted): the instruction
+            # number plus the ticks the PE spent waiting (platform/clock.py)
+            s.timestamp = self.clock.ticks(index)
         s.context, s.context2 = self._context_ids(ctx)
         return s
 
@@ -1817,7 +1820,7 @@ class Machine:
             ts, _, _, collect_pa = self._collection(ctx)
             prefix = self.spu.builder.context_packets(*self._context_ids(ctx))
             records.begin(insn_index, go_on, ctx.el, ctx.state_ns, ts is not None, collect_pa,
-                          prefix, gap)
+                          prefix, gap, self.clock.idle_ticks)
         else:
             records = None
         chunks: list[bytes] = []   # padded records, in order

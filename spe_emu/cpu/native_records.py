@@ -63,10 +63,12 @@ class NativeRecords:
         s.hdr_events[:] = events
 
     def begin(self, insn_index: int, next_pc: int, el: int, ns: int, timestamp: bool,
-              collect_pa: bool, prefix: bytes, gap: int) -> None:
+              collect_pa: bool, prefix: bytes, gap: int, ts_offset: int = 0) -> None:
         """Inputs of one drain: the stop's instruction number, where the run goes on, the
         context of every capture, CollectTimeStamp(), CollectPhysicalAddress(), the Context
-        packets that start each record, and the members from one capture to the next."""
+        packets that start each record, the members from one capture to the next, and the
+        system counter minus the instruction number (ticks spent waiting: a Timestamp
+        packet holds the counter at its instruction)."""
         s = self.recorder.s
         s.insn_index = insn_index
         s.next_pc = next_pc
@@ -77,6 +79,7 @@ class NativeRecords:
         s.prefix_len = len(prefix)
         s.prefix[:len(prefix)] = prefix
         s.gap = gap
+        s.ts_offset = ts_offset
         s.records = 0
 
     def template(self, pc: int, el: int, ns: int, word: int) -> native.SpeTemplate:

@@ -427,7 +427,7 @@ class SpeRecorder(ctypes.Structure):
                 ("out_size", ctypes.c_uint64), ("l1d", ctypes.c_void_p),
                 ("llc", ctypes.c_void_p), ("tlb", ctypes.c_void_p),
                 ("targets", ctypes.c_void_p), ("templates", ctypes.c_void_p),
-                ("template_used", ctypes.c_void_p)]
+                ("template_used", ctypes.c_void_p), ("ts_offset", ctypes.c_uint64)]
 
 
 def _built_extension() -> Path | None:

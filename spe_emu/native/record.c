@@ -415,9 +415,9 @@ static uint8_t *build(struct spe_recorder *r, const struct spe_template *t,
         *o++ = r->hdr_xlat;
         o = put_le(o, xlat < max ? xlat : max, 2);
     }
-    if (r->timestamp) {   /* virtual time: the instruction number */
+    if (r->timestamp) {   /* the system counter at the instruction (virtual time) */
         *o++ = r->hdr_timestamp;
-        o = put_le(o, cap->index, 8);
+        o = put_le(o, cap->index + r->ts_offset, 8);
     } else {
         *o++ = r->hdr_end;
     }

@@ -248,6 +248,9 @@ struct spe_recorder {
     struct spe_targets *targets;
     struct spe_template *templates;
     uint8_t *template_used; /* SPE_TEMPLATES flags: the slot holds a template */
+    /* set by Python for each drain: the system counter is the instruction number plus the
+     * ticks the PE spent waiting (platform/clock.py); a Timestamp packet holds the counter */
+    uint64_t ts_offset;
 };
 
 /* Counter reads answered natively (counter.c spe_mrs_hook): MRS CNTPCT_EL0 (which 0) and
