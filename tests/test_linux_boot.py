@@ -312,8 +312,8 @@ def test_spe_emu_perf_record(guest, tmp_path):
     pids = _between(console, "perf report done", "perf report pid done")
     # (every event's header: the report by pid is short enough to be printed whole)
     events = _perf_events(pids)
-    # loads and stores (fill_array, sum_array: 2 of 7 instructions of their loops)
-    assert events["memory"] > 0.2 * 100e6 / 4096, pids
+    # loads and stores: 2 of the about 21.6 instructions per word of the three loops
+    assert events["memory"] > 0.15 * 100e6 / 4096, pids
     assert events["l1d-access"] == events["memory"] and events["branch-miss"] > 0
     assert re.search(r"^\s*[\d.]+%\s+[\d.]+%\s+\d+:spe-workload\s*$", pids, re.M), pids
     assert f"{MARK} perf.data sent" in console
@@ -337,9 +337,10 @@ def test_spe_emu_perf_record(guest, tmp_path):
     dump = subprocess.run([PERF, "report", "-D", "-i", data], **host)
     assert dump.returncode == 0, dump.stderr[-2000:]
     assert "Bad packet" not in dump.stdout
-    # every record the SPU wrote reached perf.data (a record is one Timestamp packet, 0x71)
-    assert len(re.findall(r"^\.\s+[0-9a-f]+:\s+71 ", dump.stdout, re.M)) \
-        == summary["records_written"]
+    # the records reached perf.data (a record ends with one Timestamp packet, 0x71): all the
+    # SPU wrote in the boot but those of the two `perf record -- true` runs (a few dozen)
+    records = len(re.findall(r"^\.\s+[0-9a-f]+:\s+71 ", dump.stdout, re.M))
+    assert 0.98 * summary["records_written"] <= records <= summary["records_written"]
     rep = subprocess.run([PERF, "report", "-i", data, "--stdio", "--symfs",
                           str(guest / "symfs"), "--sort", "comm,dso,sym"], **host)
     assert rep.returncode == 0, rep.stderr[-2000:]
