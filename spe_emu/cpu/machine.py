@@ -914,7 +914,7 @@ class Machine:
     def _follow_runtime_code(self, pc: int) -> None:
         """An SPE register access at ``pc`` (fast loop): when ``pc`` is in code no loaded
         image holds -- a kernel module's text, loaded at run time, such as Linux's
-        arm_spe_pmu driver -- find the control instructions (ERET, PSB CSYNC, MSR DAIFClr:
+        arm_spe_pmu driver -- find the control instructions (ERET, PSB CSYNC:
         :func:`control_offsets`) of the executable pages around it and hook them as those of
         the loaded images are (:meth:`_hook_control_site`): the driver's PSB CSYNCs then
         write the records of the samples before them and count for the driver-rule
