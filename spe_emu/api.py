@@ -208,6 +208,15 @@ def run(program: Optional[PathLike] = None, args: Sequence[str] = (), *,
             raise ConfigError(f"{', '.join(ignored)}: with machine= the guest's own driver "
                               f"programs SPE (and has no firmware, files or environment of "
                               f"spe_emu's): leave {'it' if len(ignored) == 1 else 'them'} out")
+    elif not firmware:
+        import inspect
+        given = locals()
+        defaults = {name: p.default for name, p in inspect.signature(run).parameters.items()}
+        ignored = [name for name in _FIRMWARE_DRIVER_OPTIONS if given[name] != defaults[name]]
+        if ignored:
+            raise ConfigError(f"{', '.join(ignored)}: with firmware=False the image programs "
+                              f"SPE itself (the firmware's driver, which these configure, is "
+                              f"not loaded): leave {'it' if len(ignored) == 1 else 'them'} out")
     if isinstance(spe_features, Mapping):
         spe_features = [f"{k}={v}" for k, v in spe_features.items()]
     spe = SpeConfig(external_abort=spe_external_abort).with_features(list(spe_features))
@@ -280,6 +289,12 @@ def run(program: Optional[PathLike] = None, args: Sequence[str] = (), *,
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
 
+
+_FIRMWARE_DRIVER_OPTIONS = ("interval", "random", "filters", "min_latency", "timestamps",
+                            "context", "physical", "exclude_kernel", "profiling",
+                            "buffer_size", "firmware_path")
+"""Keywords of :func:`run` that configure the firmware's SPE driver: a ConfigError with
+``firmware=False`` (nothing would apply them)."""
 
 _DRIVER_OPTIONS = ("args", "interval", "random", "filters", "min_latency", "timestamps",
                    "context", "physical", "exclude_kernel", "profiling", "buffer_size",

@@ -494,9 +494,11 @@ def run_image(image_path: Path, opts: RunOptions,
             "image": str(image_path),
             "firmware": opts.firmware,
             "mode": opts.mode,
-            "options": {"interval": opts.interval, "random": opts.random, "seed": opts.seed,
-                        "filters": list(opts.filters), "min_latency": opts.min_latency,
-                        "buffer_size": opts.buffer_size, "boot_el": opts.boot_el},
+            # (the driver's options only where the firmware's driver applied them)
+            "options": ({"interval": opts.interval, "random": opts.random, "seed": opts.seed,
+                         "filters": list(opts.filters), "min_latency": opts.min_latency,
+                         "buffer_size": opts.buffer_size, "boot_el": opts.boot_el}
+                        if opts.firmware else {"seed": opts.seed, "boot_el": opts.boot_el}),
             **result_summary(result, error),
             "trace_bytes": trace_path.stat().st_size if trace_path.exists() else 0,
         }

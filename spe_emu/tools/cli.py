@@ -246,11 +246,7 @@ def _run(image, args, share, env_set, env_unset, clear_env, machine, kernel, ini
         if image is not None:
             _fail(f"IMAGE ({image}) and --kernel are exclusive: with --machine, give the "
                   f"program as --kernel")
-        ctx = click.get_current_context()
-        params = {p.name: p for p in ctx.command.params}
-        given = ["/".join([max(params[name].opts, key=len), *params[name].secondary_opts])
-                 for name in MACHINE_IGNORES
-                 if ctx.get_parameter_source(name) != click.core.ParameterSource.DEFAULT]
+        given = _given(MACHINE_IGNORES)
         if given:
             _fail(f"{', '.join(given)}: with --machine the guest's own driver programs SPE "
                   f"(and has no firmware, files or environment of spe-emu's): leave "
@@ -263,6 +259,12 @@ def _run(image, args, share, env_set, env_unset, clear_env, machine, kernel, ini
         return
     if image is None:
         _fail("missing IMAGE (or --machine virt --kernel FILE)")
+    if no_firmware:
+        given = _given(FIRMWARE_DRIVER_OPTIONS)
+        if given:
+            _fail(f"{', '.join(given)}: with --no-firmware the image programs SPE itself (the "
+                  f"firmware's driver, which these options configure, is not loaded): leave "
+                  f"{'it' if len(given) == 1 else 'them'} out")
     if perf_data and mode == "raw":
         _fail("--perf-data needs a trace: not with --mode raw")
     linux = not no_firmware and is_linux_program(image, GUEST_REGION)
@@ -312,6 +314,22 @@ def _run(image, args, share, env_set, env_unset, clear_env, machine, kernel, ini
         click.echo(f"perf.data: {_write_perf_data(session, images, interval)}")
     _exit_with(r.exit_status)
 
+
+def _given(names: tuple[str, ...]) -> list[str]:
+    """The options among ``names`` (``run``'s parameter names) given on the command line, as
+    the user spells them (e.g. ``--timestamps/--no-timestamps``)."""
+    ctx = click.get_current_context()
+    params = {p.name: p for p in ctx.command.params}
+    return ["/".join([max(params[name].opts, key=len), *params[name].secondary_opts])
+            for name in names
+            if ctx.get_parameter_source(name) != click.core.ParameterSource.DEFAULT]
+
+
+FIRMWARE_DRIVER_OPTIONS = ("interval", "random", "filters", "min_latency", "timestamps",
+                           "context", "pa", "exclude_kernel", "no_profiling", "buffer_size",
+                           "firmware_path")
+"""``run`` options that configure the bundled firmware's SPE driver: refused with
+``--no-firmware`` (issue 16), where nothing would apply them."""
 
 MACHINE_IGNORES = ("interval", "random", "filters", "min_latency", "timestamps", "context",
                    "pa", "exclude_kernel", "no_profiling", "buffer_size", "no_firmware",
