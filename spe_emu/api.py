@@ -199,24 +199,13 @@ def run(program: Optional[PathLike] = None, args: Sequence[str] = (), *,
 
     if (program is None) == (kernel is None and machine is None):
         raise ConfigError("give either a program or machine= and kernel=")
+    given = locals()
     if program is None:
-        import inspect
-        given = locals()
-        defaults = {name: p.default for name, p in inspect.signature(run).parameters.items()}
-        ignored = [name for name in _DRIVER_OPTIONS if given[name] != defaults[name]]
-        if ignored:
-            raise ConfigError(f"{', '.join(ignored)}: with machine= the guest's own driver "
-                              f"programs SPE (and has no firmware, files or environment of "
-                              f"spe_emu's): leave {'it' if len(ignored) == 1 else 'them'} out")
+        _refuse(given, _DRIVER_OPTIONS, "with machine= the guest's own driver programs SPE "
+                "(and has no firmware, files or environment of spe_emu's)")
     elif not firmware:
-        import inspect
-        given = locals()
-        defaults = {name: p.default for name, p in inspect.signature(run).parameters.items()}
-        ignored = [name for name in _FIRMWARE_DRIVER_OPTIONS if given[name] != defaults[name]]
-        if ignored:
-            raise ConfigError(f"{', '.join(ignored)}: with firmware=False the image programs "
-                              f"SPE itself (the firmware's driver, which these configure, is "
-                              f"not loaded): leave {'it' if len(ignored) == 1 else 'them'} out")
+        _refuse(given, _FIRMWARE_DRIVER_OPTIONS, "with firmware=False the image programs SPE "
+                "itself (the firmware's driver, which these configure, is not loaded)")
     if isinstance(spe_features, Mapping):
         spe_features = [f"{k}={v}" for k, v in spe_features.items()]
     spe = SpeConfig(external_abort=spe_external_abort).with_features(list(spe_features))
@@ -288,6 +277,18 @@ def run(program: Optional[PathLike] = None, args: Sequence[str] = (), *,
     finally:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _refuse(given: Mapping[str, object], names: Sequence[str], why: str) -> None:
+    """Raise ConfigError naming the keywords among ``names`` that :func:`run` was given with
+    a value other than their default (``given``: run's locals), and ``why`` they do not
+    apply."""
+    import inspect
+    defaults = {name: p.default for name, p in inspect.signature(run).parameters.items()}
+    ignored = [name for name in names if given[name] != defaults[name]]
+    if ignored:
+        raise ConfigError(f"{', '.join(ignored)}: {why}: leave "
+                          f"{'it' if len(ignored) == 1 else 'them'} out")
 
 
 _FIRMWARE_DRIVER_OPTIONS = ("interval", "random", "filters", "min_latency", "timestamps",

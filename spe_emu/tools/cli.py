@@ -246,11 +246,8 @@ def _run(image, args, share, env_set, env_unset, clear_env, machine, kernel, ini
         if image is not None:
             _fail(f"IMAGE ({image}) and --kernel are exclusive: with --machine, give the "
                   f"program as --kernel")
-        given = _given(MACHINE_IGNORES)
-        if given:
-            _fail(f"{', '.join(given)}: with --machine the guest's own driver programs SPE "
-                  f"(and has no firmware, files or environment of spe-emu's): leave "
-                  f"{'it' if len(given) == 1 else 'them'} out")
+        _refuse_given(MACHINE_IGNORES, "with --machine the guest's own driver programs SPE "
+                      "(and has no firmware, files or environment of spe-emu's)")
         if perf_data and mode == "raw":
             _fail("--perf-data needs a trace: not with --mode raw")
         _run_machine(machine or "virt", kernel, initrd, append, dtb, memory, dumpdtb,
@@ -260,11 +257,9 @@ def _run(image, args, share, env_set, env_unset, clear_env, machine, kernel, ini
     if image is None:
         _fail("missing IMAGE (or --machine virt --kernel FILE)")
     if no_firmware:
-        given = _given(FIRMWARE_DRIVER_OPTIONS)
-        if given:
-            _fail(f"{', '.join(given)}: with --no-firmware the image programs SPE itself (the "
-                  f"firmware's driver, which these options configure, is not loaded): leave "
-                  f"{'it' if len(given) == 1 else 'them'} out")
+        _refuse_given(FIRMWARE_DRIVER_OPTIONS, "with --no-firmware the image programs SPE "
+                      "itself (the firmware's driver, which these options configure, is not "
+                      "loaded)")
     if perf_data and mode == "raw":
         _fail("--perf-data needs a trace: not with --mode raw")
     linux = not no_firmware and is_linux_program(image, GUEST_REGION)
@@ -315,14 +310,17 @@ def _run(image, args, share, env_set, env_unset, clear_env, machine, kernel, ini
     _exit_with(r.exit_status)
 
 
-def _given(names: tuple[str, ...]) -> list[str]:
-    """The options among ``names`` (``run``'s parameter names) given on the command line, as
-    the user spells them (e.g. ``--timestamps/--no-timestamps``)."""
+def _refuse_given(names: tuple[str, ...], why: str) -> None:
+    """Fail (one line, EXIT_ERROR) naming the options among ``names`` (``run``'s parameter
+    names) given on the command line, as the user spells them (e.g.
+    ``--timestamps/--no-timestamps``), and ``why`` they do not apply."""
     ctx = click.get_current_context()
     params = {p.name: p for p in ctx.command.params}
-    return ["/".join([max(params[name].opts, key=len), *params[name].secondary_opts])
-            for name in names
-            if ctx.get_parameter_source(name) != click.core.ParameterSource.DEFAULT]
+    given = ["/".join([max(params[name].opts, key=len), *params[name].secondary_opts])
+             for name in names
+             if ctx.get_parameter_source(name) != click.core.ParameterSource.DEFAULT]
+    if given:
+        _fail(f"{', '.join(given)}: {why}: leave {'it' if len(given) == 1 else 'them'} out")
 
 
 FIRMWARE_DRIVER_OPTIONS = ("interval", "random", "filters", "min_latency", "timestamps",
