@@ -561,12 +561,10 @@ def build_report(trace: bytes, image_path: Optional[Union[str, os.PathLike]],
     md = _disassembler()
     if check_image and image is not None:
         _check_match(image, md, records)
-    sym: dict[int, tuple[str, int]] = {}
+    sym: dict[int, str] = {}
     where: dict[int, str] = {}
     for pc in pcs:
-        name, off = image.symbolize(pc) if image is not None else (UNKNOWN_SYMBOL, pc)
-        sym[pc] = (name, off)
-        where[pc] = f"{name}+{off:#x}" if name != UNKNOWN_SYMBOL else UNKNOWN_SYMBOL
+        sym[pc], where[pc] = _where(image, pc)
 
     funcs: dict[str, _Group] = {}
     lines: dict[str, _Group] = {}
@@ -577,13 +575,12 @@ def build_report(trace: bytes, image_path: Optional[Union[str, os.PathLike]],
     timeline, latencies, data_vas = [], {}, []
     line_cache: dict[int, Optional[str]] = {}
     for rec in records:
-        name = sym[rec.pc][0] if rec.pc is not None else UNKNOWN_SYMBOL
+        name = sym[rec.pc] if rec.pc is not None else UNKNOWN_SYMBOL
         if rec.pc is not None:
             funcs.setdefault(name, _Group()).add(rec)
         if image is not None and rec.pc is not None:
             if rec.pc not in line_cache:
-                loc = image.line_of(rec.pc)
-                line_cache[rec.pc] = None if loc is None else f"{_display_path(loc[0])}:{loc[1]}"
+                line_cache[rec.pc] = _line_key(image, rec.pc)
             ln = line_cache[rec.pc]
             if ln is not None:
                 lines.setdefault(ln, _Group()).add(rec)
@@ -671,6 +668,13 @@ def _line_key(image: _Image, pc: int) -> Optional[str]:
     """``file:line`` of ``pc`` as the report names source lines, or None."""
     loc = image.line_of(pc)
     return None if loc is None else f"{_display_path(loc[0])}:{loc[1]}"
+
+
+def _where(image: Optional[_Image], pc: int) -> tuple[str, str]:
+    """(function name, ``name+0xoff`` as the report shows ``pc``) of ``pc``; both
+    ``[unknown]`` outside every symbol or without an image."""
+    name, off = image.symbolize(pc) if image is not None else (UNKNOWN_SYMBOL, pc)
+    return name, (f"{name}+{off:#x}" if name != UNKNOWN_SYMBOL else UNKNOWN_SYMBOL)
 
 
 def _groups(keys, np, first: bool = False):
@@ -807,8 +811,7 @@ def _build_vectorised(rows, bad: int, image: Optional[_Image], max_pcs: int,
     where: dict[int, str] = {}
     pc_func = np.empty(len(upcs_l), dtype=np.int64)
     for i, pc in enumerate(upcs_l):
-        name, off = image.symbolize(pc) if image is not None else (UNKNOWN_SYMBOL, pc)
-        where[pc] = f"{name}+{off:#x}" if name != UNKNOWN_SYMBOL else UNKNOWN_SYMBOL
+        name, where[pc] = _where(image, pc)
         pc_func[i] = name_index.setdefault(name, len(name_index))
         if pc_func[i] == len(names):
             names.append(name)
