@@ -211,6 +211,8 @@ LATENCIES = (("TOT", "latency_total"), ("ISSUE", "latency_issue"), ("XLAT", "lat
 # share of, or None: a share of the group's load/store samples)
 RATES = (("l1d_refill", EV_L1D_REFILL, EV_L1D_ACCESS), ("llc_miss", EV_LLC_MISS, EV_LLC_ACCESS),
          ("tlb_refill", EV_TLB_WALK, EV_TLB_ACCESS), ("mispredict", EV_MISPRED, None))
+# the Events bits a group counts: every one a rate of RATES reads
+EVENT_BITS = tuple(sorted({bit for _, ev, of in RATES for bit in (ev, of) if bit is not None}))
 
 # Operation mix: every record has exactly one leaf; a row's count is the sum of its children.
 OP_TREE = (
@@ -317,8 +319,7 @@ class _Group:
         ev = rec.events
         if ev:
             events = self.events
-            for bit in (EV_L1D_ACCESS, EV_L1D_REFILL, EV_TLB_ACCESS, EV_TLB_WALK, EV_MISPRED,
-                        EV_LLC_ACCESS, EV_LLC_MISS):
+            for bit in EVENT_BITS:
                 if ev >> bit & 1:
                     events[bit] = events.get(bit, 0) + 1
         if rec.data_source is not None:
@@ -759,8 +760,7 @@ class _Columns:
             for i in range(size):
                 lat[i][name] = v[bounds[i]:bounds[i + 1]]
         events: list[dict] = [{} for _ in range(size)]
-        for bit in (EV_L1D_ACCESS, EV_L1D_REFILL, EV_TLB_ACCESS, EV_TLB_WALK, EV_MISPRED,
-                    EV_LLC_ACCESS, EV_LLC_MISS):
+        for bit in EVENT_BITS:
             per = self.counts(gidx, size, ((self.events >> np.uint64(bit)) & np.uint64(1))
                               .astype(bool), np)
             for i, c in enumerate(per):
