@@ -643,26 +643,40 @@ def _check_match(image: _Image, md, records) -> None:
         if rec.pc is None or rec.op_class not in _CLASS_NAMES:
             continue
         if rec.pc not in seen:
-            seen[rec.pc] = (insn_class(_disassemble(md, image, rec.pc) or "?")
-                            if image.text_contains(rec.pc) else None)
+            seen[rec.pc] = _image_class(md, image, rec.pc)
         cls = seen[rec.pc]
         if cls is None:
             continue
         compared += 1
         if cls != _CLASS_NAMES[rec.op_class]:
             differ += 1
-            example = example or (rec.pc, _disassemble(md, image, rec.pc),
-                                  _CLASS_NAMES[rec.op_class])
+            example = example or (rec.pc, rec.op_class)
+    _refuse_mismatch(image, md, seen, compared, differ, example)
+
+
+def _image_class(md, image: _Image, pc: int) -> Optional[str]:
+    """:func:`insn_class` of the image's instruction at ``pc``, None outside its executable
+    sections."""
+    return insn_class(_disassemble(md, image, pc) or "?") if image.text_contains(pc) else None
+
+
+def _refuse_mismatch(image: _Image, md, seen: dict, compared: int, differ: int,
+                     example: Optional[tuple[int, int]]) -> None:
+    """The verdict of :func:`_check_match` (either engine): ``seen`` maps every sampled PC
+    to its :func:`_image_class`, ``compared`` records had a PC with a class, ``differ`` of
+    them disagree, the first of them at ``example`` (pc, its record's op class). Raises
+    ImageError (message starting with the path) when the image is not this trace's."""
     if seen and not compared:
         text = ", ".join(f"{a:#x}-{b:#x}" for a, b in image.exec_ranges) or "none"
         raise ImageError(f"{image.path}: not the image of this trace: no sampled PC "
                          f"({min(seen):#x}..{max(seen):#x}) is in its executable sections "
                          f"({text})")
     if compared >= MISMATCH_MIN and differ > MISMATCH_SHARE * compared:
-        pc, text, cls = example
+        pc, k = example
         raise ImageError(f"{image.path}: not the image of this trace: {differ} of {compared} "
                          f"sampled instructions disagree with their operation type (at "
-                         f"{pc:#x} the image has '{text}', the record says {cls})")
+                         f"{pc:#x} the image has '{_disassemble(md, image, pc)}', the record "
+                         f"says {_CLASS_NAMES[k]})")
 
 
 def _line_key(image: _Image, pc: int) -> Optional[str]:
@@ -944,8 +958,7 @@ def _check_match_rows(image: _Image, md, c: "_Columns", np) -> None:
     for pair, at, n in zip(pairs.tolist(), first.tolist(), counts.tolist()):
         p, k = upcs[pair // classes], pair % classes
         if p not in seen:
-            seen[p] = (insn_class(_disassemble(md, image, p) or "?")
-                       if image.text_contains(p) else None)
+            seen[p] = _image_class(md, image, p)
         if seen[p] is None:
             continue
         compared += n
@@ -953,17 +966,7 @@ def _check_match_rows(image: _Image, md, c: "_Columns", np) -> None:
             differ += n
             if example_at is None or at < example_at[0]:
                 example_at = (at, p, k)
-    if not compared:
-        text = ", ".join(f"{a:#x}-{b:#x}" for a, b in image.exec_ranges) or "none"
-        raise ImageError(f"{image.path}: not the image of this trace: no sampled PC "
-                         f"({min(seen):#x}..{max(seen):#x}) is in its executable sections "
-                         f"({text})")
-    if compared >= MISMATCH_MIN and differ > MISMATCH_SHARE * compared:
-        _, p, k = example_at
-        raise ImageError(f"{image.path}: not the image of this trace: {differ} of {compared} "
-                         f"sampled instructions disagree with their operation type (at "
-                         f"{p:#x} the image has '{_disassemble(md, image, p)}', the record "
-                         f"says {_CLASS_NAMES[k]})")
+    _refuse_mismatch(image, md, seen, compared, differ, example_at and example_at[1:])
 
 
 def _compare(pcs: Counter, exact: dict[int, int], image: Optional[_Image], md) -> dict:
