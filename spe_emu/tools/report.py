@@ -289,7 +289,7 @@ class _Group:
     """Accumulates the records of one function, source line, data address, ..."""
 
     __slots__ = ("samples", "ldst", "loads", "stores", "branches", "lat", "events", "sources",
-                 "pcs", "offsets", "funcs")
+                 "offsets", "funcs")
 
     def __init__(self):
         self.samples = self.ldst = self.loads = self.stores = self.branches = 0
@@ -298,7 +298,6 @@ class _Group:
         # per sampled data address and cache line)
         self.events: dict[int, int] = {}
         self.sources: dict[int, int] = {}
-        self.pcs: set = set()
         self.offsets: set = set()
         self.funcs: set = set()
 
@@ -324,8 +323,6 @@ class _Group:
                     events[bit] = events.get(bit, 0) + 1
         if rec.data_source is not None:
             self.sources[rec.data_source] = self.sources.get(rec.data_source, 0) + 1
-        if rec.pc is not None:
-            self.pcs.add(rec.pc)
         if func:
             self.funcs.add(func)
 
