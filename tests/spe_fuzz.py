@@ -6,7 +6,8 @@ import random
 from pathlib import Path
 
 from spe_emu.session import RunOptions, run_image
-from spe_emu.spe.packets import iter_records
+from spe_emu.spe.packets import Record, iter_records
+from spe_emu.tools import bulkdecode as ND
 
 ROOT = Path(__file__).resolve().parent.parent
 SEED = 17
@@ -55,3 +56,34 @@ def fuzz_inputs(trace: bytes) -> list[bytes]:
         if case:
             cases.append(bytes(case))
     return cases
+
+
+# Record field -> (column of bulkdecode.scan_array's rows, element of an array column or
+# None, the HAS_* bit that says the record has the field; 0: always present)
+ROW_FIELDS = {
+    "offset": ("offset", None, 0), "length": ("length", None, 0),
+    "pc": ("pc", None, ND.HAS_PC), "el": ("el", None, ND.HAS_PC), "ns": ("ns", None, ND.HAS_PC),
+    "branch_target": ("target", None, ND.HAS_TARGET),
+    "target_el": ("target_el", None, ND.HAS_TARGET),
+    "target_ns": ("target_ns", None, ND.HAS_TARGET),
+    "data_va": ("va", None, ND.HAS_VA), "data_va_tag": ("va_tag", None, ND.HAS_VA),
+    "data_pa": ("pa", None, ND.HAS_PA), "pa_ns": ("pa_ns", None, ND.HAS_PA),
+    "op_class": ("op_class", None, ND.HAS_OP), "op_subclass": ("op_subclass", None, ND.HAS_OP),
+    "events": ("events", None, 0),
+    "latency_total": ("latency", 0, ND.HAS_LAT0), "latency_issue": ("latency", 1, ND.HAS_LAT1),
+    "latency_xlat": ("latency", 2, ND.HAS_LAT2),
+    "timestamp": ("timestamp", None, ND.HAS_TS),
+    "context": ("context", 0, ND.HAS_CTX0), "context_el2": ("context", 1, ND.HAS_CTX1),
+    "data_source": ("data_source", None, ND.HAS_DS)}
+
+
+def rows_as_records(rows) -> list[Record]:
+    """The Records (``packets`` left empty) of :func:`spe_emu.tools.bulkdecode.scan_array`'s
+    rows: a field whose HAS_* bit is clear is None, as Record has it."""
+    present = rows["present"].tolist()
+    cols = []
+    for column, i, bit in ROW_FIELDS.values():
+        values = (rows[column] if i is None else rows[column][:, i]).tolist()
+        cols.append(values if not bit else
+                    [v if has & bit else None for v, has in zip(values, present)])
+    return [Record(**dict(zip(ROW_FIELDS, row)), packets=[]) for row in zip(*cols)]

@@ -20,7 +20,7 @@ from spe_emu.tools import report as TR
 from spe_emu.tools.cli import main
 from spe_emu.tools.decode import dump_lines, dump_text
 
-from spe_fuzz import fuzz_inputs, sort_trace
+from spe_fuzz import fuzz_inputs, rows_as_records, sort_trace
 
 
 @pytest.fixture(scope="module")
@@ -49,20 +49,20 @@ def test_dump_text_equals_reference(cases):
 
 def test_records_equal_reference(cases):
     for data in cases:
-        cols = ND.scan_records(data)
+        rows, bad_packets = ND.scan_array(data)
         ref = _reference_rows(data)
-        assert [cols.record(i) for i in range(len(cols))] == ref, data.hex()
+        assert rows_as_records(rows) == ref, data.hex()
         bad = sum(1 for _, item in P.iter_packets(data)
                   if isinstance(item, (P.BadPacket, P.PacketIncomplete)))
-        assert cols.bad_packets == bad
+        assert bad_packets == bad
 
 
 def test_chunk_boundaries(trace):
     big = trace * 4 + b"\x20\x0f" + bytes(70_000) + trace      # a 64 KiB Alignment inside
     text = "".join(ND.dump_chunks(big, chunk=1))                   # calls of the least room
     assert text.splitlines() == list(dump_lines(big))[1:]
-    cols = ND.scan_records(trace * 3, rows_per_call=7)             # a table of 7 rows
-    assert [cols.record(i) for i in range(len(cols))] == _reference_rows(trace * 3)
+    rows, _ = ND.scan_array(trace * 3, rows_per_call=7)            # a table of 7 rows
+    assert rows_as_records(rows) == _reference_rows(trace * 3)
 
 
 def test_cli_decode_and_report_use_it_and_fall_back(trace, tmp_path, monkeypatch):
@@ -76,7 +76,6 @@ def test_cli_decode_and_report_use_it_and_fall_back(trace, tmp_path, monkeypatch
     def broken(*_a, **_k):
         raise NativeBuildError("no compiler")
     monkeypatch.setattr(ND, "dump_chunks", broken)
-    monkeypatch.setattr(ND, "scan_records", broken)
     monkeypatch.setattr(ND, "scan_array", broken)
     assert "".join(dump_text(trace)).splitlines() == list(dump_lines(trace))
     assert TR.build_report(trace, None) == fast

@@ -2,8 +2,8 @@
 
 :func:`dump_chunks` yields the text of ``spe-emu decode`` (the lines of
 :func:`spe_emu.tools.decode.format_line`, each followed by a newline) and
-:func:`scan_records` the records of :func:`spe_emu.spe.packets.iter_records` as rows of
-fields. The C code takes every decision about headers and wording from the tables built here
+:func:`scan_array` the records of :func:`spe_emu.spe.packets.iter_records` as rows of
+fields (a numpy structured array). The C code takes every decision about headers and wording from the tables built here
 out of :mod:`spe_emu.spe.packets` (its decode tables and :func:`~spe_emu.spe.packets.describe`),
 so the Python decoder stays the reference; tests compare the two on fuzzed input.
 """
@@ -11,7 +11,6 @@ so the Python decoder stays the reference; tests compare the two on fuzzed input
 from __future__ import annotations
 
 import ctypes
-import struct
 from typing import Iterator
 
 from ..native import NativeBuildError, library
@@ -193,114 +192,6 @@ def dump_chunks(data: bytes, chunk: int = CHUNK) -> Iterator[str]:
         n = lib.spe_dump(ctypes.byref(tables), data, len(data), ctypes.byref(pos), out,
                          len(out))
         yield out.raw[:n].decode("ascii")
-
-
-class RecordColumns:
-    """The records of a trace, one list per :class:`RecRow` field (``latency_total``,
-    ``latency_issue``, ``latency_xlat``, ``context``, ``context_el2`` for the arrays), all of
-    the same length, in trace order; ``bad_packets``: bad or cut-off packets met. A field a
-    record lacks reads 0: look at ``present`` (HAS_* bits)."""
-
-    SCALARS = [name for name, _ in RecRow._fields_ if name not in ("context", "latency")]
-
-    def __init__(self) -> None:
-        for name in self.SCALARS + ["latency_total", "latency_issue", "latency_xlat",
-                                    "context", "context_el2"]:
-            setattr(self, name, [])
-        self.bad_packets = 0
-
-    def __len__(self) -> int:
-        return len(self.offset)
-
-    def _extend(self, raw: memoryview, n: int) -> None:
-        size = ctypes.sizeof(RecRow)
-        for name, ctype in RecRow._fields_:
-            off = getattr(RecRow, name).offset
-            if name == "latency":
-                width = ctypes.sizeof(ctypes.c_uint16)
-                for i, col in enumerate(("latency_total", "latency_issue", "latency_xlat")):
-                    getattr(self, col).extend(_column(raw, off + i * width, "H", size, n))
-                continue
-            if name == "context":
-                width = ctypes.sizeof(ctypes.c_uint32)
-                for i, col in enumerate(("context", "context_el2")):
-                    getattr(self, col).extend(_column(raw, off + i * width, "I", size, n))
-                continue
-            code = {1: "B", 4: "I", 8: "Q"}[ctypes.sizeof(ctype)]
-            getattr(self, name).extend(_column(raw, off, code, size, n))
-
-    def record(self, i: int) -> P.Record:
-        """Record ``i`` as a :class:`~spe_emu.spe.packets.Record` (``packets`` left empty)."""
-        return self.records(i, i + 1)[0]
-
-    def field(self, name: str, start: int = 0, stop: int | None = None) -> list:
-        """Records ``start`` to ``stop`` (default: all) of the :class:`~spe_emu.spe.packets.Record`
-        field ``name``: its column, None where the record lacks it (as Record has it).
-        Raises KeyError for a name that is not a Record field."""
-        column, bit = RECORD_FIELDS[name]
-        values = getattr(self, column)[start:stop]
-        if not bit:
-            return values
-        return [v if has & bit else None
-                for v, has in zip(values, self.present[start:stop])]
-
-    def records(self, start: int = 0, stop: int | None = None) -> list[P.Record]:
-        """Records ``start`` to ``stop`` (default: all) as :class:`~spe_emu.spe.packets.Record`
-        objects (``packets`` left empty), built without the dataclass constructor (this is
-        the bulk path: one dict per record)."""
-        names = list(RECORD_FIELDS)
-        cols = [self.field(name, start, stop) for name in names]
-        new, cls = object.__new__, P.Record
-        out = []
-        for row in zip(*cols):
-            rec = new(cls)
-            rec.__dict__ = dict(zip(names, row), packets=[])
-            out.append(rec)
-        return out
-
-
-RECORD_FIELDS = {
-    "offset": ("offset", 0), "length": ("length", 0),
-    "pc": ("pc", HAS_PC), "el": ("el", HAS_PC), "ns": ("ns", HAS_PC),
-    "branch_target": ("target", HAS_TARGET), "target_el": ("target_el", HAS_TARGET),
-    "target_ns": ("target_ns", HAS_TARGET),
-    "data_va": ("va", HAS_VA), "data_va_tag": ("va_tag", HAS_VA),
-    "data_pa": ("pa", HAS_PA), "pa_ns": ("pa_ns", HAS_PA),
-    "op_class": ("op_class", HAS_OP), "op_subclass": ("op_subclass", HAS_OP),
-    "events": ("events", 0),
-    "latency_total": ("latency_total", HAS_LAT0), "latency_issue": ("latency_issue", HAS_LAT1),
-    "latency_xlat": ("latency_xlat", HAS_LAT2),
-    "timestamp": ("timestamp", HAS_TS),
-    "context": ("context", HAS_CTX0), "context_el2": ("context_el2", HAS_CTX1),
-    "data_source": ("data_source", HAS_DS)}
-"""Record field -> (RecordColumns column, the HAS_* bit that says the record has it; 0: always
-present). Every Record field but ``packets``."""
-
-
-def _column(raw: memoryview, offset: int, code: str, row_size: int, n: int) -> list[int]:
-    """Field at byte ``offset`` of each of the first ``n`` rows of ``raw`` (rows of
-    ``row_size`` bytes), read through a strided memoryview (no Python loop)."""
-    width = struct.calcsize(code)
-    assert offset % width == 0 and row_size % width == 0
-    return raw.cast(code)[offset // width:n * row_size // width:row_size // width].tolist()
-
-
-def scan_records(data: bytes, rows_per_call: int = ROWS) -> RecordColumns:
-    """The records of ``data`` (as packets.iter_records finds them) as columns.
-    Raises NativeBuildError when the library cannot be loaded."""
-    lib, tables = _state()
-    data = bytes(data)
-    rows_per_call = max(1, min(rows_per_call, len(data)))
-    rows = (RecRow * rows_per_call)()
-    raw = memoryview(rows).cast("B")
-    pos, bad = ctypes.c_uint64(0), ctypes.c_uint64(0)
-    out = RecordColumns()
-    while pos.value < len(data):
-        n = lib.spe_scan_records(ctypes.byref(tables), data, len(data), ctypes.byref(pos),
-                                 rows, rows_per_call, ctypes.byref(bad))
-        out._extend(raw, n)
-    out.bad_packets = bad.value
-    return out
 
 
 def record_dtype():
