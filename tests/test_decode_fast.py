@@ -15,7 +15,6 @@ from spe_emu.native import NativeBuildError
 from spe_emu.tools import bulkdecode as ND
 from spe_emu.spe import packets as P
 from spe_emu.spe.packets import iter_records
-from spe_emu.tools import decode as TD
 from spe_emu.tools import report as TR
 from spe_emu.tools.cli import main
 from spe_emu.tools.decode import dump_lines, dump_text

@@ -5,7 +5,6 @@ options are refused with --machine rather than ignored."""
 from __future__ import annotations
 
 import shutil
-import struct
 import subprocess
 
 import pytest
