@@ -12,7 +12,8 @@ import shutil
 import pytest
 
 from linux_progs import QEMU_USER, build_static, musl_specs, run_qemu
-from test_linux_user import ENV, EXIT, FAULT, FILES, HELLO, MALLOC, _same, _spe
+from test_linux_user import (ENV, EXIT, FAULT, FILES, HELLO, MALLOC, _file_shares, _same,
+                             _spe)
 
 pytestmark = pytest.mark.skipif(shutil.which(QEMU_USER) is None,
                                 reason="qemu-aarch64 (Debian qemu-user) not installed")
@@ -62,12 +63,7 @@ def test_exit_statuses(musl, tmp_path, args):
 
 
 def test_files_in_the_shared_directory(musl, tmp_path):
-    dirs = []
-    for name in ("spe", "qemu"):
-        share = tmp_path / name
-        (share / "sub").mkdir(parents=True)
-        (share / "in.txt").write_text("0123456789 abcdef\n")
-        dirs.append(share)
+    dirs = _file_shares(tmp_path)
     spe, summary = _spe(musl["files"], [], dirs[0], tmp_path)
     qemu = run_qemu(musl["files"], [], dirs[1], ENV, argv0="files")
     _same(spe, qemu)

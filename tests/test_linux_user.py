@@ -177,6 +177,18 @@ def _same(a: Outcome, b: Outcome) -> None:
     assert (a.status, a.stdout, a.stderr) == (b.status, b.stdout, b.stderr)
 
 
+def _file_shares(tmp: Path) -> list[Path]:
+    """Two identical shared directories for FILES (spe-emu's, then qemu-aarch64's): ``in.txt``
+    and an empty ``sub/``."""
+    dirs = []
+    for name in ("spe", "qemu"):
+        share = tmp / name
+        (share / "sub").mkdir(parents=True)
+        (share / "in.txt").write_text("0123456789 abcdef\n")
+        dirs.append(share)
+    return dirs
+
+
 # ---- programs built here ----------------------------------------------------------------
 
 @needs_qemu
@@ -241,12 +253,7 @@ def test_a_fault_kills_the_program_with_qemus_signal_status(tmp_path, how, signa
 
 @needs_qemu
 def test_file_io_in_the_shared_directory_matches_qemu(progs, tmp_path):
-    dirs = []
-    for name in ("spe", "qemu"):
-        share = tmp_path / name
-        (share / "sub").mkdir(parents=True)
-        (share / "in.txt").write_text("0123456789 abcdef\n")
-        dirs.append(share)
+    dirs = _file_shares(tmp_path)
     spe, _ = _spe(progs["files"], [], dirs[0], tmp_path)
     qemu = run_qemu(progs["files"], [], dirs[1], ENV, argv0="files")
     _same(spe, qemu)
