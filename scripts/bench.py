@@ -1311,20 +1311,20 @@ def main(argv: list[str] | None = None) -> int:
         if args.memory_guest is not None and args.memory_guest not in guests:
             resolve_guests([args.memory_guest])  # raises if it does not exist at all
         modes = modes_for(intervals, reference=not args.no_reference)
+        def wanted(guest: str, skipped: bool) -> bool:
+            # named with --guest, or (no --guest) not turned off by its --no-* option
+            return guest in (args.guest or ()) or (not args.guest and not skipped)
+
         timer_setup = None
-        if TIMER_GUEST in (args.guest or ()) or (not args.guest and not args.no_timer):
+        if wanted(TIMER_GUEST, args.no_timer):
             timer_setup = TimerSetup(args.timer_ticks, args.timer_period_us, args.qemu_clock)
-        exc_wanted = EXC_GUEST in (args.guest or ()) or (not args.guest
-                                                          and not args.no_exceptions)
+        exc_wanted = wanted(EXC_GUEST, args.no_exceptions)
         exceptions = None
-        linux_wanted = LINUX_GUEST in (args.guest or ()) or (not args.guest
-                                                              and not args.no_linux)
+        linux_wanted = wanted(LINUX_GUEST, args.no_linux)
         linux = None
-        decoder_wanted = DECODER_GUEST in (args.guest or ()) or (not args.guest
-                                                                  and not args.no_decoder)
+        decoder_wanted = wanted(DECODER_GUEST, args.no_decoder)
         decoder = None
-        boot_wanted = BOOT_GUEST in (args.guest or ()) or (not args.guest
-                                                            and not args.no_linux_boot)
+        boot_wanted = wanted(BOOT_GUEST, args.no_linux_boot)
         boot = None
         rss = RssMeter()
         rows: list[dict] = []
