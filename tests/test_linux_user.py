@@ -492,3 +492,20 @@ def test_malformed_programs_are_one_line_errors(progs, tmp_path, patch, message)
 def test_not_a_regular_file_is_refused_before_reading():
     with pytest.raises(ImageError, match="not a regular file"):
         load_linux_program(Path("/dev/zero"), VA_LIMIT)
+
+
+def test_the_firmware_header_and_the_host_agree_on_the_linux_operations():
+    """The Linux semihosting operations and action bits are written twice, in
+    firmware/semihost.h (the EL1 side) and spe_emu/linux/process.py (the host side): the
+    same names carry the same numbers in both."""
+    import re
+    from spe_emu.linux import process
+    header = Path(__file__).resolve().parents[1] / "firmware" / "semihost.h"
+    defines = dict(re.findall(r"^#define\s+((?:SEMIHOST_SPE_)?LINUX_[A-Z_]+)\s+(\w+)",
+                              header.read_text(), re.M))
+    names = ("SEMIHOST_SPE_LINUX_EXEC", "SEMIHOST_SPE_LINUX_SYSCALL", "SEMIHOST_SPE_LINUX_FAULT",
+             "LINUX_ACTION_TLBI", "LINUX_ACTION_EXIT")
+    assert {n: int(defines[n], 0) for n in names} == {n: getattr(process, n) for n in names}
+    assert {n: getattr(process, n) for n in names} == {
+        "SEMIHOST_SPE_LINUX_EXEC": 0x100, "SEMIHOST_SPE_LINUX_SYSCALL": 0x101,
+        "SEMIHOST_SPE_LINUX_FAULT": 0x102, "LINUX_ACTION_TLBI": 0x1, "LINUX_ACTION_EXIT": 0x2}
