@@ -601,13 +601,10 @@ def build_report(trace: bytes, image_path: Optional[Union[str, os.PathLike]],
         return sum(v) / len(v) if v else None
 
     by_count = lambda d: sorted(d.items(), key=lambda kv: (-kv[1].samples, kv[0]))
-    hot_pcs = [(pc, where[pc], _disassemble(md, image, pc), count, _percent(count, total))
-               for pc, count in sorted(pcs.items(), key=lambda kv: (-kv[1], kv[0]))[:max_pcs]]
-    hot_functions = [(name, g.samples, _percent(g.samples, total)) for name, g in
-                     by_count(funcs)]
+    functions = {n: g.summary(total) for n, g in funcs.items()}
     rep = Report(
-        total_records=total, hot_functions=hot_functions, hot_pcs=hot_pcs,
-        functions={n: g.summary(total) for n, g in funcs.items()},
+        total_records=total, hot_functions=_hot_functions(functions, total),
+        hot_pcs=_hot_pcs(pcs, where, md, image, total, max_pcs), functions=functions,
         lines=[(ln, line_func[ln], g.summary(total)) for ln, g in by_count(lines)],
         op_mix=_op_mix(leaves, total), el_mix=dict(sorted(els.items())),
         data_addresses=[(a, g.samples, g.loads, g.stores, mean_tot(g), sorted(g.funcs)[0])
@@ -687,6 +684,19 @@ def _where(image: Optional[_Image], pc: int) -> tuple[str, str]:
     ``[unknown]`` outside every symbol or without an image."""
     name, off = image.symbolize(pc) if image is not None else (UNKNOWN_SYMBOL, pc)
     return name, (f"{name}+{off:#x}" if name != UNKNOWN_SYMBOL else UNKNOWN_SYMBOL)
+
+
+def _hot_pcs(pcs: dict[int, int], where: dict[int, str], md, image: Optional[_Image],
+             total: int, max_pcs: int) -> list[tuple[int, str, str, int, float]]:
+    """:attr:`Report.hot_pcs` of ``pcs`` (pc -> samples; ``where``: pc -> its location)."""
+    return [(pc, where[pc], _disassemble(md, image, pc), n, _percent(n, total))
+            for pc, n in sorted(pcs.items(), key=lambda kv: (-kv[1], kv[0]))[:max_pcs]]
+
+
+def _hot_functions(functions: dict[str, dict], total: int) -> list[tuple[str, int, float]]:
+    """:attr:`Report.hot_functions` of ``functions`` (name -> its :func:`_summary`)."""
+    return sorted(((n, s["samples"], _percent(s["samples"], total))
+                   for n, s in functions.items()), key=lambda t: (-t[1], t[0]))
 
 
 def _groups(keys, np, first: bool = False):
@@ -924,13 +934,10 @@ def _build_vectorised(rows, bad: int, image: Optional[_Image], max_pcs: int,
     order = np.lexsort((tpc, ts))
     timeline = list(zip(ts[order].tolist(), tpc[order].tolist()))
 
-    hot_pcs = [(pc, where[pc], _disassemble(md, image, pc), n, _percent(n, total))
-               for pc, n in sorted(pcs.items(), key=lambda kv: (-kv[1], kv[0]))[:max_pcs]]
-    hot_functions = sorted(((n, s["samples"], _percent(s["samples"], total))
-                            for n, s in functions.items()), key=lambda t: (-t[1], t[0]))
     rep = Report(
-        total_records=total, hot_functions=hot_functions, hot_pcs=hot_pcs,
-        functions=functions, lines=lines_out,
+        total_records=total, hot_functions=_hot_functions(functions, total),
+        hot_pcs=_hot_pcs(pcs, where, md, image, total, max_pcs), functions=functions,
+        lines=lines_out,
         op_mix=_op_mix(leaves, total), el_mix=dict(sorted(els.items())),
         data_addresses=data_addresses, cache_lines=cache_lines, pages=pages,
         timeline=timeline, latencies=latencies, data_vas=c.va[c.has_va].tolist(),
