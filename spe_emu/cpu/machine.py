@@ -747,7 +747,7 @@ class Machine:
             ctl.psb_fallback = ctypes.cast(self._psb_callback, ctypes.c_void_p).value
             hooks = {ERET_WORD: ctypes.c_void_p(native.eret_hook_address()),
                      PSB_CSYNC_WORD: ctypes.c_void_p(native.psb_hook_address())}
-            self._control_hook_kinds = (hooks, ctypes.c_void_p(native.control_hook_address()))
+            self._control_hooks = hooks
             self._control_segments = self._control_sites()
             for site in self._control_segments:
                 self._hook_control_site(site, (site.vaddr - site.paddr) & MASK64)
@@ -904,8 +904,7 @@ class Machine:
         (the segment's virtual addresses when the PE runs it there)."""
         for handle in site.handles:
             UC_HOOK_DEL(self.uc._uch, handle)
-        hooks, control = self._control_hook_kinds
-        site.handles = [self._native_hook(UC_HOOK_CODE, hooks.get(word, control),
+        site.handles = [self._native_hook(UC_HOOK_CODE, self._control_hooks[word],
                                           ctypes.byref(self.control), addr, addr + 3)
                         for off, word in site.offsets
                         for addr in [(site.paddr + shift + off) & MASK64]]

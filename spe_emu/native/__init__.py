@@ -265,12 +265,6 @@ def align_hook_address() -> int:
     return ctypes.cast(library().spe_align_hook, ctypes.c_void_p).value
 
 
-def control_hook_address() -> int:
-    """Address of ``spe_control_hook`` for ``uc_hook_add(UC_HOOK_CODE, ...)`` (user data: a
-    :class:`SpeControl`)."""
-    return ctypes.cast(library().spe_control_hook, ctypes.c_void_p).value
-
-
 def psb_hook_address() -> int:
     """Address of ``spe_psb_hook`` for ``uc_hook_add(UC_HOOK_CODE, ...)`` on a PSB CSYNC (user
     data: a :class:`SpeControl`; Python's ``psb_fallback`` runs only while ``psb`` is set)."""

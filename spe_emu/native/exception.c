@@ -309,17 +309,6 @@ python:
     h->fallback(uc, intno, h);
 }
 
-/* UC_HOOK_CODE callback on MSR DAIFClr: Python's hook only while it has something to
- * re-plan (struct spe_control). */
-void spe_control_hook(void *uc, uint64_t address, uint32_t size, struct spe_control *ctl)
-{
-    if (!(ctl->python | ctl->irq)) {
-        ctl->skipped++;
-        return;
-    }
-    ctl->fallback(uc, address, size, ctl);
-}
-
 /* UC_HOOK_CODE callback on PSB CSYNC: Python writes the records of every sampled operation
  * before it (SPE supplement §3.6) only while profiling is enabled; otherwise nothing. */
 void spe_psb_hook(void *uc, uint64_t address, uint32_t size, struct spe_control *ctl)
@@ -331,7 +320,8 @@ void spe_psb_hook(void *uc, uint64_t address, uint32_t size, struct spe_control 
     ctl->psb_fallback(uc, address, size, ctl);
 }
 
-/* UC_HOOK_CODE callback on ERET: as spe_control_hook, and Python's hook also when this ERET
+/* UC_HOOK_CODE callback on ERET: Python's hook while it has something to re-plan
+ * (struct spe_control: python or irq set), and also when this ERET
  * may leave PSTATE.IL set (its SPSR_ELx.{IL, M} in the table Python made for the current
  * context): the run then checks for the Illegal Execution state exception. */
 void spe_eret_hook(void *uc, uint64_t address, uint32_t size, struct spe_control *ctl)

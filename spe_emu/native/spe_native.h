@@ -414,7 +414,7 @@ struct spe_sysreg_filter {
     uint64_t sp_align;
 };
 
-/* The control-instruction hook (ERET, MSR DAIFSet/DAIFClr; spe_control_hook): Python's
+/* The control-instruction hooks (ERET: spe_eret_hook; PSB CSYNC: spe_psb_hook): Python's
  * Machine._on_control_insn runs only while `python` is set (profiling enabled, the GIC's
  * output possibly asserted, or a Profiling Buffer that may be enabled: Python keeps it). */
 typedef void (*spe_code_fn)(void *uc, uint64_t address, uint32_t size, void *user_data);
