@@ -371,6 +371,14 @@ class ControlSites:
     shift: int = 0
     handles: list[int] = field(default_factory=list)
 
+    @classmethod
+    def scan(cls, vaddr: int, paddr: int, code: bytes) -> "ControlSites":
+        """The sites of ``code`` (its ``len(code)`` bytes at ``vaddr``/``paddr``): the
+        offsets :func:`control_offsets` finds, with their words; no hooks yet."""
+        return cls(vaddr, paddr, len(code), tuple(
+            (off, int.from_bytes(code[off:off + INSN_BYTES], "little"))
+            for off in control_offsets(code)))
+
 
 class LearntPage(NamedTuple):
     """One code page of :class:`LearntCode`."""
@@ -894,10 +902,8 @@ class Machine:
     def _control_sites(self) -> list[ControlSites]:
         """The ERET and PSB CSYNC instructions (:func:`control_offsets`) of each
         executable segment, with no hooks yet."""
-        return [ControlSites(seg.vaddr, seg.paddr, len(data), tuple(
-                    (off, int.from_bytes(data[off:off + 4], "little"))
-                    for off in control_offsets(data)))
-                for seg in self.code_segments() for data in [bytes(seg.data)]]
+        return [ControlSites.scan(seg.vaddr, seg.paddr, bytes(seg.data))
+                for seg in self.code_segments()]
 
     def _hook_control_site(self, site: ControlSites, shift: int) -> None:
         """(Re)install ``site``'s control-instruction hooks at physical address + ``shift``
@@ -936,10 +942,8 @@ class Machine:
                         or not self._in_ram(pa.value, PAGE_BYTES):
                     break
                 self._runtime_pages[va] = pa.value
-                code = bytes(self.uc.mem_read(pa.value, PAGE_BYTES))
-                site = ControlSites(va, pa.value, PAGE_BYTES, tuple(
-                    (off, int.from_bytes(code[off:off + 4], "little"))
-                    for off in control_offsets(code)))
+                site = ControlSites.scan(va, pa.value, bytes(self.uc.mem_read(pa.value,
+                                                                              PAGE_BYTES)))
                 self._control_segments.append(site)
                 self._hook_control_site(site, (va - pa.value) & MASK64)
                 # (blocks translated before the hooks existed would not call them)
