@@ -16,11 +16,7 @@
     .text
     .global main
 main:
-    msr     mdcr_el3, xzr
-    mrs     x20, mdcr_el2           // keep HPMN; clear TDE, TDA, TDOSA
-    bic     x20, x20, #(7 << 8)
-    msr     mdcr_el2, x20
-    ERET_TO 3, 0x3c5, el1_main
+    DEBUG_TO_EL1 el1_main
 
 el1_main:
     msr     oslar_el1, xzr          // OS Lock clear (it is set at a cold reset)
