@@ -224,15 +224,21 @@ class FieldAccessors:
     _by_name: Mapping[str, Field]
     _write: WriteMasks
 
-    def _index_fields(self) -> None:
+    def _index_fields(self) -> int:
         """Build the fields' by-name index and :class:`WriteMasks` (each declaration's
-        ``__post_init__`` calls it once). Raises :class:`RegisterTableError` for a duplicate
-        field name."""
+        ``__post_init__`` calls it once) and return the bits of all fields. Raises
+        :class:`RegisterTableError` for overlapping fields or a duplicate field name."""
+        seen = 0
+        for f in self.fields:
+            if f.mask & seen:
+                raise RegisterTableError(f"{self.name}: field {f.name} overlaps another field")
+            seen |= f.mask
         names = {f.name: f for f in self.fields}
         if len(names) != len(self.fields):
             raise RegisterTableError(f"{self.name}: duplicate field name")
         object.__setattr__(self, "_by_name", names)
         object.__setattr__(self, "_write", write_masks(self.fields))
+        return seen
 
     def field(self, name: str) -> Field:
         """The field called ``name`` (by a dictionary: tables are large). Raises
@@ -290,31 +296,21 @@ class RegisterSpec(FieldAccessors):
     on_write: str | None = None
     replan: Replan | None = None
     doc: str = ""
+    field_mask: int = field(init=False, repr=False, compare=False)
+    """The bits of all fields."""
     _by_name: Mapping[str, Field] = field(init=False, repr=False, compare=False)
     _write: WriteMasks = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        seen = 0
-        for f in self.fields:
-            if f.mask & seen:
-                raise RegisterTableError(f"{self.name}: field {f.name} overlaps another field")
-            seen |= f.mask
-        if self.res1 & seen:
+        object.__setattr__(self, "field_mask", self._index_fields())
+        if self.res1 & self.field_mask:
             raise RegisterTableError(f"{self.name}: RES1 bits overlap a field")
-        self._index_fields()
         if self.reset is None:
             object.__setattr__(self, "reset", self.res1)
         if self.reset & self.res0:
             raise RegisterTableError(f"{self.name}: reset value {self.reset:#x} sets RES0 bits")
         if self.reset & self.res1 != self.res1:
             raise RegisterTableError(f"{self.name}: reset value {self.reset:#x} clears RES1 bits")
-
-    @property
-    def field_mask(self) -> int:
-        out = 0
-        for f in self.fields:
-            out |= f.mask
-        return out
 
     @property
     def res0(self) -> int:
@@ -400,13 +396,7 @@ class Layout(FieldAccessors):
     _write: WriteMasks = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        seen = 0
-        for f in self.fields:
-            if f.mask & seen:
-                raise RegisterTableError(f"{self.name}: field {f.name} overlaps another field")
-            seen |= f.mask
-        object.__setattr__(self, "field_mask", seen)
-        self._index_fields()
+        object.__setattr__(self, "field_mask", self._index_fields())
 
 
 def layout(name: str, *fields: str, res1: int = 0) -> Layout:
