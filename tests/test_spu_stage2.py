@@ -151,16 +151,22 @@ vectors_el2:
 """
 
 
+def gib1_tables(l2: int, l3: int, attrs: int, buf_out: int) -> dict[int, int]:
+    """The level 2 table at ``l2`` for GiB 1 (identity 2 MiB blocks) but BUF_VA's 2 MiB, which
+    the level 3 table at ``l3`` maps page by page to ``buf_out``; ``attrs`` on every leaf."""
+    t = {l2 + 8 * i: (0x4000_0000 + (i << 21)) | BLOCK | attrs for i in range(512)}
+    t[l2 + 8 * (BUF_VA >> 21 & 0x1FF)] = l3 | TABLE
+    for i in range(BUF_SIZE >> 12):
+        t[l3 + 8 * i] = (buf_out + (i << 12)) | PAGE | attrs
+    return t
+
+
 def stage2_tables() -> dict[int, int]:
     """PA -> descriptor: stage 2, 4K granule, 32-bit IPA, start level 1. IPA GiB 0 is a
     Device-less identity block (for the walk-abort case), GiB 1 is identity in 2 MiB blocks
     but BUF_VA's 2 MiB, which a level 3 table maps to BUF_PA page by page."""
     t = {S2_L1 + 0: 0x0000_0000 | BLOCK | S2_ATTRS, S2_L1 + 8: S2_L2 | TABLE}
-    for i in range(512):
-        t[S2_L2 + 8 * i] = (0x4000_0000 + (i << 21)) | BLOCK | S2_ATTRS
-    t[S2_L2 + 8 * (BUF_VA >> 21 & 0x1FF)] = S2_L3 | TABLE
-    for i in range(BUF_SIZE >> 12):
-        t[S2_L3 + 8 * i] = (BUF_PA + (i << 12)) | PAGE | S2_ATTRS
+    t.update(gib1_tables(S2_L2, S2_L3, S2_ATTRS, BUF_PA))
     return t
 
 
@@ -168,11 +174,7 @@ def stage1_tables() -> dict[int, int]:
     """IPA (= PA of these tables: identity at stage 2) -> descriptor: EL1 stage 1, 4K, 32-bit
     VA, start level 1; GiB 1 identity in 2 MiB blocks but BUF_VA's 2 MiB (level 3)."""
     t = {S1_L1 + 8: S1_L2 | TABLE}
-    for i in range(512):
-        t[S1_L2 + 8 * i] = (0x4000_0000 + (i << 21)) | BLOCK | S1_ATTRS
-    t[S1_L2 + 8 * (BUF_VA >> 21 & 0x1FF)] = S1_L3 | TABLE
-    for i in range(BUF_SIZE >> 12):
-        t[S1_L3 + 8 * i] = (BUF_VA + (i << 12)) | PAGE | S1_ATTRS
+    t.update(gib1_tables(S1_L2, S1_L3, S1_ATTRS, BUF_VA))
     return t
 
 
