@@ -43,6 +43,16 @@ el1:
 """
 
 
+def mov64(reg: str, value: int) -> str:
+    """Assembly that loads the 64-bit ``value`` into ``reg``: MOVZ, then a MOVK per nonzero
+    further 16-bit chunk."""
+    text = f"movz {reg}, #{value & 0xFFFF:#x}\n"
+    for shift in (16, 32, 48):
+        if (value >> shift) & 0xFFFF:
+            text += f"movk {reg}, #{(value >> shift) & 0xFFFF:#x}, lsl #{shift}\n"
+    return text
+
+
 def spe_prologue(pmscr: int, buf: int, *, limit: int = 0x100000, ptr: int | None = None,
                  pmsirr: int = 0x100) -> str:
     """Assembly that points VBAR_EL1 at ``vectors``, programs the Profiling Buffer at ``ptr``

@@ -20,7 +20,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from asmrun import BASE, EXIT, xregs
+from asmrun import BASE, EXIT, mov64, xregs
 
 from spe_emu.asm import assemble
 from spe_emu.cpu.machine import Machine, MachineConfig
@@ -53,14 +53,6 @@ RECORD = 64
 
 def pmbsr(ec: int, mss: int) -> int:
     return (ec << 26) | S_BIT | mss
-
-
-def mov64(reg: str, value: int) -> str:
-    text = f"movz {reg}, #{value & 0xFFFF:#x}\n"
-    for shift in (16, 32, 48):
-        if (value >> shift) & 0xFFFF:
-            text += f"movk {reg}, #{(value >> shift) & 0xFFFF:#x}, lsl #{shift}\n"
-    return text
 
 
 class Tables:

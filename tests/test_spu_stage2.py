@@ -18,7 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from asmrun import BASE, ERET_TO_EL1, EXIT, run_asm, xregs
+from asmrun import BASE, ERET_TO_EL1, EXIT, mov64, run_asm, xregs
 from click.testing import CliRunner
 
 from unicorn import arm64_const as A
@@ -59,14 +59,6 @@ ESR_SERROR = (0x2F << 26) | (1 << 25)
 
 def pmbsr(ec: int, fsc: int, ea: bool = False) -> int:
     return (ec << 26) | S_BIT | (EA_BIT if ea else 0) | fsc
-
-
-def mov64(reg: str, value: int) -> str:
-    text = f"movz {reg}, #{value & 0xFFFF:#x}\n"
-    for shift in (16, 32, 48):
-        if (value >> shift) & 0xFFFF:
-            text += f"movk {reg}, #{(value >> shift) & 0xFFFF:#x}, lsl #{shift}\n"
-    return text
 
 
 def program(*, hcr: int, stage1: bool, vtcr: int, vttbr: int = S2_L1, loop_body: str = "",
