@@ -297,9 +297,7 @@ _FIRMWARE_DRIVER_OPTIONS = ("interval", "random", "filters", "min_latency", "tim
 """Keywords of :func:`run` that configure the firmware's SPE driver: a ConfigError with
 ``firmware=False`` (nothing would apply them)."""
 
-_DRIVER_OPTIONS = ("args", "interval", "random", "filters", "min_latency", "timestamps",
-                   "context", "physical", "exclude_kernel", "profiling", "buffer_size",
-                   "firmware", "firmware_path", "share", "env", "stdin")
+_DRIVER_OPTIONS = ("args",) + _FIRMWARE_DRIVER_OPTIONS + ("firmware", "share", "env", "stdin")
 """Keywords of :func:`run` for the firmware's SPE driver and for Linux programs: a
 ConfigError with ``machine=``."""
 

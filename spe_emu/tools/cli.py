@@ -329,9 +329,8 @@ FIRMWARE_DRIVER_OPTIONS = ("interval", "random", "filters", "min_latency", "time
 """``run`` options that configure the bundled firmware's SPE driver: refused with
 ``--no-firmware`` (issue 16), where nothing would apply them."""
 
-MACHINE_IGNORES = ("interval", "random", "filters", "min_latency", "timestamps", "context",
-                   "pa", "exclude_kernel", "no_profiling", "buffer_size", "no_firmware",
-                   "firmware_path", "share", "env_set", "env_unset", "clear_env")
+MACHINE_IGNORES = FIRMWARE_DRIVER_OPTIONS + ("no_firmware", "share", "env_set", "env_unset",
+                                           "clear_env")
 """``run`` options for the firmware's SPE driver and for Linux programs: refused with
 ``--machine`` (the guest programs SPE itself)."""
 
