@@ -388,6 +388,31 @@ EXC_DEBUG = [
         why="OS Lock cleared: the breakpoint generates Breakpoint exceptions again"),
 ]
 
+# exc_wpmap.S: watchpoints where the watched VA and the PA differ (issue 13).
+WPMAP_UPPER = ("wdata", 0xFFFF_FF80_4000_0000 + 0x20_0000 - 0x4020_0000)  # wdata via TTBR1
+
+
+def _wpmap_hit(tag: int, why: str, wnr: int = 0) -> Exc:
+    return Exc(tag, 1, 0x200, esr(EC_WPT_SAME, wnr | FSC_DEBUG), THIS, psr(1, 1, "AIF"),
+               far=WPMAP_UPPER, why=why)
+
+
+EXC_WPMAP = [
+    _wpmap_hit(0x1701, "EL1 LDR through the watched upper-half VA (PA 0x4020_xxxx): Watchpoint, "
+                       "FAR = the VA"),
+    Exc(0x1702, 1, 0x200, esr(EC_SVC, 0x702), ("case_0x1702", 8), psr(1, 1, "AIF"),
+        why="the same bytes loaded through their identity VA: no match (watchpoints compare "
+            "VAs); the next exception is the SVC"),
+    Exc(0x1703, 1, 0x200, esr(EC_SVC, 0x703), ("case_0x1703", 8), psr(1, 1, "AIF"),
+        why="watchpoint on the identity VA, load through the upper alias: no match"),
+    _wpmap_hit(0x1704, "EL1 STR through the watched upper VA: Watchpoint, WnR 1", wnr=WNR),
+    Val(0x1705, 0x5555, why="the doubleword read through the identity VA: the STR that took "
+                            "the Watchpoint did not complete"),
+    _wpmap_hit(0x1706, "the upper data block moved to PA 0x4060_0000 (descriptor, TLBI): the "
+                       "same VA still watched"),
+    _wpmap_hit(0x1707, "TTBR1_EL1 switched to tables mapping it at PA 0x4040_0000: watched"),
+]
+
 # exc_virq.S: virtual IRQ, FIQ and SError (issue 13 survey). An IRQ or FIQ writes no ESR: the
 # records show the SVC of case 0x1200.
 EXC_VIRQ = [
@@ -719,6 +744,7 @@ PROGRAMS = {
         0x1606: "QEMU 7.2 steps with the OS Lock set (a Software Step record, ESR 0xcb000022, "
                 "before the SVC): it does not check OSLSR_EL1.OSLK"}),
     "exc_virq": Program("exc_virq.S", EXC_VIRQ),
+    "exc_wpmap": Program("exc_wpmap.S", EXC_WPMAP),
     "exc_traps": Program("exc_traps.S", EXC_TRAPS),
     "exc_s2": Program("exc_s2.S", EXC_S2),
     "exc_walk": Program("exc_walk.S", EXC_WALK),

@@ -1147,6 +1147,9 @@ class Machine:
         self._xlate.clear()
         self._headroom_pages.clear()
         self._forget_code()
+        if self.watchpoints.follows_translation:   # (hooked where watched pages mapped)
+            self.watchpoints.dirty = True
+            self._stop_at_block_boundary()
         # Nothing is cached now (learnt code and records are only made while profiling is
         # enabled): TLBI and IC stay native until something is.
         self.sysreg_filter.sys_cache = int(self.enabled)
@@ -2609,7 +2612,7 @@ class Machine:
 
     def _start(self, pc: int, until: int = 0, count: int = 0) -> None:
         self._unmapped = None
-        if self.watchpoints.dirty:
+        if self.watchpoints.dirty or self.watchpoints.unresolved:
             self.watchpoints.refresh()
         try:
             self.uc.emu_start(pc, until, 0, count)

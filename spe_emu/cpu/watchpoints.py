@@ -14,6 +14,17 @@ after a context synchronization event, which ends QEMU's block) so the hooks are
 again (:meth:`Watchpoints.refresh`). Nothing is installed, and nothing runs, while no
 watchpoint is enabled.
 
+Unicorn's memory hooks see, and are bounded by, physical addresses once stage 1 is on, while a
+watchpoint compares virtual addresses: each watched page is hooked at the PA (or PAs) it
+translates to now in the regimes of the Exception levels the watchpoint can match at
+(:data:`PAGES`), and a hooked access is matched by the VA of the instruction making it. The
+hooks follow the translation: they are installed again after a write of a register that
+changes it (SCTLR/TTBR/TCR/VTTBR_EL2/VTCR_EL2, a stage 2 switch) and after TLBI
+(``Machine._flush_translations``), and at every stop while a watched page does not translate
+(a mapping made later without TLBI, as Linux maps a page after a Translation fault). A range
+of more than :data:`MAX_TRANSLATED_PAGES` pages (DBGWCR<n>_EL1.MASK > 24) is hooked at its VA
+only (docs/model.md).
+
 A hook call that matches notes the hit, puts the PC back on the instruction and stops
 emulation; Unicorn completes the access (and the rest of the instruction) first, so the
 instruction is undone at the stop: the CPU registers from a context saved before its first
@@ -30,6 +41,7 @@ modelled); unprivileged loads/stores (LDTR/STTR) count as privileged at EL1.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from unicorn import UC_HOOK_MEM_READ, UC_HOOK_MEM_WRITE, UC_MEM_WRITE
@@ -72,6 +84,7 @@ shadow brought up to date)."""
 FSC_DEBUG = 0b100010   # DFSC of a Watchpoint exception ("Debug exception")
 FSC_ALIGNMENT = 0b100001   # DFSC of an Alignment fault
 SLACK = 64             # bytes: the largest access of one instruction (DC ZVA, LD4 of Q registers)
+MAX_TRANSLATED_PAGES = 4096   # 4 KiB pages of a watched range hooked where each maps (16 MiB)
 MAX_BLOCK_INSNS = 512  # instructions looked at from a block's start (QEMU's blocks are shorter)
 
 
@@ -100,7 +113,11 @@ class Watchpoints:
         self.on_host_hit = None
         self.host_skip: tuple[int, int] | None = None
         self._host_hit = False
-        self._host_pages: list[tuple[int, int, int]] = []   # (VA, PA, bytes) hooked for host
+        # (VA, PA, bytes) of each watched page hooked at the PA it maps to (the guest's and
+        # the debugger's); the VA to PA offset of the instruction being followed
+        self._pages: list[tuple[int, int, int]] = []
+        self._delta = 0
+        self.unresolved = False   # a watched page did not translate: refresh at every stop
         # While the OS Lock is set: the guest's DBGBCR<n>_EL1 values, QEMU holding them with
         # E = 0 (:meth:`_shadow_breakpoints`); the values of DBGBCR writes since the last
         # refresh, by n
@@ -125,29 +142,58 @@ class Watchpoints:
             # the page in its TLB: pages entered before a change keep the old decision)
             uc.ctl(UC_CTL_TLB_FLUSH, UC_CTL_IO_WRITE)
 
-    def _install(self) -> None:
-        uc = self.m.uc
-        # Unicorn's memory hooks see (and are bounded by) physical addresses once the MMU is
-        # on: the debugger's watched bytes are hooked where they are now mapped.
-        m = self.m
-        self._host_pages = []
-        regime = m._regime_el(PSTATE.get(m.fast.reg(A.UC_ARM64_REG_PSTATE), "EL"))
-        for lo, size, _kind in self.host:
-            for va, start, end in page_chunks(lo, size):
+    @property
+    def follows_translation(self) -> bool:
+        """Whether a hook is placed by a translation (a change of it must refresh)."""
+        return bool(self._pages)
+
+    def _hook_range(self, lo: int, size: int, regimes: set[int]) -> None:
+        """Hook the ``size`` bytes at VA ``lo`` (+- :data:`SLACK`) where each page maps now
+        in each translation regime of ``regimes``; a page that translates in none is hooked
+        at its VA (:attr:`unresolved`), a range of more than :data:`MAX_TRANSLATED_PAGES`
+        pages at its VA."""
+        m, uc = self.m, self.m.uc
+        if size > MAX_TRANSLATED_PAGES << 12:
+            self._hooks.append(uc.hook_add(UC_HOOK_MEM_READ | UC_HOOK_MEM_WRITE, self._on_access,
+                                           None, max(lo - SLACK, 0),
+                                           min(lo + size + SLACK, 1 << 64) - 1))
+            return
+        for va, start, end in page_chunks(lo, size):
+            pas = set()
+            for regime in regimes:
                 try:
-                    pa = m._translate(va, regime)
+                    pas.add(m._translate(va, regime))
                 except (TranslationFault, ExternalAbort):
-                    pa = va
-                self._host_pages.append((va, pa, end - start))
-                self._hooks.append(uc.hook_add(UC_HOOK_MEM_READ | UC_HOOK_MEM_WRITE,
-                                               self._on_access, None, max(pa - SLACK, 0),
-                                               pa + end - start - 1))
+                    self.unresolved = True
+            for pa in sorted(pas) or [va]:
+                if pas:
+                    self._pages.append((va, pa, end - start))
+                self._hooks.append(uc.hook_add(
+                    UC_HOOK_MEM_READ | UC_HOOK_MEM_WRITE, self._on_access, None,
+                    max(pa - SLACK, 0), min(pa + end - start + SLACK, 1 << 64) - 1))
+
+    def _vas(self, address: int) -> list[int]:
+        """The VAs a hooked access at ``address`` may have been made by: those of the hooked
+        pages mapped there (within :data:`SLACK`), then ``address`` itself (stage 1 off)."""
+        vas = [(va + address - pa) & MASK64 for va, pa, n in self._pages
+               if pa - SLACK <= address < pa + n + SLACK]
+        return [*dict.fromkeys(vas), address] if vas else [address]
+
+    def _install(self) -> None:
+        # Unicorn's memory hooks see (and are bounded by) physical addresses once the MMU is
+        # on: watched bytes are hooked where they are now mapped (_hook_range).
+        m = self.m
+        self._pages, self.unresolved = [], False
+        el = PSTATE.get(m.fast.reg(A.UC_ARM64_REG_PSTATE), "EL")
+        for lo, size, _kind in self.host:
+            self._hook_range(lo, size, {m._regime_el(el)})
         cpr = self.m.fast.cpr
         locked = bool(OSLSR_EL1.get(cpr(OSLSR_EL1.encoding.tuple), "OSLK"))
         self._shadow_breakpoints(locked)
         self._shadow_step(locked)
         if not MDSCR_EL1.get(cpr(MDSCR_EL1.encoding.tuple), "MDE") or locked:
             return
+        ctx = m.context()
         for n in range(NUM_WATCHPOINTS):
             wcr = cpr(DBGWCR[n].encoding.tuple)
             if not DBGWCR[n].get(wcr, "E"):
@@ -155,9 +201,10 @@ class Watchpoints:
             wvr = cpr(DBGWVR[n].encoding.tuple)
             self._active.append((n, wcr, wvr))
             lo, size = watched_range(wcr, wvr)
-            begin, end = max(lo - SLACK, 0), min(lo + size + SLACK, 1 << 64) - 1
-            self._hooks.append(uc.hook_add(UC_HOOK_MEM_READ | UC_HOOK_MEM_WRITE, self._on_access,
-                                           None, begin, end))
+            # (the regimes of the ELs it can match at; EL2 only where EL2 is enabled)
+            regimes = {m._regime_el(x) for x in (0, 1, 2)
+                       if (x < 2 or ctx.el2_enabled) and state_match(wcr, replace(ctx, el=x))}
+            self._hook_range(lo, size, regimes or {m._regime_el(el)})
 
     # -- breakpoints and the OS Lock ------------------------------------------------------
     def bcr_written(self, enc: tuple[int, int, int, int, int], value: int) -> None:
@@ -247,15 +294,12 @@ class Watchpoints:
     def _on_access(self, uc, access: int, address: int, size: int, _value: int, _data) -> None:
         m = self.m
         write = access == UC_MEM_WRITE
-        for va, pa, n in self._host_pages:
-            if pa - SLACK <= address < pa + n:
-                address = (va + address - pa) & MASK64   # (the debugger's: by VA)
-                break
-        if self.hit is not None:
-            return self._log(write, address, size)   # (the rest of a hit instruction)
-        pc = self._instruction(address, size, write)
-        if pc is None:
+        if self.hit is not None:   # (the rest of a hit instruction)
+            return self._log(write, (address + self._delta) & MASK64, size)
+        found = self._instruction(address, size, write)
+        if found is None:
             return None
+        pc, address = found   # (from here on, the access's VA)
         self._log(write, address, size)
         for lo, length, kind in self.host:
             if (address < lo + length and lo < address + size
@@ -278,11 +322,13 @@ class Watchpoints:
                 return None
         return None
 
-    def _instruction(self, address: int, size: int, write: bool) -> int | None:
-        """The address of the load/store making this access. Inside a memory hook Unicorn's
-        PC is the instruction's or, in blocks QEMU translated without synchronising it, the
-        block's start; so the instructions from there on are decoded and the first whose
-        data range (from the registers now) holds the access, of the right kind, is it. An
+    def _instruction(self, address: int, size: int, write: bool) -> tuple[int, int] | None:
+        """(address of the load/store making the access a hook saw at ``address``, the
+        access's VA). Inside a memory hook Unicorn's PC is the instruction's or, in blocks
+        QEMU translated without synchronising it, the block's start; so the instructions from
+        there on, up to the branch or exception-generating instruction that ends the block, are
+        decoded and the first whose data range (from the registers now) holds one of the VAs
+        the access may have (:meth:`_vas`), of the right kind, is it. An
         instruction's later accesses (pairs, structures, atomics) are its own until it has
         made all of them. On a new instruction, the CPU context is saved for the undo."""
         m = self.m
@@ -292,8 +338,9 @@ class Watchpoints:
             self._block, self._pc, self._left = key, reported, 0
         if self._left > 0:   # the current instruction has accesses to make
             self._left -= size
-            return self._pc
+            return self._pc, (address + self._delta) & MASK64
         el = PSTATE.get(m.fast.reg(A.UC_ARM64_REG_PSTATE), "EL")
+        vas = self._vas(address)
         pc = self._pc if self._pc == reported else self._pc + 4
         for _ in range(MAX_BLOCK_INSNS):
             try:
@@ -301,13 +348,17 @@ class Watchpoints:
             except TranslationFault:
                 return None
             lowest = info.data_address(pc, m._regs(info.reads))
-            if (lowest is not None and (info.is_store if write else info.is_load)
-                    and lowest <= address < lowest + max(info.access_size, 1)):
-                total = info.access_size * (2 if info.is_load and info.is_store else 1)
-                self._pc, self._left = pc, total - size
-                self._key, self._undo = (pc, key), []
-                self._saved = m.uc.context_save()
-                return pc
+            if lowest is not None and (info.is_store if write else info.is_load):
+                for va in vas:
+                    if lowest <= va < lowest + max(info.access_size, 1):
+                        total = info.access_size * (2 if info.is_load and info.is_store else 1)
+                        self._pc, self._left = pc, total - size
+                        self._delta = (va - address) & MASK64
+                        self._key, self._undo = (pc, key), []
+                        self._saved = m.uc.context_save()
+                        return pc, va
+            if info.is_branch or info.is_eret or info.exception is not None:
+                return None   # (a block ends there: a later match would be a coincidence)
             pc += 4
         return None
 
@@ -327,9 +378,10 @@ class Watchpoints:
             return self._log(write, address, size)   # (the rest of a hit instruction)
         if self._left > 0 and self._hooks:
             return None   # (an instruction the watchpoint hooks follow: its rest)
-        pc = self._instruction(address, size, write)
-        if pc is None:
+        found = self._instruction(address, size, write)
+        if found is None:
             return None
+        pc = found[0]
         el = PSTATE.get(self.m.fast.reg(A.UC_ARM64_REG_PSTATE), "EL")
         info = a64.decode(self.m._fetch(pc, el))
         if info.is_exclusive or info.is_atomic:
