@@ -386,6 +386,14 @@ EXC_DEBUG = [
                            "(E = 1, PMC = 0b11, BAS = 0xF)"),
     Exc(0x1112, 1, 0x200, esr(EC_BKPT_SAME, FSC_DEBUG), THIS, psr(1, 1, "AIF"),
         why="OS Lock cleared: the breakpoint generates Breakpoint exceptions again"),
+    Val(0x1113, 0, why="ID_AA64DFR0_EL1.DoubleLock = 0b0000: FEAT_DoubleLock implemented"),
+    Val(0x1114, 1, why="OSDLR_EL1 reads DLK = 1 after it is written (Unicorn's QEMU 5 keeps no "
+                       "value: spe_emu keeps it)"),
+    Exc(0x1115, 1, 0x200, esr(EC_SVC, 0x115), ("case_0x1115", 8), psr(1, 1, "AIF"),
+        why="OS Double Lock set: no Watchpoint (AArch64.GenerateDebugExceptionsFrom(): "
+            "DoubleLockStatus()); the next exception is the SVC"),
+    Exc(0x1116, 1, 0x200, esr(EC_WPT_SAME, FSC_DEBUG), THIS, psr(1, 1, "AIF"), far="watched",
+        why="OSDLR_EL1.DLK cleared: the same load takes the Watchpoint"),
 ]
 
 # exc_wpmap.S: watchpoints where the watched VA and the PA differ (issue 13).

@@ -71,13 +71,14 @@ DBGBCR = [reg(f"DBGBCR{n}_EL1", (2, 0, 0, n, 5), "BT 23:20", "LBN 19:16", "SSC 1
 DBGBCR_INDEX = {r.encoding.tuple: n for n, r in enumerate(DBGBCR)}
 MDSCR_EL1 = reg("MDSCR_EL1", (2, 0, 0, 2, 2), "MDE 15", "KDE 13", "SS 0",
                 doc="Arm ARM D19.3 MDSCR_EL1")
-SHADOWED = frozenset({*DBGBCR_INDEX, MDSCR_EL1.encoding.tuple})
-"""Registers whose MRS/MSR the OS Lock shadow follows (:meth:`Watchpoints.read_bcr`)."""
+OSDLR_EL1 = reg("OSDLR_EL1", (2, 0, 1, 3, 4), "DLK 0", doc="Arm ARM D19.3 OSDLR_EL1")
+SHADOWED = frozenset({*DBGBCR_INDEX, MDSCR_EL1.encoding.tuple, OSDLR_EL1.encoding.tuple})
+"""Registers whose MRS/MSR the OS Lock shadows follow (:meth:`Watchpoints.read_bcr`)."""
 OSLAR_EL1 = reg("OSLAR_EL1", (2, 0, 1, 0, 4), "OSLK 0", doc="Arm ARM D19.3 OSLAR_EL1")
 OSLSR_EL1 = reg("OSLSR_EL1", (2, 0, 1, 1, 4), "OSLK 1", read_only=True,
                 doc="Arm ARM D19.3 OSLSR_EL1")
 DEBUG_WRITES = frozenset(r.encoding.tuple for r in (*DBGWCR, *DBGWVR, *DBGBCR, MDSCR_EL1,
-                                                     OSLAR_EL1))
+                                                     OSLAR_EL1, OSDLR_EL1))
 """MSRs after which the watchpoint hooks are installed again (and the breakpoints' OS Lock
 shadow brought up to date)."""
 
@@ -126,6 +127,10 @@ class Watchpoints:
         # While the OS Lock is set: the guest's MDSCR_EL1.SS, QEMU holding SS = 0
         self.ss_shadow: int | None = None
         self._mdscr_written: int | None = None
+        # OSDLR_EL1 (FEAT_DoubleLock, which ID_AA64DFR0_EL1.DoubleLock = 0 advertises): QEMU 5
+        # keeps no value (RAZ/WI), so the guest's is kept here; DBGPRCR_EL1.CORENPDRQ is
+        # taken as 0 (UNDEFINED in Unicorn's CPU), so DoubleLockStatus() is DLK
+        self.osdlr = 0
 
     # -- hooks -------------------------------------------------------------------------
     def refresh(self) -> None:
@@ -188,7 +193,9 @@ class Watchpoints:
         for lo, size, _kind in self.host:
             self._hook_range(lo, size, {m._regime_el(el)})
         cpr = self.m.fast.cpr
-        locked = bool(OSLSR_EL1.get(cpr(OSLSR_EL1.encoding.tuple), "OSLK"))
+        # (AArch64.GenerateDebugExceptionsFrom(): OSLSR_EL1.OSLK, DoubleLockStatus())
+        locked = bool(OSLSR_EL1.get(cpr(OSLSR_EL1.encoding.tuple), "OSLK")
+                      or OSDLR_EL1.get(self.osdlr, "DLK"))
         self._shadow_breakpoints(locked)
         self._shadow_step(locked)
         if not MDSCR_EL1.get(cpr(MDSCR_EL1.encoding.tuple), "MDE") or locked:
@@ -208,9 +215,12 @@ class Watchpoints:
 
     # -- breakpoints and the OS Lock ------------------------------------------------------
     def bcr_written(self, enc: tuple[int, int, int, int, int], value: int) -> None:
-        """From the MSR hook, before QEMU executes an MSR DBGBCR<n>_EL1 or MDSCR_EL1 (it may
-        still trap)."""
-        if enc == MDSCR_EL1.encoding.tuple:
+        """From the MSR hook, before QEMU executes an MSR DBGBCR<n>_EL1, MDSCR_EL1 or
+        OSDLR_EL1 (it may still trap: an OSDLR_EL1 write that does is not kept)."""
+        if enc == OSDLR_EL1.encoding.tuple:
+            if not osdlr_trapped(self.m.context()):
+                self.osdlr = OSDLR_EL1.set(0, "DLK", OSDLR_EL1.get(value, "DLK"))
+        elif enc == MDSCR_EL1.encoding.tuple:
             self._mdscr_written = value
         else:
             self._bcr_writes[DBGBCR_INDEX[enc]] = value
@@ -271,11 +281,14 @@ class Watchpoints:
         self.bp_shadow = None
 
     def read_bcr(self, enc: tuple[int, int, int, int, int], ctx: AccessContext) -> int | None:
-        """MRS DBGBCR<n>_EL1 or MDSCR_EL1 while the OS Lock is set: the guest's value
-        (:attr:`bp_shadow`, :attr:`ss_shadow`), or None when QEMU must execute it -- no
+        """MRS DBGBCR<n>_EL1 or MDSCR_EL1 while the OS Lock is set, or OSDLR_EL1: the guest's
+        value (:attr:`bp_shadow`, :attr:`ss_shadow`, :attr:`osdlr`), or None when QEMU must
+        execute it -- no
         shadow, or the access is UNDEFINED or trapped (AArch64 MRS DBGBCR<n>_EL1,
         MDSCR_EL1: EL0; MDCR_EL2.{TDE, TDA} at EL1 with EL2 enabled; MDCR_EL3.TDA below
         EL3), which QEMU raises itself."""
+        if enc == OSDLR_EL1.encoding.tuple:
+            return None if osdlr_trapped(ctx) else self.osdlr
         if enc == MDSCR_EL1.encoding.tuple:
             if self.ss_shadow is None:
                 return None
@@ -422,6 +435,18 @@ class Watchpoints:
         ec = EC.WATCHPOINT_LOWER if target > ctx.el else EC.WATCHPOINT_SAME
         syndrome = esr(ec, ABORT_ISS.make(WnR=int(write), FSC=FSC_DEBUG))
         m._take_sync(ctx, target, syndrome, pc, far=far)
+
+
+def osdlr_trapped(ctx: AccessContext) -> bool:
+    """Whether an MRS/MSR OSDLR_EL1 from ``ctx`` is UNDEFINED or trapped, which QEMU raises
+    itself (AArch64 MRS/MSR OSDLR_EL1: UNDEFINED at EL0; at EL1 with EL2 enabled trapped by
+    MDCR_EL2.{TDE, TDOSA}; below EL3 by MDCR_EL3.TDOSA)."""
+    if ctx.el == 0:
+        return True
+    if ctx.el == 1 and ctx.el2_enabled and (MDCR_EL2.get(ctx.mdcr_el2, "TDE")
+                                            or MDCR_EL2.get(ctx.mdcr_el2, "TDOSA")):
+        return True
+    return ctx.el < 3 and ctx.have_el3 and bool(MDCR_EL3.get(ctx.mdcr_el3, "TDOSA"))
 
 
 def disarmed(bcr: int) -> int:

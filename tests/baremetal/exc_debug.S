@@ -27,6 +27,11 @@
 //                SVC #0x110
 //   0x1111       OS Lock set: MRS DBGBCR0_EL1 reads the value written (E = 1)
 //   0x1112       OS Lock cleared again: the breakpoint (DBGBVR0_EL1 moved) is taken
+//   0x1113       ID_AA64DFR0_EL1.DoubleLock (value record)
+//   0x1114       OSDLR_EL1 after writing DLK = 1 (value record): 1
+//   0x1115       OS Double Lock set (OSDLR_EL1.DLK = 1): an EL1 LDR of a watched doubleword
+//                does not match (DoubleLockStatus()), next is SVC #0x115
+//   0x1116       OSDLR_EL1.DLK cleared: the same LDR takes the Watchpoint
     .include "macros.inc"
     .equ MDSCR_MDE, (1 << 15)
     .equ MDSCR_KDE, (1 << 13)
@@ -166,6 +171,27 @@ el0_wp:
     CASE    0x1112
     nop
     msr     daifset, #8
+    mrs     x3, id_aa64dfr0_el1
+    ubfx    x3, x3, #36, #4         // DoubleLock
+    PUT     0x1113, x3
+    mov     x9, #1
+    msr     osdlr_el1, x9           // DLK: RES0 without FEAT_DoubleLock
+    isb
+    mrs     x3, osdlr_el1
+    PUT     0x1114, x3
+    ldr     x2, =watched
+    WATCH   DBGWCR_LDST, watched
+    msr     daifclr, #8
+    isb
+    CASE    0x1115
+    ldr     x0, [x2]                // OS Double Lock: no Watchpoint
+    svc     #0x115
+    msr     osdlr_el1, xzr
+    isb
+    CASE    0x1116
+    ldr     x0, [x2]                // unlocked: Watchpoint
+    msr     daifset, #8
+    msr     dbgwcr0_el1, xzr
     msr     dbgbcr0_el1, xzr
     msr     mdscr_el1, xzr
     isb
