@@ -362,7 +362,7 @@ class Watchpoints:
                 return None
             lowest = info.data_address(pc, m._regs(info.reads))
             if lowest is not None and (info.is_store if write else info.is_load):
-                for va in vas:
+                for va in vas + self._through_translation(lowest, address, el):
                     if lowest <= va < lowest + max(info.access_size, 1):
                         total = info.access_size * (2 if info.is_load and info.is_store else 1)
                         self._pc, self._left = pc, total - size
@@ -375,6 +375,17 @@ class Watchpoints:
             pc += 4
         return None
 
+    def _through_translation(self, lowest: int, address: int, el: int) -> list[int]:
+        """[the VA of the hooked ``address`` if the access of an instruction whose data starts
+        at VA ``lowest`` maps there at ``el``], else []: for an address no watched page
+        accounts for, e.g. the native alignment hook's PA with stage 1 off and stage 2 on
+        (IPA = VA, PA elsewhere)."""
+        try:
+            pa = self.m._translate(lowest, self.m._regime_el(el))
+        except (TranslationFault, ExternalAbort):
+            return []
+        return [(lowest + address - pa) & MASK64] if 0 <= address - pa < SLACK else []
+
     def _log(self, write: bool, address: int, size: int) -> None:
         if write:
             self._undo.append((address, self.m._read_current(address, size)))
@@ -383,18 +394,18 @@ class Watchpoints:
         """A misaligned access of ``size`` bytes at ``address`` at an Exception level whose
         data accesses are to Device memory (from the native alignment hook, SyncChecks): the
         instruction making it takes an Alignment fault (the Device check of
-        ``AArch64.MemSingle[]``; DFSC 0b100001, FAR = ``address``, WnR for a store) instead
-        of completing. As for a watchpoint hit, Unicorn completes the instruction first and
+        ``AArch64.MemSingle[]``; DFSC 0b100001, FAR = the access's VA, which is ``address``
+        unless stage 2 maps the IPA elsewhere, WnR for a store) instead of completing. As for a watchpoint hit, Unicorn completes the instruction first and
         it is undone at the stop (:meth:`take_hit`). Exclusives and atomics are left to QEMU,
         which checks their alignment itself."""
-        if self.hit is not None:
-            return self._log(write, address, size)   # (the rest of a hit instruction)
+        if self.hit is not None:   # (the rest of a hit instruction)
+            return self._log(write, (address + self._delta) & MASK64, size)
         if self._left > 0 and self._hooks:
             return None   # (an instruction the watchpoint hooks follow: its rest)
         found = self._instruction(address, size, write)
         if found is None:
             return None
-        pc = found[0]
+        pc, address = found   # (from here on, the access's VA)
         el = PSTATE.get(self.m.fast.reg(A.UC_ARM64_REG_PSTATE), "EL")
         info = a64.decode(self.m._fetch(pc, el))
         if info.is_exclusive or info.is_atomic:

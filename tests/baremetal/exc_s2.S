@@ -6,7 +6,7 @@
 // data access by a single load/store has a valid instruction syndrome (ISV = 1, SAS, SRT, SF).
 // Stage 2 map (2 MiB blocks, level 2, Normal Write-Back): 0x4000_0000 and 0x4020_0000 RW (code,
 // data); 0x4060_0000 read-only (S2AP = 0b01); 0x4080_0000 AF = 0; 0x40A0_0000 invalid;
-// 0x40C0_0000 RW, XN; level 1 entry 2 (0x8000_0000) invalid.
+// 0x40C0_0000 RW, XN; 0x40E0_0000 RW at PA 0x4020_0000; level 1 entry 2 (0x8000_0000) invalid.
 // Cases (tags; expected values in tests/test_exception_routing.py):
 //   0x1501/0x1511  STR X3 to the read-only block: permission fault, level 2, WnR; HPFAR_EL2
 //   0x1502/0x1512  LDR X4 from the AF = 0 block: access flag fault, level 2; HPFAR_EL2
@@ -14,6 +14,9 @@
 //   0x1504/0x1514  LDRB W6 from 0x8000_0000: translation fault, level 1
 //   0x1505/0x1515  BLR to the XN block: Instruction Abort (EC 0x20), permission fault, level 2
 //   0x1506         LDR X7 from the read-only block: no fault; the next exception is HVC #0x156
+//   0x1507         LDR X8 at IPA 0x40E0_0004 (stage 2: PA 0x4020_0004) with stage 1 off:
+//                  Device memory, misaligned: Alignment fault to EL1, FAR = the VA
+//   0x1508         X8 afterwards (value record): 0x77, the load did not complete
     .include "macros.inc"
     .equ VTCR, (0x80000000 | (2 << 16) | (3 << 12) | (1 << 10) | (1 << 8) | (1 << 6) | 32)
     .equ S2_RW, 0x7fd               // block, MemAttr 0b1111, S2AP 0b11, SH 0b11, AF
@@ -60,6 +63,11 @@ el2_main:
 1:  CASE    0x1506
     ldr     x7, [x1]
     hvc     #0x156
+    ldr     x1, =0x40e00004
+    mov     x8, #0x77
+    CASE    0x1507
+    ldr     x8, [x1]                // stage 1 off: Device memory, misaligned
+    PUT     0x1508, x8
     hvc     #ELEVATE
     SETREG  hcr_el2, HCR_RW
     CASE    0x15ff
@@ -81,4 +89,5 @@ s2_l2:                              // level 2 for 0x4000_0000: 2 MiB blocks
     .quad   0x40800000 + S2_NOAF
     .quad   0                       // 0x40A0_0000: invalid
     .quad   0x40c00000 + S2_RW + S2_XN
+    .quad   0x40200000 + S2_RW      // 0x40E0_0000: the data block again (IPA != PA)
     .balign 4096
