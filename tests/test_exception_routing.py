@@ -342,6 +342,10 @@ EXC_SYNC = [
     Exc(0xf48, 1, 0x200, esr(EC_SVC, 0xF48), ("case_0xf48", 8), psr(1),
         why="EL1 LDR W2 at 4 mod 8 with the MMU off: aligned to its 4 bytes, no fault; the "
             "next exception is this SVC"),
+    Exc(0xf49, 1, 0x200, esr(EC_DABT_SAME, WNR | FSC_ALIGNMENT), THIS, psr(1),
+        far=("zva_block", 0), why="EL1 DC ZVA with the MMU off: Device memory, so an Alignment "
+        "fault (Arm ARM DC ZVA: 'any type of Device memory'), WnR 1, CM 0, FAR = Xt"),
+    Val(0xf4a, 0x3333, why="the DC ZVA that faulted zeroed nothing"),
     Exc(0xf51, 3, 0x200, esr(EC_HVC, 0xF51), NEXT, psr(3),
         why="HVC at EL3 with SCR_EL3.HCE = 1 is taken to EL3 (AArch64.CallHypervisor())"),
 ]
@@ -742,6 +746,8 @@ PROGRAMS = {
         0xf45: "QEMU 7.2: no alignment check with the MMU off, the store completes",
         0xf46: "QEMU 7.2: the misaligned store of 0xf45 was made (0xcafef00d00001111)",
         0xf47: "QEMU 7.2: no alignment check with the MMU off, the load completes",
+        0xf49: "QEMU 7.2: DC ZVA to Device memory (MMU off) zeroes the block, no fault",
+        0xf4a: "QEMU 7.2: the block of 0xf49 was zeroed",
         0xf51: "QEMU 7.2 takes HVC at EL3 to EL2 (ESR_EL2 0x5a000f51, SPSR 0x3cd); the EL2 "
                "handler's ERET to EL3 is then an illegal return (a second record, EC 0x0E)"},
         ),

@@ -770,6 +770,15 @@ class Machine:
                                             for off, word in site.offsets
                                             if word == PSB_CSYNC_WORD)
             uc.hook_add(UC_HOOK_CODE, self._on_every_insn)
+        if self.cfg.mode != "raw":
+            # On each DC ZVA: Python only at an EL with Device data (SyncChecks.dc_zva)
+            self._zva_callback = CODE_HOOK(lambda _uch, address, _size, _data: self._guarded(
+                lambda: self.checks.dc_zva(address)))
+            flt = self.sysreg_filter
+            flt.zva_fallback = ctypes.cast(self._zva_callback, ctypes.c_void_p).value
+            for addr in self.checks.dc_zva_addresses():
+                self._native_hook(UC_HOOK_CODE, ctypes.c_void_p(native.zva_hook_address()),
+                                  ctypes.byref(flt), addr, addr + 3)
 
     def _python_sysreg_encodings(self, which: str) -> set[tuple[int, int, int, int, int]]:
         """The encodings whose MRS (``which`` == "mrs") or MSR ("msr") the Python hooks

@@ -177,6 +177,18 @@ def may_misalign_sp(word: int) -> bool:
     return True   # ADD/SUB (extended register)
 
 
+DC_ZVA = (0xFFFFFFE0, 0xD50B7420)
+"""(mask, value) of DC ZVA, Xt (SYS #3, C7, C4, #1; Arm ARM C5.3 "DC ZVA")."""
+
+
+def dc_zva_offsets(code: bytes) -> list[int]:
+    """Offsets (multiples of 4) in ``code`` of its DC ZVA instructions (vectorised)."""
+    words = np.frombuffer(code, dtype="<u4", count=len(code) // INSN_BYTES)
+    mask, value = DC_ZVA
+    return [int(i) * INSN_BYTES
+            for i in np.flatnonzero((words & np.uint32(mask)) == np.uint32(value))]
+
+
 def sp_writer_offsets(code: bytes) -> list[int]:
     """Offsets (multiples of 4) in ``code`` of the instructions that may misalign SP
     (:func:`may_misalign_sp`); vectorised, so a kernel image's tens of MiB take tens of
@@ -418,6 +430,7 @@ class SyncChecks:
         every data access: it calls :meth:`_on_misaligned` only for a misaligned one);
         whether that changed anything."""
         m = self.m
+        m.sysreg_filter.zva_python = int(wanted)   # (spe_zva_hook: dc_zva)
         if wanted == (self._mem_hook is not None):
             return False
         if wanted:
@@ -444,6 +457,26 @@ class SyncChecks:
             if self.device[PSTATE_EL.get(m.fast.reg(A.UC_ARM64_REG_PSTATE))]:
                 m.watchpoints.device_misaligned(access == UC_MEM_WRITE, address, size)
         m._guarded(body)
+
+    def dc_zva(self, address: int) -> None:
+        """The native DC ZVA hook's fallback (``spe_zva_hook``: only at an EL whose data
+        accesses are to Device memory, where the alignment hook is installed): the DC ZVA at
+        ``address`` generates an Alignment fault instead of executing (Arm ARM C5.3 DC ZVA:
+        "any type of Device memory"; a Data Abort, WnR = 1, CM = 0, FAR = Xt: our reading of
+        AArch64.DataMemZero()). QEMU's own checks are traps taken before any memory access,
+        so an EL0 DC ZVA (SCTLR_EL1.DZE, HCR_EL2.TDZ) is left to QEMU. Only DC ZVA in the
+        loaded images is hooked (docs/model.md)."""
+        m = self.m
+        el = PSTATE_EL.get(m.fast.reg(A.UC_ARM64_REG_PSTATE))
+        if el == 0 or not self.device[el]:
+            return
+        info = a64.decode(m._fetch(address, el))
+        far = m.fast.reg(a64.X_REGS[info.rt]) if info.rt != 31 else 0   # (XZR)
+        ctx = m.context()
+        target, syndrome = m.pe.abort(ctx, fetch=False, write=True, fsc=FSC_ALIGNMENT,
+                                      external=False)
+        m._catch_up(m._insn_index(address), address)
+        m._take_sync(ctx, target, syndrome, address, far=far)
 
     def _on_insn(self, uc, address: int, _size: int, _data) -> None:
         """The instruction hook (installed only while a trap or check is enabled): at an EL
@@ -489,6 +522,12 @@ class SyncChecks:
             return []
         return [seg.vaddr + off + INSN_BYTES for seg in m.code_segments()
                 for off in sp_writer_offsets(bytes(seg.data))]
+
+    def dc_zva_addresses(self) -> list[int]:
+        """Addresses of the DC ZVA instructions in the loaded images' executable segments
+        (:func:`dc_zva_offsets`), for :meth:`dc_zva`."""
+        return [seg.vaddr + off for seg in self.m.code_segments()
+                for off in dc_zva_offsets(bytes(seg.data))]
 
     def on_sp_written(self, address: int) -> None:
         """Hook on the instruction after one that may have misaligned SP (fast loop): when

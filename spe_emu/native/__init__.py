@@ -143,7 +143,8 @@ class SpeSysregFilter(ctypes.Structure):
                 ("msr_fallback", ctypes.c_void_p), ("sys_fallback", ctypes.c_void_p),
                 ("skipped", ctypes.c_uint64),
                 ("sp_key", ctypes.c_uint32 * 3), ("sp_aligned", ctypes.c_uint32),
-                ("sp_align", ctypes.c_uint64)]
+                ("sp_align", ctypes.c_uint64), ("zva_python", ctypes.c_uint32),
+                ("zva_fallback", ctypes.c_void_p)]
 
     def add(self, which: str, enc: tuple[int, int, int, int, int]) -> None:
         """Send ``which`` ("mrs", "msr" or "sys") instructions with encoding ``enc`` to
@@ -341,6 +342,13 @@ class GicCore:
     def eoi(self, group: int, intid: int, commit: bool = True) -> int:
         """End of interrupt: the ``EOI_*`` bits of what happened (0: clean)."""
         return library().spe_gic_eoi(self._ref, group, intid, int(commit))
+
+
+def zva_hook_address() -> int:
+    """Address of ``spe_zva_hook`` for ``uc_hook_add(UC_HOOK_CODE, ...)`` on a DC ZVA
+    instruction (user data: a :class:`SpeSysregFilter`; its ``zva_fallback``, a ctypes code
+    hook, is called only while ``zva_python`` is set)."""
+    return ctypes.cast(library().spe_zva_hook, ctypes.c_void_p).value
 
 
 def msr_hook_address() -> int:

@@ -360,3 +360,15 @@ void spe_align_hook(void *uc, int type, uint64_t address, int size, int64_t valu
         return;
     fallback(uc, type, address, size, value, 0);
 }
+
+/* UC_HOOK_CODE callback on each DC ZVA instruction of the loaded images: Python (the filter's
+ * zva_fallback, SyncChecks.dc_zva) only while the PE is at an Exception level whose data
+ * accesses are to Device memory (zva_python, set with spe_align_hook's installation), where
+ * DC ZVA generates an Alignment fault; otherwise QEMU executes it with no call. */
+typedef void (*spe_insn_fn)(void *uc, uint64_t address, uint32_t size, void *data);
+
+void spe_zva_hook(void *uc, uint64_t address, uint32_t size, struct spe_sysreg_filter *f)
+{
+    if (f->zva_python)
+        ((spe_insn_fn)f->zva_fallback)(uc, address, size, f);
+}

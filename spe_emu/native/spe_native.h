@@ -412,6 +412,10 @@ struct spe_sysreg_filter {
     uint32_t sp_key[3];
     uint32_t sp_aligned;
     uint64_t sp_align;
+    /* DC ZVA: spe_zva_hook calls zva_fallback (Python) while zva_python is set (the PE is
+     * at an EL whose data accesses are to Device memory: it takes an Alignment fault) */
+    uint32_t zva_python;
+    void *zva_fallback;
 };
 
 /* The control-instruction hooks (ERET: spe_eret_hook; PSB CSYNC: spe_psb_hook): Python's

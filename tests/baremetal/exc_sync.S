@@ -34,6 +34,8 @@
 //          doubleword it would have overwritten is unchanged (0x1111)
 //   0xf47  EL1 LDP X2, X3 at 4 mod 8, A = 0, MMU off: alignment fault
 //   0xf48  EL1 LDR W2 at 4 mod 8, A = 0, MMU off: aligned to its size, no fault
+//   0xf49  EL1 DC ZVA with the MMU off (Device memory): Alignment fault, WnR, CM 0; 0xf4a: the
+//          block's first doubleword afterwards (value record), not zeroed
 //   0xf51  HVC at EL3 with SCR_EL3.HCE = 1 -> EL3 (AArch64.CallHypervisor()), last: a PE
 //          that takes it to EL2 makes an illegal return from there
     .include "macros.inc"
@@ -216,6 +218,11 @@ el0_align:
     CASE    0xf48
     ldr     w2, [x1]                // 4 bytes at 4 mod 8: aligned to its size, no fault
     svc     #0xf48
+    ldr     x1, =zva_block
+    CASE    0xf49
+    dc      zva, x1                 // Device memory: Alignment fault, nothing zeroed
+    ldr     x3, [x1]
+    PUT     0xf4a, x3
 
     // ---------------------------------------------------------------- HVC at EL3 -------
     smc     #ELEVATE                // EL3
@@ -238,3 +245,6 @@ misaligned_code:
     .balign 16
 aligned_data:
     .quad   0x1111, 0x2222
+    .balign 256
+zva_block:
+    .quad   0x3333, 0x4444
