@@ -180,6 +180,7 @@
 
 /* MDCR_EL3 */
 #define MDCR_EL3_TDA		BIT(9)
+#define MDCR_EL3_TDOSA		BIT(10)
 #define MDCR_EL3_NSPB		GENMASK(13, 12)
 #define MDCR_EL3_SDD		BIT(16)
 #define MDCR_EL3_PMSEE		GENMASK(52, 51)
@@ -218,6 +219,7 @@
 #define MDCR_EL2_TPM		BIT(6)
 #define MDCR_EL2_TDE		BIT(8)
 #define MDCR_EL2_TDA		BIT(9)
+#define MDCR_EL2_TDOSA		BIT(10)
 #define MDCR_EL2_E2PB		GENMASK(13, 12)
 #define MDCR_EL2_TPMS		BIT(14)
 #define MDCR_EL2_HPMN_MASK	MDCR_EL2_HPMN	/* reset value PMCR_EL0.N */
