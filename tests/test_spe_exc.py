@@ -255,6 +255,7 @@ from asmrun import EXIT, xregs  # noqa: E402
 
 BUF = 0x4800_0000
 S_BIT = 1 << 17
+ESR_SPE_EXCEPTION = 0xF600_0002   # EC 0b111101, IL 1, ISS.FSC 0b00001, SYNC 0
 
 
 def spu_in(ctx: AccessContext, fault: TranslationFault | None = None, **config) -> Spu:
@@ -416,6 +417,9 @@ loop:
 vectors_el2:
     .skip 0x400
     mrs x22, s3_4_c9_c10_3                 // PMBSR_EL2
+    mrs x20, pmbsr_el1
+    mrs x21, pmbptr_el1
+    mrs x23, esr_el2
     mov x0, #0
 """ + EXIT
 
@@ -423,16 +427,19 @@ vectors_el2:
 def test_buffer_full_recorded_in_pmbsr_el2_on_the_machine(tmp_path):
     """FEAT_SPE_EXC on a bare-metal run: MDCR_EL3.PMSEE = 0b01, PMSCR_EL2.EE = 0b11 (trap all):
     the buffer full event of an EL1-owned buffer is recorded in PMBSR_EL2 (Table D17-7),
-    PMBSR_EL1 stays 0, profiling stops (SPEProfilingStopped()) and PMBIRQ stays low; without
-    the EL2 enable (EE = 0b00) the same run records it in PMBSR_EL1 and asserts PMBIRQ."""
+    PMBSR_EL1 stays 0, profiling stops (SPEProfilingStopped()), PMBIRQ stays low and the SPE
+    Profiling exception is taken from EL1 to EL2 (Table D17-9: EE 0b11, KE 0, TGE 0; ESR_EL2
+    EC 0b111101); without the EL2 enable (EE = 0b00) the same run records it in PMBSR_EL1,
+    asserts PMBIRQ and reaches EL2 by its HVC."""
     from asmrun import run_asm
 
     for ee2, (el1, el2) in ((0b11, (0, S_BIT | 0b1)), (0b00, (S_BIT | 0b1, 0))):
         m = run_asm(EL3_TO_EL1.format(ee2=ee2 << 8), tmp_path, boot_el=3,
                     spe=SpeConfig(spe_exc=1))
         assert m.result.exit_status == 0
-        pmbsr1, ptr, pmbsr2 = xregs(m, 20, 21, 22)
+        pmbsr1, ptr, pmbsr2, esr2 = xregs(m, 20, 21, 22, 23)
         assert (pmbsr1, pmbsr2) == (el1, el2)
+        assert esr2 == (ESR_SPE_EXCEPTION if ee2 else 0x5A00_0000)
         assert 0x4800_1000 - 64 < ptr <= 0x4800_1000
         assert m.spu.pmbirq == bool(el1)
 
@@ -453,3 +460,121 @@ def test_pmbsr_el1_at_el2_in_the_host_is_pmbsr_el2(e2h, ee2, reaches):
     assert spu.read("PMBSR_EL1", ctx) == S_BIT | 0b1
     other = {"PMBSR_EL1", "PMBSR_EL2"} - {reaches}
     assert spu.regs[other.pop()] == 0
+
+
+# --- the SPE Profiling exception taken (CheckForSPEException(), Table D17-8) ---------------
+
+EXC_TAKEN = """
+    ldr x1, =(0b11 << 12) | (0b01 << 51)   // MDCR_EL3: NSPB = 0b11, PMSEE = 0b01
+    msr mdcr_el3, x1
+    ldr x1, =(1 << 10) | (1 << 8) | 1      // SCR_EL3: RW, HCE, NS
+    msr scr_el3, x1
+    movz x7, #0x4100, lsl #16
+    msr sp_el2, x7
+    adr x1, el2
+    msr elr_el3, x1
+    mov x1, #0x3c9                         // EL2h, DAIF masked
+    msr spsr_el3, x1
+    eret
+el2:
+    mov x0, #(1 << 31)                     // HCR_EL2.RW
+    msr hcr_el2, x0
+    mov x0, #(0b11 << 12)                  // MDCR_EL2.E2PB = 0b11: EL1 owns the buffer
+    msr mdcr_el2, x0
+    mov x0, #(0b01 << 8)                   // PMSCR_EL2.EE = 0b01: left to PMSCR_EL1.EE
+    msr s3_4_c9_c9_0, x0
+    msr sp_el1, x7
+    adr x5, el1
+    msr elr_el2, x5
+    mov x6, #0x3c5
+    msr spsr_el2, x6
+    eret
+el1:
+    adr x0, vectors
+    msr vbar_el1, x0
+    movz x0, #0x4800, lsl #16
+    msr pmbptr_el1, x0
+    movz x1, #0x4800, lsl #16
+    movk x1, #0x1000
+    orr x1, x1, #1                         // a 4 KiB buffer: fills after ~64 records
+    msr pmblimitr_el1, x1
+    mov x2, #0x100
+    msr pmsirr_el1, x2
+    msr pmsicr_el1, xzr
+    ldr x3, ={pmscr:#x}                    // PMSCR_EL1: E1SPE, EE, KE
+    msr pmscr_el1, x3
+    isb
+    ldr x4, =60000
+loop:
+    subs x4, x4, #1
+    b.ne loop
+    mrs x20, pmbsr_el1
+    adr x5, el0
+    msr elr_el1, x5
+    msr spsr_el1, xzr                      // EL0t, DAIF clear
+    eret
+el0:
+    svc #0
+    .balign 2048
+vectors:
+    .skip 0x200
+    mrs x22, esr_el1                       // current EL, SPx
+    mrs x23, elr_el1
+    mrs x24, spsr_el1
+    mov x0, #1
+""" + EXIT + """
+    .balign 1024
+    mrs x22, esr_el1                       // lower EL, AArch64
+    mrs x23, elr_el1
+    mrs x24, spsr_el1
+    mov x0, #2
+""" + EXIT
+
+ESR_SVC0 = 0x5600_0000
+
+
+@pytest.mark.parametrize("mode", ["fast", "reference"])
+@pytest.mark.parametrize("spe_exc,ke,vector,esr", [
+    (1, 1, 1, ESR_SPE_EXCEPTION),   # D17-8: EE 0b1X, KE 1, PM 0: from EL1, taken to EL1
+    (1, 0, 2, ESR_SPE_EXCEPTION),   # KE 0: masked at EL1 (C), taken after the ERET to EL0
+    (0, 1, 2, ESR_SVC0),            # no FEAT_SPE_EXC: PMBIRQ (GIC off), the EL0 SVC next
+])
+def test_spe_profiling_exception_taken(tmp_path, mode, spe_exc, ke, vector, esr):
+    """Arm ARM D17.8, CheckForSPEException() and Table D17-8: with MDCR_EL3.PMSEE = 0b01,
+    PMSCR_EL2.EE = 0b01 and PMSCR_EL1.EE = 0b11, a buffer-full event of an EL1-owned buffer
+    sets PMBSR_EL1.S and, PMBIRQ being disabled (SPEInterruptEnabled() is FALSE), makes an SPE
+    Profiling exception pending: taken at once from EL1 when PMSCR_EL1.KE = 1 (vector +0x200,
+    ELR_EL1 in the loop), masked at EL1 when KE = 0 and taken from EL0 right after the ERET
+    (vector +0x400, ELR_EL1 = the first EL0 instruction, SPSR_EL1 = the ERET's target
+    state); ESR_EL1 = EC 0b111101, IL 1, ISS.FSC 0b00001 (Profiling Buffer management
+    event), SYNC 0 (Arm ARM ESR_ELx, ISS encoding for a Profiling exception)."""
+    from asmrun import asm_machine
+
+    pmscr = 0b10 | 0b11 << 8 | ke << 10
+    m = asm_machine(EXC_TAKEN.format(pmscr=pmscr), tmp_path, boot_el=3, mode=mode,
+                    spe=SpeConfig(spe_exc=spe_exc))
+    m.result = m.run()
+    assert m.result.exit_status == vector
+    esr_el1, elr, spsr, loops_left, pmbsr1 = xregs(m, 22, 23, 24, 4, 20)
+    assert esr_el1 == esr
+    if vector == 1:
+        assert loops_left > 0   # (taken inside the loop, at the stop after the event)
+        assert 0x4000_0000 < elr < 0x4000_0200
+        assert spsr & 0xF == 0b0101   # from EL1h
+    elif spe_exc:
+        assert pmbsr1 == S_BIT | 0b1   # (pending at EL1 until the ERET)
+        assert spsr == 0 and loops_left == 0
+    else:
+        assert m.spu.pmbirq
+
+
+@pytest.mark.parametrize("spe_exc", [0, 1])
+def test_id_aa64dfr2_el1_spe_exc(tmp_path, spe_exc):
+    """Arm ARM D24.2.82: ID_AA64DFR2_EL1.SPE_EXC (bits [19:16]) is 0b0001 with FEAT_SPE_EXC,
+    else 0b0000; the other fields read 0 (RAZ in Unicorn's CPU)."""
+    from asmrun import run_asm
+
+    m = run_asm("mrs x20, s3_0_c0_c5_2\nmov x0, #0\n" + EXIT, tmp_path,
+                spe=SpeConfig(spe_exc=spe_exc))
+    assert m.result.exit_status == 0
+    assert xregs(m, 20) == [spe_exc << 16]

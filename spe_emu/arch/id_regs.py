@@ -17,6 +17,9 @@ ID_AA64DFR0_EL1 = reg("ID_AA64DFR0_EL1", (3, 0, 0, 5, 0), "PMSVer 35:32", "BRPs 
                       "PMUVer 11:8",
                       read_only=True,
                       doc="Arm ARM D19.2 ID_AA64DFR0_EL1")
+ID_AA64DFR2_EL1 = reg("ID_AA64DFR2_EL1", (3, 0, 0, 5, 2), "TRBE_EXC 27:24", "SPE_nVM 23:20",
+                      "SPE_EXC 19:16", "BWE 7:4", "STEP 3:0", read_only=True,
+                      doc="Arm ARM D24.2.82 ID_AA64DFR2_EL1 (RAZ in Unicorn's CPU)")
 ID_AA64ISAR0_EL1 = reg("ID_AA64ISAR0_EL1", (3, 0, 0, 6, 0), "RNDR 63:60", "TLB 59:56",
                        "TS 55:52", "FHM 51:48", "DP 47:44", "SM4 43:40", "SM3 39:36",
                        "SHA3 35:32", "RDM 31:28", "TME 27:24", "Atomic 23:20", "CRC32 19:16",

@@ -49,7 +49,7 @@ from ..arch.faults import ExternalAbort, TranslationFault, page_chunks
 from ..arch.firmware_regs import CPTR_EL2, CPTR_EL3
 from ..arch.cpu_features import CpuFeatures
 # (registers QEMU implements whose value spe_emu presents: the MRS hook returns it)
-from ..arch.id_regs import ID_AA64DFR0_EL1, ID_AA64PFR0_EL1
+from ..arch.id_regs import ID_AA64DFR0_EL1, ID_AA64DFR2_EL1, ID_AA64PFR0_EL1
 from ..spe.pmu_events import PMU_COUNTERS, PMUVER_V3P1, SpePmuEvents
 from ..devices.gicv3 import ICC_REGISTERS, GicDevice
 from ..devices.psci import Psci, PsciAction
@@ -62,6 +62,7 @@ from ..platform.console import POLL_TICKS, ConsoleInput, usable_input
 from ..platform.device import DEVICE_TYPES, Device
 from ..platform.loader import PF_X, Image, Segment
 from ..platform.sysregs import SysregEntry, SysregRegistry
+from ..spe import exc as spe_exc
 from ..spe import packets as P
 from ..spe.config import SpeConfig
 from ..spe.interval import Xorshift64
@@ -788,6 +789,7 @@ class Machine:
         if which == "mrs":
             return hooked | set(RANDOM_NUMBER_REGS) | set(COUNTER_READS) | set(SHADOWED) | {
                 ISR_EL1.encoding.tuple, ID_AA64DFR0_EL1.encoding.tuple,
+                ID_AA64DFR2_EL1.encoding.tuple,
                 ID_AA64PFR0_EL1.encoding.tuple} | self.cfg.cpu.presented
         return (hooked | TRANSLATION_WRITES | WATCHED_WRITES | DEBUG_WRITES | {DAIF_ENC}
                 | CONTROL_REGS | SP_ELX_WRITES)
@@ -1236,6 +1238,44 @@ class Machine:
         self._pmbirq_input(level)
         self._irq_line_value = None
         self._python_controls()
+        if self.spu.exception_may_be_pending():   # (FEAT_SPE_EXC: _take_spe_exception)
+            self.replan = True
+            self._stop_at_block_boundary()
+
+    def _restore_pm(self) -> None:
+        """Before an ERET while PSTATE.PM is 1 (FEAT_SPE_EXC): PSTATE.PM := SPSR_ELx.PM of
+        the current EL (Arm ARM D1.4), which QEMU's exception return does not restore."""
+        el = PSTATE_EL.get(self.fast.reg(A.UC_ARM64_REG_PSTATE))
+        if el:
+            self.spu.pstate_pm = SPSR.get(self.fast.cpr(SPSR_ENC[el]), "PM")
+
+    def _take_spe_exception(self) -> bool:
+        """FEAT_SPE_EXC: take the SPE Profiling exception when one is pending and unmasked
+        (``CheckForSPEException()``, Arm ARM D17.8): ESR_ELx.EC 0b111101, ISS.FSC 0b00001
+        (Profiling Buffer management event), SYNC 0, IL 1; the synchronous vector (offset
+        0x0) of the target's table; ELR_ELx = the next instruction not executed. Checked at
+        the run loops' stops: one follows each PMBSR_ELx.S change (:meth:`_pmbirq`), each
+        write of a control it depends on, and each exception return while a PMBSR_ELx.S is 1
+        (:meth:`_replan_owed`). True if it was taken."""
+        if not self.spu.exception_may_be_pending():
+            return False
+        ctx = self.context()
+        target = self.spu.exception_target(ctx)
+        if target is None:
+            return False
+        syndrome = esr(spe_exc.ESR_EC_PROFILING, spe_exc.ISS_SPE_EXCEPTION)
+        self.pe.take(target, VectorKind.SYNC, self.pc, syndrome)
+        # PSTATE.PM := 1, its old value in SPSR_ELx.PM (Arm ARM D1.4; restored by the
+        # exception return: _restore_pm)
+        spsr = self.fast.cpr(SPSR_ENC[target])
+        self.fast.set_cpr(SPSR_ENC[target], SPSR.set(spsr, "PM", self.spu.pstate_pm))
+        self.spu.pstate_pm = 1
+        self._python_controls()
+        self._ctx = None
+        self._py_exceptions_taken += 1
+        if self.exception_observer is not None:
+            self.exception_observer(VectorKind.SYNC, target, syndrome)
+        return True
 
     def _irq_line(self) -> bool:
         """Whether the GIC asserts IRQ or FIQ to the PE or a physical or virtual SError
@@ -2387,7 +2427,8 @@ class Machine:
                 return 0  # UNDEFINED at EL0: QEMU raises it
             uc.reg_write(reg, self.pe.isr_el1(ctx))
             return 1
-        if (enc in (ID_AA64DFR0_EL1.encoding.tuple, ID_AA64PFR0_EL1.encoding.tuple)
+        if (enc in (ID_AA64DFR0_EL1.encoding.tuple, ID_AA64DFR2_EL1.encoding.tuple,
+                    ID_AA64PFR0_EL1.encoding.tuple)
                 or enc in self.cfg.cpu.presented):
             ctx = self.context()
             if ctx.el == 0 or (ctx.el == 1 and ctx.el2_enabled
@@ -2399,6 +2440,8 @@ class Machine:
                 if self.cfg.spe.pmsver:  # (SPE events need 16-bit evtCount, §2.6)
                     value = ID_AA64DFR0_EL1.set(value, "PMUVer", max(
                         PMUVER_V3P1, ID_AA64DFR0_EL1.get(value, "PMUVer")))
+            elif enc == ID_AA64DFR2_EL1.encoding.tuple:  # FEAT_SPE_EXC (Arm ARM D17.8)
+                value = ID_AA64DFR2_EL1.set(value, "SPE_EXC", self.cfg.spe.spe_exc)
             elif enc == ID_AA64PFR0_EL1.encoding.tuple:  # the GICv3 CPU interface
                 value = ID_AA64PFR0_EL1.set(value, "GIC", 1)
             value = self.cfg.cpu.present(enc, value)
@@ -2474,8 +2517,11 @@ class Machine:
     def _replan_owed(self) -> bool:
         """Whether a change of PSTATE.DAIF or the EL must stop the run to re-plan: the
         reference loop always; otherwise while profiling is enabled or an interrupt (or a
-        virtual SError) is asserted, which an unmasking may let in."""
-        return self.cfg.mode == "reference" or self.enabled or self._irq_line()
+        virtual SError) is asserted, which an unmasking may let in, or a PMBSR_ELx.S is 1
+        with FEAT_SPE_EXC (an SPE Profiling exception a lower EL unmasks:
+        :meth:`_take_spe_exception`)."""
+        return (self.cfg.mode == "reference" or self.enabled or self._irq_line()
+                or self.spu.exception_may_be_pending() or self.spu.pstate_pm)
 
     def _on_control_insn(self, uc: Uc, address: int, size: int, _data) -> None:
         """ERET: state changes after this instruction; stop at the next
@@ -2487,6 +2533,8 @@ class Machine:
         profiling stays disabled at the Exception level returned to. (A re-plan owed for an
         earlier write would find the same: it waits for the next stop.) The cached context
         stays: an ERET changes only the EL, which :meth:`context` reads live."""
+        if self.spu.pstate_pm:
+            self._restore_pm()
         if not (self.checks.eret_needs_stop(address) or self._replan_owed()
                 or self.spu.buffer_may_be_enabled()):
             # Nothing to do until one of them changes: the native hooks skip the control
@@ -2550,6 +2598,10 @@ class Machine:
             if self._deliverable_irq_target() is not None:
                 uc.emu_stop()
                 return
+        if (self.spu.exception_may_be_pending()
+                and self.spu.exception_target(self.context()) is not None):
+            uc.emu_stop()   # (every instruction while one is pending: _take_spe_exception)
+            return
         if self.ref_insns >= self.cfg.max_insns:
             self._budget_spent = True
             uc.emu_stop()
@@ -2559,6 +2611,8 @@ class Machine:
             uc.emu_stop()
             return
         pstate = uc.reg_read(A.UC_ARM64_REG_PSTATE)
+        if self.spu.pstate_pm and self._fetch(address, PSTATE_EL.get(pstate)) == ERET_WORD:
+            self._restore_pm()
         if PSTATE_IL.get(pstate) or address % INSN_BYTES:
             # Illegal Execution state or a misaligned PC: taken at the stop (SyncChecks)
             self.checks.il_pending = True
@@ -2656,6 +2710,9 @@ class Machine:
             if self.replan:
                 self._ctx = None
                 self._refresh_enabled()
+                if self._take_spe_exception():
+                    self._refresh_enabled()
+                    irq_check = True
             hold = self.hold_irq_until > c.insns
             if irq_check and not hold:
                 irq_check = False
@@ -2858,6 +2915,7 @@ class Machine:
                 continue
             self.clock.run_due()
             self._ref_enabled = None
+            self._take_spe_exception()
             self._deliver_irq()
             self.replan = False
             self._ref_deadline = min(self.clock.next_deadline_insns(),

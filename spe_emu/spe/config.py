@@ -171,7 +171,8 @@ class SpeConfig:
             taken branch tracked, which the fast run loop does not do).
         spe_exc: ID_AA64DFR2_EL1.SPE_EXC (FEAT_SPE_EXC, Arm ARM D17.8; default 0): the
             registers PMBSR_EL2, PMBSR_EL3, the fields PMSCR_EL1/EL2.{EE, KE} and
-            MDCR_EL3.PMSEE route management events and PMBIRQ (:mod:`spe_emu.spe.exc`).
+            MDCR_EL3.PMSEE route management events and PMBIRQ, and the machine takes the
+            SPE Profiling exception (:mod:`spe_emu.spe.exc`; ID_AA64DFR2_EL1.SPE_EXC reads it).
         :data:`FEATURES` lists these by their architectural names, :data:`REQUIREMENTS` the
         combinations the architecture requires.
 

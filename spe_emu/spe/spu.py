@@ -64,6 +64,8 @@ class Spu:
         self.on_irq = on_irq
         self.stats = SpuStats()
         self._pmbsr_s = self.table["PMBSR_EL1"].field("S")
+        # PSTATE.PM with FEAT_SPE_EXC (the machine keeps it: Machine._take_spe_exception)
+        self.pstate_pm = 0
         self._filters: tuple | None = None   # (PMSFCR fields, PMSEVFR, MINLAT), until a write
         self._owner_for: tuple[AccessContext | None, tuple[bool, int]] = (None, (False, 1))
         # ProfilingBufferEnabled() for the last (context, PMBLIMITR_EL1, PMBSR_ELx) sampled in.
@@ -151,7 +153,7 @@ class Spu:
 
     # -- FEAT_SPE_EXC (Arm ARM D17.8) ---------------------------------------------------------
     def exc_state(self, ctx: AccessContext) -> exc.ExcState:
-        """The register fields :mod:`.exc` reads (PSTATE.PM: 0, FEAT_EBEP is not modelled)."""
+        """The register fields :mod:`.exc` reads, and PSTATE.PM (:attr:`pstate_pm`)."""
         if not self._exc:
             return exc.ExcState(implemented=False, s1=self._pmbsr_s.get(self.regs["PMBSR_EL1"]))
         t, r = self.table, self.regs
@@ -162,7 +164,8 @@ class Spu:
             ee2=t["PMSCR_EL2"].get(r["PMSCR_EL2"], "EE"),
             ke2=t["PMSCR_EL2"].get(r["PMSCR_EL2"], "KE"),
             s1=self._pmbsr_s.get(r["PMBSR_EL1"]), s2=self._pmbsr_s.get(r["PMBSR_EL2"]),
-            s3=self._pmbsr_s.get(r["PMBSR_EL3"]), owner_secure=secure, owner_el=owner_el)
+            s3=self._pmbsr_s.get(r["PMBSR_EL3"]), pm=self.pstate_pm, owner_secure=secure,
+            owner_el=owner_el)
 
     def _route(self, ec: int, fsc: int) -> str:
         ctx = self.live_context() if self.live_context else None
@@ -180,6 +183,21 @@ class Spu:
             return any(self._pmbsr_s.get(self.regs[n])
                        for n in ("PMBSR_EL1", "PMBSR_EL2", "PMBSR_EL3"))
         return exc.profiling_stopped(ctx, self.exc_state(ctx))
+
+    def exception_may_be_pending(self) -> bool:
+        """With FEAT_SPE_EXC, whether a PMBSR_ELx.S is 1, so an SPE Profiling exception may be
+        pending (cheap: the machine then checks :meth:`exception_target` at its stops and
+        after exception returns)."""
+        return self._exc and any(self._pmbsr_s.get(self.regs[n])
+                                 for n in ("PMBSR_EL1", "PMBSR_EL2", "PMBSR_EL3"))
+
+    def exception_target(self, ctx: AccessContext) -> int | None:
+        """``CheckForSPEException()`` (Arm ARM D17.8, Tables D17-8 to D17-10): the Exception
+        level the SPE Profiling exception is taken to from ``ctx`` now, or None (none pending,
+        or masked)."""
+        if not self._exc:
+            return None
+        return exc.pending_exception(ctx, self.exc_state(ctx))
 
     # -- PMBIRQ ------------------------------------------------------------------------------
     @property
