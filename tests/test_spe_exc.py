@@ -251,7 +251,7 @@ from spe_emu.arch.faults import TranslationFault  # noqa: E402
 from spe_emu.spe.config import SpeConfig  # noqa: E402
 from spe_emu.spe.spu import Spu  # noqa: E402
 from spe_emu.sysreg import Access  # noqa: E402
-from asmrun import EXIT, xregs  # noqa: E402
+from asmrun import EXIT, spe_prologue, xregs  # noqa: E402
 
 BUF = 0x4800_0000
 S_BIT = 1 << 17
@@ -362,7 +362,7 @@ def replace_el(ctx: AccessContext, el: int) -> AccessContext:
 
 # --- on the machine: EL3 delegates to EL2, EL2 traps every event (PMSCR_EL2.EE = 0b11) ----
 
-EL3_TO_EL1 = """
+TO_EL1 = """
     ldr x1, =(0b11 << 12) | (0b01 << 51)   // MDCR_EL3: NSPB = 0b11, PMSEE = 0b01 (delegated)
     msr mdcr_el3, x1
     ldr x1, =(1 << 10) | (1 << 8) | 1      // SCR_EL3: RW, HCE, NS
@@ -390,7 +390,11 @@ el2:
     msr spsr_el2, x6
     eret
 el1:
-    movz x0, #0x4800, lsl #16
+"""
+"""From EL3: MDCR_EL3.PMSEE = 0b01 (delegated to EL2), NSPB = 0b11; EL2 sets
+PMSCR_EL2 = {ee2}, MDCR_EL2.E2PB = 0b11 (EL1 owns the buffer) and VBAR_EL2 =
+``vectors_el2``, then ERETs to EL1h at ``el1`` (format with ee2)."""
+EL3_TO_EL1 = TO_EL1 + """    movz x0, #0x4800, lsl #16
     msr pmbptr_el1, x0
     movz x1, #0x4800, lsl #16
     movk x1, #0x1000
@@ -464,46 +468,17 @@ def test_pmbsr_el1_at_el2_in_the_host_is_pmbsr_el2(e2h, ee2, reaches):
 
 # --- the SPE Profiling exception taken (CheckForSPEException(), Table D17-8) ---------------
 
-EXC_TAKEN = """
-    ldr x1, =(0b11 << 12) | (0b01 << 51)   // MDCR_EL3: NSPB = 0b11, PMSEE = 0b01
-    msr mdcr_el3, x1
-    ldr x1, =(1 << 10) | (1 << 8) | 1      // SCR_EL3: RW, HCE, NS
-    msr scr_el3, x1
-    movz x7, #0x4100, lsl #16
-    msr sp_el2, x7
-    adr x1, el2
-    msr elr_el3, x1
-    mov x1, #0x3c9                         // EL2h, DAIF masked
-    msr spsr_el3, x1
-    eret
-el2:
-    mov x0, #(1 << 31)                     // HCR_EL2.RW
-    msr hcr_el2, x0
-    mov x0, #(0b11 << 12)                  // MDCR_EL2.E2PB = 0b11: EL1 owns the buffer
-    msr mdcr_el2, x0
-    mov x0, #(0b01 << 8)                   // PMSCR_EL2.EE = 0b01: left to PMSCR_EL1.EE
-    msr s3_4_c9_c9_0, x0
-    msr sp_el1, x7
-    adr x5, el1
-    msr elr_el2, x5
-    mov x6, #0x3c5
-    msr spsr_el2, x6
-    eret
-el1:
-    adr x0, vectors
-    msr vbar_el1, x0
-    movz x0, #0x4800, lsl #16
-    msr pmbptr_el1, x0
-    movz x1, #0x4800, lsl #16
-    movk x1, #0x1000
-    orr x1, x1, #1                         // a 4 KiB buffer: fills after ~64 records
-    msr pmblimitr_el1, x1
-    mov x2, #0x100
-    msr pmsirr_el1, x2
-    msr pmsicr_el1, xzr
-    ldr x3, ={pmscr:#x}                    // PMSCR_EL1: E1SPE, EE, KE
-    msr pmscr_el1, x3
-    isb
+def exc_taken(pmscr: int) -> str:
+    """EL3 -> EL2 (PMSCR_EL2.EE = 0b01: left to PMSCR_EL1.EE) -> EL1, a buffer 4 KiB below its
+    limit (fills after ~100 records) and PMSCR_EL1 = ``pmscr``; a loop, then ERET to EL0, whose SVC ends the
+    run; the EL1 vectors record ESR/ELR/SPSR_EL1 and exit with 1 (current EL) or 2 (lower
+    EL)."""
+    return (TO_EL1.format(ee2=0b01 << 8) + spe_prologue(pmscr, 0x4800_0000, limit=0x10000,
+                                                        ptr=0x4800_F000)
+            + EXC_TAKEN_BODY)
+
+
+EXC_TAKEN_BODY = """
     ldr x4, =60000
 loop:
     subs x4, x4, #1
@@ -528,7 +503,10 @@ vectors:
     mrs x23, elr_el1
     mrs x24, spsr_el1
     mov x0, #2
-""" + EXIT
+""" + EXIT + """
+    .balign 2048
+vectors_el2:                               // (nothing is taken to EL2)
+"""
 
 ESR_SVC0 = 0x5600_0000
 
@@ -551,7 +529,7 @@ def test_spe_profiling_exception_taken(tmp_path, mode, spe_exc, ke, vector, esr)
     from asmrun import asm_machine
 
     pmscr = 0b10 | 0b11 << 8 | ke << 10
-    m = asm_machine(EXC_TAKEN.format(pmscr=pmscr), tmp_path, boot_el=3, mode=mode,
+    m = asm_machine(exc_taken(pmscr), tmp_path, boot_el=3, mode=mode,
                     spe=SpeConfig(spe_exc=spe_exc))
     m.result = m.run()
     assert m.result.exit_status == vector
