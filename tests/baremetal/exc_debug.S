@@ -41,13 +41,6 @@
     .equ DBGWCR_ST, (1 | (3 << 1) | (2 << 3) | (0xff << 5))
     .equ DBGWCR_MASK16, (1 | (3 << 1) | (3 << 3) | (0xff << 5) | (4 << 24))
 
-// Watchpoint 0 on \addr with DBGWCR0_EL1 = \wcr (written afresh for every case: QEMU 7.2
-// keeps a write hit's WnR until DBGWCR0_EL1 is written again)
-    .macro WATCH wcr, addr
-    ldr     x1, =\addr
-    msr     dbgwvr0_el1, x1
-    SETREG  dbgwcr0_el1, \wcr
-    .endm
     .text
     .global main
 main:

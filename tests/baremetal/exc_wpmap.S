@@ -28,12 +28,6 @@
     .equ UPPER, 0xffffff8040000000
     .equ UPPER_DATA, (UPPER + 0x200000)
     .equ BLOCK_EL1_RW, (0x701 + (3 << 53))   // AF, SH inner, AP 0b00, UXN, PXN, block
-
-    .macro WATCH addr
-    ldr     x1, =\addr
-    msr     dbgwvr0_el1, x1
-    SETREG  dbgwcr0_el1, DBGWCR_LDST
-    .endm
     .text
     .global main
 main:
@@ -54,26 +48,26 @@ el1_main:
     ldr     x2, =(UPPER_DATA + (wdata - 0x40200000))
     ldr     x3, =wdata
 
-    WATCH   (UPPER_DATA + (wdata - 0x40200000))
+    WATCH   DBGWCR_LDST, (UPPER_DATA + (wdata - 0x40200000))
     CASE    0x1701
     ldr     x0, [x2]
     CASE    0x1702
     ldr     x0, [x3]
     svc     #0x702
 
-    WATCH   wdata
+    WATCH   DBGWCR_LDST, wdata
     CASE    0x1703
     ldr     x0, [x2]
     svc     #0x703
 
-    WATCH   (UPPER_DATA + (wdata - 0x40200000))
+    WATCH   DBGWCR_LDST, (UPPER_DATA + (wdata - 0x40200000))
     mov     x0, #0x99
     CASE    0x1704
     str     x0, [x2]
     ldr     x5, [x3]
     PUT     0x1705, x5
 
-    WATCH   (UPPER_DATA + (wdata - 0x40200000))     // (re-armed: QEMU 7.2 keeps the
+    WATCH   DBGWCR_LDST, (UPPER_DATA + (wdata - 0x40200000))     // (re-armed: QEMU 7.2 keeps the
                                     // STR hit's WnR until DBGWCR0_EL1 is written)
     ldr     x1, =(l2_upper + 8)     // the upper data block now at PA 0x4060_0000
     ldr     x0, =(0x40600000 + BLOCK_EL1_RW)
@@ -96,15 +90,7 @@ el1_main:
 
     .data
     .balign 4096
-l1_table:
-    .quad   0
-    .quad   l2_table + 3            // 1 GiB at 0x4000_0000: table
-    .fill   510, 8, 0
-l2_table:
-    .quad   0x40000000 + 0x7c1                          // AF, SH inner, AP 0b11, block
-    .quad   0x40200000 + BLOCK_EL1_RW
-    .quad   0x40400000 + 0x701 + (1 << 54)              // AF, SH, AP 0b00, UXN
-    .quad   0x40600000 + 0x741                          // AF, SH, AP 0b01
+    LOWER_TABLES l1_table, l2_table
     .fill   508, 8, 0
 l1_upper:
     .quad   0

@@ -85,15 +85,7 @@ ro_word:
 
     .data
     .balign 4096
-l1_table:
-    .quad   0
-    .quad   l2_table + 3            // 1 GiB at 0x4000_0000: table
-    .fill   510, 8, 0
-l2_table:
-    .quad   0x40000000 + 0x7c1                          // AF, SH inner, AP 0b11, block
-    .quad   0x40200000 + 0x701 + (3 << 53)              // AF, SH, AP 0b00, UXN, PXN
-    .quad   0x40400000 + 0x701 + (1 << 54)              // AF, SH, AP 0b00, UXN
-    .quad   0x40600000 + 0x741                          // AF, SH, AP 0b01
+    LOWER_TABLES l1_table, l2_table
     .quad   0x40200000 + 0x705 + (3 << 53)              // the data block again, AttrIndx 1
     .fill   507, 8, 0
 el1_data:
