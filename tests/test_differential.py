@@ -40,6 +40,10 @@ CONFIGS = {
     # addresses) from the same model state
     "context-pa": dict(opts=dict(interval=512, context=True, physical=True, buffer_size=8192),
                        spe={}),
+    # FEAT_SPE_PBT: every record's previous branch target (records built in Python, samples
+    # not captured natively), across exception entries and returns
+    "pbt": dict(opts=dict(interval=256, buffer_size=8192),
+                spe=dict(pbt=1, pmsver=3, fne=1)),
 }
 
 

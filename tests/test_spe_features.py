@@ -193,7 +193,9 @@ def test_pmsver_reads_in_id_aa64dfr0(tmp_path):
 
 def test_cli_spe_feature_errors(tmp_path):
     runner = CliRunner()
+    r = runner.invoke(main, ["run", "--spe-feature", "PBT=2", "-o", str(tmp_path), "x.elf"])
+    assert r.exit_code == 125 and "PBT must be one of 0, 1" in r.output
     r = runner.invoke(main, ["run", "--spe-feature", "PBT=1", "-o", str(tmp_path), "x.elf"])
-    assert r.exit_code == 125 and "PBT must be one of 0" in r.output
+    assert r.exit_code == 125 and "requires pmsver >= 3" in r.output   # (FEAT_SPEv1p2)
     r = runner.invoke(main, ["run", "--help"])
     assert all(f.name in r.output for f in FEATURES)

@@ -510,6 +510,11 @@ class Machine:
         self._runtime_pages: dict[int, int] = {}  # VA page -> PA (_follow_runtime_code)
         self._rng = Xorshift64(config.spe.seed ^ RNDR_SEED_SALT)  # RNDR/RNDRRS values
         self._last_insn = -1  # reference mode: address of the last instruction run
+        # FEAT_SPE_PBT: the reference loop's (last taken branch target, 1 + instructions
+        # retired before it; 0: none), and the instruction number from which profiling has
+        # been enabled without a break (_prev_branch)
+        self._ref_pbt = (0, 0)
+        self._pbt_since = 0
         self.hold_irq_until = 0  # the sampled instruction completes before an IRQ is taken
         self._budget_spent = False
         self._ctx: AccessContext | None = None
@@ -747,6 +752,7 @@ class Machine:
             c.control = ctypes.addressof(self.control)
             c.unmask_fallback = ctypes.cast(self._unmask_callback, ctypes.c_void_p).value
             c.daif_mask, c.pstate_id = UNMASK_WATCH, A.UC_ARM64_REG_PSTATE
+            c.pbt_on = self.cfg.spe.pbt   # (the block hook tracks taken branches)
             ctl = self.control
             ctl.model = ctypes.pointer(exception_model())
             spsr_m = SPSR.field("M")
@@ -1339,6 +1345,7 @@ class Machine:
         if now and not self.enabled:
             self.spu.interval.initialize(self.spu.regs["PMSIRR_EL1"])
             self.spu.rules.profiling_started()
+            self._pbt_since = self.counter.insns
             if self.records is None and self.cfg.mode == "fast":
                 # Records of captured samples are built natively, from the one model state
                 # (made here, before the first sample, so a run that never profiles does
@@ -1374,6 +1381,28 @@ class Machine:
                             ctx)
             self._sample(*observed)
 
+    def _prev_branch(self, pc: int, index: int) -> int | None:
+        """FEAT_SPE_PBT (Arm ARM D17.6.3.1): the target VA of the most recent taken branch
+        before the operation at ``pc`` (instruction number ``index``), or None when there is
+        none since reset or profiling was not enabled throughout from its target on. A taken
+        branch is a block entered anywhere but where the block before it ended (the native
+        block hook's ``pbt_target``; the reference loop's ``_ref_pbt``): exception entries and
+        returns count (IMPLEMENTATION DEFINED), a taken branch to the next instruction does
+        not. The fast loop stops in front of the block holding a sample (no native
+        captures), so a sample there is in the block the hook entered last or the next one."""
+        if self.cfg.mode == "reference":
+            target, after = self._ref_pbt
+        else:
+            c = self.counter
+            target, after = c.pbt_target, c.pbt_insns
+            if index >= c.insns:   # (in the block not entered yet, from pc - 4 * (index - insns))
+                start = (pc - 4 * (index - c.insns)) & MASK64
+                if start != (c.block_start + 4 * c.block_insns) & MASK64:
+                    target, after = start, c.insns + 1
+        if after == 0 or after - 1 < self._pbt_since:
+            return None
+        return target
+
     def _fire_member(self, index: int) -> bool:
         """Account the population up to member ``index`` and apply its interval step; True if
         it is selected for sampling."""
@@ -1397,6 +1426,8 @@ class Machine:
             regs = self._regs(info.reads)
         ts, _, _, collect_pa = self._collection(ctx)
         s = Sample(pc=pc, el=ctx.el, ns=ctx.state_ns, info=info, index=index)
+        if self.cfg.spe.pbt:
+            s.prev_branch = self._prev_branch(pc, index)
         s.exception = self._generates_exception(info, ctx)
         if not s.exception:
             s.cond_passed = info.condition_passed(regs)
@@ -2618,6 +2649,8 @@ class Machine:
             self.checks.il_pending = True
             uc.emu_stop()
             return
+        if address != self._last_insn + 4 and self.cfg.spe.pbt:   # (a taken branch)
+            self._ref_pbt = (address, self.ref_insns + 1)
         self.ref_insns += 1
         self._last_insn = address
         index = self.ref_insns - 1
@@ -2634,6 +2667,7 @@ class Machine:
         if now and not self.enabled:
             self.spu.interval.initialize(self.spu.regs["PMSIRR_EL1"])
             self.spu.rules.profiling_started()
+            self._pbt_since = index
         self.enabled = now
         self.acct = index
         if now and self.spu.interval.members_to_next_event() == 1:
@@ -2735,7 +2769,10 @@ class Machine:
             c.gap = 0
             if event != NEVER and target == event:
                 # Let the native hook capture the samples it can (counter.c).
-                gap = self.spu.interval.fixed_gap(self.spu.regs["PMSIRR_EL1"])
+                # (not with FEAT_SPE_PBT: a sample needs the taken branch before it,
+                # _prev_branch, which the native capture does not take)
+                gap = (None if self.cfg.spe.pbt
+                       else self.spu.interval.fixed_gap(self.spu.regs["PMSIRR_EL1"]))
                 if gap is not None:
                     c.event_at, c.limit = event, limit
                     # (a pending predicted sample's record is written first, at _settle)

@@ -88,7 +88,8 @@ class SpeCounter(ctypes.Structure):
                 ("control", ctypes.c_void_p), ("unmask_fallback", ctypes.c_void_p),
                 ("daif_mask", ctypes.c_uint64), ("daif_seen", ctypes.c_uint64),
                 ("pstate_id", ctypes.c_int32), ("pad", ctypes.c_int32),
-                ("unmasks", ctypes.c_uint64)]
+                ("unmasks", ctypes.c_uint64), ("pbt_on", ctypes.c_uint64),
+                ("pbt_target", ctypes.c_uint64), ("pbt_insns", ctypes.c_uint64)]
 
     @property
     def stop_at(self) -> int:

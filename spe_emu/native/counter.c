@@ -349,10 +349,21 @@ uint64_t spe_end_block_at(struct spe_counter *c, uint64_t insn)
     return retired;
 }
 
+/* FEAT_SPE_PBT: the block at address follows a taken branch unless it starts where the
+ * block before it ended (a taken branch to the next instruction looks like none). */
+static inline void track_branch(struct spe_counter *c, uint64_t address)
+{
+    if (c->pbt_on && address != c->block_start + 4 * c->block_insns) {
+        c->pbt_target = address;
+        c->pbt_insns = c->insns + 1;
+    }
+}
+
 static inline void count_block(struct spe_counter *c, uint64_t address, uint64_t n)
 {
     if (c->gt_table)
         spe_gt_add(c, address, n, 1);
+    track_branch(c, address);
     c->block_start = address;
     c->block_insns = n;
     c->insns += n;
@@ -426,6 +437,7 @@ void spe_block_hook(void *uc, uint64_t address, uint32_t size, struct spe_counte
 {
     uint64_t n = size >> 2, end = c->insns + n;
     if (__builtin_expect((end <= c->fast_limit) & ((address & 3) == 0), 1)) {
+        track_branch(c, address);
         c->block_start = address;
         c->block_insns = n;
         c->insns = end;

@@ -149,6 +149,12 @@ struct spe_counter {
     int32_t pstate_id;     /* Unicorn's id of PSTATE */
     int32_t pad;
     uint64_t unmasks;      /* unmaskings seen (calls of unmask_fallback) */
+    /* FEAT_SPE_PBT (pbt_on): a block entered anywhere but where the block before it ended
+     * was reached by a taken branch (or an exception entry or return): its address, and 1 +
+     * the instructions retired before it (0: none yet) */
+    uint64_t pbt_on;
+    uint64_t pbt_target;
+    uint64_t pbt_insns;
 };
 
 /* One ground-truth entry: the block at addr of n instructions was entered count times

@@ -97,8 +97,8 @@ FEATURES = (
     Feature("FPF", "fpf", (0, 1), "PMSIDR_EL1",
             "Advanced SIMD and floating-point flags in Other Operation Type packets "
             "(FEAT_SPE_FPF)"),
-    Feature("PBT", "pbt", (0,), "PMSIDR_EL1",
-            "previous branch target Address packet (FEAT_SPEv1p2 OPTIONAL): not modelled"),
+    Feature("PBT", "pbt", (0, 1), "PMSIDR_EL1",
+            "previous branch target Address packet (FEAT_SPE_PBT, FEAT_SPEv1p2 OPTIONAL)"),
     Feature("SPE_EXC", "spe_exc", (0, 1), "ID_AA64DFR2_EL1",
             "FEAT_SPE_EXC: PMBSR_EL2/EL3, PMSCR_EL1/EL2.{EE, KE}, MDCR_EL3.PMSEE routing of "
             "management events and PMBIRQ (Arm ARM D17.8)"),
@@ -137,6 +137,8 @@ REQUIREMENTS = (
      "Arm ARM D17.8.3: with FEAT_SPEv1p3 SPU translations manage the Access flag and dirty "
      "state (PMBIDR_EL1.F = 1)"),
     ("fds", 1, "lds", 1, "the data source filter compares the Data Source packet's value"),
+    ("pbt", 1, "pmsver", PMSVER_V1P2,
+     "Arm ARM PMSIDR_EL1.PBT: FEAT_SPEv1p2 implements the OPTIONAL previous branch target"),
 )
 
 
@@ -167,8 +169,11 @@ class SpeConfig:
             type filters, :func:`spe_emu.spe.filters.collect_record`).
         crr: PMSIDR_EL1.CRR (FEAT_SPE_CRR: branch records say call, return or neither).
         fpf: PMSIDR_EL1.FPF (FEAT_SPE_FPF: Other records say Advanced SIMD / floating-point).
-        pbt: PMSIDR_EL1.PBT: only 0 (the previous branch target Address packet needs every
-            taken branch tracked, which the fast run loop does not do).
+        pbt: PMSIDR_EL1.PBT (FEAT_SPE_PBT, Arm ARM D17.6.3.1; needs PMSVer >= FEAT_SPEv1p2):
+            each record carries the previous branch target Address packet (index 4) when a
+            taken branch was retired with profiling enabled before the sampled operation
+            (records are then built in Python, and the fast loop captures no samples
+            natively: docs/model.md).
         spe_exc: ID_AA64DFR2_EL1.SPE_EXC (FEAT_SPE_EXC, Arm ARM D17.8; default 0): the
             registers PMBSR_EL2, PMBSR_EL3, the fields PMSCR_EL1/EL2.{EE, KE} and
             MDCR_EL3.PMSEE route management events and PMBIRQ, and the machine takes the

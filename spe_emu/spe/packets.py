@@ -49,6 +49,7 @@ ADDR_PC = 0
 ADDR_BRANCH_TARGET = 1
 ADDR_DATA_VA = 2
 ADDR_DATA_PA = 3
+ADDR_PREV_BRANCH = 4   # previous branch target (FEAT_SPE_PBT; Arm ARM D18.2 Address packet)
 
 # Counter packet INDEX (§5.3.4).
 COUNTER_MAX = 0xFFF  # a 12-bit Counter packet value saturates here (§5.3.4)
@@ -545,8 +546,8 @@ def address_packet(index: int, addr: int, *, el: Optional[int] = None,
                    ns: Optional[int] = None, tag: Optional[int] = None) -> Packet:
     """Address packet (§5.3.1), short header for index < 8, extended otherwise.
 
-    * ADDR_PC / ADDR_BRANCH_TARGET: payload = addr[55:0] | EL << 61 | NS << 63 (``el`` 0..3,
-      ``ns`` 0/1; None means 0). ``tag`` is not allowed.
+    * ADDR_PC / ADDR_BRANCH_TARGET / ADDR_PREV_BRANCH: payload = addr[55:0] | EL << 61 |
+      NS << 63 (``el`` 0..3, ``ns`` 0/1; None means 0). ``tag`` is not allowed.
     * ADDR_DATA_VA: byte 7 is the top-byte tag: ``tag`` if given, else addr[63:56].
     * ADDR_DATA_PA: payload = addr[55:0] | NS << 63; ``el``/``tag`` not allowed.
     * other (IMPLEMENTATION DEFINED) indexes: payload = addr, no ``el``/``ns``/``tag``.
@@ -556,7 +557,7 @@ def address_packet(index: int, addr: int, *, el: Optional[int] = None,
     """
     _check_range("address index", index, _EXT_INDEX_LIMIT)
     _check_range("address", addr, 1 << 64)
-    if index in (ADDR_PC, ADDR_BRANCH_TARGET):
+    if index in (ADDR_PC, ADDR_BRANCH_TARGET, ADDR_PREV_BRANCH):
         if tag is not None:
             raise ValueError("instruction addresses carry no tag")
         payload = (_get(addr, ADDR_FIELD)
@@ -763,6 +764,7 @@ _EVENT_NAMES = (
 )
 
 _COUNTER_NAMES = {COUNTER_TOTAL: "TOT", COUNTER_ISSUE: "ISSUE", COUNTER_XLAT: "XLAT"}
+# (index 4, the previous branch target, prints raw as perf 6.1 prints it: "ADDR 0x.. (4)")
 _ADDRESS_NAMES = {ADDR_PC: "PC", ADDR_BRANCH_TARGET: "TGT"}
 
 # Names used for the raw fallback "<NAME> 0x<payload> (<index>)" of reserved indexes.
@@ -940,6 +942,7 @@ class Record:
                     rec.data_va, rec.data_va_tag = _sign_extend_55(v), _get(v, ADDR_TAG)
                 elif p.index == ADDR_DATA_PA:
                     rec.data_pa, rec.pa_ns = _get(v, ADDR_FIELD), _get(v, ADDR_NS)
+
             elif p.type is PacketType.COUNTER:
                 if p.index == COUNTER_TOTAL:
                     rec.latency_total = v
@@ -1003,7 +1006,7 @@ _U16 = struct.Struct("<H")
 _U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
 _ADDR_HEADERS = {i: header_bytes(address_packet(i, 0)) for i in
-                 (ADDR_PC, ADDR_BRANCH_TARGET, ADDR_DATA_VA, ADDR_DATA_PA)}
+                 (ADDR_PC, ADDR_BRANCH_TARGET, ADDR_DATA_VA, ADDR_DATA_PA, ADDR_PREV_BRANCH)}
 _COUNTER_HEADERS = {i: header_bytes(counter_packet(i, 0)) for i in
                     (COUNTER_TOTAL, COUNTER_ISSUE, COUNTER_XLAT)}
 _EVENT_HEADERS = {n: header_bytes(Packet(PacketType.EVENTS, size=n)) for n in (1, 2, 4, 8)}
@@ -1014,7 +1017,8 @@ END_BYTES = encode(end_packet())
 
 
 def instruction_address_bytes(index: int, addr: int, el: int, ns: int) -> bytes:
-    """``encode(address_packet(index, addr, el=el, ns=ns))`` for ADDR_PC/ADDR_BRANCH_TARGET."""
+    """``encode(address_packet(index, addr, el=el, ns=ns))`` for ADDR_PC, ADDR_BRANCH_TARGET
+    and ADDR_PREV_BRANCH."""
     return _ADDR_HEADERS[index] + _U64.pack((addr & _ADDR_MASK) | _put(ADDR_EL, el)
                                             | _put(ADDR_NS, ns))
 

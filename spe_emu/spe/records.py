@@ -110,6 +110,9 @@ class Sample:
         context2: CONTEXTIDR_EL2 value when CollectContextIDR2() is true, else None.
         index: the operation's instruction number (instructions retired before it), for the
             sample collision model (``SpeConfig.in_flight_ops``).
+        prev_branch: the target VA of the most recent taken branch retired with profiling
+            enabled before the operation (FEAT_SPE_PBT, Arm ARM D17.6.3.1), at the same EL
+            and Security state, or None.
     """
 
     pc: int
@@ -128,6 +131,7 @@ class Sample:
     context: int | None = None
     context2: int | None = None
     index: int = 0
+    prev_branch: int | None = None
 
 
 @dataclass(slots=True)
@@ -246,6 +250,10 @@ class RecordBuilder:
                 if cfg.lds and info.is_load:
                     source = (DS_L1D if not ev & (1 << P.EV_L1D_REFILL) else
                               DS_DRAM if ev & (1 << P.EV_LLC_MISS) else DS_SYS_CACHE)
+        if cfg.pbt and s.prev_branch is not None:
+            # (D18.2 Address packet index 0b00100: EL and NS as for the PC packet)
+            out.append(P.instruction_address_bytes(P.ADDR_PREV_BRANCH, s.prev_branch, s.el,
+                                                   s.ns))
         total = issue + execute + (xlat - 1 if xlat else 0)
         out.append(packet(("tail", events, total, issue, xlat), self._tail, events, total,
                           issue, xlat))
