@@ -556,3 +556,63 @@ def test_id_aa64dfr2_el1_spe_exc(tmp_path, spe_exc):
                 spe=SpeConfig(spe_exc=spe_exc))
     assert m.result.exit_status == 0
     assert xregs(m, 20) == [spe_exc << 16]
+
+
+PM_MASKS = """
+    adr x0, vectors
+    msr vbar_el1, x0
+    mov x3, #(0b11 << 8 | 1 << 10)         // PMSCR_EL1: EE = 0b11, KE = 1
+    msr pmscr_el1, x3
+    isb
+    mov x25, #0
+    mov x26, #0
+    svc #1
+    mov x0, #3                             // (not reached: the exception is taken first)
+""" + EXIT + """
+    .balign 2048
+vectors:
+    .skip 0x200
+    mrs x22, esr_el1                       // current EL, SPx
+    lsr x9, x22, #26
+    cmp x9, #0x15
+    b.ne spe_taken
+    cbnz x26, nested
+    mov x26, #1
+    mrs x19, elr_el1
+    mrs x24, spsr_el1                      // the SVC's: PM 0
+    movz x0, #0x2, lsl #16                 // PMBSR_EL1.S: pending, masked by PSTATE.PM = 1
+    msr pmbsr_el1, x0
+    isb
+    nop
+    mov x25, #1                            // the handler ran on
+    eret                                   // PSTATE.PM := 0: taken right after
+spe_taken:
+    mov x20, x22
+    mrs x23, elr_el1
+    mrs x21, spsr_el1                      // PM 0 (restored by the ERET)
+    msr pmbsr_el1, xzr
+    isb
+    svc #2
+nested:
+    mrs x27, spsr_el1                      // the nested SVC's: PM 1
+    mov x0, #1
+""" + EXIT
+
+
+@pytest.mark.parametrize("mode", ["fast", "reference"])
+def test_pstate_pm_masks_the_exception_in_handlers(tmp_path, mode):
+    """Arm ARM D1.4 with FEAT_SPE_EXC: an exception entry sets PSTATE.PM to 1 (its old value in
+    SPSR_ELx.PM, bit 32) and the exception return restores it; D17-8 (EE 0b1X, KE 1): at EL1
+    the SPE Profiling exception is masked while PM is 1 ("B"). A PMBSR_EL1.S set in an SVC
+    handler leaves the handler running; the exception is taken right after its ERET (ELR =
+    the SVC's return address, SPSR.PM = 0), and an SVC in its handler saves PM = 1."""
+    from asmrun import asm_machine
+
+    m = asm_machine(TO_EL1.format(ee2=0b01 << 8) + PM_MASKS + "\n    .balign 2048\nvectors_el2:\n",
+                    tmp_path, boot_el=3, mode=mode, spe=SpeConfig(spe_exc=1))
+    m.result = m.run()
+    assert m.result.exit_status == 1
+    ran_on, esr_el1, elr, svc_elr, svc_spsr, exc_spsr, nested_spsr = xregs(
+        m, 25, 20, 23, 19, 24, 21, 27)
+    assert ran_on == 1 and esr_el1 == ESR_SPE_EXCEPTION and elr == svc_elr
+    assert (svc_spsr >> 32 & 1, exc_spsr >> 32 & 1, nested_spsr >> 32 & 1) == (0, 0, 1)

@@ -462,6 +462,8 @@ class Machine:
         self.qemu_exception = ExceptionReader(self.uc)
         self.fast = FastAccess(self.uc)
         self.pe = ProcessingElement(self.fast, self.gic.irq_line, self.gic.fiq_line)
+        if config.spe.spe_exc:
+            self.pe.on_entry = self._pm_on_entry
         self._gic_state = self.gic.gic.state
         self.checks = SyncChecks(self)
         self.watchpoints = Watchpoints(self)
@@ -839,7 +841,9 @@ class Machine:
         h.control = ctypes.addressof(self.control)
         h.i_bit, h.f_bit = PSTATE.field("I").lsb, PSTATE.field("F").lsb
         h.x_ids[:] = a64.X_REGS[:31]
-        h.native = 1
+        # (with FEAT_SPE_EXC every exception entry goes through Python: PSTATE.PM,
+        # _pm_on_entry)
+        h.native = int(not self.cfg.spe.spe_exc)
         self._native_hook(UC_HOOK_INTR, ctypes.c_void_p(native.intr_hook_address()),
                           ctypes.byref(h), 1, 0)
 
@@ -1031,7 +1035,7 @@ class Machine:
                 self.pe.interrupt_target(ctx, VectorKind.IRQ),
                 self.pe.interrupt_target(ctx, VectorKind.FIQ), ok)
         h.irq_target, h.fiq_target, h.icc_ok = found
-        h.gic_native = 1
+        h.gic_native = int(not self.cfg.spe.spe_exc)   # (PSTATE.PM: _pm_on_entry)
 
     def _live_context(self) -> AccessContext:
         pstate, scr, hcr, mdcr2, mdcr3 = self.fast.snapshot((A.UC_ARM64_REG_PSTATE,),
@@ -1248,6 +1252,16 @@ class Machine:
             self.replan = True
             self._stop_at_block_boundary()
 
+    def _pm_on_entry(self, target: int) -> None:
+        """FEAT_SPE_EXC, after every exception entry (ProcessingElement.on_entry): PSTATE.PM
+        := 1, its old value in SPSR_ELx.PM (Arm ARM D1.4), which QEMU does not know; restored
+        by the exception return (:meth:`_restore_pm`). Every entry goes through Python while
+        the feature is configured (the native INTR and GIC paths are off)."""
+        enc = SPSR_ENC[target]
+        self.fast.set_cpr(enc, SPSR.set(self.fast.cpr(enc), "PM", self.spu.pstate_pm))
+        self.spu.pstate_pm = 1
+        self._python_controls()
+
     def _restore_pm(self) -> None:
         """Before an ERET while PSTATE.PM is 1 (FEAT_SPE_EXC): PSTATE.PM := SPSR_ELx.PM of
         the current EL (Arm ARM D1.4), which QEMU's exception return does not restore."""
@@ -1270,13 +1284,7 @@ class Machine:
         if target is None:
             return False
         syndrome = esr(spe_exc.ESR_EC_PROFILING, spe_exc.ISS_SPE_EXCEPTION)
-        self.pe.take(target, VectorKind.SYNC, self.pc, syndrome)
-        # PSTATE.PM := 1, its old value in SPSR_ELx.PM (Arm ARM D1.4; restored by the
-        # exception return: _restore_pm)
-        spsr = self.fast.cpr(SPSR_ENC[target])
-        self.fast.set_cpr(SPSR_ENC[target], SPSR.set(spsr, "PM", self.spu.pstate_pm))
-        self.spu.pstate_pm = 1
-        self._python_controls()
+        self.pe.take(target, VectorKind.SYNC, self.pc, syndrome)   # (PSTATE.PM: _pm_on_entry)
         self._ctx = None
         self._py_exceptions_taken += 1
         if self.exception_observer is not None:

@@ -40,6 +40,9 @@ class ProcessingElement:
         """A physical SError interrupt is pending (its only source: an External abort on a
         Profiling Buffer write with ``SpeConfig.external_abort == "serror"``, Arm ARM
         D17.8.4.2); cleared when it is taken."""
+        self.on_entry: Callable[[int], None] | None = None
+        """Called with the target EL after every exception entry this object makes (the
+        machine's PSTATE.PM with FEAT_SPE_EXC: Machine._pm_on_entry)."""
 
     # -- routing ------------------------------------------------------------------------
     @staticmethod
@@ -160,8 +163,7 @@ class ProcessingElement:
         instruction not executed; HCR_EL2.VSE is cleared (``ClearPendingVirtualSError()``)."""
         hcr = self.mem.cpr(HCR_EL2.encoding.tuple)
         self.mem.set_cpr(HCR_EL2.encoding.tuple, HCR_EL2.set(hcr, "VSE", 0))
-        return take_exception(self.mem, 1, VectorKind.SERROR, preferred_return=preferred_return,
-                              syndrome=esr(EC.SERROR))
+        return self._enter(1, VectorKind.SERROR, preferred_return, esr(EC.SERROR))
 
     def take_serror(self, ctx: AccessContext, preferred_return: int) -> ExceptionEntry:
         """Take the SError :meth:`deliverable_interrupt` found: the pending physical one
@@ -173,8 +175,7 @@ class ProcessingElement:
         if target is None:
             return self.take_virtual_serror(preferred_return)
         self.serror_pending = False
-        return take_exception(self.mem, target, VectorKind.SERROR,
-                              preferred_return=preferred_return, syndrome=esr(EC.SERROR))
+        return self._enter(target, VectorKind.SERROR, preferred_return, esr(EC.SERROR))
 
     def external_abort(self, ctx: AccessContext, *, fetch: bool, write: bool
                        ) -> tuple[int, int]:
@@ -208,5 +209,12 @@ class ProcessingElement:
     def take(self, target: int, kind: VectorKind, preferred_return: int,
              syndrome: int | None = None, far: int | None = None) -> ExceptionEntry:
         """Enter the exception (``AArch64.TakeException()``; FAR_ELx = ``far`` when given)."""
-        return take_exception(self.mem, target, kind, preferred_return=preferred_return,
-                              syndrome=syndrome, far=far)
+        return self._enter(target, kind, preferred_return, syndrome, far)
+
+    def _enter(self, target: int, kind: VectorKind, preferred_return: int,
+               syndrome: int | None = None, far: int | None = None) -> ExceptionEntry:
+        entry = take_exception(self.mem, target, kind, preferred_return=preferred_return,
+                               syndrome=syndrome, far=far)
+        if self.on_entry is not None:
+            self.on_entry(target)
+        return entry
