@@ -43,7 +43,7 @@ CONFIGS = {
     # FEAT_SPE_PBT: every record's previous branch target (records built in Python, samples
     # not captured natively), across exception entries and returns
     "pbt": dict(opts=dict(interval=256, buffer_size=8192),
-                spe=dict(pbt=1, pmsver=3, fne=1)),
+                spe=dict(pbt=1, pmsver=3, fne=1, max_size_code=7)),
 }
 
 

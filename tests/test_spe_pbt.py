@@ -13,7 +13,8 @@ from spe_emu.spe import packets as P
 from spe_emu.spe.config import SpeConfig
 
 BUF = 0x4800_0000
-PBT = dict(pbt=1, pmsver=3, fne=1)   # FEAT_SPEv1p2 (PBT needs it; v1p2 implements FnE)
+# FEAT_SPEv1p2 (PBT needs it; v1p2 implements FnE), 128-byte records at most
+PBT = dict(pbt=1, pmsver=3, fne=1, max_size_code=7)
 LOOP = spe_prologue(0b10, BUF) + """
     ldr x4, =3000
 loop:
@@ -68,6 +69,8 @@ def test_same_records_in_both_loops_and_none_without_pbt(tmp_path):
     assert all(prev_branch(r) is None for r in plain)
 
 
-def test_pbt_needs_spev1p2():
-    with pytest.raises(ConfigError, match="PBT"):
-        SpeConfig(pbt=1)
+def test_pbt_needs_spev1p2_and_128_byte_records():
+    with pytest.raises(ConfigError, match="requires pmsver >= 3"):
+        SpeConfig(pbt=1, max_size_code=7)
+    with pytest.raises(ConfigError, match="requires max_size_code >= 7"):
+        SpeConfig(pbt=1, pmsver=3, fne=1)

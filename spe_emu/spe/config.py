@@ -139,6 +139,10 @@ REQUIREMENTS = (
     ("fds", 1, "lds", 1, "the data source filter compares the Data Source packet's value"),
     ("pbt", 1, "pmsver", PMSVER_V1P2,
      "Arm ARM PMSIDR_EL1.PBT: FEAT_SPEv1p2 implements the OPTIONAL previous branch target"),
+    ("pbt", 1, "max_size_code", 7,
+     "§4.3.11 PMSIDR_EL1.MaxSize bounds every record: with the previous branch target Address "
+     "packet a record (both Context packets, PC, Operation Type, data VA and PA, PBT, Events, "
+     "three Counters, Data Source, Timestamp) takes up to 72 bytes"),
 )
 
 
