@@ -22,6 +22,37 @@ def test_asm_helper_knows_spe_names():
                                                                     0xD5189900)
 
 
+@pytest.mark.parametrize("failures,ok", [(1, True), (2, True), (3, False)])
+def test_asm_helper_retries_keystone_unknown_errors(monkeypatch, failures, ok):
+    """keystone's intermittent "Unknown error" (an error number it has no message for) is
+    tried again with a new engine, up to UNKNOWN_ERROR_ATTEMPTS in all; any other error is
+    reported at once."""
+    import keystone
+
+    from spe_emu import asm
+
+    real, calls = asm.Ks, []
+
+    class Flaky(real):
+        def asm(self, *args, **kwargs):
+            calls.append(1)
+            if len(calls) <= failures:
+                raise keystone.KsError(999)
+            return super().asm(*args, **kwargs)
+
+    monkeypatch.setattr(asm, "Ks", Flaky)
+    if ok:
+        assert assemble("nop") == struct.pack("<I", 0xD503201F)
+    else:
+        with pytest.raises(asm.AssemblyError, match="Unknown error"):
+            assemble("nop")
+    assert len(calls) == min(failures + 1, asm.UNKNOWN_ERROR_ATTEMPTS)
+    calls.clear()
+    monkeypatch.setattr(asm, "Ks", real)
+    with pytest.raises(asm.AssemblyError, match="SYMBOL_MISSING"):
+        assemble("b nowhere")
+
+
 def test_pmsver_and_gic_id_fields(tmp_path):
     m = run_asm("mrs x20, id_aa64dfr0_el1\nmrs x21, id_aa64pfr0_el1\nmov x0, #0\n" + EXIT,
                 tmp_path)
