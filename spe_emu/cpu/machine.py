@@ -517,6 +517,10 @@ class Machine:
         # been enabled without a break (_prev_branch)
         self._ref_pbt = (0, 0)
         self._pbt_since = 0
+        # (the reference loop's per-instruction tests of FEAT_SPE_EXC and FEAT_SPE_PBT, as
+        # plain attributes: nothing else runs for them while the features are off)
+        self._spe_exc_on = bool(config.spe.spe_exc)
+        self._pbt_on = bool(config.spe.pbt)
         self.hold_irq_until = 0  # the sampled instruction completes before an IRQ is taken
         self._budget_spent = False
         self._ctx: AccessContext | None = None
@@ -2637,7 +2641,7 @@ class Machine:
             if self._deliverable_irq_target() is not None:
                 uc.emu_stop()
                 return
-        if (self.spu.exception_may_be_pending()
+        if (self._spe_exc_on and self.spu.exception_may_be_pending()
                 and self.spu.exception_target(self.context()) is not None):
             uc.emu_stop()   # (every instruction while one is pending: _take_spe_exception)
             return
@@ -2650,14 +2654,15 @@ class Machine:
             uc.emu_stop()
             return
         pstate = uc.reg_read(A.UC_ARM64_REG_PSTATE)
-        if self.spu.pstate_pm and self._fetch(address, PSTATE_EL.get(pstate)) == ERET_WORD:
+        if (self._spe_exc_on and self.spu.pstate_pm
+                and self._fetch(address, PSTATE_EL.get(pstate)) == ERET_WORD):
             self._restore_pm()
         if PSTATE_IL.get(pstate) or address % INSN_BYTES:
             # Illegal Execution state or a misaligned PC: taken at the stop (SyncChecks)
             self.checks.il_pending = True
             uc.emu_stop()
             return
-        if address != self._last_insn + 4 and self.cfg.spe.pbt:   # (a taken branch)
+        if self._pbt_on and address != self._last_insn + 4:   # (a taken branch)
             self._ref_pbt = (address, self.ref_insns + 1)
         self.ref_insns += 1
         self._last_insn = address
