@@ -341,7 +341,8 @@ class Watchpoints:
         QEMU translated without synchronising it, the block's start; so the instructions from
         there on, up to the branch or exception-generating instruction that ends the block, are
         decoded and the first whose data range (from the registers now) holds one of the VAs
-        the access may have (:meth:`_vas`), of the right kind, is it. An
+        the access may have (:meth:`_vas`; failing those, its own data VA translated in the
+        current regime, :meth:`_through_translation`), of the right kind, is it. An
         instruction's later accesses (pairs, structures, atomics) are its own until it has
         made all of them. On a new instruction, the CPU context is saved for the undo."""
         m = self.m
@@ -362,14 +363,18 @@ class Watchpoints:
                 return None
             lowest = info.data_address(pc, m._regs(info.reads))
             if lowest is not None and (info.is_store if write else info.is_load):
-                for va in vas + self._through_translation(lowest, address, el):
-                    if lowest <= va < lowest + max(info.access_size, 1):
-                        total = info.access_size * (2 if info.is_load and info.is_store else 1)
-                        self._pc, self._left = pc, total - size
-                        self._delta = (va - address) & MASK64
-                        self._key, self._undo = (pc, key), []
-                        self._saved = m.uc.context_save()
-                        return pc, va
+                end = lowest + max(info.access_size, 1)
+                va = next((va for va in vas if lowest <= va < end), None)
+                if va is None:   # (only then the instruction's own translation)
+                    va = next((va for va in self._through_translation(lowest, address, el)
+                               if lowest <= va < end), None)
+                if va is not None:
+                    total = info.access_size * (2 if info.is_load and info.is_store else 1)
+                    self._pc, self._left = pc, total - size
+                    self._delta = (va - address) & MASK64
+                    self._key, self._undo = (pc, key), []
+                    self._saved = m.uc.context_save()
+                    return pc, va
             if info.is_branch or info.is_eret or info.exception is not None:
                 return None   # (a block ends there: a later match would be a coincidence)
             pc += 4
