@@ -201,13 +201,20 @@ def sp_writer_offsets(code: bytes) -> list[int]:
     return [int(i) * INSN_BYTES for i in np.flatnonzero(hit) if may_misalign_sp(int(words[i]))]
 
 
+def stage1_regimes(ctx: AccessContext) -> tuple[int, ...]:
+    """Per Exception level 0-3, the EL whose SCTLR_ELx controls its stage 1 translation: EL1
+    for EL0 and EL1 (EL1&0), EL2 for EL0 in a host (HCR_EL2.{E2H, TGE} == {1, 1}: EL2&0),
+    else the EL itself (Arm ARM D8.1 "Translation regimes")."""
+    host = ctx.el2_enabled and HCR_EL2.get(ctx.hcr_el2, "E2H") and ctx.tge
+    return (2 if host else 1, 1, 2, 3)
+
+
 def sp_checked(ctx: AccessContext, sctlr: dict[int, int]) -> tuple[bool, ...]:
     """Per Exception level 0-3, whether a load or store with base SP checks SP's alignment
     (``CheckSPAlignment()``): SCTLR_ELx.SA0 at EL0 (of EL1, or of EL2 in a host), else
     SCTLR_ELx.SA of the EL. ``sctlr``: SCTLR_EL1, SCTLR_EL2, SCTLR_EL3 by EL."""
-    host = ctx.el2_enabled and HCR_EL2.get(ctx.hcr_el2, "E2H") and ctx.tge
-    return tuple(bool(SCTLR.get(sctlr[(2 if host else 1) if el == 0 else el],
-                                "SA0" if el == 0 else "SA")) for el in range(4))
+    return tuple(bool(SCTLR.get(sctlr[regime], "SA0" if el == 0 else "SA"))
+                 for el, regime in enumerate(stage1_regimes(ctx)))
 
 
 def element_bytes(info: a64.InsnInfo) -> int:
@@ -232,9 +239,7 @@ def alignment_checked(ctx: AccessContext, sctlr: dict[int, int]) -> tuple[bool, 
 
     Accesses to Device memory with SCTLR_ELx.A == 0 are checked apart, where stage 1 is
     disabled (:func:`device_data`); with the MMU on, not (docs/model.md "Exceptions")."""
-    host = ctx.el2_enabled and HCR_EL2.get(ctx.hcr_el2, "E2H") and ctx.tge
-    return tuple(bool(SCTLR.get(sctlr[2 if el == 0 and host else max(el, 1)], "A"))
-                 for el in range(4))
+    return tuple(bool(SCTLR.get(sctlr[regime], "A")) for regime in stage1_regimes(ctx))
 
 
 def device_data(ctx: AccessContext, sctlr: dict[int, int]) -> tuple[bool, ...]:
@@ -245,10 +250,8 @@ def device_data(ctx: AccessContext, sctlr: dict[int, int]) -> tuple[bool, ...]:
     EL1&0 with EL2 enabled and HCR_EL2.DC == 1, Normal then), so a data access not aligned
     to its size takes an Alignment fault whatever SCTLR_ELx.A. ``sctlr``: SCTLR_EL1,
     SCTLR_EL2, SCTLR_EL3 by EL. Stage 2 cannot make such memory Normal."""
-    host = ctx.el2_enabled and HCR_EL2.get(ctx.hcr_el2, "E2H") and ctx.tge
     out = []
-    for el in range(4):
-        regime = 2 if el == 0 and host else max(el, 1)
+    for regime in stage1_regimes(ctx):
         off = not SCTLR.get(sctlr[regime], "M") or (regime == 1 and ctx.el2_enabled
                                                      and bool(ctx.tge))
         normal = regime == 1 and ctx.el2_enabled and bool(HCR_EL2.get(ctx.hcr_el2, "DC"))
