@@ -30,7 +30,6 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Iterator, NamedTuple
 
-import numpy as np
 
 from unicorn import (UC_ARCH_ARM64, UC_ERR_FETCH_UNMAPPED, UC_ERR_READ_UNMAPPED,
                      UC_ERR_WRITE_UNMAPPED, UC_HOOK_BLOCK, UC_HOOK_CODE, UC_HOOK_INSN, UC_HOOK_INTR,
@@ -80,7 +79,7 @@ from .qemu_state import ExceptionReader, exception_layout
 from .watchpoints import DEBUG_WRITES, SHADOWED, Watchpoints
 from .sync_checks import (ABORT_ECS, CONTROL_REGS, ERET_WORD, INSN_BYTES, PSTATE_EL, SP_ALIGN,
                           SP_ELX_WRITES,
-                          SPSR, SyncChecks)
+                          SPSR, SyncChecks, word_indexes)
 
 NEVER = (1 << 64) - 1
 PSTATE_IL = PSTATE.field("IL")
@@ -128,16 +127,13 @@ def control_offsets(code: bytes) -> tuple[int, ...]:
     words at multiples of 4; a trailing partial word is ignored), vectorised (a kernel
     image's tens of MiB take tens of milliseconds), remembered for the process: every run of
     a program loads the same segments."""
-    words = np.frombuffer(code, dtype="<u4", count=len(code) // INSN_BYTES)
-    hit = np.zeros(len(words), dtype=bool)
-    for mask, value in CONTROL_MATCHES:
-        hit |= (words & np.uint32(mask)) == np.uint32(value)
-    return tuple(int(i) * INSN_BYTES for i in np.flatnonzero(hit))
+    return tuple(int(i) * INSN_BYTES for i in word_indexes(code, CONTROL_MATCHES)[1])
 
 
 # Upper bound on the bytes of one record before alignment padding (the largest record, with
-# both Context packets, PC, operation type, data VA and PA, events, three counters and a
-# timestamp, is 60 bytes; tests/test_prediction.py checks the bound).
+# both Context packets, PC, operation type, data VA and PA, the previous branch target,
+# events, three counters, a Data Source packet and a timestamp, is 72 bytes;
+# tests/test_prediction.py checks the bound).
 RECORD_BYTES_BOUND = 128
 # Pages from PMBPTR_EL1's on that captured samples' records may fill before Python checks again.
 RECORD_WINDOW_PAGES = 4

@@ -182,23 +182,27 @@ DC_ZVA = (0xFFFFFFE0, 0xD50B7420)
 """(mask, value) of DC ZVA, Xt (SYS #3, C7, C4, #1; Arm ARM C5.3 "DC ZVA")."""
 
 
-def dc_zva_offsets(code: bytes) -> list[int]:
-    """Offsets (multiples of 4) in ``code`` of its DC ZVA instructions (vectorised)."""
+def word_indexes(code: bytes, patterns) -> tuple[np.ndarray, np.ndarray]:
+    """(the words of ``code`` as little-endian A64 instructions, the indexes of those that
+    match any (mask, value) of ``patterns``), vectorised: a kernel image's tens of MiB take
+    tens of milliseconds."""
     words = np.frombuffer(code, dtype="<u4", count=len(code) // INSN_BYTES)
-    mask, value = DC_ZVA
-    return [int(i) * INSN_BYTES
-            for i in np.flatnonzero((words & np.uint32(mask)) == np.uint32(value))]
+    hit = np.zeros(len(words), dtype=bool)
+    for mask, value in patterns:
+        hit |= (words & np.uint32(mask)) == np.uint32(value)
+    return words, np.flatnonzero(hit)
+
+
+def dc_zva_offsets(code: bytes) -> list[int]:
+    """Offsets (multiples of 4) in ``code`` of its DC ZVA instructions (:func:`word_indexes`)."""
+    return [int(i) * INSN_BYTES for i in word_indexes(code, (DC_ZVA,))[1]]
 
 
 def sp_writer_offsets(code: bytes) -> list[int]:
     """Offsets (multiples of 4) in ``code`` of the instructions that may misalign SP
-    (:func:`may_misalign_sp`); vectorised, so a kernel image's tens of MiB take tens of
-    milliseconds."""
-    words = np.frombuffer(code, dtype="<u4", count=len(code) // INSN_BYTES)
-    hit = np.zeros(len(words), dtype=bool)
-    for mask, value in SP_WRITERS:
-        hit |= (words & np.uint32(mask)) == np.uint32(value)
-    return [int(i) * INSN_BYTES for i in np.flatnonzero(hit) if may_misalign_sp(int(words[i]))]
+    (:func:`may_misalign_sp`), the candidates found by :func:`word_indexes`."""
+    words, hits = word_indexes(code, SP_WRITERS)
+    return [int(i) * INSN_BYTES for i in hits if may_misalign_sp(int(words[i]))]
 
 
 def stage1_regimes(ctx: AccessContext) -> tuple[int, ...]:
