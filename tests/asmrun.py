@@ -92,6 +92,23 @@ SPE_DRAIN = """
 """ + EXIT
 
 
+# Stop profiling and drain as SPE_DRAIN, leaving PMBPTR_EL1 in x21 and PMSIDR_EL1 in x22, exit
+# with status 0; then VBAR_EL1's table ``vectors`` (no exception is expected: it spins).
+SPE_DRAIN_PMSIDR = """
+    msr pmscr_el1, xzr
+    isb
+    psb csync
+    dsb nsh
+    mrs x21, pmbptr_el1
+    mrs x22, pmsidr_el1
+    mov x0, #0
+""" + EXIT + """
+    .balign 2048
+vectors:
+    b vectors
+"""
+
+
 # Ends EL0 code with SVC #0 and supplies VBAR_EL1's table: an SVC from EL0 goes on at ``done``
 # (at EL1); any other synchronous exception from EL0 skips the instruction that took it.
 EL0_SKIP_HANDLER = """

@@ -6,7 +6,7 @@ packets (LDS, §5.3.5), PMSDSFR_EL1 (FDS), 16-bit counters, and ``--spe-feature`
 import itertools
 
 import pytest
-from asmrun import EXIT, run_asm, spe_prologue, xregs
+from asmrun import EXIT, SPE_DRAIN_PMSIDR, mov64, run_asm, spe_prologue, xregs
 from click.testing import CliRunner
 
 from spe_emu.errors import ConfigError
@@ -89,23 +89,8 @@ loop:
 
 def program(pmsfcr: int, extra: str = "") -> str:
     # E0SPE | E1SPE, interval 256; filter registers written before PMSCR_EL1
-    return f"""
-    movz x0, #{pmsfcr & 0xFFFF:#x}
-    movk x0, #{pmsfcr >> 16:#x}, lsl #16
-    msr pmsfcr_el1, x0
-""" + extra + spe_prologue(0b11, BUF) + LOADS + """
-    msr pmscr_el1, xzr
-    isb
-    psb csync
-    dsb nsh
-    mrs x21, pmbptr_el1
-    mrs x22, pmsidr_el1
-    mov x0, #0
-""" + EXIT + """
-    .balign 2048
-vectors:
-    b vectors
-"""
+    return (mov64("x0", pmsfcr) + "msr pmsfcr_el1, x0\n" + extra + spe_prologue(0b11, BUF)
+            + LOADS + SPE_DRAIN_PMSIDR)
 
 
 def records(m):

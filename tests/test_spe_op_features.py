@@ -6,7 +6,7 @@ matrix of the three features with the others."""
 import itertools
 
 import pytest
-from asmrun import EXIT, run_asm, spe_prologue, xregs
+from asmrun import SPE_DRAIN_PMSIDR, mov64, run_asm, spe_prologue, xregs
 
 from spe_emu.asm import assemble
 from spe_emu.cpu.a64 import decode
@@ -40,29 +40,10 @@ func:
     ret
 done:
 """
-TAIL = """
-    msr pmscr_el1, xzr
-    isb
-    psb csync
-    dsb nsh
-    mrs x21, pmbptr_el1
-    mrs x22, pmsidr_el1
-    mov x0, #0
-""" + EXIT + """
-    .balign 2048
-vectors:
-    b vectors
-"""
 
 
 def run(tmp_path, mode, spe, pmsfcr=0):
-    pre = f"""
-    movz x0, #{pmsfcr & 0xFFFF:#x}
-    movk x0, #{pmsfcr >> 16 & 0xFFFF:#x}, lsl #16
-    movk x0, #{pmsfcr >> 48 & 0xFFFF:#x}, lsl #48
-    msr pmsfcr_el1, x0
-"""
-    m = run_asm(pre + spe_prologue(0b11, BUF) + BODY + TAIL, tmp_path / mode, mode=mode,
+    m = run_asm(mov64("x0", pmsfcr) + "msr pmsfcr_el1, x0\n" + spe_prologue(0b11, BUF) + BODY + SPE_DRAIN_PMSIDR, tmp_path / mode, mode=mode,
                 spe=spe)
     assert m.result.exit_status == 0, m.result.guest_errors
     recs = list(iter_records(bytes(m.uc.mem_read(BUF, xregs(m, 21)[0] - BUF))))
@@ -129,13 +110,7 @@ def test_eft_type_filters(tmp_path, mode):
     # LD = 1 with LDm = 1 and B = 1: loads AND (branch) -> nothing (no load is a branch)
     m, recs = run(tmp_path / "b", mode, spe, (1 << 1) | (1 << 16) | (1 << 51))
     assert recs and all(r.op_class == P.OP_CLASS_BRANCH for r in recs)
-    m, recs_none = (None, None)
-    m = run_asm("""
-    movz x0, #0x3, lsl #16
-    movk x0, #2
-    movk x0, #0x2, lsl #48
-    msr pmsfcr_el1, x0
-""" + spe_prologue(0b11, BUF) + BODY + TAIL, tmp_path / "none" / mode, mode=mode, spe=spe)
+    m = run_asm(mov64("x0", 0x3 << 16 | 2 | 0x2 << 48) + "msr pmsfcr_el1, x0\n" + spe_prologue(0b11, BUF) + BODY + SPE_DRAIN_PMSIDR, tmp_path / "none" / mode, mode=mode, spe=spe)
     assert xregs(m, 21)[0] == BUF and m.result.samples > 0
     # without FEAT_SPE_EFT the bits are RES0: writing them changes nothing
     m, recs = run(tmp_path / "res0", mode, SpeConfig(), (1 << 1) | (1 << 48) | (1 << 16))
