@@ -108,10 +108,7 @@ ro_word:
     .balign 4096
     LOWER_TABLES l1_table, l2_table
     .fill   508, 8, 0
-l1_upper:
-    .quad   0
-    .quad   l2_upper + 3            // 1 GiB at UPPER: table
-    .fill   510, 8, 0
+    L1_SECOND_GIB l1_upper, l2_upper  // 1 GiB at UPPER
 l2_upper:
     .quad   0x40000000 + 0x7c1                          // AF, SH inner, AP 0b11, block
     .quad   0x40200000 + 0x701 + (3 << 53)              // AF, SH, AP 0b00, UXN, PXN

@@ -92,18 +92,12 @@ el1_main:
     .balign 4096
     LOWER_TABLES l1_table, l2_table
     .fill   508, 8, 0
-l1_upper:
-    .quad   0
-    .quad   l2_upper + 3            // 1 GiB at UPPER: table
-    .fill   510, 8, 0
+    L1_SECOND_GIB l1_upper, l2_upper  // 1 GiB at UPPER
 l2_upper:
     .quad   0x40000000 + 0x7c1
     .quad   0x40200000 + BLOCK_EL1_RW
     .fill   510, 8, 0
-l1_upper2:
-    .quad   0
-    .quad   l2_upper2 + 3
-    .fill   510, 8, 0
+    L1_SECOND_GIB l1_upper2, l2_upper2
 l2_upper2:
     .quad   0x40000000 + 0x7c1
     .quad   0x40400000 + BLOCK_EL1_RW
