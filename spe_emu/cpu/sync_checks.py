@@ -105,8 +105,8 @@ byte, halfword and signed forms (Arm ARM C4.1.4: size:111:V=0:00:opc:0:imm9:10:R
 FSC_LEVEL_MASK = 0b11   # the level in a long-descriptor FSC (EncodeLDFSC())
 PSTATE_EL = PSTATE.field("EL")   # (the instruction hook reads it at every instruction)
 SPSR = reg("SPSR_ELx", SPSR_ENC[1], "PM 32", "IL 20", "M 4:0",
-           doc="Arm ARM C5.2.18 SPSR_EL1 (exceptions taken from AArch64): PM (FEAT_SPE_EXC: "
-               "PSTATE.PM, Machine._take_spe_exception), IL, M[4:0]")
+           doc="Arm ARM C5.2.18 SPSR_EL1 (exceptions taken from AArch64): PM (FEAT_SPE_EXC, "
+               "D1.4: Machine._pm_on_entry, _restore_pm), IL, M[4:0]")
 # SPSR_ELx.M values of the AArch64 modes -> their Exception level (EL0t, EL1t, EL1h, EL2t,
 # EL2h, EL3t, EL3h; ``ELFromSPSR()``): any other value with M[4] == 0 is not a valid mode.
 AARCH64_MODES = {0b00000: 0, 0b00100: 1, 0b00101: 1, 0b01000: 2, 0b01001: 2, 0b01100: 3,

@@ -64,7 +64,7 @@ class Spu:
         self.on_irq = on_irq
         self.stats = SpuStats()
         self._pmbsr_s = self.table["PMBSR_EL1"].field("S")
-        # PSTATE.PM with FEAT_SPE_EXC (the machine keeps it: Machine._take_spe_exception)
+        # PSTATE.PM with FEAT_SPE_EXC (the machine keeps it: Machine._pm_on_entry, _restore_pm)
         self.pstate_pm = 0
         self._filters: tuple | None = None   # (PMSFCR fields, PMSEVFR, MINLAT), until a write
         self._owner_for: tuple[AccessContext | None, tuple[bool, int]] = (None, (False, 1))
@@ -180,16 +180,19 @@ class Spu:
             return bool(self._pmbsr_s.get(self.regs["PMBSR_EL1"]))
         ctx = ctx or (self.live_context() if self.live_context else None)
         if ctx is None:
-            return any(self._pmbsr_s.get(self.regs[n])
-                       for n in ("PMBSR_EL1", "PMBSR_EL2", "PMBSR_EL3"))
+            return self._any_pmbsr_s()
         return exc.profiling_stopped(ctx, self.exc_state(ctx))
+
+    def _any_pmbsr_s(self) -> bool:
+        """Whether PMBSR_EL1.S, PMBSR_EL2.S or PMBSR_EL3.S is 1 (FEAT_SPE_EXC)."""
+        return any(self._pmbsr_s.get(self.regs[n]) for n in ("PMBSR_EL1", "PMBSR_EL2",
+                                                             "PMBSR_EL3"))
 
     def exception_may_be_pending(self) -> bool:
         """With FEAT_SPE_EXC, whether a PMBSR_ELx.S is 1, so an SPE Profiling exception may be
         pending (cheap: the machine then checks :meth:`exception_target` at its stops and
         after exception returns)."""
-        return self._exc and any(self._pmbsr_s.get(self.regs[n])
-                                 for n in ("PMBSR_EL1", "PMBSR_EL2", "PMBSR_EL3"))
+        return self._exc and self._any_pmbsr_s()
 
     def exception_target(self, ctx: AccessContext) -> int | None:
         """``CheckForSPEException()`` (Arm ARM D17.8, Tables D17-8 to D17-10): the Exception
