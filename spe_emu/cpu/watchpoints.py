@@ -218,7 +218,7 @@ class Watchpoints:
         """From the MSR hook, before QEMU executes an MSR DBGBCR<n>_EL1, MDSCR_EL1 or
         OSDLR_EL1 (it may still trap: an OSDLR_EL1 write that does is not kept)."""
         if enc == OSDLR_EL1.encoding.tuple:
-            if not osdlr_trapped(self.m.context()):
+            if not debug_access_trapped(self.m.context(), "TDOSA"):
                 self.osdlr = OSDLR_EL1.set(0, "DLK", OSDLR_EL1.get(value, "DLK"))
         elif enc == MDSCR_EL1.encoding.tuple:
             self._mdscr_written = value
@@ -288,17 +288,13 @@ class Watchpoints:
         MDSCR_EL1: EL0; MDCR_EL2.{TDE, TDA} at EL1 with EL2 enabled; MDCR_EL3.TDA below
         EL3), which QEMU raises itself."""
         if enc == OSDLR_EL1.encoding.tuple:
-            return None if osdlr_trapped(ctx) else self.osdlr
+            return None if debug_access_trapped(ctx, "TDOSA") else self.osdlr
         if enc == MDSCR_EL1.encoding.tuple:
             if self.ss_shadow is None:
                 return None
         elif self.bp_shadow is None or DBGBCR_INDEX[enc] not in self.bp_shadow:
             return None
-        if ctx.el == 0 or (ctx.el == 1 and ctx.el2_enabled
-                           and (MDCR_EL2.get(ctx.mdcr_el2, "TDE")
-                                or MDCR_EL2.get(ctx.mdcr_el2, "TDA") or ctx.tge)):
-            return None
-        if ctx.el < 3 and ctx.have_el3 and MDCR_EL3.get(ctx.mdcr_el3, "TDA"):
+        if debug_access_trapped(ctx, "TDA"):
             return None
         if enc == MDSCR_EL1.encoding.tuple:
             return MDSCR_EL1.set(self.m.fast.cpr(enc), "SS", self.ss_shadow)
@@ -453,16 +449,18 @@ class Watchpoints:
         m._take_sync(ctx, target, syndrome, pc, far=far)
 
 
-def osdlr_trapped(ctx: AccessContext) -> bool:
-    """Whether an MRS/MSR OSDLR_EL1 from ``ctx`` is UNDEFINED or trapped, which QEMU raises
-    itself (AArch64 MRS/MSR OSDLR_EL1: UNDEFINED at EL0; at EL1 with EL2 enabled trapped by
-    MDCR_EL2.{TDE, TDOSA}; below EL3 by MDCR_EL3.TDOSA)."""
+def debug_access_trapped(ctx: AccessContext, trap: str) -> bool:
+    """Whether an MRS/MSR from ``ctx`` of a debug register in the trap group ``trap`` -- "TDA"
+    (DBGBCR<n>_EL1, MDSCR_EL1) or "TDOSA" (OSDLR_EL1) -- is UNDEFINED or trapped, which QEMU
+    raises itself (Arm ARM D19.3, the registers' access pseudocode: UNDEFINED at EL0; at
+    EL1 with EL2 enabled trapped by MDCR_EL2.TDE, which HCR_EL2.TGE makes 1, or
+    MDCR_EL2.<trap>; below EL3 by MDCR_EL3.<trap>)."""
     if ctx.el == 0:
         return True
-    if ctx.el == 1 and ctx.el2_enabled and (MDCR_EL2.get(ctx.mdcr_el2, "TDE")
-                                            or MDCR_EL2.get(ctx.mdcr_el2, "TDOSA")):
+    if ctx.el == 1 and ctx.el2_enabled and (MDCR_EL2.get(ctx.mdcr_el2, "TDE") or ctx.tge
+                                            or MDCR_EL2.get(ctx.mdcr_el2, trap)):
         return True
-    return ctx.el < 3 and ctx.have_el3 and bool(MDCR_EL3.get(ctx.mdcr_el3, "TDOSA"))
+    return ctx.el < 3 and ctx.have_el3 and bool(MDCR_EL3.get(ctx.mdcr_el3, trap))
 
 
 def disarmed(bcr: int) -> int:
