@@ -22,7 +22,6 @@
 //   0xe09  EL0 LDR from the upper data block with E0PD1 = 0: permission fault, level 2
 //   0xe0a  (EL0 LDR from the upper code block with E0PD1 = 0 succeeds; then SVC #0xEA)
     .include "macros.inc"
-    .equ SCTLR_EL1_MMU, 0x30d00801
     .equ TCR_BASE, 0xb5193519       // TG1 4K, SH1/ORGN1/IRGN1, T1SZ 25, SH0/ORGN0/IRGN0,
                                     // TG0 4K, T0SZ 25, IPS 32 bits
     .equ E0PD0, (1 << 55)
@@ -36,14 +35,7 @@ main:
     BOOT_TO_EL1 el1_main
 
 el1_main:
-    SETREG  mair_el1, 0xff
-    SETREG  tcr_el1, (TCR_BASE | E0PD1)
-    SETREG  ttbr0_el1, l1_table
-    SETREG  ttbr1_el1, l1_upper
-    tlbi    vmalle1
-    dsb     sy
-    isb
-    SETREG  sctlr_el1, SCTLR_EL1_MMU
+    MMU_ON_EL1 (TCR_BASE | E0PD1), l1_table, l1_upper
     msr     nzcv, xzr
 
     ldr     x1, =(UPPER_DATA + (el1_data - 0x40200000))

@@ -35,7 +35,6 @@
 //   0x1311  VA 0x40C0_0000, a valid block at PA 0x8000_0000 (no memory): synchronous External
 //           abort, not on a walk (0x10); FAR is the VA
     .include "macros.inc"
-    .equ SCTLR_EL1_MMU, 0x30d00801
     .equ TCR_VALUE, 0xb5103510      // TG1 4K, SH1/ORGN1/IRGN1, T1SZ 16, SH0/ORGN0/IRGN0,
                                     // TG0 4K, T0SZ 16, IPS 32 bits
     .equ NO_MEMORY, 0x80000000
@@ -48,14 +47,7 @@
 main:
     ERET_TO 3, 0x3c5, el1_main
 el1_main:
-    SETREG  mair_el1, 0xff
-    SETREG  tcr_el1, TCR_VALUE
-    SETREG  ttbr0_el1, l0_table
-    SETREG  ttbr1_el1, NO_MEMORY
-    tlbi    vmalle1
-    dsb     sy
-    isb
-    SETREG  sctlr_el1, SCTLR_EL1_MMU
+    MMU_ON_EL1 TCR_VALUE, l0_table, NO_MEMORY
     msr     nzcv, xzr
 
     .macro  LOAD tag, va

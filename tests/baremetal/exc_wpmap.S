@@ -20,7 +20,6 @@
 //   0x1707  TTBR1_EL1 switched to a second table mapping the upper data block at
 //           0x4040_0000: EL1 LDR through the upper VA, Watchpoint
     .include "macros.inc"
-    .equ SCTLR_EL1_MMU, 0x30d00801
     .equ TCR_EL1_VAL, 0xb5193519    // TG1 4K, T1SZ 25, TG0 4K, T0SZ 25, IPS 32 bits
     .equ MDSCR_MDE, (1 << 15)
     .equ MDSCR_KDE, (1 << 13)
@@ -34,14 +33,7 @@ main:
     DEBUG_TO_EL1 el1_main
 
 el1_main:
-    SETREG  mair_el1, 0xff
-    SETREG  tcr_el1, TCR_EL1_VAL
-    SETREG  ttbr0_el1, l1_table
-    SETREG  ttbr1_el1, l1_upper
-    tlbi    vmalle1
-    dsb     sy
-    isb
-    SETREG  sctlr_el1, SCTLR_EL1_MMU
+    MMU_ON_EL1 TCR_EL1_VAL, l1_table, l1_upper
     msr     oslar_el1, xzr          // OS Lock clear (it is set at a cold reset)
     SETREG  mdscr_el1, (MDSCR_MDE | MDSCR_KDE)
     msr     daifclr, #8             // D = 0

@@ -18,7 +18,6 @@
 //   0xd0a  EL1 misaligned LDR from 0x4080_0000 + (the data block mapped again with MAIR_EL1
 //          Attr1, Device-nGnRnE), SCTLR_EL1.A = 0: alignment fault
     .include "macros.inc"
-    .equ SCTLR_EL1_MMU, 0x30d00801
     .equ DEVICE_ALIAS, 0x600000     // 0x4080_0000: the data block as Device-nGnRnE
     .text
     .global main
@@ -26,14 +25,8 @@ main:
     BOOT_TO_EL1 el1_main
 
 el1_main:
-    SETREG  mair_el1, 0xff                  // Attr0: Normal, write-back; Attr1: Device-nGnRnE
-    SETREG  tcr_el1, 0x803519               // T0SZ 25, WB WA inner/outer, inner shareable,
-                                            // 4 KiB, EPD1, IPS 32 bits
-    SETREG  ttbr0_el1, l1_table
-    tlbi    vmalle1
-    dsb     sy
-    isb
-    SETREG  sctlr_el1, SCTLR_EL1_MMU
+    // TCR_EL1: T0SZ 25, WB WA inner/outer, inner shareable, 4 KiB, EPD1, IPS 32 bits
+    MMU_ON_EL1 0x803519, l1_table
     msr     nzcv, xzr
 
     mov     x1, #0x80000000
