@@ -7,6 +7,9 @@ For every guest (guests/*.elf, or the ones named with --guest) it measures
   the firmware runs the guest without profiling),
 * ``spe``: the product's run loop with SPE enabled at each interval (1024, 4096, 65536),
 * ``spe-disabled``: the product's run loop with profiling disabled (``profiling=False``),
+* ``spe-every``: SPE enabled at interval 4096 with ``SpeConfig(model_feed="every")`` (every
+  data access feeds the micro-architecture model through a native memory hook; docs/model.md
+  "Events and latency model"). No target: it shows the cost of that option,
 * ``reference``: the per-instruction Python oracle (interval 4096, run once: it is slow),
 
 and prints a table of MIPS, ratio to raw, per-sample cost and peak RSS, then one PASS/FAIL line
@@ -165,6 +168,7 @@ from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 from spe_emu.errors import GuestRunaway, SpeEmuError  # noqa: E402
+from spe_emu.spe.config import SpeConfig  # noqa: E402
 from spe_emu.session import (TRACE_NAME, KernelOptions, RunOptions, run_image,  # noqa: E402
                              run_kernel)
 
@@ -319,6 +323,9 @@ def modes_for(intervals: list[int], reference: bool) -> list[Mode]:
     out = [Mode("raw", "raw", None, dict(mode="raw"))]
     out += [Mode(f"spe@{n}", "spe", n, dict(mode="fast", interval=n)) for n in intervals]
     out.append(Mode("spe-disabled", "spe-disabled", None, dict(mode="fast", profiling=False)))
+    out.append(Mode(f"spe-every@{TARGET_INTERVAL}", "spe-every", TARGET_INTERVAL,
+                    dict(mode="fast", interval=TARGET_INTERVAL,
+                         spe=SpeConfig(model_feed="every"))))
     if reference:
         out.append(Mode("reference", "reference", REFERENCE_INTERVAL,
                         dict(mode="reference", interval=REFERENCE_INTERVAL)))

@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "scripts" / "bench.py"
 KEYS = {"guest", "mode", "interval", "mips", "ratio_to_raw", "per_sample_us", "peak_rss_mb"}
 EXPECTED_ROWS = {("raw", None), ("spe", 1024), ("spe", 4096), ("spe", 65536),
-                 ("spe-disabled", None)}
+                 ("spe-disabled", None), ("spe-every", 4096)}
 
 
 def run_bench(*args: str, cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess:
@@ -108,7 +108,9 @@ def test_ratios_compare_modes_within_a_repeat():
     meas["raw"].seconds = [1.0, 1.0, 1.0, 1.6, 1.6]
     meas["spe-disabled"].seconds = [1.05, 1.05, 1.68, 1.68, 1.68]
     meas["spe@4096"].seconds = [1.1, 1.1, 1.73, 1.73, 1.73]
+    meas["spe-every@4096"].seconds = [3.0, 3.0, 4.8, 4.8, 4.8]
     meas["spe-disabled"].instructions = meas["spe@4096"].instructions = 1_000_000
+    meas["spe-every@4096"].instructions = 1_000_000
     meas["spe@4096"].samples = 1000
     for m in meas.values():
         m.rss = [40.0]
@@ -117,6 +119,7 @@ def test_ratios_compare_modes_within_a_repeat():
     assert rows["spe-disabled"]["ratio_to_raw"] == round(1 / 1.05, 4)
     assert rows["spe"]["ratio_to_raw"] == round(1 / 1.1, 4)
     assert rows["spe"]["per_sample_us"] == round((1.1 - 1.05) / 1000 * 1e6, 3)
+    assert rows["spe-every"]["ratio_to_raw"] == round(1 / 3.0, 4)
 
 
 TIMER_KEYS = {"guest", "mode", "ticks", "period_us", "qemu_clock", "spe_emu_irqs_per_s",

@@ -40,6 +40,13 @@ CONFIGS = {
     # addresses) from the same model state
     "context-pa": dict(opts=dict(interval=512, context=True, physical=True, buffer_size=8192),
                        spe={}),
+    # model_feed "every": every data access updates a set-associative model with an L2 (by
+    # PA, through the native memory hook in both loops); each sample taken in front of its
+    # instruction reads it
+    "model-every": dict(opts=dict(interval=256, buffer_size=8192),
+                        spe=dict(model_feed="every", l1d_lines=64, l1d_ways=4, l2_lines=256,
+                                 l2_ways=8, llc_lines=1024, llc_ways=16, tlb_entries=16,
+                                 tlb_ways=4, lds=1)),
     # FEAT_SPE_PBT: every record's previous branch target (records built in Python, samples
     # not captured natively), across exception entries and returns
     "pbt": dict(opts=dict(interval=256, buffer_size=8192),

@@ -20,7 +20,7 @@ BELOW = {
     "errors": set(),
     "sysreg": {"errors"},
     "arch": {"errors", "sysreg"},
-    "spe": {"errors", "sysreg", "arch"},
+    "spe": {"errors", "sysreg", "arch", "native"},   # (the records model is native)
     "platform": {"errors", "sysreg", "arch"},
     "devices": {"errors", "sysreg", "arch", "platform", "native"},
     "native": {"errors"},

@@ -1,8 +1,10 @@
 """The native record builder (spe_emu/native/record.c, docs/model.md "Native records") against
 the Python one it replaces in the fast run loop.
 
-* The LRU sets and the indirect-branch target table behave exactly as ``_Lru`` and a dict:
-  the same hit/miss answers for random access sequences (evictions, table growth).
+* The model's set-associative LRU levels and the indirect-branch target table behave exactly
+  as a Python oracle (an OrderedDict per set) and a dict: the same hit/miss answers for
+  random access sequences and geometries (evictions, table growth); a read-only access
+  changes nothing; an access goes down the levels as docs/model.md says.
 * For random sequences of captured loads/stores (every address form), conditional selects,
   data processing and branches (direct, conditional, indirect, returns), with random
   registers, ``record.c`` writes byte for byte what ``RecordBuilder.build`` gives (padded to
@@ -16,7 +18,9 @@ the Python one it replaces in the fast run loop.
 
 from __future__ import annotations
 
+import contextlib
 import random
+from collections import OrderedDict
 
 import pytest
 from hypothesis import given, settings
@@ -29,7 +33,7 @@ from spe_emu.cpu.machine import CAPTURE_REGS, CAPTURE_SLOT, RECORD_BYTES_BOUND, 
 from spe_emu.cpu.native_records import NativeRecords
 from spe_emu.spe import packets as P
 from spe_emu.spe.config import SpeConfig
-from spe_emu.spe.records import LocalityModel, RecordBuilder, Sample, _Lru
+from spe_emu.spe.records import RecordBuilder, Sample
 
 START, NEXT_PC, END = 1, 2, 3
 EL, NS = 1, 1
@@ -40,28 +44,82 @@ SMALL = SpeConfig(l1d_lines=4, llc_lines=16, tlb_entries=2)
 
 
 # ----------------------------------------------------------------------- model state -----
+class _Oracle:
+    """A set-associative LRU level: ``sets`` OrderedDicts of at most ``ways`` keys."""
+
+    def __init__(self, lines: int, ways: int):
+        ways = lines if ways == 0 or ways > lines else ways
+        self.ways, self.sets = ways, [OrderedDict() for _ in range(lines // max(ways, 1))]
+
+    def touch(self, key: int, update: bool = True) -> bool:
+        s = self.sets[key % len(self.sets)]
+        hit = key in s
+        if update:
+            if hit:
+                s.move_to_end(key)
+            else:
+                s[key] = None
+                if len(s) > self.ways:
+                    s.popitem(last=False)
+        return hit
+
+
+GEOMETRIES = st.sampled_from([(1, 0), (7, 0), (20, 0), (16, 4), (16, 1), (64, 8), (32, 2),
+                              (8, 8), (8, 64)])
+
+
 @settings(max_examples=150, deadline=None)
-@given(capacity=st.integers(1, 20), keys=st.lists(st.integers(0, 40), max_size=300),
+@given(geometry=GEOMETRIES, which=st.sampled_from([native.TOUCH_TLB, native.TOUCH_L1D,
+                                                    native.TOUCH_L2, native.TOUCH_LLC]),
+       keys=st.lists(st.tuples(st.integers(0, 40), st.booleans()), max_size=300),
        big=st.integers(1, (1 << 64) - 1))
-def test_lru_matches_python(capacity, keys, big):
-    rec = native.Recorder(capacity, capacity, capacity, 64)
-    lru = _Lru(capacity)
-    for key in keys:
+def test_model_levels_match_the_oracle(geometry, which, keys, big):
+    lines, ways = geometry
+    model = native.Model(tuple(v for _ in range(4) for v in geometry))
+    oracle = _Oracle(lines, ways)
+    for key, update in keys:
         key = (key * big) & ((1 << 64) - 1) if key & 1 else key   # (hash spread and clusters)
-        assert rec.touch(LocalityModel.L1D, key) == lru.touch(key)
-    rec.close()
+        assert model.touch(which, key, update) == oracle.touch(key, update)
+    model.close()
+
+
+@settings(max_examples=80, deadline=None)
+@given(l2=st.sampled_from([(0, 0), (16, 2), (64, 0)]),
+       accesses=st.lists(st.tuples(st.integers(0, 200), st.booleans()), max_size=300))
+def test_model_access_goes_down_the_levels(l2, accesses):
+    """spe_model_access: TLB by page; L1D, then the L2 when present, then the LLC, each looked
+    up (and filled) only when the ones above miss; counts of recorded accesses."""
+    geometry = (4, 0, 8, 2, *l2, 32, 4)
+    model = native.Model(geometry)
+    tlb, l1d, l2o, llc = (_Oracle(*geometry[i:i + 2]) for i in (0, 2, 4, 6))
+    counts = dict.fromkeys(native.MODEL_STATS, 0)
+    for line, update in accesses:
+        line *= 3
+        walk = not tlb.touch(line >> 6, update)
+        level = (native.LEVEL_L1D if l1d.touch(line, update) else
+                 native.LEVEL_L2 if l2[0] and l2o.touch(line, update) else
+                 native.LEVEL_LLC if llc.touch(line, update) else native.LEVEL_DRAM)
+        assert model.access(line, line >> 6, update) == (
+            walk * native.OUT_WALK | level << native.OUT_LEVEL_SHIFT)
+        if update:
+            counts[native.MODEL_STATS[level]] += 1
+            counts["accesses"] += 1
+            counts["tlb_walks"] += walk
+    assert model.stats() == counts
+    with pytest.raises(ValueError) if not l2[0] else contextlib.nullcontext():
+        model.touch(native.TOUCH_L2, 0)
 
 
 @settings(max_examples=50, deadline=None)
 @given(ops=st.lists(st.tuples(st.integers(0, 300), st.integers(0, 3)), max_size=600))
 def test_target_table_matches_a_dict(ops):
-    rec = native.Recorder(1, 1, 1, 64)
+    model = native.Model(SMALL.model_geometry)
     table: dict[int, int] = {}
     for pc, target in ops:
         pc *= 4
-        assert rec.swap_target(pc, target) == table.get(pc)
+        assert model.swap_target(pc, target) == table.get(pc)
         table[pc] = target
-    rec.close()
+    model.close()
 
 
 # ----------------------------------------------------------------------- records ----------
@@ -152,7 +210,8 @@ def _captures(items, first: int = FIRST) -> native.SpeCounter:
 
 def _recorder(config: SpeConfig, timestamp=True, prefix=b"", collect_pa=False,
               insn_index=1 << 40, go_on=0x40100000) -> NativeRecords:
-    nr = NativeRecords(config, native.CAP_MAX, RECORD_BYTES_BOUND)
+    nr = NativeRecords(config, native.Model(config.model_geometry), native.CAP_MAX,
+                       RECORD_BYTES_BOUND)
     nr.begin(insn_index, go_on, EL, NS, timestamp, collect_pa, prefix, GAP)
     nr.recorder.s.expect = FIRST
     return nr
@@ -176,7 +235,7 @@ def test_native_records_equal_python_records(seed, timestamp, context, small,
         assert t.kind != native.TPL_PYTHON, hex(word)
         nr.add_template(t)
     builder = RecordBuilder(config)
-    assert isinstance(builder.model, LocalityModel)
+    assert isinstance(builder.model, native.Model)
     expected = b"".join(_python_record(builder, config, item, FIRST + i * GAP, go_on,
                                        timestamp, prefix) for i, item in enumerate(items))
     counter = _captures(items)

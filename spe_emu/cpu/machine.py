@@ -33,7 +33,8 @@ from typing import Callable, Iterator, NamedTuple
 
 from unicorn import (UC_ARCH_ARM64, UC_ERR_FETCH_UNMAPPED, UC_ERR_READ_UNMAPPED,
                      UC_ERR_WRITE_UNMAPPED, UC_HOOK_BLOCK, UC_HOOK_CODE, UC_HOOK_INSN, UC_HOOK_INTR,
-                     UC_HOOK_MEM_UNMAPPED, UC_MEM_FETCH_UNMAPPED, UC_MEM_WRITE_UNMAPPED,
+                     UC_HOOK_MEM_READ, UC_HOOK_MEM_UNMAPPED, UC_HOOK_MEM_WRITE,
+                     UC_MEM_FETCH_UNMAPPED, UC_MEM_WRITE_UNMAPPED,
                      UC_MODE_ARM, UC_PROT_EXEC, Uc, UcError)
 from unicorn import arm64_const as A
 from unicorn.unicorn_py3.arch.arm64 import UcRegCP64
@@ -330,6 +331,10 @@ class RunResult:
     pmu_events: dict = field(default_factory=dict)
     """The SPE PMU events over the run, as the guest's PMU counts them unfiltered (SPE
     supplement §2.6: SAMPLE_POP, SAMPLE_FEED, SAMPLE_FILTRATE, SAMPLE_COLLISION)."""
+    model: dict = field(default_factory=dict)
+    """The micro-architecture model behind record events (docs/model.md): ``feed`` (its
+    ``model_feed``) and the counts of the accesses it recorded (:data:`native.MODEL_STATS`:
+    by the level that held the line, all, TLB walks)."""
 
 
 @lru_cache(maxsize=1 << 16)
@@ -517,6 +522,9 @@ class Machine:
         # plain attributes: nothing else runs for them while the features are off)
         self._spe_exc_on = bool(config.spe.spe_exc)
         self._pbt_on = bool(config.spe.pbt)
+        # model_feed "every": a record reads the model as its operation finds it, so every
+        # sample is taken in front of its instruction (no native capture, no prediction)
+        self._model_every = config.spe.model_feed == "every"
         self.hold_irq_until = 0  # the sampled instruction completes before an IRQ is taken
         self._budget_spent = False
         self._ctx: AccessContext | None = None
@@ -788,6 +796,11 @@ class Machine:
             for addr in self.checks.dc_zva_addresses():
                 self._native_hook(UC_HOOK_CODE, ctypes.c_void_p(native.zva_hook_address()),
                                   ctypes.byref(flt), addr, addr + 3)
+        if self.cfg.mode != "raw" and self._model_every:
+            # Every data access updates the micro-architecture model, from reset (model.c)
+            self._native_hook(UC_HOOK_MEM_READ | UC_HOOK_MEM_WRITE,
+                              ctypes.c_void_p(native.model_hook_address()),
+                              ctypes.c_void_p(self.spu.builder.model.ptr), 1, 0)
 
     def _python_sysreg_encodings(self, which: str) -> set[tuple[int, int, int, int, int]]:
         """The encodings whose MRS (``which`` == "mrs") or MSR ("msr") the Python hooks
@@ -1355,11 +1368,11 @@ class Machine:
             self.spu.rules.profiling_started()
             self._pbt_since = self.counter.insns
             if self.records is None and self.cfg.mode == "fast":
-                # Records of captured samples are built natively, from the one model state
-                # (made here, before the first sample, so a run that never profiles does
-                # not allocate the recorder's tables).
-                self.records = NativeRecords(self.cfg.spe, native.CAP_MAX, RECORD_BYTES_BOUND)
-                self.spu.builder.model = self.records.recorder
+                # Records of captured samples are built natively, from the machine's one
+                # model (made here, before the first sample, so a run that never profiles
+                # does not allocate the recorder's tables).
+                self.records = NativeRecords(self.cfg.spe, self.spu.builder.model,
+                                             native.CAP_MAX, RECORD_BYTES_BOUND)
                 self._preload()
         self.enabled = now
         self._collect = None
@@ -1450,11 +1463,13 @@ class Machine:
                 s.target_ns = s.ns
             if info.op_class == P.OP_CLASS_LDST and (info.is_load or info.is_store):
                 s.data_va = info.data_address(pc, regs)
-                if s.data_va is not None and collect_pa:
+                if s.data_va is not None and (collect_pa or self._model_every):
                     try:
-                        s.data_pa = self._translate(s.data_va, self._regime_el(ctx.el))
+                        pa = self._translate(s.data_va, self._regime_el(ctx.el))
                     except TranslationFault:
-                        s.data_pa = None
+                        pa = None
+                    s.data_pa = pa if collect_pa else None
+                    s.model_address = pa
         if ts is not None:
             # the system counter at the sampled instruction (§5.3.8 Timestamp packet: the
             # physical or virtual count; CNTVOFF_EL2 is not subtracted): the instruction
@@ -1514,6 +1529,8 @@ class Machine:
         ``index``, dropped if an earlier instruction takes an exception. Returns False when the
         exact path (stop at the instruction) is needed.
         """
+        if self._model_every:
+            return False
         ctx = self.context()
         if not self._record_room(ctx):
             return False
@@ -2780,7 +2797,8 @@ class Machine:
                 # Let the native hook capture the samples it can (counter.c).
                 # (not with FEAT_SPE_PBT: a sample needs the taken branch before it,
                 # _prev_branch, which the native capture does not take)
-                gap = (None if self.cfg.spe.pbt
+                # (nor with model_feed "every": _model_every)
+                gap = (None if self.cfg.spe.pbt or self._model_every
                        else self.spu.interval.fixed_gap(self.spu.regs["PMSIRR_EL1"]))
                 if gap is not None:
                     c.event_at, c.limit = event, limit
@@ -2996,6 +3014,7 @@ class Machine:
             console=self.semihost.console_output, guest_errors=list(self.guest_errors),
             driver_rules=[asdict(b) for b in self.spu.rules.breaks],
             pmu_events=self.pmu_events.event_totals(),
+            model={"feed": self.cfg.spe.model_feed, **self.spu.builder.model.stats()},
             pmbsr=self.spu.regs["PMBSR_EL1"], pmbptr=self.spu.regs["PMBPTR_EL1"],
             pmsicr=self.spu.interval.value)
 

@@ -42,7 +42,8 @@ class NativeRecords:
     """The native recorder of one machine.
 
     Args:
-        config: the SPE implementation choices (LRU capacities, Align, not-taken targets).
+        config: the SPE implementation choices (model latencies, Align, not-taken targets).
+        model: the machine's micro-architecture model (the SPU's RecordBuilder.model).
         max_captures: captures per drain (sizes the output buffer).
         record_bound: an upper bound of one record's bytes before padding.
 
@@ -50,11 +51,15 @@ class NativeRecords:
         spe_emu.native.NativeBuildError: the library cannot be loaded, or out of memory.
     """
 
-    def __init__(self, config: SpeConfig, max_captures: int, record_bound: int):
+    def __init__(self, config: SpeConfig, model: native.Model, max_captures: int,
+                 record_bound: int):
         self.config = config
-        self.recorder = native.Recorder(config.l1d_lines, config.llc_lines, config.tlb_entries,
-                                        max_captures * (2 * record_bound + config.align_bytes))
+        self.recorder = native.Recorder(model, max_captures * (2 * record_bound
+                                                                + config.align_bytes))
         s = self.recorder.s
+        s.lat_l1d_hit, s.lat_l2_hit, s.lat_llc_hit, s.lat_llc_miss = (
+            config.l1d_latency, config.l2_latency, config.llc_latency, config.dram_latency)
+        s.lat_walk, s.lat_mispredict = config.walk_latency, config.mispredict_penalty
         s.align = config.align_bytes
         s.not_taken_target = int(config.not_taken_target)
         fields, events = _fixed_fields()
@@ -216,7 +221,7 @@ def _step(op: tuple, at: int) -> native.SpeStep | None:
 @lru_cache(maxsize=1)
 def _fixed_fields() -> tuple[tuple[tuple[str, int], ...], tuple[int, ...]]:
     """The recorder's fixed inputs, computed once for the process from their declarations:
-    ((field, value) of the one-byte packet headers, event numbers and latencies, and
+    ((field, value) of the one-byte packet headers, event numbers and fixed latencies, and
     ``hdr_events``: the Events packet header for payloads of 1, 2, 4 and 8 bytes, the smallest
     that holds the events)."""
     fields = (
@@ -231,10 +236,8 @@ def _fixed_fields() -> tuple[tuple[tuple[str, int], ...], tuple[int, ...]]:
         ("ev_mispred", P.EV_MISPRED), ("ev_l1d_access", P.EV_L1D_ACCESS),
         ("ev_l1d_refill", P.EV_L1D_REFILL), ("ev_tlb_access", P.EV_TLB_ACCESS),
         ("ev_tlb_walk", P.EV_TLB_WALK), ("ev_llc_access", P.EV_LLC_ACCESS),
-        ("ev_llc_miss", P.EV_LLC_MISS), ("lat_l1d_hit", R.L1D_HIT_CYCLES),
-        ("lat_llc_hit", R.LLC_HIT_CYCLES), ("lat_llc_miss", R.LLC_MISS_CYCLES),
-        ("lat_store", R.STORE_CYCLES), ("lat_walk", R.WALK_CYCLES),
-        ("lat_mispredict", R.MISPREDICT_PENALTY), ("lat_issue", R.ISSUE_CYCLES),
+        ("ev_llc_miss", P.EV_LLC_MISS), ("lat_store", R.STORE_CYCLES),
+        ("lat_issue", R.ISSUE_CYCLES),
         ("counter_max", P.COUNTER_MAX))
     events = tuple(_header(P.events_packet(1 << (8 * size - 1))) for size in (1, 2, 4, 8))
     return fields, events

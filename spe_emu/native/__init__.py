@@ -423,13 +423,12 @@ class SpeRecorder(ctypes.Structure):
                 *((name, ctypes.c_uint32) for name in (
                     "ev_retired", "ev_not_taken", "ev_mispred", "ev_l1d_access",
                     "ev_l1d_refill", "ev_tlb_access", "ev_tlb_walk", "ev_llc_access",
-                    "ev_llc_miss", "lat_l1d_hit", "lat_llc_hit", "lat_llc_miss", "lat_store",
-                    "lat_walk", "lat_mispredict", "lat_issue", "counter_max")),
+                    "ev_llc_miss", "lat_l1d_hit", "lat_l2_hit", "lat_llc_hit", "lat_llc_miss",
+                    "lat_store", "lat_walk", "lat_mispredict", "lat_issue", "counter_max")),
                 ("out_len", ctypes.c_uint64), ("records", ctypes.c_uint64),
                 ("reason", ctypes.c_uint64), ("out", ctypes.c_void_p),
-                ("out_size", ctypes.c_uint64), ("l1d", ctypes.c_void_p),
-                ("llc", ctypes.c_void_p), ("tlb", ctypes.c_void_p),
-                ("targets", ctypes.c_void_p), ("templates", ctypes.c_void_p),
+                ("out_size", ctypes.c_uint64), ("model", ctypes.c_void_p),
+                ("templates", ctypes.c_void_p),
                 ("template_used", ctypes.c_void_p), ("ts_offset", ctypes.c_uint64)]
 
 
@@ -571,10 +570,15 @@ def _declare(lib: ctypes.CDLL) -> None:
     rec = ctypes.POINTER(SpeRecorder)
     u32, u64 = ctypes.c_uint32, ctypes.c_uint64
     for name, args, result in (
-            ("spe_recorder_init", (rec, u32, u32, u32, u64), ctypes.c_int),
+            ("spe_recorder_init", (rec, ctypes.c_void_p, u64), ctypes.c_int),
             ("spe_recorder_free", (rec,), None),
-            ("spe_lru_touch", (rec, u32, u64), ctypes.c_int),
-            ("spe_target_swap", (rec, u64, u64, ctypes.POINTER(u64)), ctypes.c_int),
+            ("spe_model_new", (ctypes.POINTER(u32),), ctypes.c_void_p),
+            ("spe_model_free", (ctypes.c_void_p,), None),
+            ("spe_model_access", (ctypes.c_void_p, u64, u64, ctypes.c_int), ctypes.c_int),
+            ("spe_model_touch", (ctypes.c_void_p, u32, u64, ctypes.c_int), ctypes.c_int),
+            ("spe_model_target_swap", (ctypes.c_void_p, u64, u64, ctypes.POINTER(u64)),
+             ctypes.c_int),
+            ("spe_model_stats", (ctypes.c_void_p, ctypes.POINTER(u64)), None),
             ("spe_templates_add", (rec, ctypes.c_char_p, u32), ctypes.c_int),
             ("spe_templates_clear", (rec,), None),
             ("spe_record_captures", (ctypes.POINTER(SpeCounter), rec, u32, u32), u32),
@@ -604,43 +608,105 @@ def _declare(lib: ctypes.CDLL) -> None:
         fn.restype = result
 
 
-class Recorder:
-    """The native record builder (record.c) and the micro-architecture model state it owns.
+#: spe_model_access outcome: the TLB walked; the level that held the line (bits above)
+OUT_WALK, OUT_LEVEL_SHIFT = 1, 1
+#: levels of the model (spe_model_access's outcome >> OUT_LEVEL_SHIFT; Model.stats keys)
+LEVEL_L1D, LEVEL_L2, LEVEL_LLC, LEVEL_DRAM = 0, 1, 2, 3
+#: spe_model_touch's levels
+TOUCH_TLB, TOUCH_L1D, TOUCH_L2, TOUCH_LLC = 0, 1, 2, 3
+#: Model.stats names, in the order of the C counters (SPE_LEVEL_*, SPE_STAT_*)
+MODEL_STATS = ("l1d_hits", "l2_hits", "llc_hits", "dram", "accesses", "tlb_walks")
+
+
+class Model:
+    """The micro-architecture model of records (model.c; docs/model.md "Events and latency
+    model"): set-associative LRU TLB, L1D, optional L2 and LLC, and the last target of each
+    indirect branch.
 
     Args:
-        l1d_lines, llc_lines, tlb_entries: capacities of the LRU sets (SpeConfig).
+        geometry: entries and ways of the TLB (4 KiB pages), L1D, L2 and LLC (64-byte lines),
+            8 integers in that order; ways 0 is fully associative, L2 entries 0 means no L2.
+            Entries must be a power-of-two multiple of ways (SpeConfig checks it).
+
+    Raises:
+        NativeBuildError: the library cannot be loaded, out of memory, or a bad geometry.
+    """
+
+    def __init__(self, geometry: tuple[int, ...]):
+        self.lib = library()
+        self.geometry = tuple(geometry)
+        self.ptr = self.lib.spe_model_new((ctypes.c_uint32 * 8)(*geometry))
+        if not self.ptr:
+            raise NativeBuildError(f"model.c: cannot make a model of geometry {geometry}")
+        self._old = ctypes.c_uint64()
+        self._access = self.lib.spe_model_access
+        self._free = weakref.finalize(self, self.lib.spe_model_free, ctypes.c_void_p(self.ptr))
+
+    def close(self) -> None:
+        """Free the C storage now (idempotent; the model must not be used after)."""
+        self._free()
+
+    def access(self, line: int, page: int, update: bool) -> int:
+        """The outcome of a data access to 64-byte line ``line`` in 4 KiB page ``page``:
+        OUT_WALK when the TLB misses, ORed with the LEVEL_* that holds the line shifted by
+        OUT_LEVEL_SHIFT. ``update``: record the access (else the model is only read)."""
+        return self._access(self.ptr, line, page, int(update))
+
+    def touch(self, which: int, key: int, update: bool = True) -> bool:
+        """One level alone (TOUCH_*): True if ``key`` is there; recorded with ``update``.
+
+        Raises:
+            ValueError: the level is absent (no L2)."""
+        hit = self.lib.spe_model_touch(self.ptr, which, key, int(update))
+        if hit < 0:
+            raise ValueError(f"model level {which} is absent")
+        return bool(hit)
+
+    def swap_target(self, pc: int, target: int) -> int | None:
+        """Set the last target of the indirect branch at ``pc``; its previous one or None."""
+        had = self.lib.spe_model_target_swap(self.ptr, pc, target, ctypes.byref(self._old))
+        if had < 0:
+            raise MemoryError("model.c: no memory for the branch target table")
+        return self._old.value if had else None
+
+    def stats(self) -> dict[str, int]:
+        """Counts of the accesses recorded: per level that held the line, all, TLB walks
+        (:data:`MODEL_STATS`)."""
+        out = (ctypes.c_uint64 * len(MODEL_STATS))()
+        self.lib.spe_model_stats(self.ptr, out)
+        return dict(zip(MODEL_STATS, out))
+
+
+def model_hook_address() -> int:
+    """Address of ``spe_model_hook`` for ``uc_hook_add(UC_HOOK_MEM_READ | UC_HOOK_MEM_WRITE,
+    ...)`` with a :class:`Model`'s ``ptr`` as user data."""
+    return ctypes.cast(library().spe_model_hook, ctypes.c_void_p).value
+
+
+class Recorder:
+    """The native record builder (record.c), over the machine's :class:`Model`.
+
+    Args:
+        model: the model records read and update (kept alive by the recorder).
         out_size: bytes of the output buffer (records of one drain, padded).
 
     Raises:
         NativeBuildError: the library cannot be loaded, or out of memory.
     """
 
-    def __init__(self, l1d_lines: int, llc_lines: int, tlb_entries: int, out_size: int):
+    def __init__(self, model: Model, out_size: int):
         self.lib = library()
+        self.model = model
         self.s = SpeRecorder()
         self.ref = ctypes.byref(self.s)
-        if not self.lib.spe_recorder_init(self.ref, l1d_lines, llc_lines, tlb_entries,
-                                          out_size):
+        if not self.lib.spe_recorder_init(self.ref, model.ptr, out_size):
             raise NativeBuildError("record.c: out of memory for the recorder")
-        self._old = ctypes.c_uint64()
         # The C storage is freed when the recorder is collected (or at close()).
         self._free = weakref.finalize(self, self.lib.spe_recorder_free, self.ref)
 
     def close(self) -> None:
         """Free the C storage now (idempotent)."""
         self._free()
-
-    def touch(self, which: int, key: int) -> bool:
-        """``_Lru.touch`` on the set ``which`` (LocalityModel.L1D, .LLC or .TLB): True for a
-        hit."""
-        return bool(self.lib.spe_lru_touch(self.ref, which, key))
-
-    def swap_target(self, pc: int, target: int) -> int | None:
-        """Set the last target of the indirect branch at ``pc``; its previous one or None."""
-        had = self.lib.spe_target_swap(self.ref, pc, target, ctypes.byref(self._old))
-        if had < 0:
-            raise MemoryError("record.c: no memory for the branch target table")
-        return self._old.value if had else None
 
     def add_templates(self, data: bytes) -> bool:
         """Store the templates of ``data`` (the bytes of consecutive ``SpeTemplate`` structs);

@@ -12,10 +12,8 @@
  *
  * The record is the one spe_emu.spe.records.RecordBuilder.build() gives for the same sample
  * (SPE supplement §2.3, §5.3; Arm ARM D18.1): the same packets in the same order, from the
- * same micro-architecture model. That model's state (the L1D, LLC and TLB LRU sets and the
- * last target of each indirect branch) lives here, and Python's builder uses it through
- * spe_lru_touch()/spe_target_swap() in the fast run loop, so both update one model in
- * instruction order. Packet header bytes, event numbers and latencies come from Python
+ * same micro-architecture model (model.c), which Python's builder uses too, so both update
+ * one model in instruction order. Packet header bytes, event numbers and latencies come from Python
  * (spe_emu.spe.packets, spe_emu.spe.records), so each is declared once.
  */
 #include <stdlib.h>
@@ -26,232 +24,30 @@
 const uint64_t spe_recorder_size = sizeof(struct spe_recorder);
 const uint64_t spe_template_size = sizeof(struct spe_template);
 
-/* ---- LRU set: _Lru in records.py ------------------------------------------------------ */
-
-/* A fixed-capacity set of keys in access order: a node array (doubly linked, oldest first)
- * and a linear-probing hash of node numbers (load <= 1/2, backward-shift deletion). */
-struct spe_lru {
-    uint32_t capacity, count;
-    uint32_t mask;          /* hash slots - 1 */
-    int32_t oldest, newest; /* node numbers, -1: empty */
-    uint32_t *slots;        /* node number + 1, 0: empty */
-    uint64_t *keys;
-    int32_t *prev, *next;
-};
-
-static uint32_t hash64(uint64_t key, uint32_t mask)
-{
-    return (uint32_t)((key * 0x9E3779B97F4A7C15ull) >> 32) & mask;
-}
-
-static struct spe_lru *lru_new(uint32_t capacity)
-{
-    struct spe_lru *l = calloc(1, sizeof *l);
-    uint32_t size = 4;
-    while (size < 2 * capacity)
-        size <<= 1;
-    if (!l)
-        return 0;
-    l->capacity = capacity;
-    l->mask = size - 1;
-    l->oldest = l->newest = -1;
-    l->slots = calloc(size, sizeof *l->slots);
-    /* (node arrays: node i is written before it is read, i < count) */
-    l->keys = malloc(capacity * sizeof *l->keys);
-    l->prev = malloc(capacity * sizeof *l->prev);
-    l->next = malloc(capacity * sizeof *l->next);
-    if (!l->slots || !l->keys || !l->prev || !l->next) {
-        free(l->slots), free(l->keys), free(l->prev), free(l->next), free(l);
-        return 0;
-    }
-    return l;
-}
-
-static void lru_free(struct spe_lru *l)
-{
-    if (l)
-        free(l->slots), free(l->keys), free(l->prev), free(l->next), free(l);
-}
-
-static void lru_unlink(struct spe_lru *l, int32_t node)
-{
-    int32_t p = l->prev[node], n = l->next[node];
-    if (p >= 0) l->next[p] = n; else l->oldest = n;
-    if (n >= 0) l->prev[n] = p; else l->newest = p;
-}
-
-static void lru_append(struct spe_lru *l, int32_t node)
-{
-    l->prev[node] = l->newest;
-    l->next[node] = -1;
-    if (l->newest >= 0) l->next[l->newest] = node; else l->oldest = node;
-    l->newest = node;
-}
-
-/* Empties slot i and moves later entries of its probe run back into the hole. */
-static void lru_erase_slot(struct spe_lru *l, uint32_t i)
-{
-    uint32_t j = i;
-    for (;;) {
-        j = (j + 1) & l->mask;
-        if (!l->slots[j])
-            break;
-        uint32_t home = hash64(l->keys[l->slots[j] - 1], l->mask);
-        if (((j - home) & l->mask) >= ((j - i) & l->mask)) {
-            l->slots[i] = l->slots[j];
-            i = j;
-        }
-    }
-    l->slots[i] = 0;
-}
-
-/* Records an access to key; 1 if it was in the set (a hit). As _Lru.touch: a hit becomes the
- * newest; a miss is added as the newest, and the oldest leaves when the set is over capacity. */
-static int lru_touch(struct spe_lru *l, uint64_t key)
-{
-    uint32_t i = hash64(key, l->mask);
-    while (l->slots[i]) {
-        int32_t node = (int32_t)l->slots[i] - 1;
-        if (l->keys[node] == key) {
-            if (node != l->newest) {
-                lru_unlink(l, node);
-                lru_append(l, node);
-            }
-            return 1;
-        }
-        i = (i + 1) & l->mask;
-    }
-    int32_t node;
-    if (l->count == l->capacity) {      /* evict the oldest, reuse its node */
-        node = l->oldest;
-        uint32_t j = hash64(l->keys[node], l->mask);
-        while (l->slots[j] != (uint32_t)node + 1)
-            j = (j + 1) & l->mask;
-        lru_erase_slot(l, j);
-        lru_unlink(l, node);
-        i = hash64(key, l->mask);       /* the hole may have moved the probe run */
-        while (l->slots[i])
-            i = (i + 1) & l->mask;
-    } else {
-        node = (int32_t)l->count++;
-    }
-    l->keys[node] = key;
-    l->slots[i] = (uint32_t)node + 1;
-    lru_append(l, node);
-    return 0;
-}
-
-/* ---- last target of each indirect branch: RecordBuilder.last_target ------------------- */
-
-struct spe_targets {
-    uint32_t mask, count;
-    uint64_t *keys, *values;
-    uint8_t *used;
-};
-
-static int targets_alloc(struct spe_targets *t, uint32_t size)
-{
-    t->keys = calloc(size, sizeof *t->keys);
-    t->values = calloc(size, sizeof *t->values);
-    t->used = calloc(size, 1);
-    t->mask = size - 1;
-    t->count = 0;
-    return t->keys && t->values && t->used;
-}
-
-static void targets_release(struct spe_targets *t)
-{
-    free(t->keys), free(t->values), free(t->used);
-}
-
-/* Sets the last target of the branch at pc; returns 1 and *old if it had one. 0 without
- * memory to grow (the table is then unchanged: not reached in practice). */
-static int targets_swap(struct spe_targets *t, uint64_t pc, uint64_t target, uint64_t *old,
-                        int *had)
-{
-    if (2 * (t->count + 1) > t->mask + 1) {   /* grow to keep the load <= 1/2 */
-        struct spe_targets bigger;
-        if (!targets_alloc(&bigger, 2 * (t->mask + 1))) {
-            targets_release(&bigger);
-            return 0;
-        }
-        for (uint32_t i = 0; i <= t->mask; i++) {
-            if (!t->used[i])
-                continue;
-            uint32_t j = hash64(t->keys[i], bigger.mask);
-            while (bigger.used[j])
-                j = (j + 1) & bigger.mask;
-            bigger.used[j] = 1;
-            bigger.keys[j] = t->keys[i];
-            bigger.values[j] = t->values[i];
-            bigger.count++;
-        }
-        targets_release(t);
-        *t = bigger;
-    }
-    uint32_t i = hash64(pc, t->mask);
-    while (t->used[i] && t->keys[i] != pc)
-        i = (i + 1) & t->mask;
-    *had = t->used[i];
-    *old = t->values[i];
-    if (!t->used[i]) {
-        t->used[i] = 1;
-        t->keys[i] = pc;
-        t->count++;
-    }
-    t->values[i] = target;
-    return 1;
-}
-
 /* ---- the recorder --------------------------------------------------------------------- */
 
 void spe_recorder_free(struct spe_recorder *r)
 {
-    lru_free(r->l1d), lru_free(r->llc), lru_free(r->tlb);
-    if (r->targets)
-        targets_release(r->targets);
-    free(r->targets), free(r->templates), free(r->template_used), free(r->out);
-    r->l1d = r->llc = r->tlb = 0;
-    r->targets = 0;
+    free(r->templates), free(r->template_used), free(r->out);
     r->templates = 0;
     r->template_used = 0;
     r->out = 0;
 }
 
-/* Allocates the model (LRU capacities in lines/entries) and an output buffer of out_size
- * bytes; 0 without memory. */
-int spe_recorder_init(struct spe_recorder *r, uint32_t l1d_lines, uint32_t llc_lines,
-                      uint32_t tlb_entries, uint64_t out_size)
+/* Allocates an output buffer of out_size bytes and the template table; the records use the
+ * model m. 0 without memory. */
+int spe_recorder_init(struct spe_recorder *r, struct spe_model *m, uint64_t out_size)
 {
-    r->l1d = lru_new(l1d_lines);
-    r->llc = lru_new(llc_lines);
-    r->tlb = lru_new(tlb_entries);
-    r->targets = calloc(1, sizeof *r->targets);
+    r->model = m;
     r->templates = malloc(SPE_TEMPLATES * sizeof *r->templates);
     r->template_used = calloc(SPE_TEMPLATES, 1);
     r->out = malloc(out_size);
     r->out_size = out_size;
-    if (!r->l1d || !r->llc || !r->tlb || !r->targets || !r->templates || !r->template_used || !r->out
-            || !targets_alloc(r->targets, 64)) {
+    if (!r->templates || !r->template_used || !r->out) {
         spe_recorder_free(r);
         return 0;
     }
     return 1;
-}
-
-/* which: 0 L1D, 1 LLC, 2 TLB. */
-int spe_lru_touch(struct spe_recorder *r, uint32_t which, uint64_t key)
-{
-    return lru_touch(which == 0 ? r->l1d : which == 1 ? r->llc : r->tlb, key);
-}
-
-/* 1 and *old when the branch at pc had a last target; -1 without memory. */
-int spe_target_swap(struct spe_recorder *r, uint64_t pc, uint64_t target, uint64_t *old)
-{
-    int had;
-    if (!targets_swap(r->targets, pc, target, old, &had))
-        return -1;
-    return had;
 }
 
 /* ---- templates ------------------------------------------------------------------------ */
@@ -367,9 +163,8 @@ static uint8_t *build(struct spe_recorder *r, const struct spe_template *t,
         if (t->branch & SPE_BR_INDIRECT) {
             if (!(t->branch & SPE_BR_RETURN)) {
                 uint64_t old = 0;
-                int had = 0;
-                targets_swap(r->targets, cap->pc, target, &old, &had);
-                mispredicted = !had || old != target;
+                mispredicted = spe_model_target_swap(r->model, cap->pc, target, &old) != 1
+                               || old != target;
             }
         } else if (t->branch & SPE_BR_COND) {
             mispredicted = taken != (target <= cap->pc);   /* backward taken, forward not */
@@ -383,22 +178,21 @@ static uint8_t *build(struct spe_recorder *r, const struct spe_template *t,
         *o++ = r->hdr_va;
         o = put_le(o, va, 8);
         events |= 1ull << r->ev_l1d_access | 1ull << r->ev_tlb_access;
+        int out = spe_model_access(r->model, va >> 6, va >> 12, 1);
+        int level = out >> SPE_OUT_LEVEL_SHIFT;
         xlat = 1;
-        if (!lru_touch(r->tlb, va >> 12)) {
+        if (out & SPE_OUT_WALK) {
             events |= 1ull << r->ev_tlb_walk;
             xlat = r->lat_walk;
         }
-        if (lru_touch(r->l1d, va >> 6)) {
-            execute = r->lat_l1d_hit;
-        } else {
-            events |= 1ull << r->ev_l1d_refill | 1ull << r->ev_llc_access;
-            if (lru_touch(r->llc, va >> 6)) {
-                execute = r->lat_llc_hit;
-            } else {
-                events |= 1ull << r->ev_llc_miss;
-                execute = r->lat_llc_miss;
-            }
-        }
+        if (level != SPE_LEVEL_L1D)
+            events |= 1ull << r->ev_l1d_refill;
+        if (level >= SPE_LEVEL_LLC)
+            events |= 1ull << r->ev_llc_access;
+        if (level == SPE_LEVEL_DRAM)
+            events |= 1ull << r->ev_llc_miss;
+        execute = level == SPE_LEVEL_L1D ? r->lat_l1d_hit : level == SPE_LEVEL_L2 ? r->lat_l2_hit
+                  : level == SPE_LEVEL_LLC ? r->lat_llc_hit : r->lat_llc_miss;
         if (t->store_only)
             execute = r->lat_store;
     }

@@ -11,8 +11,8 @@ import hashlib
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-SOURCES = (HERE / "counter.c", HERE / "record.c", HERE / "exception.c", HERE / "gic.c",
-           HERE / "decode.c")
+SOURCES = (HERE / "counter.c", HERE / "record.c", HERE / "model.c", HERE / "exception.c",
+           HERE / "gic.c", HERE / "decode.c")
 HEADER = HERE / "spe_native.h"
 
 

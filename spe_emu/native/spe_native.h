@@ -219,8 +219,28 @@ struct spe_template {
 #define SPE_REC_PYTHON 3    /* Python records this capture */
 #define SPE_REC_ORDER 4     /* the capture is not at the expected instruction number */
 
-struct spe_lru;
-struct spe_targets;
+/* ---- model.c: the micro-architecture model ------------------------------------------ */
+
+/* An outcome of spe_model_access: the TLB walked, and the level that held the line */
+#define SPE_OUT_WALK 1
+#define SPE_OUT_LEVEL_SHIFT 1
+#define SPE_LEVEL_L1D 0
+#define SPE_LEVEL_L2 1
+#define SPE_LEVEL_LLC 2
+#define SPE_LEVEL_DRAM 3
+/* Counts of recorded accesses: per level that held the line (SPE_LEVEL_*), then these */
+#define SPE_STAT_ACCESSES 4
+#define SPE_STAT_WALKS 5
+#define SPE_MODEL_STATS 6
+
+struct spe_model;
+int spe_model_access(struct spe_model *m, uint64_t line, uint64_t page, int update);
+int spe_model_target_swap(struct spe_model *m, uint64_t pc, uint64_t target, uint64_t *old);
+
+static inline uint32_t hash64(uint64_t key, uint32_t mask)
+{
+    return (uint32_t)((key * 0x9E3779B97F4A7C15ull) >> 32) & mask;
+}
 
 struct spe_recorder {
     /* set by Python for each drain */
@@ -240,8 +260,8 @@ struct spe_recorder {
     uint8_t hdr_events[4];  /* Events packet header for a 1, 2, 4, 8-byte payload */
     uint32_t ev_retired, ev_not_taken, ev_mispred, ev_l1d_access, ev_l1d_refill,
              ev_tlb_access, ev_tlb_walk, ev_llc_access, ev_llc_miss;  /* E[n] bit numbers */
-    uint32_t lat_l1d_hit, lat_llc_hit, lat_llc_miss, lat_store, lat_walk, lat_mispredict,
-             lat_issue;             /* latencies of the model (cycles) */
+    uint32_t lat_l1d_hit, lat_l2_hit, lat_llc_hit, lat_llc_miss, lat_store, lat_walk,
+             lat_mispredict, lat_issue;     /* latencies of the model (cycles) */
     uint32_t counter_max;           /* a saturated Counter packet value (12-bit: 0xFFF) */
     /* results */
     uint64_t out_len;       /* bytes of padded records in out */
@@ -250,8 +270,7 @@ struct spe_recorder {
     /* owned storage (spe_recorder_init / spe_recorder_free) */
     uint8_t *out;
     uint64_t out_size;
-    struct spe_lru *l1d, *llc, *tlb;
-    struct spe_targets *targets;
+    struct spe_model *model;    /* the machine's (not owned) */
     struct spe_template *templates;
     uint8_t *template_used; /* SPE_TEMPLATES flags: the slot holds a template */
     /* set by Python for each drain: the system counter is the instruction number plus the

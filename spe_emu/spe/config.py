@@ -129,6 +129,32 @@ CHOICES = {
 """The CONSTRAINED UNPREDICTABLE and IMPLEMENTATION DEFINED choices settable by name
 (``spe-emu run --spe-option NAME=VALUE``): :class:`SpeConfig` attribute -> what it chooses."""
 
+MODEL_FEEDS = ("sampled", "every")
+"""What updates the micro-architecture model (:attr:`SpeConfig.model_feed`)."""
+
+MODEL_PARAMETERS = {
+    "model_feed": "what updates the caches and TLB: sampled (default: each sampled load/store, "
+                  "by virtual address) or every (each data access the PE makes, by physical "
+                  "address, from reset: warm, about 3x slower while a hook sees every access)",
+    "tlb_entries": "TLB entries, 4 KiB pages (default 48)",
+    "tlb_ways": "TLB ways per set (default 0: fully associative)",
+    "l1d_lines": "L1D size in 64-byte lines (default 512: 32 KiB)",
+    "l1d_ways": "L1D ways per set (default 0: fully associative)",
+    "l2_lines": "L2 size in 64-byte lines (default 0: no L2)",
+    "l2_ways": "L2 ways per set (default 0: fully associative)",
+    "llc_lines": "last level cache size in 64-byte lines (default 16384: 1 MiB)",
+    "llc_ways": "last level cache ways per set (default 0: fully associative)",
+    "l1d_latency": "cycles of a load that hits the L1D (default 4)",
+    "l2_latency": "cycles of a load that misses the L1D and hits the L2 (default 12)",
+    "llc_latency": "cycles of a load that hits the last level cache (default 20)",
+    "dram_latency": "cycles of a load that misses the last level cache (default 120)",
+    "walk_latency": "XLAT cycles of an access that walks the TLB (default 30)",
+    "mispredict_penalty": "cycles a mispredicted branch adds to TOT (default 10)",
+}
+"""The micro-architecture model's parameters settable by name (``spe-emu run --spe-model
+NAME=VALUE``; docs/model.md "Events and latency model"): attribute -> what it sets. The model
+is IMPLEMENTATION DEFINED (§5.3.4, §5.3.5): none of these is architectural."""
+
 # (feature attribute, value) -> the (attribute, minimum value) it requires, and what says so.
 REQUIREMENTS = (
     ("pmsver", PMSVER_V1P2, "fne", 1, "Arm ARM PMSIDR_EL1.FnE: FEAT_SPEv1p2 implements FnE = 1"),
@@ -241,8 +267,16 @@ class SpeConfig:
               the write itself, which cannot be an MMU fault, is reported as with
               ``"report"``.
 
-    Model parameters (documented in docs/model.md):
-        l1d_lines, tlb_entries, llc_lines: sizes of the sampled-access locality model.
+    Model parameters (:data:`MODEL_PARAMETERS`, documented in docs/model.md "Events and
+    latency model"):
+        model_feed: ``"sampled"`` or ``"every"`` (:data:`MODEL_FEEDS`).
+        tlb_entries, l1d_lines, l2_lines, llc_lines: sizes, in 4 KiB pages (TLB) and 64-byte
+            lines; l2_lines 0: no L2.
+        tlb_ways, l1d_ways, l2_ways, llc_ways: ways per set, 0 for fully associative; the
+            size must be a power-of-two multiple of the ways.
+        l1d_latency, l2_latency, llc_latency, dram_latency: execution cycles of a load by the
+            level that holds its line; walk_latency: XLAT after a TLB walk;
+            mispredict_penalty: cycles a mispredicted branch adds (all cycles, >= 1).
         seed: seed of the pseudorandom number generator used when PMSIRR_EL1.RND == 1 (§2.2.2).
 
     Host option:
@@ -266,9 +300,21 @@ class SpeConfig:
     not_taken_target: bool = True
     exception_return_target: bool = True
     exception_record_detail: bool = True
-    l1d_lines: int = 512
+    model_feed: str = "sampled"
     tlb_entries: int = 48
+    tlb_ways: int = 0
+    l1d_lines: int = 512
+    l1d_ways: int = 0
+    l2_lines: int = 0
+    l2_ways: int = 0
     llc_lines: int = 16384
+    llc_ways: int = 0
+    l1d_latency: int = 4
+    l2_latency: int = 12
+    llc_latency: int = 20
+    dram_latency: int = 120
+    walk_latency: int = 30
+    mispredict_penalty: int = 10
     seed: int = 0
     external_abort: str | None = None
     fne: int = 0
@@ -320,8 +366,21 @@ class SpeConfig:
              "must fit PMSIRR_EL1.INTERVAL (1..2**24-1)")
         need(self.max_in_flight >= 1, "max_in_flight", self.max_in_flight, "must be >= 1")
         need(self.in_flight_ops >= 0, "in_flight_ops", self.in_flight_ops, "must be >= 0")
-        for name in ("l1d_lines", "tlb_entries", "llc_lines"):
-            need(getattr(self, name) >= 1, name, getattr(self, name), "must be >= 1")
+        need(self.model_feed in MODEL_FEEDS, "model_feed", self.model_feed,
+             f"must be one of {', '.join(MODEL_FEEDS)}")
+        for level in ("tlb_entries", "l1d_lines", "l2_lines", "llc_lines"):
+            size, ways_name = getattr(self, level), level.split("_")[0] + "_ways"
+            ways = getattr(self, ways_name)
+            need(size >= (0 if level == "l2_lines" else 1) and size < 1 << 28, level, size,
+                 "must be 1..2**28-1" + (" (0: no L2)" if level == "l2_lines" else ""))
+            need(0 <= ways <= 64, ways_name, ways, "must be 0 (fully associative) .. 64")
+            sets = size // ways if 0 < ways < size else 1
+            need(not size or (sets * min(ways or size, size) == size and not sets & (sets - 1)),
+                 ways_name, ways, f"{level}={size} must be a power-of-two multiple of it")
+        for name in ("l1d_latency", "l2_latency", "llc_latency", "dram_latency", "walk_latency",
+                     "mispredict_penalty"):
+            need(1 <= getattr(self, name) < 1 << 16, name, getattr(self, name),
+                 "must be 1..65535 cycles")
 
     @property
     def counter_bits(self) -> int:
@@ -395,6 +454,35 @@ class SpeConfig:
                 raise ConfigError(f"--spe-option {text!r}: {value!r} is not a number") from None
             changes[name] = (bool(number) if isinstance(getattr(self, name), bool)
                              else number)
+        return self.with_(**changes)
+
+    @property
+    def model_geometry(self) -> tuple[int, ...]:
+        """Entries and ways of the TLB, L1D, L2 and LLC (:class:`spe_emu.native.Model`)."""
+        return (self.tlb_entries, self.tlb_ways, self.l1d_lines, self.l1d_ways,
+                self.l2_lines, self.l2_ways, self.llc_lines, self.llc_ways)
+
+    def with_model(self, assignments: "list[str] | tuple[str, ...]") -> "SpeConfig":
+        """A copy with ``NAME=VALUE`` assignments of :data:`MODEL_PARAMETERS` applied
+        (``model_feed`` takes a name of :data:`MODEL_FEEDS`, the others a number).
+
+        Raises:
+            ConfigError: an unknown name, a malformed or invalid value.
+        """
+        changes: dict[str, object] = {}
+        for text in assignments:
+            name, sep, value = text.partition("=")
+            name, value = name.strip().lower(), value.strip().lower()
+            if not sep or name not in MODEL_PARAMETERS:
+                raise ConfigError(f"--spe-model {text!r}: expected NAME=VALUE with NAME one "
+                                  f"of {', '.join(MODEL_PARAMETERS)}")
+            if name == "model_feed":
+                changes[name] = value
+                continue
+            try:
+                changes[name] = int(value, 0)
+            except ValueError:
+                raise ConfigError(f"--spe-model {text!r}: {value!r} is not a number") from None
         return self.with_(**changes)
 
     def with_(self, **changes: object) -> "SpeConfig":

@@ -3,92 +3,50 @@
 This layer turns what the CPU glue observed about a sampled operation (:class:`Sample`) into the
 packets of one record. It never touches the Profiling Buffer (that is :mod:`.buffer`).
 
-Events and cycle counts come from a documented, deterministic model (docs/model.md):
+Events and cycle counts come from a documented, deterministic model (docs/model.md "Events
+and latency model"; its parameters are :data:`spe_emu.spe.config.MODEL_PARAMETERS`):
 
-* caches and TLB: a *sampled-access locality model*. Every sampled load/store accesses the L1D
-  and the TLB (E[2], E[4]). It refills the L1D (E[3]) when its 64-byte line is not among the
-  ``l1d_lines`` lines most recently touched by sampled accesses, and then accesses the last
-  level cache (E[8]), missing it (E[9]) when the line is not among the ``llc_lines`` most recent;
-  it walks the TLB (E[5]) when its 4 KiB page is not among the ``tlb_entries`` most recent.
-  Only sampled operations update the model, so the fast path and the reference mode agree.
+* caches and TLB: :class:`spe_emu.native.Model`, set-associative LRU TLB, L1D, optional L2 and
+  last level cache. Every sampled load/store accesses the L1D and the TLB (E[2], E[4]); it
+  walks the TLB (E[5]) when its 4 KiB page misses there, refills the L1D (E[3]) when its
+  64-byte line misses there, and accesses the last level cache (E[8]) when it also misses the
+  L2, missing it (E[9]) when the line is not there either. With ``model_feed="sampled"`` only
+  sampled operations update the model (at their data virtual address), so the fast path and
+  the reference mode agree; with ``"every"`` every data access the PE makes does (at its
+  physical address), and a record reads the model as the operation finds it.
 * branch prediction: conditional direct branches are predicted backward-taken/forward-not-
   taken; returns are always predicted; other indirect branches are predicted to go where that
   branch went the last time it was sampled. A wrong prediction sets E[7].
 * latencies (cycles, 12-bit saturating counters, §5.3.4): ISSUE = 1; TOT = ISSUE + execution,
-  where execution is 1 (other, branch; +10 on a misprediction), 4 for an L1D hit, 20 for an L1D
-  refill that hits the LLC, 120 for an LLC miss, 1 for a store; XLAT = 1, or 30 after a TLB walk
-  (which also adds 30 to TOT).
+  where execution is 1 (other, branch; + ``mispredict_penalty`` on a misprediction), by the
+  level that holds a load's line ``l1d_latency``, ``l2_latency``, ``llc_latency`` or
+  ``dram_latency``, 1 for a store; XLAT = 1, or ``walk_latency`` after a TLB walk (which also
+  adds ``walk_latency`` - 1 to TOT).
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from dataclasses import dataclass
 
+from .. import native
 from . import packets as P
 from .config import SpeConfig
 from .filters import OpType
 
-LINE = 64
-PAGE = 4096
 # Data Source packet values (PMSIDR_EL1.LDS = 1; §5.3.5 leaves them IMPLEMENTATION DEFINED):
 # the encoding Arm's Neoverse and Cortex cores use, as Linux perf decodes it
 # (tools/perf/util/arm-spe-decoder/arm-spe-decoder.h, ``arm_spe_common_data_source``), for
-# the model's three outcomes of a load: L1D hit, LLC (system cache) hit, DRAM.
-DS_L1D, DS_SYS_CACHE, DS_DRAM = 0x0, 0xB, 0xE
+# the model's four outcomes of a load: L1D hit, L2 hit, LLC (system cache) hit, DRAM.
+DS_L1D, DS_L2, DS_SYS_CACHE, DS_DRAM = 0x0, 0x8, 0xB, 0xE
+# Data Source by the level of native.Model that held the line (native.LEVEL_*).
+DATA_SOURCE = (DS_L1D, DS_L2, DS_SYS_CACHE, DS_DRAM)
 DS_PAYLOAD_BYTES = 2  # SZ = 0b01: halfword payload
 PACKET_CACHE_ENTRIES = 1 << 16
 
-# Execution latencies of the model, in cycles (docs/model.md).
+# Execution latencies of the model, in cycles (docs/model.md); the cache, TLB walk and
+# misprediction ones are SpeConfig model parameters.
 ISSUE_CYCLES = 1         # ISSUE: every operation issues at once
-MISPREDICT_PENALTY = 10  # added to TOT for a mispredicted branch
-L1D_HIT_CYCLES = 4
-LLC_HIT_CYCLES = 20      # an L1D refill that hits the LLC
-LLC_MISS_CYCLES = 120
 STORE_CYCLES = 1         # a store (that is not also a load) does not wait for its data
-WALK_CYCLES = 30         # XLAT after a TLB walk (also added to TOT)
-
-
-class _Lru:
-    """A fixed-capacity LRU set of keys."""
-
-    def __init__(self, capacity: int):
-        self.capacity = capacity
-        self.keys: OrderedDict[int, None] = OrderedDict()
-
-    def touch(self, key: int) -> bool:
-        """Record an access; True if it was a hit."""
-        hit = key in self.keys
-        if hit:
-            self.keys.move_to_end(key)
-        else:
-            self.keys[key] = None
-            if len(self.keys) > self.capacity:
-                self.keys.popitem(last=False)
-        return hit
-
-
-class LocalityModel:
-    """The state of the micro-architecture model: the L1D, LLC and TLB LRU sets and the last
-    target of each indirect branch. The fast run loop swaps in the native one
-    (:class:`spe_emu.native.Recorder`, same methods), which the native record builder shares.
-    """
-
-    L1D, LLC, TLB = 0, 1, 2
-
-    def __init__(self, config: SpeConfig):
-        self.sets = (_Lru(config.l1d_lines), _Lru(config.llc_lines), _Lru(config.tlb_entries))
-        self.last_target: dict[int, int] = {}
-
-    def touch(self, which: int, key: int) -> bool:
-        """Access ``key`` (a line or page number) in set ``which``: True for a hit."""
-        return self.sets[which].touch(key)
-
-    def swap_target(self, pc: int, target: int) -> int | None:
-        """Set the last target of the indirect branch at ``pc``; its previous one or None."""
-        old = self.last_target.get(pc)
-        self.last_target[pc] = target
-        return old
 
 
 @dataclass(slots=True)
@@ -113,6 +71,8 @@ class Sample:
         prev_branch: the target VA of the most recent taken branch retired with profiling
             enabled before the operation (FEAT_SPE_PBT, Arm ARM D17.6.3.1), at the same EL
             and Security state, or None.
+        model_address: with ``model_feed="every"``, the physical address of ``data_va`` (the
+            model is keyed by PA then; ``data_va`` itself when it does not translate).
     """
 
     pc: int
@@ -132,6 +92,7 @@ class Sample:
     context2: int | None = None
     index: int = 0
     prev_branch: int | None = None
+    model_address: int | None = None
 
 
 @dataclass(slots=True)
@@ -164,7 +125,10 @@ class RecordBuilder:
 
     def __init__(self, config: SpeConfig):
         self.config = config
-        self.model = LocalityModel(config)
+        self.model = native.Model(config.model_geometry)
+        self._feed_every = config.model_feed == "every"
+        self._latency = (config.l1d_latency, config.l2_latency, config.llc_latency,
+                         config.dram_latency)
         # Encoded packets that recur from sample to sample (PC packets, operation types,
         # counters, events), memoised: the fast path builds thousands of records per second.
         self._packet_cache: dict[tuple, bytes] = {}
@@ -240,16 +204,15 @@ class RecordBuilder:
             if info.op_class == P.OP_CLASS_BRANCH:
                 if self._branch(s, out):
                     events |= 1 << P.EV_MISPRED
-                    execute += MISPREDICT_PENALTY
+                    execute += cfg.mispredict_penalty
             elif info.op_class == P.OP_CLASS_LDST and s.data_va is not None:
                 out.append(P.data_va_bytes(s.data_va))
                 if s.data_pa is not None:
                     out.append(P.data_pa_bytes(s.data_pa, s.ns))
-                ev, execute, xlat = self._memory(s, info)
+                ev, execute, xlat, level = self._memory(s, info)
                 events |= ev
                 if cfg.lds and info.is_load:
-                    source = (DS_L1D if not ev & (1 << P.EV_L1D_REFILL) else
-                              DS_DRAM if ev & (1 << P.EV_LLC_MISS) else DS_SYS_CACHE)
+                    source = DATA_SOURCE[level]
         if cfg.pbt and s.prev_branch is not None:
             # (D18.2 Address packet index 0b00100: EL and NS as for the PC packet)
             out.append(P.instruction_address_bytes(P.ADDR_PREV_BRANCH, s.prev_branch, s.el,
@@ -312,24 +275,27 @@ class RecordBuilder:
             mispredicted = False
         return mispredicted
 
-    def _memory(self, s: Sample, info) -> tuple[int, int, int]:
-        va = s.data_va
+    def _memory(self, s: Sample, info) -> tuple[int, int, int, int]:
+        """Events, execution cycles, XLAT cycles and the level (native.LEVEL_*) that held the
+        line, of the sampled load/store ``s`` (the module docstring's model)."""
+        if self._feed_every:   # (the access itself updates the model as it executes)
+            address = s.data_va if s.model_address is None else s.model_address
+            outcome = self.model.access(address >> 6, address >> 12, False)
+        else:
+            outcome = self.model.access(s.data_va >> 6, s.data_va >> 12, True)
+        level = outcome >> native.OUT_LEVEL_SHIFT
         events = (1 << P.EV_L1D_ACCESS) | (1 << P.EV_TLB_ACCESS)
         xlat = 1
-        model = self.model
-        if not model.touch(LocalityModel.TLB, va // PAGE):
+        if outcome & native.OUT_WALK:
             events |= 1 << P.EV_TLB_WALK
-            xlat = WALK_CYCLES
-        line = va // LINE
-        if model.touch(LocalityModel.L1D, line):
-            execute = L1D_HIT_CYCLES
-        else:
-            events |= (1 << P.EV_L1D_REFILL) | (1 << P.EV_LLC_ACCESS)
-            if model.touch(LocalityModel.LLC, line):
-                execute = LLC_HIT_CYCLES
-            else:
-                events |= 1 << P.EV_LLC_MISS
-                execute = LLC_MISS_CYCLES
+            xlat = self.config.walk_latency
+        if level != native.LEVEL_L1D:
+            events |= 1 << P.EV_L1D_REFILL
+        if level >= native.LEVEL_LLC:
+            events |= 1 << P.EV_LLC_ACCESS
+        if level == native.LEVEL_DRAM:
+            events |= 1 << P.EV_LLC_MISS
+        execute = self._latency[level]
         if info.is_store and not info.is_load:
             execute = STORE_CYCLES
-        return events, execute, xlat
+        return events, execute, xlat, level

@@ -20,7 +20,8 @@ from rich.table import Table
 
 from ..arch.cpu_features import CpuFeatures
 from ..errors import DriverRuleBroken, EmulatorError, GuestError, GuestRunaway, SpeEmuError
-from ..spe.config import CHOICES, EXTERNAL_ABORT_CHOICES, FEATURES, SpeConfig
+from ..spe.config import (CHOICES, EXTERNAL_ABORT_CHOICES, FEATURES, MODEL_PARAMETERS,
+                          SpeConfig)
 # (the machine -- spe_emu.session, Unicorn -- is imported by the commands that run one:
 # decode, report and perf-data start without it)
 
@@ -179,6 +180,11 @@ def main() -> None:
               help="Set a CONSTRAINED UNPREDICTABLE or IMPLEMENTATION DEFINED choice of the "
                    "SPU (repeatable; docs/model.md): "
                    + "; ".join(f"{name}: {doc}" for name, doc in CHOICES.items()) + ".")
+@click.option("--spe-model", "spe_model", multiple=True, metavar="NAME=VALUE",
+              help="Set a parameter of the micro-architecture model behind record events and "
+                   "latencies (repeatable; docs/model.md 'Events and latency model'): "
+                   + "; ".join(f"{name}: {doc}" for name, doc in MODEL_PARAMETERS.items())
+                   + ".")
 @click.option("--strict", is_flag=True,
               help="Stop the run when the guest breaks an SPE programming rule (the "
                    "driver-bug reporter, docs/model.md 'Driver rules'): exit status 123.")
@@ -192,7 +198,7 @@ def run(image, args, share, env_set, env_unset, clear_env, machine, kernel, init
         min_latency, timestamps, context, pa, exclude_kernel, no_profiling, buffer_size, boot_el, no_firmware,
         firmware_path, max_insns, mode, outdir, perf_data, ground_truth,
         spe_features, spe_external_abort, gdb_port, gdb_stop_on_exception, spe_options,
-        strict, cpu_features) -> None:
+        spe_model, strict, cpu_features) -> None:
     """Run IMAGE with SPE enabled and write the trace plus a JSON summary into the output
     directory. IMAGE is a static AArch64 Linux program (run like qemu-aarch64: spe-emu run
     [OPTIONS] PROGRAM [-- ARGS...]; its stdin, stdout, stderr and exit status are the
@@ -215,7 +221,7 @@ def run(image, args, share, env_set, env_unset, clear_env, machine, kernel, init
              buffer_size, boot_el, no_firmware, firmware_path, max_insns, mode, outdir,
              perf_data, ground_truth, spe_features, spe_external_abort,
              stub.attach if stub is not None else None, spe_options, strict,
-             cpu_features)
+             cpu_features, spe_model)
     except OSError as exc:   # (--gdb: the port cannot be bound, the connection failed)
         if stub is None:
             raise
@@ -230,14 +236,15 @@ def _run(image, args, share, env_set, env_unset, clear_env, machine, kernel, ini
          min_latency, timestamps, context, pa, exclude_kernel, no_profiling, buffer_size,
          boot_el, no_firmware, firmware_path, max_insns, mode, outdir, perf_data, ground_truth,
          spe_features, spe_external_abort, attach, spe_options=(), strict=False,
-         cpu_features=()) -> None:
+         cpu_features=(), spe_model=()) -> None:
     """``run``'s body; ``attach``: the GDB stub's, or None."""
     from ..linux.elf import is_linux_program
     from ..session import GUEST_REGION, RunOptions, default_firmware, run_image
     program_name = image  # (argv[0] of a Linux program: as given, "./a.out" stays so)
     try:
         spe = SpeConfig(external_abort=spe_external_abort,
-                        strict=strict).with_features(spe_features).with_options(spe_options)
+                        strict=strict).with_features(spe_features).with_options(spe_options) \
+            .with_model(spe_model)
         cpu = CpuFeatures().with_options(cpu_features)
     except SpeEmuError as exc:
         _fail_with(exc)

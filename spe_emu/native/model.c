@@ -1,0 +1,359 @@
+/*
+ * The micro-architecture model behind the events and latencies of records (docs/model.md,
+ * "Events and latency model"): a TLB, an L1D, an optional L2 and a last level cache, each a
+ * set-associative cache of `lines` entries in `ways`-way sets with LRU replacement (ways 0:
+ * fully associative), and the last target of each indirect branch. One model per machine,
+ * used by every path that builds a record (record.c for native captures, RecordBuilder in
+ * Python through spe_model_access()/spe_model_target_swap()), so there is one
+ * implementation of the model.
+ *
+ * What feeds it (SpeConfig.model_feed): either every sampled load/store when its record is
+ * built ("sampled": spe_model_access with update = 1), or every data access the PE makes,
+ * through the UC_HOOK_MEM_READ | UC_HOOK_MEM_WRITE callback spe_model_hook ("every"; keyed
+ * by physical address: Unicorn's memory hooks see PAs), when a record then only reads it
+ * (update = 0: the access of the sampled operation itself feeds it as it executes).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "spe_native.h"
+
+/* ---- LRU set ------------------------------------------------------------------------ */
+
+/* A fixed-capacity set of keys in access order: a node array (doubly linked, oldest first)
+ * and a linear-probing hash of node numbers (load <= 1/2, backward-shift deletion). */
+struct spe_lru {
+    uint32_t capacity, count;
+    uint32_t mask;          /* hash slots - 1 */
+    int32_t oldest, newest; /* node numbers, -1: empty */
+    uint32_t *slots;        /* node number + 1, 0: empty */
+    uint64_t *keys;
+    int32_t *prev, *next;
+};
+
+static struct spe_lru *lru_new(uint32_t capacity)
+{
+    struct spe_lru *l = calloc(1, sizeof *l);
+    uint32_t size = 4;
+    while (size < 2 * capacity)
+        size <<= 1;
+    if (!l)
+        return 0;
+    l->capacity = capacity;
+    l->mask = size - 1;
+    l->oldest = l->newest = -1;
+    l->slots = calloc(size, sizeof *l->slots);
+    /* (node arrays: node i is written before it is read, i < count) */
+    l->keys = malloc(capacity * sizeof *l->keys);
+    l->prev = malloc(capacity * sizeof *l->prev);
+    l->next = malloc(capacity * sizeof *l->next);
+    if (!l->slots || !l->keys || !l->prev || !l->next) {
+        free(l->slots), free(l->keys), free(l->prev), free(l->next), free(l);
+        return 0;
+    }
+    return l;
+}
+
+static void lru_free(struct spe_lru *l)
+{
+    if (l)
+        free(l->slots), free(l->keys), free(l->prev), free(l->next), free(l);
+}
+
+static void lru_unlink(struct spe_lru *l, int32_t node)
+{
+    int32_t p = l->prev[node], n = l->next[node];
+    if (p >= 0) l->next[p] = n; else l->oldest = n;
+    if (n >= 0) l->prev[n] = p; else l->newest = p;
+}
+
+static void lru_append(struct spe_lru *l, int32_t node)
+{
+    l->prev[node] = l->newest;
+    l->next[node] = -1;
+    if (l->newest >= 0) l->next[l->newest] = node; else l->oldest = node;
+    l->newest = node;
+}
+
+/* Empties slot i and moves later entries of its probe run back into the hole. */
+static void lru_erase_slot(struct spe_lru *l, uint32_t i)
+{
+    uint32_t j = i;
+    for (;;) {
+        j = (j + 1) & l->mask;
+        if (!l->slots[j])
+            break;
+        uint32_t home = hash64(l->keys[l->slots[j] - 1], l->mask);
+        if (((j - home) & l->mask) >= ((j - i) & l->mask)) {
+            l->slots[i] = l->slots[j];
+            i = j;
+        }
+    }
+    l->slots[i] = 0;
+}
+
+/* 1 if key is in the set; the set is not changed. */
+static int lru_contains(const struct spe_lru *l, uint64_t key)
+{
+    for (uint32_t i = hash64(key, l->mask); l->slots[i]; i = (i + 1) & l->mask)
+        if (l->keys[l->slots[i] - 1] == key)
+            return 1;
+    return 0;
+}
+
+/* Records an access to key; 1 if it was in the set (a hit). A hit becomes the newest; a miss
+ * is added as the newest, and the oldest leaves when the set is over capacity. */
+static int lru_touch(struct spe_lru *l, uint64_t key)
+{
+    uint32_t i = hash64(key, l->mask);
+    while (l->slots[i]) {
+        int32_t node = (int32_t)l->slots[i] - 1;
+        if (l->keys[node] == key) {
+            if (node != l->newest) {
+                lru_unlink(l, node);
+                lru_append(l, node);
+            }
+            return 1;
+        }
+        i = (i + 1) & l->mask;
+    }
+    int32_t node;
+    if (l->count == l->capacity) {      /* evict the oldest, reuse its node */
+        node = l->oldest;
+        uint32_t j = hash64(l->keys[node], l->mask);
+        while (l->slots[j] != (uint32_t)node + 1)
+            j = (j + 1) & l->mask;
+        lru_erase_slot(l, j);
+        lru_unlink(l, node);
+        i = hash64(key, l->mask);       /* the hole may have moved the probe run */
+        while (l->slots[i])
+            i = (i + 1) & l->mask;
+    } else {
+        node = (int32_t)l->count++;
+    }
+    l->keys[node] = key;
+    l->slots[i] = (uint32_t)node + 1;
+    lru_append(l, node);
+    return 0;
+}
+
+/* ---- last target of each indirect branch ---------------------------------------------- */
+
+struct spe_targets {
+    uint32_t mask, count;
+    uint64_t *keys, *values;
+    uint8_t *used;
+};
+
+static int targets_alloc(struct spe_targets *t, uint32_t size)
+{
+    t->keys = calloc(size, sizeof *t->keys);
+    t->values = calloc(size, sizeof *t->values);
+    t->used = calloc(size, 1);
+    t->mask = size - 1;
+    t->count = 0;
+    return t->keys && t->values && t->used;
+}
+
+static void targets_release(struct spe_targets *t)
+{
+    free(t->keys), free(t->values), free(t->used);
+}
+
+/* Sets the last target of the branch at pc; returns 1 and *old if it had one. 0 without
+ * memory to grow (the table is then unchanged: not reached in practice). */
+static int targets_swap(struct spe_targets *t, uint64_t pc, uint64_t target, uint64_t *old,
+                        int *had)
+{
+    if (2 * (t->count + 1) > t->mask + 1) {   /* grow to keep the load <= 1/2 */
+        struct spe_targets bigger;
+        if (!targets_alloc(&bigger, 2 * (t->mask + 1))) {
+            targets_release(&bigger);
+            return 0;
+        }
+        for (uint32_t i = 0; i <= t->mask; i++) {
+            if (!t->used[i])
+                continue;
+            uint32_t j = hash64(t->keys[i], bigger.mask);
+            while (bigger.used[j])
+                j = (j + 1) & bigger.mask;
+            bigger.used[j] = 1;
+            bigger.keys[j] = t->keys[i];
+            bigger.values[j] = t->values[i];
+            bigger.count++;
+        }
+        targets_release(t);
+        *t = bigger;
+    }
+    uint32_t i = hash64(pc, t->mask);
+    while (t->used[i] && t->keys[i] != pc)
+        i = (i + 1) & t->mask;
+    *had = t->used[i];
+    *old = t->values[i];
+    if (!t->used[i]) {
+        t->used[i] = 1;
+        t->keys[i] = pc;
+        t->count++;
+    }
+    t->values[i] = target;
+    return 1;
+}
+
+/* ---- levels and the model ------------------------------------------------------------ */
+
+/* One level: `sets` LRU sets (a power of two) of `ways` entries; a key goes to set
+ * key & (sets - 1). */
+struct spe_level {
+    uint32_t sets;          /* 0: the level is absent */
+    struct spe_lru **set;
+};
+
+struct spe_model {
+    struct spe_level tlb, l1d, l2, llc;
+    struct spe_targets targets;
+    uint64_t stats[SPE_MODEL_STATS];
+    /* the line of the last recorded access + 1 (0: none): another access to it hits the L1D
+     * and the TLB and changes nothing (both are already the newest of their sets) */
+    uint64_t last_line;
+};
+
+const uint64_t spe_model_stats_count = SPE_MODEL_STATS;
+
+static void level_free(struct spe_level *v)
+{
+    if (v->set)
+        for (uint32_t i = 0; i < v->sets; i++)
+            lru_free(v->set[i]);
+    free(v->set);
+    v->set = 0;
+    v->sets = 0;
+}
+
+/* lines entries in ways-way sets (ways 0 or >= lines: one set); lines 0: absent. 0 without
+ * memory or for a geometry Python should have refused (lines not a power-of-two multiple of
+ * ways). */
+static int level_init(struct spe_level *v, uint32_t lines, uint32_t ways)
+{
+    v->sets = 0;
+    v->set = 0;
+    if (lines == 0)
+        return 1;
+    if (ways == 0 || ways > lines)
+        ways = lines;
+    uint32_t sets = lines / ways;
+    if (sets * ways != lines || (sets & (sets - 1)))
+        return 0;
+    v->set = calloc(sets, sizeof *v->set);
+    if (!v->set)
+        return 0;
+    v->sets = sets;
+    for (uint32_t i = 0; i < sets; i++)
+        if (!(v->set[i] = lru_new(ways)))
+            return 0;
+    return 1;
+}
+
+/* 1 if key is in the level; with update, the access is recorded (LRU order, fill on a miss). */
+static int level_access(struct spe_level *v, uint64_t key, int update)
+{
+    struct spe_lru *l = v->set[key & (v->sets - 1)];
+    return update ? lru_touch(l, key) : lru_contains(l, key);
+}
+
+void spe_model_free(struct spe_model *m)
+{
+    if (!m)
+        return;
+    level_free(&m->tlb), level_free(&m->l1d), level_free(&m->l2), level_free(&m->llc);
+    targets_release(&m->targets);
+    free(m);
+}
+
+/* A model with the geometry g: lines and ways of the TLB (4 KiB pages), L1D, L2 (lines 0: no
+ * L2) and LLC (64-byte lines), in that order. NULL without memory or for a bad geometry. */
+struct spe_model *spe_model_new(const uint32_t *g)
+{
+    struct spe_model *m = calloc(1, sizeof *m);
+    if (!m)
+        return 0;
+    if (!level_init(&m->tlb, g[0], g[1]) || !level_init(&m->l1d, g[2], g[3])
+            || !level_init(&m->l2, g[4], g[5]) || !level_init(&m->llc, g[6], g[7])
+            || !m->tlb.sets || !m->l1d.sets || !m->llc.sets
+            || !targets_alloc(&m->targets, 64)) {
+        spe_model_free(m);
+        return 0;
+    }
+    return m;
+}
+
+/* The outcome of a data access to 64-byte line `line` in 4 KiB page `page`: SPE_OUT_WALK when
+ * the TLB misses, and the level that holds the line (SPE_LEVEL_* << SPE_OUT_LEVEL_SHIFT): the
+ * L1D, else the L2 (when present), else the LLC, else DRAM. Each level is looked up only when
+ * the ones above it miss. With update the access is recorded (a level that misses is filled),
+ * else the model is only read. */
+int spe_model_access(struct spe_model *m, uint64_t line, uint64_t page, int update)
+{
+    if (line + 1 == m->last_line && line >> 6 == page) {
+        if (update) {
+            m->stats[SPE_STAT_ACCESSES]++;
+            m->stats[SPE_LEVEL_L1D]++;
+        }
+        return SPE_LEVEL_L1D << SPE_OUT_LEVEL_SHIFT;
+    }
+    int out = level_access(&m->tlb, page, update) ? 0 : SPE_OUT_WALK;
+    int level = SPE_LEVEL_L1D;
+    if (!level_access(&m->l1d, line, update)) {
+        level = SPE_LEVEL_L2;
+        if (!m->l2.sets || !level_access(&m->l2, line, update)) {
+            level = SPE_LEVEL_LLC;
+            if (!level_access(&m->llc, line, update))
+                level = SPE_LEVEL_DRAM;
+        }
+    }
+    if (update) {
+        m->last_line = line >> 6 == page ? line + 1 : 0;
+        m->stats[SPE_STAT_ACCESSES]++;
+        m->stats[SPE_STAT_WALKS] += (uint64_t)(out & SPE_OUT_WALK);
+        m->stats[level]++;
+    }
+    return out | level << SPE_OUT_LEVEL_SHIFT;
+}
+
+/* One level alone (which: 0 TLB, 1 L1D, 2 L2, 3 LLC): 1 if key is there; recorded with
+ * update. -1 for an absent level. (Tests check the replacement policy through this.) */
+int spe_model_touch(struct spe_model *m, uint32_t which, uint64_t key, int update)
+{
+    struct spe_level *v = which == 0 ? &m->tlb : which == 1 ? &m->l1d
+                          : which == 2 ? &m->l2 : &m->llc;
+    if (update)
+        m->last_line = 0;
+    return v->sets ? level_access(v, key, update) : -1;
+}
+
+/* 1 and *old when the indirect branch at pc had a last target (now target); 0 when it had
+ * none; -1 without memory. */
+int spe_model_target_swap(struct spe_model *m, uint64_t pc, uint64_t target, uint64_t *old)
+{
+    int had;
+    if (!targets_swap(&m->targets, pc, target, old, &had))
+        return -1;
+    return had;
+}
+
+/* Copies the counts of accesses recorded (SPE_STAT_*) to out. */
+void spe_model_stats(const struct spe_model *m, uint64_t *out)
+{
+    memcpy(out, m->stats, sizeof m->stats);
+}
+
+/* UC_HOOK_MEM_READ | UC_HOOK_MEM_WRITE callback (model_feed "every"): every data access the
+ * PE makes, at its physical address, is recorded in the model -- each 64-byte line and 4 KiB
+ * page it touches, lowest first. */
+void spe_model_hook(void *uc, int type, uint64_t address, int size, int64_t value,
+                    struct spe_model *m)
+{
+    (void)uc, (void)type, (void)value;
+    uint64_t last = address + (uint64_t)(size > 0 ? size - 1 : 0);
+    for (uint64_t line = address >> 6; line <= last >> 6; line++)
+        spe_model_access(m, line, line >> 6, 1);
+}

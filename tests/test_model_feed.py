@@ -1,0 +1,123 @@
+"""What feeds the micro-architecture model behind record events (docs/model.md "Events and
+latency model", SpeConfig.model_feed).
+
+A loop loads line A three times, then line B (in another 4 KiB page). With a one-line L1D and
+a one-entry TLB:
+
+* ``model_feed="every"``: every access updates the model, so a load finds the line of the
+  access before it in program order: the first load of A (after B) and the load of B refill
+  the L1D (E[3]), walk the TLB (E[5]) and hit the LLC (E[8], not E[9]), TOT = 1 + llc_latency
+  + walk_latency - 1, XLAT = walk_latency; the second and third loads of A hit (TOT 5);
+* ``"sampled"``: only the sampled loads update it, so a sampled load refills and walks exactly
+  when the sampled load before it was of the other line (and hits with TOT 5 otherwise).
+
+With a two-line L1D and two TLB entries, ``"every"`` hits from the first sample on (the model
+is warm from reset). The counts of the model equal what a Python memory hook on the same run
+sees (each access, each distinct line: with the default 1 MiB LLC only first touches reach
+DRAM), and the fast loop and the reference loop write the same records.
+"""
+
+from __future__ import annotations
+
+import pytest
+from unicorn import UC_HOOK_MEM_READ, UC_HOOK_MEM_WRITE
+
+from asmrun import SPE_DRAIN, drained, run_asm, spe_prologue
+from spe_emu.errors import ConfigError
+from spe_emu.spe import packets as P
+from spe_emu.spe.config import SpeConfig
+
+BUF = 0x4800_0000
+LINE_A, LINE_B = 0x4810_0000, 0x4810_2040
+LOOP = spe_prologue(0b10, BUF) + f"""
+    ldr x5, ={LINE_A:#x}
+    ldr x6, ={LINE_B:#x}
+    ldr x4, =3000
+loop:
+    ldr x1, [x5]                 // A, after B
+    ldr x1, [x5]                 // A, after A
+    ldr x1, [x5]                 // A, after A
+    ldr x2, [x6]                 // B, after A
+    subs x4, x4, #1
+    nop
+    nop
+    b.ne loop
+""" + SPE_DRAIN + """
+    .balign 2048
+vectors:                         // (no exception is taken)
+"""
+TINY = dict(l1d_lines=1, tlb_entries=1)
+E = {name: 1 << bit for name, bit in (("refill", P.EV_L1D_REFILL), ("walk", P.EV_TLB_WALK),
+                                      ("llc", P.EV_LLC_ACCESS), ("miss", P.EV_LLC_MISS))}
+
+
+def loads(tmp_path, mode: str, setup=None, **spe) -> tuple[bytes, list[P.Record], object]:
+    """The drained buffer, the records of sampled loads, and the machine."""
+    m = run_asm(LOOP, tmp_path / mode, mode=mode, spe=SpeConfig(**spe), setup=setup)
+    assert m.result.exit_status == 0
+    data = drained(m, BUF)[3]
+    recs = [r for r in P.iter_records(data) if r.data_va is not None]
+    assert len(recs) > 40 and {r.data_va for r in recs} <= {LINE_A, LINE_B}
+    return data, recs, m
+
+
+@pytest.mark.parametrize("mode", ["fast", "reference"])
+def test_every_access_feeds_the_model(tmp_path, mode):
+    config = SpeConfig()
+    _, recs, _ = loads(tmp_path, mode, model_feed="every", **TINY)
+    loop = next(r.pc for r in recs if r.data_va == LINE_B) - 12
+    after_other_line = {loop, loop + 12}
+    assert {r.pc for r in recs} == {loop, loop + 4, loop + 8, loop + 12}
+    for r in recs:
+        if r.pc in after_other_line:
+            assert r.events & (E["refill"] | E["walk"] | E["llc"] | E["miss"]) == \
+                E["refill"] | E["walk"] | E["llc"]
+            assert r.latency_total == 1 + config.llc_latency + config.walk_latency - 1
+            assert r.latency_xlat == config.walk_latency
+        else:
+            assert not r.events & (E["refill"] | E["walk"])
+            assert (r.latency_total, r.latency_xlat) == (1 + config.l1d_latency, 1)
+    _, warm, _ = loads(tmp_path / "two", mode, model_feed="every", l1d_lines=2, tlb_entries=2)
+    assert all(not r.events & (E["refill"] | E["walk"]) for r in warm)
+    assert {r.latency_total for r in warm} == {1 + config.l1d_latency}
+
+
+def test_sampled_feed_sees_only_the_samples(tmp_path):
+    _, recs, _ = loads(tmp_path, "fast", **TINY)
+    before = None
+    for r in recs:
+        missed = r.data_va != before
+        assert bool(r.events & E["refill"]) == bool(r.events & E["walk"]) == missed
+        assert missed or r.latency_total == 1 + SpeConfig().l1d_latency
+        before = r.data_va
+    same = sum(r.data_va == b.data_va for r, b in zip(recs, recs[1:]))
+    assert 10 < same < len(recs) - 10   # (both outcomes occur)
+
+
+def test_model_counts_equal_a_python_hook_and_both_loops_agree(tmp_path):
+    seen: list[int] = []
+
+    def setup(m):
+        m.uc.hook_add(UC_HOOK_MEM_READ | UC_HOOK_MEM_WRITE,
+                      lambda _uc, _type, addr, size, _value, _data: seen.extend(
+                          range(addr >> 6, ((addr + size - 1) >> 6) + 1)))
+
+    data, _, m = loads(tmp_path, "fast", setup=setup, model_feed="every", **TINY)
+    stats = m.result.model
+    assert stats["feed"] == "every"
+    assert stats["accesses"] == len(seen) > 12_000   # (3000 iterations of 4 loads)
+    assert stats["dram"] == len(set(seen))
+    assert stats["l1d_hits"] + stats["l2_hits"] + stats["llc_hits"] + stats["dram"] == len(seen)
+    ref, _, _ = loads(tmp_path / "ref", "reference", model_feed="every", **TINY)
+    assert ref == data
+
+
+def test_geometry_and_feed_are_checked():
+    with pytest.raises(ConfigError, match="l1d_lines=512 must be a power-of-two multiple"):
+        SpeConfig(l1d_ways=3)
+    with pytest.raises(ConfigError, match="model_feed='all': must be one of sampled, every"):
+        SpeConfig(model_feed="all")
+    with pytest.raises(ConfigError, match="--spe-model 'l2_ways': expected NAME=VALUE"):
+        SpeConfig().with_model(["l2_ways"])
+    assert SpeConfig().with_model(["L2_LINES=8192", "l2_ways=0x8", "model_feed=every"]) == \
+        SpeConfig(l2_lines=8192, l2_ways=8, model_feed="every")
