@@ -99,7 +99,7 @@ def test_model_access_goes_down_the_levels(l2, accesses):
         level = (native.LEVEL_L1D if l1d.touch(line, update) else
                  native.LEVEL_L2 if l2[0] and l2o.touch(line, update) else
                  native.LEVEL_LLC if llc.touch(line, update) else native.LEVEL_DRAM)
-        assert model.access(line, line >> 6, update) == (
+        assert model.access(line, update) == (
             walk * native.OUT_WALK | level << native.OUT_LEVEL_SHIFT)
         if update:
             counts[native.MODEL_STATS[level]] += 1

@@ -57,9 +57,11 @@ class NativeRecords:
         self.recorder = native.Recorder(model, max_captures * (2 * record_bound
                                                                 + config.align_bytes))
         s = self.recorder.s
-        s.lat_l1d_hit, s.lat_l2_hit, s.lat_llc_hit, s.lat_llc_miss = (
-            config.l1d_latency, config.l2_latency, config.llc_latency, config.dram_latency)
-        s.lat_walk, s.lat_mispredict = config.walk_latency, config.mispredict_penalty
+        s.lat_mispredict = config.mispredict_penalty
+        for outcome, (events, execute, xlat) in enumerate(R.outcome_table(config)):
+            s.outcome_events[outcome] = events
+            s.outcome_execute[outcome] = execute
+            s.outcome_xlat[outcome] = xlat
         s.align = config.align_bytes
         s.not_taken_target = int(config.not_taken_target)
         fields, events = _fixed_fields()
@@ -233,10 +235,7 @@ def _fixed_fields() -> tuple[tuple[tuple[str, int], ...], tuple[int, ...]]:
         ("hdr_timestamp", _header(P.timestamp_packet(0))),
         ("hdr_end", _header(P.end_packet())),
         ("ev_retired", P.EV_RETIRED), ("ev_not_taken", P.EV_NOT_TAKEN),
-        ("ev_mispred", P.EV_MISPRED), ("ev_l1d_access", P.EV_L1D_ACCESS),
-        ("ev_l1d_refill", P.EV_L1D_REFILL), ("ev_tlb_access", P.EV_TLB_ACCESS),
-        ("ev_tlb_walk", P.EV_TLB_WALK), ("ev_llc_access", P.EV_LLC_ACCESS),
-        ("ev_llc_miss", P.EV_LLC_MISS), ("lat_store", R.STORE_CYCLES),
+        ("ev_mispred", P.EV_MISPRED), ("lat_store", R.STORE_CYCLES),
         ("lat_issue", R.ISSUE_CYCLES),
         ("counter_max", P.COUNTER_MAX))
     events = tuple(_header(P.events_packet(1 << (8 * size - 1))) for size in (1, 2, 4, 8))

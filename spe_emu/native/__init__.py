@@ -406,6 +406,17 @@ class SpeTemplate(ctypes.Structure):
                 ("head_len", ctypes.c_uint8), ("head", ctypes.c_uint8 * TEMPLATE_HEAD)]
 
 
+#: spe_model_access outcome: the TLB walked; the level that held the line (bits above);
+#: how many outcomes there are
+OUT_WALK, OUT_LEVEL_SHIFT, OUTCOMES = 1, 1, 8
+#: levels of the model (spe_model_access's outcome >> OUT_LEVEL_SHIFT; Model.stats keys)
+LEVEL_L1D, LEVEL_L2, LEVEL_LLC, LEVEL_DRAM = 0, 1, 2, 3
+#: spe_model_touch's levels
+TOUCH_TLB, TOUCH_L1D, TOUCH_L2, TOUCH_LLC = 0, 1, 2, 3
+#: Model.stats names, in the order of the C counters (SPE_LEVEL_*, SPE_STAT_*)
+MODEL_STATS = ("l1d_hits", "l2_hits", "llc_hits", "dram", "accesses", "tlb_walks")
+
+
 class SpeRecorder(ctypes.Structure):
     """Mirror of ``struct spe_recorder`` (record.c): per-drain inputs, fixed packet headers,
     event numbers and latencies, results and the C-owned model and buffers."""
@@ -421,10 +432,12 @@ class SpeRecorder(ctypes.Structure):
                     "hdr_timestamp", "hdr_end", "pad0")),
                 ("hdr_events", ctypes.c_uint8 * 4),
                 *((name, ctypes.c_uint32) for name in (
-                    "ev_retired", "ev_not_taken", "ev_mispred", "ev_l1d_access",
-                    "ev_l1d_refill", "ev_tlb_access", "ev_tlb_walk", "ev_llc_access",
-                    "ev_llc_miss", "lat_l1d_hit", "lat_l2_hit", "lat_llc_hit", "lat_llc_miss",
-                    "lat_store", "lat_walk", "lat_mispredict", "lat_issue", "counter_max")),
+                    "ev_retired", "ev_not_taken", "ev_mispred", "lat_store", "lat_mispredict",
+                    "lat_issue")),
+                ("outcome_events", ctypes.c_uint64 * OUTCOMES),
+                ("outcome_execute", ctypes.c_uint32 * OUTCOMES),
+                ("outcome_xlat", ctypes.c_uint32 * OUTCOMES),
+                ("counter_max", ctypes.c_uint32),
                 ("out_len", ctypes.c_uint64), ("records", ctypes.c_uint64),
                 ("reason", ctypes.c_uint64), ("out", ctypes.c_void_p),
                 ("out_size", ctypes.c_uint64), ("model", ctypes.c_void_p),
@@ -482,7 +495,8 @@ def library() -> ctypes.CDLL:
 
 
 def _layout_matches(lib: ctypes.CDLL) -> bool:
-    """The library was built from these sources and its structs match the mirrors."""
+    """The library was built from these sources, its structs match the mirrors and it keeps
+    as many model counts as :data:`MODEL_STATS` names."""
     try:
         if (ctypes.c_char * 17).in_dll(lib, "spe_source_digest").value.decode() != \
                 source_digest():
@@ -491,7 +505,10 @@ def _layout_matches(lib: ctypes.CDLL) -> bool:
             "spe_counter_size", "spe_recorder_size", "spe_template_size",
             "spe_counter_reads_size", "spe_sysreg_filter_size", "spe_exc_model_size",
             "spe_intr_size", "spe_control_size", "spe_gic_size")]
+        stats = ctypes.c_uint64.in_dll(lib, "spe_model_stats_count").value
     except ValueError:
+        return False
+    if stats != len(MODEL_STATS):
         return False
     return sizes == [ctypes.sizeof(t) for t in (SpeCounter, SpeRecorder, SpeTemplate,
                                                 SpeCounterReads, SpeSysregFilter, SpeExcModel,
@@ -574,7 +591,7 @@ def _declare(lib: ctypes.CDLL) -> None:
             ("spe_recorder_free", (rec,), None),
             ("spe_model_new", (ctypes.POINTER(u32),), ctypes.c_void_p),
             ("spe_model_free", (ctypes.c_void_p,), None),
-            ("spe_model_access", (ctypes.c_void_p, u64, u64, ctypes.c_int), ctypes.c_int),
+            ("spe_model_access", (ctypes.c_void_p, u64, ctypes.c_int), ctypes.c_int),
             ("spe_model_touch", (ctypes.c_void_p, u32, u64, ctypes.c_int), ctypes.c_int),
             ("spe_model_target_swap", (ctypes.c_void_p, u64, u64, ctypes.POINTER(u64)),
              ctypes.c_int),
@@ -608,16 +625,6 @@ def _declare(lib: ctypes.CDLL) -> None:
         fn.restype = result
 
 
-#: spe_model_access outcome: the TLB walked; the level that held the line (bits above)
-OUT_WALK, OUT_LEVEL_SHIFT = 1, 1
-#: levels of the model (spe_model_access's outcome >> OUT_LEVEL_SHIFT; Model.stats keys)
-LEVEL_L1D, LEVEL_L2, LEVEL_LLC, LEVEL_DRAM = 0, 1, 2, 3
-#: spe_model_touch's levels
-TOUCH_TLB, TOUCH_L1D, TOUCH_L2, TOUCH_LLC = 0, 1, 2, 3
-#: Model.stats names, in the order of the C counters (SPE_LEVEL_*, SPE_STAT_*)
-MODEL_STATS = ("l1d_hits", "l2_hits", "llc_hits", "dram", "accesses", "tlb_walks")
-
-
 class Model:
     """The micro-architecture model of records (model.c; docs/model.md "Events and latency
     model"): set-associative LRU TLB, L1D, optional L2 and LLC, and the last target of each
@@ -646,11 +653,12 @@ class Model:
         """Free the C storage now (idempotent; the model must not be used after)."""
         self._free()
 
-    def access(self, line: int, page: int, update: bool) -> int:
-        """The outcome of a data access to 64-byte line ``line`` in 4 KiB page ``page``:
-        OUT_WALK when the TLB misses, ORed with the LEVEL_* that holds the line shifted by
-        OUT_LEVEL_SHIFT. ``update``: record the access (else the model is only read)."""
-        return self._access(self.ptr, line, page, int(update))
+    def access(self, line: int, update: bool) -> int:
+        """The outcome (0 .. OUTCOMES - 1) of a data access to 64-byte line ``line``:
+        OUT_WALK when the TLB misses its 4 KiB page (``line >> 6``), ORed with the LEVEL_* that
+        holds the line shifted by OUT_LEVEL_SHIFT. ``update``: record the access (else the
+        model is only read)."""
+        return self._access(self.ptr, line, int(update))
 
     def touch(self, which: int, key: int, update: bool = True) -> bool:
         """One level alone (TOUCH_*): True if ``key`` is there; recorded with ``update``.

@@ -286,14 +286,15 @@ struct spe_model *spe_model_new(const uint32_t *g)
     return m;
 }
 
-/* The outcome of a data access to 64-byte line `line` in 4 KiB page `page`: SPE_OUT_WALK when
- * the TLB misses, and the level that holds the line (SPE_LEVEL_* << SPE_OUT_LEVEL_SHIFT): the
- * L1D, else the L2 (when present), else the LLC, else DRAM. Each level is looked up only when
- * the ones above it miss. With update the access is recorded (a level that misses is filled),
- * else the model is only read. */
-int spe_model_access(struct spe_model *m, uint64_t line, uint64_t page, int update)
+/* The outcome of a data access to 64-byte line `line` (in 4 KiB page line >> 6): SPE_OUT_WALK
+ * when the TLB misses the page, and the level that holds the line (SPE_LEVEL_* <<
+ * SPE_OUT_LEVEL_SHIFT): the L1D, else the L2 (when present), else the LLC, else DRAM. Each
+ * level is looked up only when the ones above it miss. With update the access is recorded (a
+ * level that misses is filled), else the model is only read. */
+int spe_model_access(struct spe_model *m, uint64_t line, int update)
 {
-    if (line + 1 == m->last_line && line >> 6 == page) {
+    uint64_t page = line >> 6;
+    if (line + 1 == m->last_line) {
         if (update) {
             m->stats[SPE_STAT_ACCESSES]++;
             m->stats[SPE_LEVEL_L1D]++;
@@ -311,7 +312,7 @@ int spe_model_access(struct spe_model *m, uint64_t line, uint64_t page, int upda
         }
     }
     if (update) {
-        m->last_line = line >> 6 == page ? line + 1 : 0;
+        m->last_line = line + 1;
         m->stats[SPE_STAT_ACCESSES]++;
         m->stats[SPE_STAT_WALKS] += (uint64_t)(out & SPE_OUT_WALK);
         m->stats[level]++;
@@ -355,5 +356,5 @@ void spe_model_hook(void *uc, int type, uint64_t address, int size, int64_t valu
     (void)uc, (void)type, (void)value;
     uint64_t last = address + (uint64_t)(size > 0 ? size - 1 : 0);
     for (uint64_t line = address >> 6; line <= last >> 6; line++)
-        spe_model_access(m, line, line >> 6, 1);
+        spe_model_access(m, line, 1);
 }

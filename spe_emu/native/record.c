@@ -13,8 +13,9 @@
  * The record is the one spe_emu.spe.records.RecordBuilder.build() gives for the same sample
  * (SPE supplement §2.3, §5.3; Arm ARM D18.1): the same packets in the same order, from the
  * same micro-architecture model (model.c), which Python's builder uses too, so both update
- * one model in instruction order. Packet header bytes, event numbers and latencies come from Python
- * (spe_emu.spe.packets, spe_emu.spe.records), so each is declared once.
+ * one model in instruction order. Packet header bytes, event numbers, latencies and what a
+ * load/store's outcome in the model puts in its record come from Python (spe_emu.spe.packets,
+ * spe_emu.spe.records), so each is declared once.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -177,22 +178,10 @@ static uint8_t *build(struct spe_recorder *r, const struct spe_template *t,
         uint64_t va = data_address(t, cap->regs, cap->pc);
         *o++ = r->hdr_va;
         o = put_le(o, va, 8);
-        events |= 1ull << r->ev_l1d_access | 1ull << r->ev_tlb_access;
-        int out = spe_model_access(r->model, va >> 6, va >> 12, 1);
-        int level = out >> SPE_OUT_LEVEL_SHIFT;
-        xlat = 1;
-        if (out & SPE_OUT_WALK) {
-            events |= 1ull << r->ev_tlb_walk;
-            xlat = r->lat_walk;
-        }
-        if (level != SPE_LEVEL_L1D)
-            events |= 1ull << r->ev_l1d_refill;
-        if (level >= SPE_LEVEL_LLC)
-            events |= 1ull << r->ev_llc_access;
-        if (level == SPE_LEVEL_DRAM)
-            events |= 1ull << r->ev_llc_miss;
-        execute = level == SPE_LEVEL_L1D ? r->lat_l1d_hit : level == SPE_LEVEL_L2 ? r->lat_l2_hit
-                  : level == SPE_LEVEL_LLC ? r->lat_llc_hit : r->lat_llc_miss;
+        int out = spe_model_access(r->model, va >> 6, 1);
+        events |= r->outcome_events[out];
+        execute = r->outcome_execute[out];
+        xlat = r->outcome_xlat[out];
         if (t->store_only)
             execute = r->lat_store;
     }

@@ -232,9 +232,10 @@ struct spe_template {
 #define SPE_STAT_ACCESSES 4
 #define SPE_STAT_WALKS 5
 #define SPE_MODEL_STATS 6
+#define SPE_OUTCOMES 8     /* spe_model_access outcomes: WALK | 4 levels */
 
 struct spe_model;
-int spe_model_access(struct spe_model *m, uint64_t line, uint64_t page, int update);
+int spe_model_access(struct spe_model *m, uint64_t line, int update);
 int spe_model_target_swap(struct spe_model *m, uint64_t pc, uint64_t target, uint64_t *old);
 
 static inline uint32_t hash64(uint64_t key, uint32_t mask)
@@ -258,10 +259,12 @@ struct spe_recorder {
     uint32_t not_taken_target;
     uint8_t hdr_target, hdr_va, hdr_total, hdr_issue, hdr_xlat, hdr_timestamp, hdr_end, pad0;
     uint8_t hdr_events[4];  /* Events packet header for a 1, 2, 4, 8-byte payload */
-    uint32_t ev_retired, ev_not_taken, ev_mispred, ev_l1d_access, ev_l1d_refill,
-             ev_tlb_access, ev_tlb_walk, ev_llc_access, ev_llc_miss;  /* E[n] bit numbers */
-    uint32_t lat_l1d_hit, lat_l2_hit, lat_llc_hit, lat_llc_miss, lat_store, lat_walk,
-             lat_mispredict, lat_issue;     /* latencies of the model (cycles) */
+    uint32_t ev_retired, ev_not_taken, ev_mispred;  /* E[n] bit numbers */
+    uint32_t lat_store, lat_mispredict, lat_issue;  /* latencies of the model (cycles) */
+    /* a load/store by its spe_model_access outcome: Events bits, execution and XLAT cycles
+     * (spe_emu.spe.records.outcome_table) */
+    uint64_t outcome_events[SPE_OUTCOMES];
+    uint32_t outcome_execute[SPE_OUTCOMES], outcome_xlat[SPE_OUTCOMES];
     uint32_t counter_max;           /* a saturated Counter packet value (12-bit: 0xFFF) */
     /* results */
     uint64_t out_len;       /* bytes of padded records in out */

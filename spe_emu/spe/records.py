@@ -127,8 +127,7 @@ class RecordBuilder:
         self.config = config
         self.model = native.Model(config.model_geometry)
         self._feed_every = config.model_feed == "every"
-        self._latency = (config.l1d_latency, config.l2_latency, config.llc_latency,
-                         config.dram_latency)
+        self._outcomes = outcome_table(config)
         # Encoded packets that recur from sample to sample (PC packets, operation types,
         # counters, events), memoised: the fast path builds thousands of records per second.
         self._packet_cache: dict[tuple, bytes] = {}
@@ -277,25 +276,35 @@ class RecordBuilder:
 
     def _memory(self, s: Sample, info) -> tuple[int, int, int, int]:
         """Events, execution cycles, XLAT cycles and the level (native.LEVEL_*) that held the
-        line, of the sampled load/store ``s`` (the module docstring's model)."""
+        line, of the sampled load/store ``s`` (:func:`outcome_table`)."""
         if self._feed_every:   # (the access itself updates the model as it executes)
             address = s.data_va if s.model_address is None else s.model_address
-            outcome = self.model.access(address >> 6, address >> 12, False)
+            outcome = self.model.access(address >> 6, False)
         else:
-            outcome = self.model.access(s.data_va >> 6, s.data_va >> 12, True)
-        level = outcome >> native.OUT_LEVEL_SHIFT
-        events = (1 << P.EV_L1D_ACCESS) | (1 << P.EV_TLB_ACCESS)
-        xlat = 1
-        if outcome & native.OUT_WALK:
-            events |= 1 << P.EV_TLB_WALK
-            xlat = self.config.walk_latency
-        if level != native.LEVEL_L1D:
-            events |= 1 << P.EV_L1D_REFILL
-        if level >= native.LEVEL_LLC:
-            events |= 1 << P.EV_LLC_ACCESS
-        if level == native.LEVEL_DRAM:
-            events |= 1 << P.EV_LLC_MISS
-        execute = self._latency[level]
+            outcome = self.model.access(s.data_va >> 6, True)
+        events, execute, xlat = self._outcomes[outcome]
         if info.is_store and not info.is_load:
             execute = STORE_CYCLES
-        return events, execute, xlat, level
+        return events, execute, xlat, outcome >> native.OUT_LEVEL_SHIFT
+
+
+def outcome_table(config: SpeConfig) -> tuple[tuple[int, int, int], ...]:
+    """What a load/store puts in its record by its outcome in the model
+    (:meth:`spe_emu.native.Model.access`, indexes 0 .. native.OUTCOMES - 1): (Events bits,
+    execution cycles of a load, XLAT cycles). Every load/store accesses the L1D and the TLB
+    (E[2], E[4]); a TLB miss is a walk (E[5], XLAT ``walk_latency``); a line the L1D misses
+    is a refill (E[3]), then an LLC access (E[8]) when the L2 misses too, then an LLC miss
+    (E[9]) when the LLC does (SPE supplement §5.3.7 Events packet; docs/model.md). record.c
+    reads the same table (NativeRecords)."""
+    latency = (config.l1d_latency, config.l2_latency, config.llc_latency, config.dram_latency)
+    table = []
+    for outcome in range(native.OUTCOMES):
+        level = outcome >> native.OUT_LEVEL_SHIFT
+        walk = outcome & native.OUT_WALK
+        events = ((1 << P.EV_L1D_ACCESS) | (1 << P.EV_TLB_ACCESS)
+                  | (walk and 1 << P.EV_TLB_WALK)
+                  | (level != native.LEVEL_L1D and 1 << P.EV_L1D_REFILL)
+                  | (level >= native.LEVEL_LLC and 1 << P.EV_LLC_ACCESS)
+                  | (level == native.LEVEL_DRAM and 1 << P.EV_LLC_MISS))
+        table.append((events, latency[level], config.walk_latency if walk else 1))
+    return tuple(table)
