@@ -102,8 +102,8 @@ ro_word:
     .fill   508, 8, 0
     L1_SECOND_GIB l1_upper, l2_upper  // 1 GiB at UPPER
 l2_upper:
-    .quad   0x40000000 + 0x7c1                          // AF, SH inner, AP 0b11, block
-    .quad   0x40200000 + 0x701 + (3 << 53)              // AF, SH, AP 0b00, UXN, PXN
+    .quad   0x40000000 + BLOCK_EL0_RW
+    .quad   0x40200000 + BLOCK_EL1_RW
     .fill   510, 8, 0
 el1_data:
     .quad   0x1111, 0x2222

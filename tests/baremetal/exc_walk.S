@@ -100,7 +100,7 @@ l1_table:
     .quad   NO_MEMORY + 3                       // table where there is no memory
     .fill   506, 8, 0
 l2_table:
-    .quad   0x40000000 + 0x7c1                  // AF, SH, AP 0b11, block
+    .quad   0x40000000 + BLOCK_EL0_RW
     .quad   0x40200000 + BLOCK_RW + XN
     .quad   l3_table + 3
     .quad   0

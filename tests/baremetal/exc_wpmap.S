@@ -26,7 +26,6 @@
     .equ DBGWCR_LDST, (1 | (3 << 1) | (3 << 3) | (0xff << 5))   // E, PAC, LSC, BAS
     .equ UPPER, 0xffffff8040000000
     .equ UPPER_DATA, (UPPER + 0x200000)
-    .equ BLOCK_EL1_RW, (0x701 + (3 << 53))   // AF, SH inner, AP 0b00, UXN, PXN, block
     .text
     .global main
 main:
@@ -86,12 +85,12 @@ el1_main:
     .fill   508, 8, 0
     L1_SECOND_GIB l1_upper, l2_upper  // 1 GiB at UPPER
 l2_upper:
-    .quad   0x40000000 + 0x7c1
+    .quad   0x40000000 + BLOCK_EL0_RW
     .quad   0x40200000 + BLOCK_EL1_RW
     .fill   510, 8, 0
     L1_SECOND_GIB l1_upper2, l2_upper2
 l2_upper2:
-    .quad   0x40000000 + 0x7c1
+    .quad   0x40000000 + BLOCK_EL0_RW
     .quad   0x40400000 + BLOCK_EL1_RW
     .fill   510, 8, 0
     .balign 8
