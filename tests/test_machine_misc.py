@@ -142,7 +142,7 @@ def test_error_in_a_control_instruction_hook_ends_the_run(tmp_path, monkeypatch)
     # run with that exception, not be printed and lost.
     from spe_emu.cpu.machine import Machine
 
-    def broken(self, address):
+    def broken(self, address, cleared):
         raise RuntimeError(f"hook at {address:#x}")
 
     monkeypatch.setattr(Machine, "_on_unmask", broken)

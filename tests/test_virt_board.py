@@ -171,6 +171,32 @@ def test_virt_timer_same_on_qemu(virt_timer):
     assert qemu.stdout == proc.stdout == EXPECTED_CONSOLE
 
 
+@pytest.mark.parametrize("mode", ["fast", "reference"])
+def test_virt_timer_busy_wait_takes_every_tick(tmp_path, mode):
+    # -DBUSY_WAIT: each tick interrupts running code. The IRQ is taken at the stop for its
+    # deadline with PSTATE.I set on entry and the line still asserted, so the run is planned
+    # with a masked-interrupt poll; the handler's ICC_IAR1_EL1 read (native) lowers the line,
+    # which makes the poll moot, and its TVAL write schedules the next tick. That tick must
+    # still stop the run at its instruction: the fast loop once lost it (the run went on to
+    # the stop point planned before the write) and took 66 of a Linux boot's 2126 ticks.
+    if any(shutil.which(t) is None for t in (CC, OBJCOPY)):
+        pytest.skip(f"{CC} and {OBJCOPY} are needed (Debian: gcc-aarch64-linux-gnu)")
+    elf = build_virt_timer(tmp_path / "busy.elf", f"-DTICKS={TICKS}", "-DPERIOD_US=100",
+                           "-DBUSY_WAIT")
+    runs = {}
+    for m in ("fast", mode):
+        out = tmp_path / m
+        proc = spe_emu_process("--kernel", elf, "-o", out, "--mode", m, "--max-insns",
+                               "20000000")
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout == EXPECTED_CONSOLE
+        runs[m] = summary(out)
+        _one_run_ok(runs[m])
+        assert runs[m]["irqs_taken"] == TICKS
+    # every tick at the same instruction as the per-instruction reference loop
+    assert runs["fast"]["instructions"] == runs[mode]["instructions"]
+
+
 # == 2. --dumpdtb ============================================================================
 
 KERNEL_BYTES = 0x1000

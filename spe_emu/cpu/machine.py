@@ -120,6 +120,7 @@ PSB_CSYNC_WORD = 0xD503223F  # HINT #17 (Arm ARM C6.2 PSB CSYNC)
 CONTROL_MATCHES = ((0xFFFFFFFF, ERET_WORD), (0xFFFFFFFF, PSB_CSYNC_WORD))
 # PSTATE.{A, I, F}: an unmasking may let an asserted interrupt (or virtual SError) in
 UNMASK_WATCH = PSTATE.make(A=1, I=1, F=1)
+UNMASK_INTERRUPTS = PSTATE.make(I=1, F=1)   # (PSTATE.A masks SErrors only)
 
 
 @lru_cache(maxsize=64)
@@ -609,7 +610,10 @@ class Machine:
         inside a run, through MMIO or system registers, or at a stop, from a clock event)."""
         self.replan = True
         self._irq_line_value = None
-        self._python_controls()
+        if self._irq_line():
+            # (an interrupt asserted now may be let in by the next DAIF write or ERET; with
+            # every line low, those find nothing more to do than before the change)
+            self._python_controls()
         if not self._hooks_installed or self.cfg.mode == "raw":
             # (raw: no instruction count to stop by; uc_emu_stop from an MMIO callback would
             # restart the access. The change is seen at the next stop.)
@@ -617,6 +621,10 @@ class Machine:
         fast = self.cfg.mode == "fast"
         planned = max(self.insns(), self.counter.stop_at) if fast else self._ref_deadline
         deadline = self.clock.next_deadline_insns()
+        if fast and self.counter.poll_at != NEVER and deadline < self.counter.unpolled_at:
+            # (the native hook may find the planned poll moot and run on to unpolled_at,
+            # which must not pass the new event)
+            self.counter.unpolled_at = max(deadline, self.counter.insns)
         if not (self._irq_line() or (deadline != NEVER and deadline < planned)):
             return
         self._stop_at_block_boundary()
@@ -632,6 +640,7 @@ class Machine:
             self._stop_requested = True
         else:
             self.counter.stop_at = min(self.counter.stop_at, self.counter.insns)
+            self.counter.poll_at = NEVER   # (a stop asked for is never a moot poll)
 
     def _python_controls(self) -> None:
         """Something :meth:`_on_control_insn` acts on may have changed (an interrupt level,
@@ -706,6 +715,7 @@ class Machine:
             flt.add("sys", enc)
         flt.msr_all = flt.sys_all = int(self.cfg.mode == "reference")
         flt.daif_key = native.sysreg_key(DAIF_ENC)
+        flt.code_crn = CRN_CACHE
         # (MSR SP_ELx of a 16-byte aligned value while every SP is: SyncChecks.refresh)
         flt.sp_key[:] = sorted(native.sysreg_key(enc) for enc in SP_ELX_WRITES)
         flt.sp_align = SP_ALIGN
@@ -720,7 +730,7 @@ class Machine:
                           ctypes.byref(flt), 1, 0, A.UC_ARM64_INS_SYS)
         self.counter = native.SpeCounter(
             emu_stop=ctypes.cast(uclib.uc_emu_stop, ctypes.c_void_p).value)
-        self.counter.stop_at = self.counter.event_at = NEVER
+        self.counter.stop_at = self.counter.event_at = self.counter.poll_at = NEVER
         self.counter.reg_read_batch = ctypes.cast(uclib.uc_reg_read_batch, ctypes.c_void_p).value
         self.counter.vmem_translate = ctypes.cast(uclib.uc_vmem_translate, ctypes.c_void_p).value
         self.counter.mem_read = ctypes.cast(uclib.uc_mem_read, ctypes.c_void_p).value
@@ -912,9 +922,10 @@ class Machine:
         """The PSB CSYNC hook's callback: :meth:`_on_psb_csync` (:meth:`_guarded`)."""
         self._guarded(lambda: self._on_psb_csync(address))
 
-    def _guarded_unmask(self, _uch, address: int, _size: int, _data) -> None:
-        """The unmasking watch's callback: :meth:`_on_unmask` (:meth:`_guarded`)."""
-        self._guarded(lambda: self._on_unmask(address))
+    def _guarded_unmask(self, _uch, address: int, cleared: int, _data) -> None:
+        """The unmasking watch's callback (``cleared``: the PSTATE bits it saw cleared, in
+        the size argument): :meth:`_on_unmask` (:meth:`_guarded`)."""
+        self._guarded(lambda: self._on_unmask(address, cleared))
 
     def _guarded_control_insn(self, _uch, address: int, size: int, _data) -> None:
         """The control instructions' callback: :meth:`_on_control_insn` (:meth:`_guarded`)."""
@@ -1196,6 +1207,8 @@ class Machine:
         if self.records is not None:
             self.records.clear_templates()
         self._forget_verdicts()
+        # (nothing of code is remembered now: an IC stays native until profiling is enabled)
+        self.sysreg_filter.sys_code = int(self.enabled)
 
     def _forget_verdicts(self) -> None:
         self._learnt.clear()
@@ -1315,6 +1328,11 @@ class Machine:
                                     or self.pe.virtual_serror_pending(self.context()))
         return self._irq_line_value
 
+    def _serror_line(self) -> bool:
+        """Whether a physical or virtual SError (HCR_EL2.VSE) is pending (part of
+        :meth:`_irq_line` that the GIC does not drive)."""
+        return self.pe.serror_pending or self.pe.virtual_serror_pending(self.context())
+
     def _deliverable_interrupt(self) -> tuple[VectorKind, int] | None:
         """(IRQ or FIQ, target EL) of the interrupt the PE would take now, or None."""
         if not self._irq_line():
@@ -1386,7 +1404,7 @@ class Machine:
                 and self.spu.profiling_enabled(replace(ctx, el=el)))) | self.checks.python_els()
         self.sysreg_filter.msr_all = int(now or self.cfg.mode == "reference")
         if now:
-            self.sysreg_filter.sys_cache = 1
+            self.sysreg_filter.sys_cache = self.sysreg_filter.sys_code = 1
         self._psb_hook_state()
         self._python_controls()
 
@@ -1774,7 +1792,7 @@ class Machine:
             if pa is None:
                 return None
             page = self._code_pages[key] = self.fast.read(pa, 0x1000)
-            self.sysreg_filter.sys_cache = 1
+            self.sysreg_filter.sys_cache = self.sysreg_filter.sys_code = 1
         return page
 
     def _block_code(self, block: int, n: int, ctx: AccessContext) -> bytes | None:
@@ -2519,13 +2537,18 @@ class Machine:
     def _on_msr(self, uc: Uc, reg: int, cp, _data) -> int:
         self._catch_up(NEVER)  # (an MSR is never before a predicted or captured sample)
         enc = (cp.op0, cp.op1, cp.crn, cp.crm, cp.op2)
-        if enc == DAIF_ENC and not self._replan_owed():
-            # PSTATE.DAIF changes nothing the run loop planned: no interrupt is asserted (an
-            # unmasking takes none) and profiling is disabled.
-            self._controls_idle()
-            return 0
-        self._counter_reads_changed()
+        if enc == DAIF_ENC:
+            if not self._replan_owed():
+                # PSTATE.DAIF changes nothing the run loop planned: no interrupt is asserted
+                # (an unmasking takes none) and profiling is disabled.
+                self._controls_idle()
+                return 0
+            if not self._unmask_owes_replan(self.fast.reg(A.UC_ARM64_REG_PSTATE)
+                                            & ~cp.val & UNMASK_WATCH):
+                return 0
         entry = self.sysregs.lookup(enc)
+        if entry is None or not entry.counter_read_neutral:
+            self._counter_reads_changed()
         if entry is not None and not entry.via_undef:
             # The owner performs the write, and QEMU then executes it as well (returning 0):
             # QEMU's copy of the trap controls (CNTKCTL_EL1, CNTHCTL_EL2) is what it raises
@@ -2579,6 +2602,21 @@ class Machine:
         return (self.cfg.mode == "reference" or self.enabled or self._irq_line()
                 or self.spu.exception_may_be_pending() or self.spu.pstate_pm)
 
+    def _unmask_owes_replan(self, cleared: int) -> bool:
+        """Whether clearing the PSTATE.{A, I, F} bits ``cleared`` (an MSR DAIF, or the
+        unmasking watch after an MSR DAIF or DAIFClr) must stop the run to re-plan: as
+        :meth:`_replan_owed`, except that when only an asserted interrupt owes the re-plan,
+        the cleared bits must be ones that mask it (Arm ARM D1.3.6 "Asynchronous exception
+        masking"): PSTATE.I or F for an IRQ or FIQ, PSTATE.A for a physical or virtual SError.
+        Linux's el1_interrupt() writes DAIF with only A and D cleared while the IRQ it is
+        taking is still asserted: that write lets nothing in, and no longer stops the run."""
+        if not self._replan_owed():
+            return False
+        if (self.cfg.mode == "reference" or self.enabled or self.spu.exception_may_be_pending()
+                or self.spu.pstate_pm or cleared & UNMASK_INTERRUPTS):
+            return True
+        return bool(cleared) and self._serror_line()
+
     def _on_control_insn(self, uc: Uc, address: int, size: int, _data) -> None:
         """ERET: state changes after this instruction; stop at the next
         block boundary (an ERET ends its block, so that is exactly after it) to re-plan.
@@ -2602,14 +2640,16 @@ class Machine:
         self.replan = True
         self._stop_at_block_boundary()
 
-    def _on_unmask(self, address: int) -> None:
+    def _on_unmask(self, address: int, cleared: int) -> None:
         """From the native block hook, at the entry of the block at ``address`` (not yet
-        run), while the control hooks have work: PSTATE.{A, I, F} unmasked something since
-        the last block (an MSR DAIFClr or MSR DAIF ended it). As :meth:`_on_control_insn`
-        after the instruction: stop in front of this block to re-plan (an interrupt may be
-        taken now), unless nothing planned can change."""
+        run), while the control hooks have work: the PSTATE.{A, I, F} bits ``cleared`` were
+        set at the last block watched and are clear now (an MSR DAIFClr or MSR DAIF ended
+        it). As :meth:`_on_control_insn` after the instruction: stop in front of this block
+        to re-plan (an interrupt may be taken now), unless nothing planned can change."""
         if not (self._replan_owed() or self.spu.buffer_may_be_enabled()):
             self._controls_idle()
+            return
+        if not (self._unmask_owes_replan(cleared) or self.spu.buffer_may_be_enabled()):
             return
         self._catch_up(self.counter.insns)
         self.replan = True
@@ -2785,9 +2825,11 @@ class Machine:
             if self.enabled:
                 event = self.acct + self.spu.interval.members_to_next_event() - 1
             # (an event on the clock is due at or after the instruction count it converts to)
-            limit = min(budget, self.hold_irq_until if hold else NEVER,
-                        max(self.clock.next_deadline_insns(), c.insns), self._poll_at(c.insns),
-                        max(self.debug_stop_at, c.insns))
+            unpolled = min(budget, self.hold_irq_until if hold else NEVER,
+                           max(self.clock.next_deadline_insns(), c.insns),
+                           max(self.debug_stop_at, c.insns))
+            poll = self._poll_at(c.insns)
+            limit = min(unpolled, poll)
             target = min(event, limit)
             if target < c.insns:  # (never: every stop point is planned ahead of the run)
                 raise AssertionError(f"run loop passed its stop point {target} ({c.insns})")
@@ -2806,10 +2848,22 @@ class Machine:
                     c.cap_budget = max(0, self._record_room(self.context())
                                        - (self._pending is not None))
                     c.gap = gap
+            # A poll for an interrupt the GIC asserts is moot once the native CPU-interface
+            # path has lowered every GIC output (an IAR read acknowledged it): the native hook
+            # then runs on to the stop point without it (counter.c, poll_at).
+            polled = (not c.gap and target == poll < min(event, unpolled)
+                      and not self._serror_line())
+            c.poll_at, c.unpolled_at = (poll, min(event, unpolled)) if polled else (NEVER, NEVER)
+            if polled:
+                self.control.irq = 1   # (the native GIC path clears it as it lowers them)
             stops = c.stops
             capturing = c.gap
             pc = self.pc
             self._start(pc)
+            if polled and c.poll_at == NEVER:   # (the poll was moot: planned without it)
+                limit = min(unpolled, c.unpolled_at)
+                target = min(event, limit)
+            c.poll_at = NEVER
             self._catch_up(c.insns)
             if self.checks.after_stop():  # PC alignment, Illegal Execution state
                 continue

@@ -296,6 +296,10 @@ TIMER_REGISTERS = RegisterTable([
 ])
 """Every Generic Timer register the device owns, by name and by encoding."""
 
+TIMER_STATE_REGISTERS = frozenset(
+    s.name for s in TIMER_REGISTERS if s.on_write in ("_write_tval", "_write_ctl", "_write_cval"))
+"""Each timer's TVAL, CTL and CVAL registers (every accessor: _EL0, _EL2, _EL02)."""
+
 CTL = TIMER_REGISTERS["CNTP_CTL_EL0"]
 """The layout of every timer's control register (CTL_FIELDS)."""
 
@@ -365,6 +369,10 @@ class GenericTimer(Device, kind="generic_timer"):
     via_undef = False
     """QEMU knows these registers: the machine answers them from its MRS/MSR instruction hooks
     (:class:`spe_emu.platform.sysregs.SysregOwner`)..."""
+    COUNTER_READ_NEUTRAL = TIMER_STATE_REGISTERS
+    """A timer's own TVAL/CTL/CVAL registers: their writes change no counter read (whether
+    CNTPCT_EL0/CNTVCT_EL0 may be read depends on CNTKCTL_EL1, CNTHCTL_EL2 and the EL,
+    CNTVCT_EL0's value on CNTVOFF_EL2; D24.10.19, D24.10.28)."""
     UNKNOWN_TO_QEMU = frozenset({"CNTKCTL_EL12"})
     """... except these, which UNDEF in Unicorn's QEMU 5.0 (measured: every timer register
     read at EL2 with HCR_EL2.E2H = 1), so they are emulated from the UNDEF hook like the SPE

@@ -89,7 +89,8 @@ class SpeCounter(ctypes.Structure):
                 ("daif_mask", ctypes.c_uint64), ("daif_seen", ctypes.c_uint64),
                 ("pstate_id", ctypes.c_int32), ("pad", ctypes.c_int32),
                 ("unmasks", ctypes.c_uint64), ("pbt_on", ctypes.c_uint64),
-                ("pbt_target", ctypes.c_uint64), ("pbt_insns", ctypes.c_uint64)]
+                ("pbt_target", ctypes.c_uint64), ("pbt_insns", ctypes.c_uint64),
+                ("poll_at", ctypes.c_uint64), ("unpolled_at", ctypes.c_uint64)]
 
     @property
     def stop_at(self) -> int:
@@ -145,7 +146,8 @@ class SpeSysregFilter(ctypes.Structure):
                 ("skipped", ctypes.c_uint64),
                 ("sp_key", ctypes.c_uint32 * 3), ("sp_aligned", ctypes.c_uint32),
                 ("sp_align", ctypes.c_uint64), ("zva_python", ctypes.c_uint32),
-                ("zva_fallback", ctypes.c_void_p)]
+                ("zva_fallback", ctypes.c_void_p),
+                ("code_crn", ctypes.c_uint32), ("sys_code", ctypes.c_uint32)]
 
     def add(self, which: str, enc: tuple[int, int, int, int, int]) -> None:
         """Send ``which`` ("mrs", "msr" or "sys") instructions with encoding ``enc`` to

@@ -391,7 +391,7 @@ static void watch_unmask(void *uc, uint64_t address, struct spe_counter *c)
     c->daif_seen = masked;
     if (cleared) {
         c->unmasks++;
-        c->unmask_fallback(uc, address, 0, (void *)c->control);
+        c->unmask_fallback(uc, address, (uint32_t)cleared, (void *)c->control);
     }
 }
 
@@ -416,6 +416,11 @@ static __attribute__((noinline)) void block_slow(void *uc, uint64_t address, uin
         cap->next_pc = address;
         if (cap->mode == SPE_AT_END && !read_regs(uc, c, cap->regs))
             cap->next_pc = 0;   /* (Python completes it from the live state) */
+    }
+    if (c->insns + n > c->stop_at && c->stop_at == c->poll_at && c->control
+            && !c->control->irq) {
+        c->stop_at = c->unpolled_at;   /* (the poll is moot: every GIC output is low) */
+        c->poll_at = UINT64_MAX;
     }
     if (c->insns + n > c->stop_at && !try_capture(uc, address, n, c)) {
         c->stops++;
@@ -511,7 +516,8 @@ uint32_t spe_sys_hook(void *uc, int reg, const struct uc_arm64_cp *cp,
                       struct spe_sysreg_filter *f)
 {
     unsigned key = spe_sysreg_key(cp);
-    if (!f->sys_all && (!f->sys_cache || !spe_key_set(f->sys, key))) {
+    if (!f->sys_all && (!f->sys_cache || !spe_key_set(f->sys, key)
+                        || (cp->crn == f->code_crn && !f->sys_code))) {
         f->skipped++;
         return 0;
     }

@@ -141,7 +141,8 @@ struct spe_counter {
     /* Unmasking watch (instead of a code hook on every MSR DAIFClr): while `control` says
      * Python has work, every block takes the slow path, which reads PSTATE and calls
      * unmask_fallback (Machine._on_unmask) when one of daif_mask's bits (PSTATE.{A, I, F})
-     * set at the last block watched is clear now; NULL control: no watch (raw loop) */
+     * set at the last block watched is clear now, passing those bits as its size argument;
+     * NULL control: no watch (raw loop) */
     const struct spe_control *control;
     void (*unmask_fallback)(void *uc, uint64_t address, uint32_t size, void *user_data);
     uint64_t daif_mask;
@@ -155,6 +156,12 @@ struct spe_counter {
     uint64_t pbt_on;
     uint64_t pbt_target;
     uint64_t pbt_insns;
+    /* A masked-interrupt poll (Machine._poll_at): stop_at was planned as poll_at, the stop
+     * point without the poll being unpolled_at; when the run reaches it after the native GIC
+     * path lowered every output (control->irq == 0), nothing is left to poll for: the run
+     * goes on to unpolled_at and poll_at becomes UINT64_MAX (none). */
+    uint64_t poll_at;
+    uint64_t unpolled_at;
 };
 
 /* One ground-truth entry: the block at addr of n instructions was entered count times
@@ -444,6 +451,11 @@ struct spe_sysreg_filter {
      * at an EL whose data accesses are to Device memory: it takes an Alignment fault) */
     uint32_t zva_python;
     void *zva_fallback;
+    /* The instruction-cache maintenance SYS (CRn == code_crn, in `sys`): Python only while
+     * it remembers code (sys_code: learnt verdicts, instruction words, record templates,
+     * made only while profiling is enabled); TLBI still reaches it by sys_cache alone */
+    uint32_t code_crn;
+    uint32_t sys_code;
 };
 
 /* The control-instruction hooks (ERET: spe_eret_hook; PSB CSYNC: spe_psb_hook): Python's

@@ -26,6 +26,10 @@ class SysregOwner(Protocol):
             and is emulated from the exception hook: SPE, ICC_*); False when QEMU knows them
             and the MRS/MSR instruction hook supplies the value (the generic timer), except
             the names in an optional ``UNKNOWN_TO_QEMU`` set.
+
+    An optional ``COUNTER_READ_NEUTRAL`` set names the registers whose writes change neither
+    whether a read of CNTPCT_EL0 or CNTVCT_EL0 is permitted nor the value it returns (the
+    machine keeps its native counter-read table across them).
     """
 
     via_undef: bool
@@ -55,6 +59,8 @@ class SysregEntry:
     via_undef: bool
     """Accesses arrive through UNDEF (QEMU does not know the register), else through the
     MRS/MSR instruction hook."""
+    counter_read_neutral: bool = False
+    """A write changes no counter read (the owner's ``COUNTER_READ_NEUTRAL``)."""
 
     def verdict(self, is_read: bool, ctx: Any) -> Access:
         """The access verdict: UNDEFINED when the owner's registers are absent or for a write
@@ -86,7 +92,9 @@ class SysregRegistry:
                 raise RegisterTableError(f"{spec.name} ({spec.encoding}) is registered already "
                                          f"as {self._by_enc[enc].spec.name}")
             via_undef = owner.via_undef or spec.name in getattr(owner, "UNKNOWN_TO_QEMU", ())
-            self._by_enc[enc] = SysregEntry(owner, spec, spec.replan or replan, via_undef)
+            self._by_enc[enc] = SysregEntry(
+                owner, spec, spec.replan or replan, via_undef,
+                spec.name in getattr(owner, "COUNTER_READ_NEUTRAL", ()))
 
     def entries(self):
         """Every ((op0, op1, CRn, CRm, op2), entry) registered, in registration order."""
