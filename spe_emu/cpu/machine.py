@@ -129,7 +129,7 @@ def control_offsets(code: bytes) -> tuple[int, ...]:
     words at multiples of 4; a trailing partial word is ignored), vectorised (a kernel
     image's tens of MiB take tens of milliseconds), remembered for the process: every run of
     a program loads the same segments."""
-    return tuple(int(i) * INSN_BYTES for i in word_indexes(code, CONTROL_MATCHES)[1])
+    return tuple(i * INSN_BYTES for i in word_indexes(code, CONTROL_MATCHES)[0])
 
 
 # Upper bound on the bytes of one record before alignment padding (the largest record, with

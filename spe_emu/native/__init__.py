@@ -540,6 +540,23 @@ def verdicts_add(counter: SpeCounter, batch: bytes) -> bool:
 VERDICT_BLOCK, VERDICT_ENTRY = "<QII", "<HHHH"
 
 
+def word_match(code: bytes, patterns) -> tuple[list[int], list[int]]:
+    """``spe_word_match()``: (the indexes of the little-endian 32-bit words of ``code`` (a
+    trailing partial word ignored) that match any (mask, value) of ``patterns``, in order;
+    those words)."""
+    n = len(patterns)
+    masks = (ctypes.c_uint32 * n)(*(m for m, _ in patterns))
+    values = (ctypes.c_uint32 * n)(*(v for _, v in patterns))
+    cap = max(4096, len(code) // 128)   # (one pass for a kernel image's SP writers)
+    while True:
+        out, words = (ctypes.c_uint64 * cap)(), (ctypes.c_uint32 * cap)()
+        found = library().spe_word_match(code, len(code) // 4, masks, values, n, out, words,
+                                         cap)
+        if found <= cap:
+            return out[:found], words[:found]
+        cap = found
+
+
 def verdicts_clear(counter: SpeCounter) -> None:
     """Forget every verdict (code may have changed)."""
     library().spe_verdicts_clear(ctypes.byref(counter))
@@ -616,6 +633,8 @@ def _declare(lib: ctypes.CDLL) -> None:
             ("spe_deliverable", (u32, u32, u32, u32, u64, u32, u32, ctypes.POINTER(u32)),
              u32),
             ("spe_unmasked", (u32, u32, u64, u32), ctypes.c_int),
+            ("spe_word_match", (ctypes.c_char_p, u64, ctypes.POINTER(u32), ctypes.POINTER(u32),
+                                u32, ctypes.POINTER(u64), ctypes.POINTER(u32), u64), u64),
             ("spe_end_block_at", (ctypes.POINTER(SpeCounter), u64), u64),
             ("spe_exception_guard", (ctypes.POINTER(SpeIntr), u64), ctypes.c_int),
             ("spe_set_pstate", (ctypes.POINTER(SpeExcModel), ctypes.c_void_p, u64,

