@@ -121,6 +121,9 @@ _RX_ERRORS = ("OE", "BE", "PE", "FE")
 _MODEM_LOOPBACK = (("CTS", "RTS"), ("DSR", "DTR"), ("DCD", "Out1"), ("RI", "Out2"))
 """In loopback, UARTFR modem status bit <- UARTCR modem output bit."""
 
+_NO_MODEM_LEVELS = (0,) * len(_MODEM_LOOPBACK)
+"""The modem status levels out of loopback (no modem lines are modelled)."""
+
 _TRIGGER_EIGHTHS = {0b000: 1, 0b001: 2, 0b010: 4, 0b011: 6, 0b100: 7}
 """RXIFLSEL/TXIFLSEL encoding -> trigger level in eighths of the FIFO (§3.3.9)."""
 _TRIGGER_RESERVED_AS = 0b010
@@ -211,6 +214,7 @@ class Pl011(Device, kind="pl011"):
         self._tx: deque[int] = deque()
         self._log: IO[bytes] | None = None
         self._log_started = False
+        self._fr_values: dict[tuple, int] = {}   # UARTFR per (FIFO state, modem levels)
         super().__init__(spec, platform)
 
     # -- life cycle -----------------------------------------------------------------------
@@ -338,17 +342,27 @@ class Pl011(Device, kind="pl011"):
     def _update(self) -> None:
         """Recompute UARTFR from the FIFOs and modem lines (a modem status change sets its
         RIS bit), then UARTMIS and UARTINTR."""
-        fr = self.REGISTERS["UARTFR"]
         depth = self._depth()
-        value = fr.make(TXFE=int(not self._tx), TXFF=int(len(self._tx) >= depth),
-                        BUSY=int(bool(self._tx)), RXFE=int(not self._rx),
-                        RXFF=int(len(self._rx) >= depth))
-        for status, output in _MODEM_LOOPBACK:
-            level = self.field("UARTCR", output) if self._loopback() else 0
-            value = fr.set(value, status, level)
-            if level != fr.get(self.regs["UARTFR"][0], status):
-                self._raise(status)
-        self.regs["UARTFR"][0] = value
+        levels = (tuple(self.field("UARTCR", output) for _, output in _MODEM_LOOPBACK)
+                  if self._loopback() else _NO_MODEM_LEVELS)
+        state = (not self._tx, len(self._tx) >= depth, not self._rx, len(self._rx) >= depth,
+                 levels)
+        value = self._fr_values.get(state)
+        if value is None:   # (a handful of states: made once, not at every character)
+            fr = self.REGISTERS["UARTFR"]
+            tx_empty, tx_full, rx_empty, rx_full, _ = state
+            value = fr.make(TXFE=int(tx_empty), TXFF=int(tx_full), BUSY=int(not tx_empty),
+                            RXFE=int(rx_empty), RXFF=int(rx_full),
+                            **{status: level for (status, _), level in zip(_MODEM_LOOPBACK,
+                                                                           levels)})
+            self._fr_values[state] = value
+        old = self.regs["UARTFR"][0]
+        if value != old:
+            fr = self.REGISTERS["UARTFR"]
+            for status, _ in _MODEM_LOOPBACK:
+                if fr.get(value, status) != fr.get(old, status):
+                    self._raise(status)
+            self.regs["UARTFR"][0] = value
         self._update_irq()
 
     def _update_irq(self) -> None:
