@@ -1035,7 +1035,7 @@ class Machine:
             return ctx
         el = PSTATE_EL.get(self.fast.reg(A.UC_ARM64_REG_PSTATE))
         if el != ctx.el:
-            ctx = self._ctx = replace(ctx, el=el)
+            ctx = self._ctx = ctx.at_el(el)
         return ctx
 
     def _native_context(self, ctx: AccessContext) -> None:
@@ -1045,14 +1045,14 @@ class Machine:
         verdicts); until then (a write to SCR_EL3, HCR_EL2 ... cleared ``gic_native``) it
         leaves them to Python."""
         h = self.intr
-        key = replace(ctx, el=0)
+        key = ctx.at_el(0)
         found = self._native_contexts.get(key)
         if found is None:
             ok = 0
             for n, name in enumerate(self.gic.NATIVE_ICC):
                 entry = self.sysregs.lookup(ICC_ENCODINGS[name])
                 for el in range(4):
-                    if (entry is not None and entry.verdict(n == 0, replace(ctx, el=el))
+                    if (entry is not None and entry.verdict(n == 0, ctx.at_el(el))
                             is Access.OK):
                         ok |= 1 << (3 * el + n)
             found = self._native_contexts[key] = (
@@ -1401,7 +1401,7 @@ class Machine:
         self.intr.enabled_els = (
             ALL_ELS if now else 0 if not self.spu.buffer_may_be_enabled() else sum(
                 1 << el for el in range(4) if el != ctx.el
-                and self.spu.profiling_enabled(replace(ctx, el=el)))) | self.checks.python_els()
+                and self.spu.profiling_enabled(ctx.at_el(el)))) | self.checks.python_els()
         self.sysreg_filter.msr_all = int(now or self.cfg.mode == "reference")
         if now:
             self.sysreg_filter.sys_cache = self.sysreg_filter.sys_code = 1
@@ -2374,7 +2374,7 @@ class Machine:
         self._retired_now = 0
         try:
             for el in range(4):
-                ctx_el = replace(ctx, el=el)
+                ctx_el = ctx.at_el(el)
                 for which, enc in enumerate(COUNTER_READS):
                     entry = self.sysregs.lookup(enc)
                     if (entry is None or entry.via_undef
@@ -2590,7 +2590,7 @@ class Machine:
         table for this context); with a Profiling Buffer that may be enabled they stay."""
         if self.spu.buffer_may_be_enabled():
             return
-        self.control.eret_il[:] = self.checks.eret_table(replace(self.context(), el=0))
+        self.control.eret_il[:] = self.checks.eret_table(self.context().at_el(0))
         self.control.python = self.control.irq = 0
 
     def _replan_owed(self) -> bool:
@@ -2724,7 +2724,7 @@ class Machine:
         if table is None:
             ctx = self._live_context()
             table = self._ref_enabled = {
-                el: self.spu.profiling_enabled(replace(ctx, el=el)) for el in range(4)}
+                el: self.spu.profiling_enabled(ctx.at_el(el)) for el in range(4)}
         el = PSTATE_EL.get(pstate)
         now = table[el]
         if (self._pmu_bucket[0] if self._pmu_bucket else None) != (el if now else None):

@@ -58,7 +58,6 @@ installed only while the control is on (docs/model.md "Exceptions"):
 from __future__ import annotations
 
 import ctypes
-from dataclasses import replace
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
@@ -335,7 +334,7 @@ def eret_il_table(ctx: AccessContext) -> tuple[int, int, int, int]:
     context ``ctx`` (its ``el`` is ignored). EL0: 0 (ERET is UNDEFINED there)."""
     out = [0]
     for el in (1, 2, 3):
-        here = replace(ctx, el=el)
+        here = ctx.at_el(el)
         out.append(sum(1 << (il << 5 | m) for il in (0, 1) for m in range(32)
                        if eret_sets_il(SPSR.make(IL=il, M=m), here)))
     return tuple(out)

@@ -41,7 +41,6 @@ modelled); unprivileged loads/stores (LDTR/STTR) count as privileged at EL1.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from unicorn import UC_HOOK_MEM_READ, UC_HOOK_MEM_WRITE, UC_MEM_WRITE
@@ -210,7 +209,7 @@ class Watchpoints:
             lo, size = watched_range(wcr, wvr)
             # (the regimes of the ELs it can match at; EL2 only where EL2 is enabled)
             regimes = {m._regime_el(x) for x in (0, 1, 2)
-                       if (x < 2 or ctx.el2_enabled) and state_match(wcr, replace(ctx, el=x))}
+                       if (x < 2 or ctx.el2_enabled) and state_match(wcr, ctx.at_el(x))}
             self._hook_range(lo, size, regimes or {m._regime_el(el)})
 
     # -- breakpoints and the OS Lock ------------------------------------------------------
