@@ -1353,9 +1353,10 @@ class Machine:
         if kind is VectorKind.SERROR:
             self.pe.take_serror(self.context(), self.pc)
             self._irq_line_value = None  # (HCR_EL2.VSE or the physical SError cleared)
+            self._ctx = None
         else:
+            # (an IRQ or FIQ entry changes only PSTATE, whose EL context() reads live)
             self.pe.take(target, kind, self.pc)
-        self._ctx = None
         self._py_irqs_taken += 1
         if self.exception_observer is not None:
             self.exception_observer(kind, target, None)
@@ -1378,7 +1379,8 @@ class Machine:
         ctx = self.context()
         if self.spu.config.spe_exc:
             self.spu.refresh_irq()   # (MDCR_EL3.PMSEE, SCR_EL3.NS: SPEInterruptEnabled())
-        now = self.spu.profiling_enabled(ctx)
+        may = self.spu.buffer_may_be_enabled()
+        now = may and self.spu.profiling_enabled(ctx)
         self.pmu_events.accrue(self._pmu_bucket)
         self._pmu_bucket = (ctx.el, ctx.is_secure) if now else None
         if now and not self.enabled:
@@ -1399,7 +1401,7 @@ class Machine:
         # hook leaves writes to QEMU only while profiling is disabled (a write can change what
         # a record holds, e.g. CONTEXTIDR_EL1).
         self.intr.enabled_els = (
-            ALL_ELS if now else 0 if not self.spu.buffer_may_be_enabled() else sum(
+            ALL_ELS if now else 0 if not may else sum(
                 1 << el for el in range(4) if el != ctx.el
                 and self.spu.profiling_enabled(ctx.at_el(el)))) | self.checks.python_els()
         self.sysreg_filter.msr_all = int(now or self.cfg.mode == "reference")
