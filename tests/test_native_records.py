@@ -34,6 +34,7 @@ from spe_emu.cpu.native_records import NativeRecords
 from spe_emu.spe import packets as P
 from spe_emu.spe.config import SpeConfig
 from spe_emu.spe.records import RecordBuilder, Sample
+from spe_emu.spe import records as R
 
 START, NEXT_PC, END = 1, 2, 3
 EL, NS = 1, 1
@@ -120,6 +121,47 @@ def test_target_table_matches_a_dict(ops):
         assert model.swap_target(pc, target) == table.get(pc)
         table[pc] = target
     model.close()
+
+
+BR_CASES = [
+    # (kind, pc, target, taken, mispredicted): docs/model.md "Events and latency model"
+    (native.BR_COND, 0x1000, 0x0F00, True, False),     # backward taken: predicted
+    (native.BR_COND, 0x1000, 0x0F00, False, True),     # backward not taken
+    (native.BR_COND, 0x1000, 0x1000, True, False),     # a branch to itself is backward
+    (native.BR_COND, 0x1000, 0x1100, True, True),      # forward taken
+    (native.BR_COND, 0x1000, 0x1100, False, False),    # forward not taken: predicted
+    (0, 0x1000, 0x9000, True, False),                  # direct unconditional: always right
+    (native.BR_INDIRECT | native.BR_RETURN, 0x1000, 0x5000, True, False),   # RET, ERET
+    (native.BR_INDIRECT | native.BR_RETURN, 0x1000, 0x6000, True, False),
+    (native.BR_INDIRECT, 0x2000, 0x5000, True, True),  # first time: no last target
+    (native.BR_INDIRECT, 0x2000, 0x5000, True, False),  # the last target again
+    (native.BR_INDIRECT, 0x2000, 0x6000, True, True),  # another target
+    (native.BR_INDIRECT, 0x2004, 0x6000, True, True),  # per PC
+    (native.BR_INDIRECT, 0x2000, 0x6000, True, False),
+]
+
+
+def test_branch_predictor_rule():
+    # spe_model_branch is the one predictor both record.c and RecordBuilder use
+    model = native.Model(SMALL.model_geometry)
+    assert [model.branch(k, pc, t, taken) for k, pc, t, taken, _ in BR_CASES] == [
+        m for *_, m in BR_CASES]
+    model.close()
+
+
+@pytest.mark.parametrize("word, kind", [
+    (0x54000040, native.BR_COND),                          # b.eq
+    (0xB4000040, native.BR_COND),                          # cbz x0
+    (0x36000040, native.BR_COND),                          # tbz w0, #0
+    (0x14000002, 0),                                       # b
+    (0x94000002, 0),                                       # bl
+    (0xD61F0020, native.BR_INDIRECT),                      # br x1
+    (0xD63F0020, native.BR_INDIRECT),                      # blr x1
+    (0xD65F03C0, native.BR_INDIRECT | native.BR_RETURN),   # ret
+    (0xD69F03E0, native.BR_INDIRECT | native.BR_RETURN),   # eret
+])
+def test_branch_kinds(word, kind):
+    assert R.branch_kind(a64.decode(word)) == kind
 
 
 # ----------------------------------------------------------------------- records ----------

@@ -130,13 +130,9 @@ def _template(pc: int, el: int, ns: int, info: a64.InsnInfo) -> native.SpeTempla
     check = info.condition_check
     if info.op_class == P.OP_CLASS_BRANCH:
         t.kind = native.TPL_BRANCH
+        t.branch = R.branch_kind(info)
         if info.is_conditional:   # (conditional branches are direct: A64 has no other)
-            t.branch |= native.BR_COND
             t.target = info.direct_target(pc)
-        if info.is_indirect:
-            t.branch |= native.BR_INDIRECT
-            if info.mnemonic_class.startswith("ret"):
-                t.branch |= native.BR_RETURN
     elif info.op_class == P.OP_CLASS_LDST:
         t.kind = native.TPL_LDST
         t.store_only = int(info.is_store and not info.is_load)

@@ -614,6 +614,7 @@ def _declare(lib: ctypes.CDLL) -> None:
             ("spe_model_touch", (ctypes.c_void_p, u32, u64, ctypes.c_int), ctypes.c_int),
             ("spe_model_target_swap", (ctypes.c_void_p, u64, u64, ctypes.POINTER(u64)),
              ctypes.c_int),
+            ("spe_model_branch", (ctypes.c_void_p, u32, u64, u64, ctypes.c_int), ctypes.c_int),
             ("spe_model_stats", (ctypes.c_void_p, ctypes.POINTER(u64)), None),
             ("spe_templates_add", (rec, ctypes.c_char_p, u32), ctypes.c_int),
             ("spe_templates_clear", (rec,), None),
@@ -697,6 +698,15 @@ class Model:
         if had < 0:
             raise MemoryError("model.c: no memory for the branch target table")
         return self._old.value if had else None
+
+    def branch(self, kind: int, pc: int, target: int, taken: bool) -> bool:
+        """``spe_model_branch()``, the branch predictor: whether the branch at ``pc`` of
+        ``kind`` (BR_* flags: :func:`spe_emu.spe.records.branch_kind`), taken or not, to
+        ``target`` is mispredicted (updates the last target of an indirect branch)."""
+        out = self.lib.spe_model_branch(self.ptr, kind, pc, target, int(taken))
+        if out < 0:
+            raise MemoryError("model.c: no memory for the branch target table")
+        return bool(out)
 
     def stats(self) -> dict[str, int]:
         """Counts of the accesses recorded: per level that held the line, all, TLB walks

@@ -341,6 +341,30 @@ int spe_model_target_swap(struct spe_model *m, uint64_t pc, uint64_t target, uin
     return had;
 }
 
+/* The branch predictor, the one rule of what a record's MISPREDICTED event says (record.c
+ * for native captures, RecordBuilder through Model.branch for the rest): whether the branch
+ * at pc of kind (SPE_BR_* flags, spe_emu.spe.records.branch_kind), taken or not, to target
+ * is mispredicted. A return (RET*, ERET) is predicted by a return stack that never misses;
+ * another indirect branch by the last target its PC went to (the table is updated); a
+ * conditional branch statically, backward taken and forward not taken; an unconditional
+ * direct branch is always predicted. Returns 1 mispredicted, 0 not, -1 out of memory. */
+int spe_model_branch(struct spe_model *m, uint32_t kind, uint64_t pc, uint64_t target,
+                     int taken)
+{
+    if (kind & SPE_BR_INDIRECT) {
+        if (kind & SPE_BR_RETURN)
+            return 0;
+        uint64_t old = 0;
+        int had = spe_model_target_swap(m, pc, target, &old);
+        if (had < 0)
+            return -1;
+        return !had || old != target;
+    }
+    if (kind & SPE_BR_COND)
+        return taken != (target <= pc);
+    return 0;
+}
+
 /* Copies the counts of accesses recorded (SPE_STAT_*) to out. */
 void spe_model_stats(const struct spe_model *m, uint64_t *out)
 {

@@ -161,15 +161,8 @@ static uint8_t *build(struct spe_recorder *r, const struct spe_template *t,
             *o++ = r->hdr_target;
             o = put_le(o, insn_address(target, r->el, r->ns), 8);
         }
-        if (t->branch & SPE_BR_INDIRECT) {
-            if (!(t->branch & SPE_BR_RETURN)) {
-                uint64_t old = 0;
-                mispredicted = spe_model_target_swap(r->model, cap->pc, target, &old) != 1
-                               || old != target;
-            }
-        } else if (t->branch & SPE_BR_COND) {
-            mispredicted = taken != (target <= cap->pc);   /* backward taken, forward not */
-        }
+        /* (out of memory for the target table: counted as mispredicted, as before) */
+        mispredicted = spe_model_branch(r->model, t->branch, cap->pc, target, taken) != 0;
         if (mispredicted) {
             events |= 1ull << r->ev_mispred;
             execute += r->lat_mispredict;

@@ -195,7 +195,7 @@ uint64_t spe_end_block_at(struct spe_counter *c, uint64_t insn);
 /* Branch flags */
 #define SPE_BR_COND 1       /* conditional (B.cond, CBZ/CBNZ, TBZ/TBNZ) */
 #define SPE_BR_INDIRECT 2
-#define SPE_BR_RETURN 4     /* RET*: predicted by the return stack, never mispredicted */
+#define SPE_BR_RETURN 4     /* RET*, ERET: predicted by the return stack, never mispredicted */
 
 #define SPE_TEMPLATES 4096  /* template table slots (power of two) */
 
@@ -244,6 +244,8 @@ struct spe_template {
 struct spe_model;
 int spe_model_access(struct spe_model *m, uint64_t line, int update);
 int spe_model_target_swap(struct spe_model *m, uint64_t pc, uint64_t target, uint64_t *old);
+int spe_model_branch(struct spe_model *m, uint32_t kind, uint64_t pc, uint64_t target,
+                     int taken);
 
 static inline uint32_t hash64(uint64_t key, uint32_t mask)
 {

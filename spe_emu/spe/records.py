@@ -262,17 +262,9 @@ class RecordBuilder:
         if target is not None and (taken or self.config.not_taken_target):
             out.append(P.instruction_address_bytes(P.ADDR_BRANCH_TARGET, target, s.target_el,
                                                    s.target_ns))
-        if info.is_indirect:
-            if info.mnemonic_class.startswith("ret") or info.is_eret:
-                mispredicted = False
-            else:
-                mispredicted = self.model.swap_target(s.pc, target) != target
-        elif info.is_conditional:
-            backward = target is not None and target <= s.pc
-            mispredicted = taken != backward
-        else:
-            mispredicted = False
-        return mispredicted
+        if target is None:   # (a branch that took an exception: no outcome)
+            return False
+        return self.model.branch(branch_kind(info), s.pc, target, bool(taken))
 
     def _memory(self, s: Sample, info) -> tuple[int, int, int, int]:
         """Events, execution cycles, XLAT cycles and the level (native.LEVEL_*) that held the
@@ -286,6 +278,19 @@ class RecordBuilder:
         if info.is_store and not info.is_load:
             execute = STORE_CYCLES
         return events, execute, xlat, outcome >> native.OUT_LEVEL_SHIFT
+
+
+def branch_kind(info) -> int:
+    """The branch predictor's kind of the branch ``info`` (an ``a64`` decode), as
+    ``native.BR_*`` flags (:meth:`spe_emu.native.Model.branch`, model.c
+    ``spe_model_branch``): conditional (B.cond, CBZ/CBNZ, TBZ/TBNZ: all direct), indirect,
+    and a return (RET*, ERET) among the indirect ones."""
+    kind = native.BR_COND if info.is_conditional else 0
+    if info.is_indirect or info.is_eret:
+        kind |= native.BR_INDIRECT
+        if info.mnemonic_class.startswith("ret") or info.is_eret:
+            kind |= native.BR_RETURN
+    return kind
 
 
 def outcome_table(config: SpeConfig) -> tuple[tuple[int, int, int], ...]:
