@@ -15,6 +15,9 @@ With a two-line L1D and two TLB entries, ``"every"`` hits from the first sample 
 is warm from reset). The counts of the model equal what a Python memory hook on the same run
 sees (each access, each distinct line: with the default 1 MiB LLC only first touches reach
 DRAM), and the fast loop and the reference loop write the same records.
+
+The branch predictor's last-target table: with ``"every"`` each BR/BLR execution feeds it,
+with ``"sampled"`` only the sampled ones (:func:`br_loop`).
 """
 
 from __future__ import annotations
@@ -110,6 +113,70 @@ def test_model_counts_equal_a_python_hook_and_both_loops_agree(tmp_path):
     assert stats["l1d_hits"] + stats["l2_hits"] + stats["llc_hits"] + stats["dram"] == len(seen)
     ref, _, _ = loads(tmp_path / "ref", "reference", model_feed="every", **TINY)
     assert ref == data
+
+
+# A register-indirect branch alternating between two targets (x2 even: ta, odd: tb). The
+# sample interval is the largest (PMSIRR_EL1.INTERVAL 0xFFFFFF), and every fourth iteration
+# writes PMSICR_EL1 so that the BR is the sampled operation (§3.1.1): the BR is sampled at
+# iterations 0, 4, 8 ..., always going to ta, while the BR executed in the iteration before
+# went to tb.
+def br_loop(count: int) -> str:
+    return spe_prologue(0b10, BUF, pmsirr=0xFFFF_FF00) + f"""
+    adr x4, ta
+    adr x5, tb
+    mov x2, #0
+    ldr x6, =400
+loop:
+    tst x2, #3
+    b.ne nosample
+    mov x7, #{count}
+    msr pmsicr_el1, x7
+nosample:
+    tst x2, #1
+    csel x1, x4, x5, eq
+    br x1
+ta: b join
+tb: nop
+join:
+    add x2, x2, #1
+    cmp x2, x6
+    b.ne loop
+""" + SPE_DRAIN + """
+    .balign 2048
+vectors:                         // (no exception is taken)
+"""
+
+
+BR_COUNT = 2   # PMSICR_EL1.COUNT that makes the BR the sampled operation
+
+
+def br_records(tmp_path, mode: str, feed: str) -> tuple[bytes, list[P.Record]]:
+    m = run_asm(br_loop(BR_COUNT), tmp_path / f"{mode}-{feed}", mode=mode,
+                spe=SpeConfig(model_feed=feed))
+    assert m.result.exit_status == 0
+    data = drained(m, BUF)[3]
+    return data, list(P.iter_records(data))
+
+
+@pytest.mark.parametrize("mode", ["fast", "reference"])
+def test_every_branch_feeds_the_predictor(tmp_path, mode):
+    # model_feed "every": the BR's last target is tb, from the iteration before, so every
+    # sample of it (to ta) is MISPREDICTED; "sampled": the last *sampled* target is ta, so
+    # only the first sample is.
+    for feed, expect_all in (("every", True), ("sampled", False)):
+        _, recs = br_records(tmp_path, mode, feed)
+        assert len(recs) == 100
+        assert all(r.op_class == P.OP_CLASS_BRANCH and r.op_subclass & P.BRANCH_INDIRECT
+                   for r in recs)
+        assert len({(r.pc, r.branch_target) for r in recs}) == 1
+        mispredicted = [bool(r.events & 1 << P.EV_MISPRED) for r in recs]
+        assert mispredicted == [True] * (len(recs) if expect_all else 1) + [False] * (
+            0 if expect_all else len(recs) - 1), feed
+
+
+def test_every_branch_feed_same_in_both_loops(tmp_path):
+    assert br_records(tmp_path, "fast", "every")[0] == br_records(tmp_path, "reference",
+                                                                  "every")[0]
 
 
 def test_geometry_and_feed_are_checked():

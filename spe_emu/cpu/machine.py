@@ -121,6 +121,11 @@ CONTROL_MATCHES = ((0xFFFFFFFF, ERET_WORD), (0xFFFFFFFF, PSB_CSYNC_WORD))
 # PSTATE.{A, I, F}: an unmasking may let an asserted interrupt (or virtual SError) in
 UNMASK_WATCH = PSTATE.make(A=1, I=1, F=1)
 UNMASK_INTERRUPTS = PSTATE.make(I=1, F=1)   # (PSTATE.A masks SErrors only)
+# model_feed "every": the unconditional branch (register) class (Arm ARM C4.1.65), in which
+# the indirect branches the native hook feeds the predictor from are: BR and BLR (their
+# target is Xn, Rn = 31 is XZR)
+BRANCH_REGISTER_CLASS = (0xFE000000, 0xD6000000)
+FED_BRANCHES = frozenset({"br", "blr"})
 
 
 @lru_cache(maxsize=64)
@@ -526,6 +531,7 @@ class Machine:
         # model_feed "every": a record reads the model as its operation finds it, so every
         # sample is taken in front of its instruction (no native capture, no prediction)
         self._model_every = config.spe.model_feed == "every"
+        self._fed_branches: frozenset[int] = frozenset()   # (_feed_branches)
         self.hold_irq_until = 0  # the sampled instruction completes before an IRQ is taken
         self._budget_spent = False
         self._ctx: AccessContext | None = None
@@ -811,6 +817,33 @@ class Machine:
             self._native_hook(UC_HOOK_MEM_READ | UC_HOOK_MEM_WRITE,
                               ctypes.c_void_p(native.model_hook_address()),
                               ctypes.c_void_p(self.spu.builder.model.ptr), 1, 0)
+            self._feed_branches()
+
+    def _feed_branches(self) -> None:
+        """model_feed "every": each BR and BLR of the loaded images' executable segments
+        gets a native hook (``spe_model_branch_hook``) that makes the target it goes to the
+        last target of its PC, before it executes; in both loops after the sample of the
+        instruction (the reference loop's instruction hook is added first; the fast loop
+        stops in front of a sampled instruction with this feed), whose record compares
+        with the table as the branch finds it (:attr:`Sample.branch_fed`). Other indirect
+        branches (PAuth's BRAA ..., which authenticate the target) and code written at run
+        time are fed by their samples only (docs/model.md "Events and latency model")."""
+        sites = []
+        for seg in self.code_segments():
+            indexes, words = word_indexes(bytes(seg.data), (BRANCH_REGISTER_CLASS,))
+            for i, word in zip(indexes, words):
+                info = a64.decode(word)
+                rn = (word >> 5) & 31
+                if info.mnemonic_class in FED_BRANCHES and rn != 31:   # (31: XZR)
+                    sites.append((seg.vaddr + i * INSN_BYTES, rn))
+        self._branch_sites = (native.SpeBranchSite * max(1, len(sites)))()
+        reg_read = ctypes.cast(uclib.uc_reg_read, ctypes.c_void_p).value
+        for site, (address, rn) in zip(self._branch_sites, sites):
+            site.model, site.reg_read = self.spu.builder.model.ptr, reg_read
+            site.reg_id = a64.X_REGS[rn]
+            self._native_hook(UC_HOOK_CODE, ctypes.c_void_p(native.branch_hook_address()),
+                              ctypes.byref(site), address, address + 3)
+        self._fed_branches = frozenset(address for address, _ in sites)
 
     def _python_sysreg_encodings(self, which: str) -> set[tuple[int, int, int, int, int]]:
         """The encodings whose MRS (``which`` == "mrs") or MSR ("msr") the Python hooks
@@ -1481,6 +1514,7 @@ class Machine:
                     s.branch_taken, s.branch_target = info.branch(pc, regs)
                     s.target_el = ctx.el
                 s.target_ns = s.ns
+                s.branch_fed = pc in self._fed_branches
             if info.op_class == P.OP_CLASS_LDST and (info.is_load or info.is_store):
                 s.data_va = info.data_address(pc, regs)
                 if s.data_va is not None and (collect_pa or self._model_every):
@@ -2731,7 +2765,7 @@ class Machine:
         now = table[el]
         if (self._pmu_bucket[0] if self._pmu_bucket else None) != (el if now else None):
             self.pmu_events.accrue(self._pmu_bucket)
-            self._pmu_bucket = (el, replace(self._live_context(), el=el).is_secure) if now else None
+            self._pmu_bucket = (el, self._live_context().at_el(el).is_secure) if now else None
         if now and not self.enabled:
             self.spu.interval.initialize(self.spu.regs["PMSIRR_EL1"])
             self.spu.rules.profiling_started()

@@ -614,7 +614,8 @@ def _declare(lib: ctypes.CDLL) -> None:
             ("spe_model_touch", (ctypes.c_void_p, u32, u64, ctypes.c_int), ctypes.c_int),
             ("spe_model_target_swap", (ctypes.c_void_p, u64, u64, ctypes.POINTER(u64)),
              ctypes.c_int),
-            ("spe_model_branch", (ctypes.c_void_p, u32, u64, u64, ctypes.c_int), ctypes.c_int),
+            ("spe_model_branch", (ctypes.c_void_p, u32, u64, u64, ctypes.c_int, ctypes.c_int),
+             ctypes.c_int),
             ("spe_model_stats", (ctypes.c_void_p, ctypes.POINTER(u64)), None),
             ("spe_templates_add", (rec, ctypes.c_char_p, u32), ctypes.c_int),
             ("spe_templates_clear", (rec,), None),
@@ -699,11 +700,14 @@ class Model:
             raise MemoryError("model.c: no memory for the branch target table")
         return self._old.value if had else None
 
-    def branch(self, kind: int, pc: int, target: int, taken: bool) -> bool:
+    def branch(self, kind: int, pc: int, target: int, taken: bool, update: bool = True
+               ) -> bool:
         """``spe_model_branch()``, the branch predictor: whether the branch at ``pc`` of
         ``kind`` (BR_* flags: :func:`spe_emu.spe.records.branch_kind`), taken or not, to
-        ``target`` is mispredicted (updates the last target of an indirect branch)."""
-        out = self.lib.spe_model_branch(self.ptr, kind, pc, target, int(taken))
+        ``target`` is mispredicted; ``update``: an indirect branch's target becomes the last
+        target of its PC (False: only compared, its execution updates it:
+        :func:`branch_hook_address`)."""
+        out = self.lib.spe_model_branch(self.ptr, kind, pc, target, int(taken), int(update))
         if out < 0:
             raise MemoryError("model.c: no memory for the branch target table")
         return bool(out)
@@ -714,6 +718,20 @@ class Model:
         out = (ctypes.c_uint64 * len(MODEL_STATS))()
         self.lib.spe_model_stats(self.ptr, out)
         return dict(zip(MODEL_STATS, out))
+
+
+class SpeBranchSite(ctypes.Structure):
+    """Mirror of ``struct spe_branch_site``: the user data of :func:`branch_hook_address`'s
+    hook on one BR or BLR."""
+
+    _fields_ = [("model", ctypes.c_void_p), ("reg_read", ctypes.c_void_p),
+                ("reg_id", ctypes.c_int32), ("pad", ctypes.c_int32)]
+
+
+def branch_hook_address() -> int:
+    """Address of ``spe_model_branch_hook`` for ``uc_hook_add(UC_HOOK_CODE, ...)`` on one
+    BR or BLR (user data: its :class:`SpeBranchSite`): model_feed "every"."""
+    return ctypes.cast(library().spe_model_branch_hook, ctypes.c_void_p).value
 
 
 def model_hook_address() -> int:

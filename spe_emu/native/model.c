@@ -160,6 +160,20 @@ static void targets_release(struct spe_targets *t)
     free(t->keys), free(t->values), free(t->used);
 }
 
+/* The last target of the branch at pc into *old: 1, or 0 when it has none. */
+static int targets_peek(const struct spe_targets *t, uint64_t pc, uint64_t *old)
+{
+    uint32_t i = hash64(pc, t->mask);
+    while (t->used[i]) {
+        if (t->keys[i] == pc) {
+            *old = t->values[i];
+            return 1;
+        }
+        i = (i + 1) & t->mask;
+    }
+    return 0;
+}
+
 /* Sets the last target of the branch at pc; returns 1 and *old if it had one. 0 without
  * memory to grow (the table is then unchanged: not reached in practice). */
 static int targets_swap(struct spe_targets *t, uint64_t pc, uint64_t target, uint64_t *old,
@@ -345,17 +359,19 @@ int spe_model_target_swap(struct spe_model *m, uint64_t pc, uint64_t target, uin
  * for native captures, RecordBuilder through Model.branch for the rest): whether the branch
  * at pc of kind (SPE_BR_* flags, spe_emu.spe.records.branch_kind), taken or not, to target
  * is mispredicted. A return (RET*, ERET) is predicted by a return stack that never misses;
- * another indirect branch by the last target its PC went to (the table is updated); a
- * conditional branch statically, backward taken and forward not taken; an unconditional
- * direct branch is always predicted. Returns 1 mispredicted, 0 not, -1 out of memory. */
+ * another indirect branch by the last target its PC went to (the table is updated unless
+ * !update: the branch's own execution updates it, spe_model_branch_hook); a conditional
+ * branch statically, backward taken and forward not taken; an unconditional direct branch
+ * is always predicted. Returns 1 mispredicted, 0 not, -1 out of memory. */
 int spe_model_branch(struct spe_model *m, uint32_t kind, uint64_t pc, uint64_t target,
-                     int taken)
+                     int taken, int update)
 {
     if (kind & SPE_BR_INDIRECT) {
         if (kind & SPE_BR_RETURN)
             return 0;
         uint64_t old = 0;
-        int had = spe_model_target_swap(m, pc, target, &old);
+        int had = update ? spe_model_target_swap(m, pc, target, &old)
+                         : targets_peek(&m->targets, pc, &old);
         if (had < 0)
             return -1;
         return !had || old != target;
@@ -363,6 +379,17 @@ int spe_model_branch(struct spe_model *m, uint32_t kind, uint64_t pc, uint64_t t
     if (kind & SPE_BR_COND)
         return taken != (target <= pc);
     return 0;
+}
+
+/* UC_HOOK_CODE callback on a BR or BLR (model_feed "every"), before it executes: its target,
+ * Xn, becomes the last target of its PC (spe_model_branch). */
+void spe_model_branch_hook(void *uc, uint64_t address, uint32_t size,
+                           const struct spe_branch_site *site)
+{
+    (void)size;
+    uint64_t target = 0, old = 0;
+    if (site->reg_read(uc, site->reg_id, &target) == 0)
+        spe_model_target_swap(site->model, address, target, &old);
 }
 
 /* Copies the counts of accesses recorded (SPE_STAT_*) to out. */

@@ -162,7 +162,7 @@ static uint8_t *build(struct spe_recorder *r, const struct spe_template *t,
             o = put_le(o, insn_address(target, r->el, r->ns), 8);
         }
         /* (out of memory for the target table: counted as mispredicted, as before) */
-        mispredicted = spe_model_branch(r->model, t->branch, cap->pc, target, taken) != 0;
+        mispredicted = spe_model_branch(r->model, t->branch, cap->pc, target, taken, 1) != 0;
         if (mispredicted) {
             events |= 1ull << r->ev_mispred;
             execute += r->lat_mispredict;

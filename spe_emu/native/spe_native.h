@@ -245,7 +245,18 @@ struct spe_model;
 int spe_model_access(struct spe_model *m, uint64_t line, int update);
 int spe_model_target_swap(struct spe_model *m, uint64_t pc, uint64_t target, uint64_t *old);
 int spe_model_branch(struct spe_model *m, uint32_t kind, uint64_t pc, uint64_t target,
-                     int taken);
+                     int taken, int update);
+/* model_feed "every": one register-indirect branch (BR, BLR) of the loaded images, whose
+ * UC_HOOK_CODE callback spe_model_branch_hook records the target (Xn) it is about to go to
+ * as the last target of its PC. */
+struct spe_branch_site {
+    struct spe_model *model;
+    int (*reg_read)(void *uc, int regid, void *value);   /* uc_reg_read */
+    int32_t reg_id;                                      /* Unicorn's id of Xn */
+    int32_t pad;
+};
+void spe_model_branch_hook(void *uc, uint64_t address, uint32_t size,
+                           const struct spe_branch_site *site);
 
 static inline uint32_t hash64(uint64_t key, uint32_t mask)
 {

@@ -73,6 +73,9 @@ class Sample:
             and Security state, or None.
         model_address: with ``model_feed="every"``, the physical address of ``data_va`` (the
             model is keyed by PA then; ``data_va`` itself when it does not translate).
+        branch_fed: with ``model_feed="every"``, the branch's own execution updates the
+            predictor (a BR or BLR of the loaded images: ``spe_model_branch_hook``), so the
+            record only compares with it.
     """
 
     pc: int
@@ -93,6 +96,7 @@ class Sample:
     index: int = 0
     prev_branch: int | None = None
     model_address: int | None = None
+    branch_fed: bool = False
 
 
 @dataclass(slots=True)
@@ -264,7 +268,8 @@ class RecordBuilder:
                                                    s.target_ns))
         if target is None:   # (a branch that took an exception: no outcome)
             return False
-        return self.model.branch(branch_kind(info), s.pc, target, bool(taken))
+        return self.model.branch(branch_kind(info), s.pc, target, bool(taken),
+                                 update=not s.branch_fed)
 
     def _memory(self, s: Sample, info) -> tuple[int, int, int, int]:
         """Events, execution cycles, XLAT cycles and the level (native.LEVEL_*) that held the
