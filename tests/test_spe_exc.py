@@ -599,8 +599,45 @@ nested:
 """ + EXIT
 
 
+# PM_MASKS with its vector table and handlers copied at run time to RUNTIME_VECTORS, where
+# no loaded image holds them, and PMBSR_EL1 written by a subroutine of the loaded image (an
+# SPE register access from the copy would make the fast loop follow the copied code, and
+# hook its ERET, by itself): only the exception entry to the copied table can.
+RUNTIME_VECTORS = 0x4200_0000
+PM_MASKS_RUNTIME = PM_MASKS.replace("""    adr x0, vectors
+    msr vbar_el1, x0
+""", f"""    adr x10, vectors
+    adr x11, vectors_end
+    movz x12, #{RUNTIME_VECTORS >> 16:#x}, lsl #16
+copy:
+    ldr w13, [x10], #4
+    str w13, [x12], #4
+    cmp x10, x11
+    b.lo copy
+    dsb ish
+    ic iallu
+    dsb ish
+    isb
+    movz x0, #{RUNTIME_VECTORS >> 16:#x}, lsl #16
+    msr vbar_el1, x0
+    adr x28, set_pmbsr
+""", 1).replace("""    movz x0, #0x2, lsl #16                 // PMBSR_EL1.S: pending, masked by PSTATE.PM = 1
+    msr pmbsr_el1, x0
+""", """    blr x28                                // PMBSR_EL1.S: pending, masked by PSTATE.PM = 1
+""", 1).replace("""    .balign 2048
+vectors:
+""", """set_pmbsr:
+    movz x0, #0x2, lsl #16
+    msr pmbsr_el1, x0
+    ret
+    .balign 2048
+vectors:
+""", 1) + "vectors_end:\n"
+
+
+@pytest.mark.parametrize("runtime", [False, True])
 @pytest.mark.parametrize("mode", ["fast", "reference"])
-def test_pstate_pm_masks_the_exception_in_handlers(tmp_path, mode):
+def test_pstate_pm_masks_the_exception_in_handlers(tmp_path, mode, runtime):
     """Arm ARM D1.4 with FEAT_SPE_EXC: an exception entry sets PSTATE.PM to 1 (its old value in
     SPSR_ELx.PM, bit 32) and the exception return restores it; D17-8 (EE 0b1X, KE 1): at EL1
     the SPE Profiling exception is masked while PM is 1 ("B"). A PMBSR_EL1.S set in an SVC
@@ -608,7 +645,10 @@ def test_pstate_pm_masks_the_exception_in_handlers(tmp_path, mode):
     the SVC's return address, SPSR.PM = 0), and an SVC in its handler saves PM = 1."""
     from asmrun import asm_machine
 
-    m = asm_machine(TO_EL1.format(ee2=0b01 << 8) + PM_MASKS + "\n    .balign 2048\nvectors_el2:\n",
+    # (runtime: the handlers run from a copy made at run time, whose ERET no loaded image
+    # holds: the fast loop hooks it when the first exception enters the copied table)
+    m = asm_machine(TO_EL1.format(ee2=0b01 << 8) + (PM_MASKS_RUNTIME if runtime else PM_MASKS)
+                    + "\n    .balign 2048\nvectors_el2:\n",
                     tmp_path, boot_el=3, mode=mode, spe=SpeConfig(spe_exc=1))
     m.result = m.run()
     assert m.result.exit_status == 1

@@ -995,7 +995,8 @@ class Machine:
         site.shift = shift
 
     def _follow_runtime_code(self, pc: int) -> None:
-        """An SPE register access at ``pc`` (fast loop): when ``pc`` is in code no loaded
+        """An SPE register access at ``pc``, or an exception entry to ``pc`` with FEAT_SPE_EXC
+        (fast loop): when ``pc`` is in code no loaded
         image holds -- a kernel module's text, loaded at run time, such as Linux's
         arm_spe_pmu driver -- find the control instructions (ERET, PSB CSYNC:
         :func:`control_offsets`) of the executable pages around it and hook them as those of
@@ -1315,11 +1316,16 @@ class Machine:
         """FEAT_SPE_EXC, after every exception entry (ProcessingElement.on_entry): PSTATE.PM
         := 1, its old value in SPSR_ELx.PM (Arm ARM D1.4), which QEMU does not know; restored
         by the exception return (:meth:`_restore_pm`). Every entry goes through Python while
-        the feature is configured (the native INTR and GIC paths are off)."""
+        the feature is configured (the native INTR and GIC paths are off). A handler written
+        at run time (its vector table not in a loaded image) has its ERETs hooked from here,
+        as an SPE register access does for a driver (:meth:`_follow_runtime_code`): the
+        pages around the vector entered."""
         enc = SPSR_ENC[target]
         self.fast.set_cpr(enc, SPSR.set(self.fast.cpr(enc), "PM", self.spu.pstate_pm))
         self.spu.pstate_pm = 1
         self._python_controls()
+        if self.cfg.mode == "fast" and self._hooks_installed:
+            self._follow_runtime_code(self.pc)
 
     def _restore_pm(self) -> None:
         """Before an ERET while PSTATE.PM is 1 (FEAT_SPE_EXC): PSTATE.PM := SPSR_ELx.PM of
