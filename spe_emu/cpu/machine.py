@@ -58,7 +58,7 @@ from ..errors import ConfigError, GuestError, GuestRunaway
 from ..platform.board import VIRT, BoardSpec, Platform
 from ..platform.bus import Bus
 from ..platform.clock import VirtualClock
-from ..platform.console import POLL_TICKS, ConsoleInput, usable_input
+from ..platform.console import ConsoleInput, poll_ticks, usable_input
 from ..platform.device import DEVICE_TYPES, Device
 from ..platform.loader import PF_X, Image, Segment
 from ..platform.sysregs import SysregEntry, SysregRegistry
@@ -441,7 +441,7 @@ class Machine:
         self.uc.ctl_set_tcg_buffer_size(config.tcg_buffer_mb << 20)
         self.guest_errors: list[str] = []
         self._retired_now: int | None = None  # set while a hook reads the clock mid-block
-        self.clock = VirtualClock(self._clock_retired)
+        self.clock = VirtualClock(self._clock_retired, config.board.counter_hz)
         self.bus = Bus(self.uc)
         self.bus.map_ram("ram", config.ram_base, config.ram_size)
         self.platform = Platform(clock=self.clock, outdir=Path(config.outdir),
@@ -589,14 +589,14 @@ class Machine:
 
     def _start_console_input(self) -> None:
         """Offer host input (``cfg.stdin``) to the board's console device every
-        :data:`~spe_emu.platform.console.POLL_TICKS` of virtual time
+        :func:`~spe_emu.platform.console.poll_ticks` of virtual time
         (:mod:`spe_emu.platform.console`)."""
         stream = usable_input(self.cfg.stdin)
         device = self.devices.get(self.cfg.board.console)
         if stream is None or device is None or not hasattr(device, "feed"):
             return
         self._console_in = (ConsoleInput(stream), device)
-        self.clock.schedule(self.clock.ticks() + POLL_TICKS, "console-input",
+        self.clock.schedule(self.clock.ticks() + poll_ticks(self.clock.hz), "console-input",
                             self._poll_console)
 
     def _poll_console(self, now: int) -> None:
@@ -607,7 +607,8 @@ class Machine:
         if data:
             device.feed(data)
         if not source.eof:
-            self.clock.schedule(now + POLL_TICKS, "console-input", self._poll_console)
+            self.clock.schedule(now + poll_ticks(self.clock.hz), "console-input",
+                                self._poll_console)
 
     def _device_changed(self) -> None:
         """A device changed state the run loop acts on (an interrupt level, an event on the

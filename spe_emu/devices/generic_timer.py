@@ -29,8 +29,8 @@ interrupt), AArch32, event streams (EVNTEN is stored, no event is generated).
 
 Choices where the Arm ARM leaves one (QEMU 7.2 ``-cpu max`` does the same): reset values
 (architecturally UNKNOWN) are 0, except CNTHCTL_EL2 = 0b11 (EL1PCTEN and EL1PCEN set, no
-traps: what Unicorn's QEMU reads after reset) and CNTFRQ_EL0 = :data:`CNTFRQ_HZ`; ISTATUS reads
-0 while ENABLE is 0; a TimerValue read while ENABLE is 0 returns the enabled formula; a write
+traps: what Unicorn's QEMU reads after reset) and CNTFRQ_EL0 = the board's counter frequency
+(``BoardSpec.counter_hz``); ISTATUS reads 0 while ENABLE is 0; a TimerValue read while ENABLE is 0 returns the enabled formula; a write
 of CNTKCTL_EL1 at EL2 with HCR_EL2.E2H = 1 stores every CNTHCTL_EL2 bit written (bits 11:10
 included, which CNTHCTL_EL2_VHE() makes UNKNOWN). CNTFRQ_EL0 is storage: a write at the
 highest implemented EL changes what reads return, never the counter's rate ("the value of the
@@ -407,6 +407,8 @@ class GenericTimer(Device, kind="generic_timer"):
         self._timers = {name: _Timer(name) for name in TIMERS}
         self._sysregs = {name: TIMER_REGISTERS[name].reset
                          for name in ("CNTFRQ_EL0", "CNTKCTL_EL1", "CNTHCTL_EL2", "CNTVOFF_EL2")}
+        # (the firmware's value: the board's counter frequency, BoardSpec.counter_hz)
+        self._sysregs["CNTFRQ_EL0"] = self.platform.clock.hz
         for line in self.irqs.values():
             line.set(False)
 

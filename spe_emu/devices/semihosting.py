@@ -13,8 +13,8 @@ Behaviour that is fixed here so runs are reproducible:
   leave ``outdir``, or resolves outside it through a symlink is refused (``-1``, errno EACCES,
   logged). Files are always opened in binary mode.
 * Time is virtual: ``clock()`` returns centiseconds of virtual time (the machine derives them
-  from retired instructions at CNTFRQ_EL0 = 100 MHz). ``SYS_CLOCK`` returns that value,
-  ``SYS_ELAPSED`` reports it as ticks of :data:`TICK_HZ` = 100 Hz (``SYS_TICKFREQ``), and
+  from retired instructions at the board's counter frequency). ``SYS_CLOCK`` returns that
+  value, ``SYS_ELAPSED`` reports it as ticks of :data:`TICK_HZ` = 100 Hz (``SYS_TICKFREQ``), and
   ``SYS_TIME`` always returns 0. No host time reaches the guest.
 * ``SYS_HEAPINFO`` returns four zero words (the program picks its own heap and stack).
 * errno values are the host's ``errno`` numbers (EACCES, ENOENT, EBADF, EINVAL, ...), which

@@ -87,6 +87,10 @@ class BoardSpec:
             (kernels before v3.17), is loaded, from ``ram_base`` (bytes; QEMU's
             KERNEL64_LOAD_ADDR; see :mod:`spe_emu.platform.boot`).
         console: the device that takes console input (and ``/chosen/stdout-path`` names).
+        counter_hz: the system counter's frequency (Hz), which ``CNTFRQ_EL0`` reads; with
+            one counter tick per instruction it also sets how fast the PE is against
+            virtual time (IMPLEMENTATION DEFINED before Armv8.6, 1 GHz from it, Arm ARM
+            D12.1.2 "The system counter").
     """
 
     name: str
@@ -96,6 +100,7 @@ class BoardSpec:
     ppis: tuple[tuple[str, int], ...]
     kernel_offset: int = 0x8_0000
     console: str = "pl011"
+    counter_hz: int = 1_000_000_000
 
     def device(self, name: str) -> DeviceSpec:
         for d in self.devices:

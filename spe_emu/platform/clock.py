@@ -4,7 +4,8 @@ devices schedule deadlines on.
 Model (docs/model.md, "Virtual time"): the system counter advances one tick per retired
 instruction, and by the ticks a PE spends waiting (WFI/WFE with an event scheduled: the wait
 ends at the next deadline, so a waiting PE advances time without retiring instructions).
-``CNTFRQ_EL0`` reads :data:`CNTFRQ_HZ`, so one tick is 10 ns. No host time reaches the guest.
+``CNTFRQ_EL0`` reads the board's counter frequency (:attr:`VirtualClock.hz`; the ``virt``
+board's 1 GHz: one tick, and one instruction, is 1 ns). No host time reaches the guest.
 
 Devices (generic timer compare values, the instruction budget, ...) schedule
 :class:`Event` s at a tick and cancel them; the run loop asks for the next deadline as an
@@ -22,8 +23,8 @@ from typing import Callable
 
 NEVER = (1 << 64) - 1
 CNTFRQ_HZ = 100_000_000
-"""System counter frequency (Hz) that ``CNTFRQ_EL0`` reports: one tick per instruction is a
-100 MIPS PE."""
+"""The default system counter frequency (Hz) of a clock made without one: one tick per
+instruction is a 100 MIPS PE (boards set their own: ``BoardSpec.counter_hz``)."""
 
 
 @dataclass(order=True)
@@ -43,10 +44,13 @@ class VirtualClock:
 
     Args:
         retired: returns the instructions retired so far (the run loop's count).
+        hz: the counter frequency (Hz) that ``CNTFRQ_EL0`` reports and virtual time is
+            measured by (one tick per instruction: a PE of ``hz`` instructions per second).
     """
 
-    def __init__(self, retired: Callable[[], int]):
+    def __init__(self, retired: Callable[[], int], hz: int = CNTFRQ_HZ):
         self._retired = retired
+        self.hz = hz
         self.idle_ticks = 0
         """Ticks the PE spent waiting in WFI/WFE (no instructions retired meanwhile)."""
         self._queue: list[Event] = []
@@ -63,7 +67,7 @@ class VirtualClock:
 
     def centiseconds(self) -> int:
         """Elapsed virtual time in units of 10 ms (semihosting SYS_CLOCK)."""
-        return self.ticks() * 100 // CNTFRQ_HZ
+        return self.ticks() * 100 // self.hz
 
     # -- events ---------------------------------------------------------------------------
     def schedule(self, when: int, name: str, callback: Callable[[int], None]) -> Event:

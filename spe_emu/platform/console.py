@@ -2,7 +2,7 @@
 
 The console device (the board's ``console``, e.g. the PL011) takes bytes through
 ``feed(data)`` when ``rx_space()`` says it has room. The machine polls the host every
-:data:`POLL_TICKS` of virtual time while input is attached (a clock event), and when the PE
+1 ms of virtual time (:func:`poll_ticks`) while input is attached (a clock event), and when the PE
 waits in WFI. From a pipe or a file the poll reads exactly the room there is (blocking until
 that many bytes or end of file), so the same input gives the same run; from a terminal it
 reads what has been typed (interactive input is timing-dependent by nature).
@@ -15,8 +15,13 @@ import select
 import stat
 from typing import BinaryIO
 
-POLL_TICKS = 100_000
-"""Ticks between input polls (1 ms at CNTFRQ_EL0 = 100 MHz)."""
+POLLS_PER_SECOND = 1000
+"""Input polls per second of virtual time."""
+
+
+def poll_ticks(hz: int) -> int:
+    """Counter ticks between input polls at a counter of ``hz`` Hz (1 ms)."""
+    return max(1, hz // POLLS_PER_SECOND)
 
 
 def usable_input(stream: BinaryIO | None) -> BinaryIO | None:
