@@ -137,6 +137,8 @@ class KernelOptions:
         trace: also write ``spe.trace``: a host-side copy of every record the SPU writes
             into the guest's Profiling Buffer, in write order (the guest's driver owns the
             buffer; what it does with the records is not seen).
+        counter_hz: the system counter's frequency (Hz, CNTFRQ_EL0) instead of the board's
+            (``BoardSpec.counter_hz``, IMPLEMENTATION DEFINED before Armv8.6).
         semihosting_userspace: HLT #0xF000 at EL0 is a semihosting call too (as QEMU's
             ``-semihosting-config enable=on,userspace=on``; default off: it UNDEFs, as in
             QEMU); its files land in the output directory (docs/linux.md, the perf.data
@@ -152,13 +154,19 @@ class KernelOptions:
     dumpdtb: Path | None = None
     trace: bool = False
     semihosting_userspace: bool = False
+    counter_hz: int | None = None
 
     def board_spec(self) -> BoardSpec:
         try:
-            return BOARDS[self.board]
+            board = BOARDS[self.board]
         except KeyError:
             raise ConfigError(f"--machine {self.board!r}: known boards are "
                               f"{', '.join(sorted(BOARDS))}") from None
+        if self.counter_hz is None:
+            return board
+        if not 0 < self.counter_hz <= 0xFFFF_FFFF:   # (CNTFRQ_EL0.ClockFreq is 32 bits)
+            raise ConfigError(f"--counter-hz {self.counter_hz}: must be 1..{0xFFFF_FFFF}")
+        return replace(board, counter_hz=self.counter_hz)
 
 
 def board_dtb(kopts: KernelOptions, opts: "RunOptions",

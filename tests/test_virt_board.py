@@ -197,7 +197,29 @@ def test_virt_timer_busy_wait_takes_every_tick(tmp_path, mode):
     assert runs["fast"]["instructions"] == runs[mode]["instructions"]
 
 
-# == 2. --dumpdtb ============================================================================
+def test_counter_hz_sets_the_counter_frequency(tmp_path):
+    # --counter-hz: CNTFRQ_EL0 and the counter's rate against instructions (one tick each):
+    # the busy-wait example's periods (PERIOD_US of counter time, from CNTFRQ_EL0) take ten
+    # times the instructions at the 1 GHz default as at 100 MHz
+    if any(shutil.which(t) is None for t in (CC, OBJCOPY)):
+        pytest.skip(f"{CC} and {OBJCOPY} are needed (Debian: gcc-aarch64-linux-gnu)")
+    elf = build_virt_timer(tmp_path / "busy.elf", f"-DTICKS={TICKS}", "-DPERIOD_US=100",
+                           "-DBUSY_WAIT")
+    insns = {}
+    for hz in (None, 100_000_000):
+        out = tmp_path / str(hz)
+        proc = spe_emu_process("--kernel", elf, "-o", out,
+                               *(() if hz is None else ("--counter-hz", hz)))
+        assert proc.returncode == 0 and proc.stdout == EXPECTED_CONSOLE, proc.stderr
+        insns[hz] = summary(out)["instructions"]
+    busy = TICKS * 100e-6   # seconds of counter time spent spinning
+    assert insns[None] - insns[100_000_000] == pytest.approx(busy * (1e9 - 1e8), rel=0.01)
+    for bad in ("0", "4294967296"):
+        proc = spe_emu_process("--kernel", elf, "-o", tmp_path / "bad", "--counter-hz", bad)
+        assert proc.returncode == 125 and b"--counter-hz" in proc.stderr   # (usage error)
+
+
+# == 2. --dumpdtb ==# == 2. --dumpdtb ============================================================================
 
 KERNEL_BYTES = 0x1000
 
