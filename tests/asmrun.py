@@ -129,6 +129,28 @@ done:
 """
 
 
+def copy_code(start: str, end: str, dest: int) -> str:
+    """Assembly that copies the code from label ``start`` up to label ``end`` to ``dest`` (an
+    address whose low 16 bits are 0) word by word and publishes it as instructions (DSB ISH,
+    IC IALLU, DSB ISH, ISB), as software that writes code at run time does. Uses x10-x13
+    and the label ``copy_code``."""
+    assert dest & 0xFFFF == 0, f"{dest:#x}: low 16 bits must be 0"
+    return f"""
+    adr x10, {start}
+    adr x11, {end}
+    movz x12, #{dest >> 16:#x}, lsl #16
+copy_code:
+    ldr w13, [x10], #4
+    str w13, [x12], #4
+    cmp x10, x11
+    b.lo copy_code
+    dsb ish
+    ic iallu
+    dsb ish
+    isb
+"""
+
+
 def irq_vectors(body: str = "") -> str:
     """Ends a program that must take an IRQ at EL1: exit status 1 if it runs on to here; then
     VBAR_EL1's table ``vectors`` whose IRQ entry (current EL, SPx: offset 0x280) leaves ELR_EL1

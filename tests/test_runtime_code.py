@@ -12,27 +12,15 @@ driver-rule reporter checks reads of PMBPTR_EL1 from it (§3.4.1, §3.6).
 from __future__ import annotations
 
 import pytest
-from asmrun import EXIT, asm_machine, spe_prologue
+from asmrun import EXIT, asm_machine, copy_code, spe_prologue
 
 BUF = 0x4200_0000
 COPY = 0x4300_0000
 
 
 def program(synced: bool) -> str:
-    return spe_prologue(0b11, BUF) + f"""
-    adr x1, routine
-    adr x2, routine_end
+    return spe_prologue(0b11, BUF) + copy_code("routine", "routine_end", COPY) + f"""
     movz x3, #{COPY >> 16:#x}, lsl #16
-    mov x4, x3
-copy:
-    ldr w5, [x1], #4
-    str w5, [x4], #4
-    cmp x1, x2
-    b.ne copy
-    dsb ish
-    ic iallu
-    dsb ish
-    isb
     blr x3
     mov x0, #0
 """ + EXIT + f"""

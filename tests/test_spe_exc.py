@@ -251,7 +251,7 @@ from spe_emu.arch.faults import TranslationFault  # noqa: E402
 from spe_emu.spe.config import SpeConfig  # noqa: E402
 from spe_emu.spe.spu import Spu  # noqa: E402
 from spe_emu.sysreg import Access  # noqa: E402
-from asmrun import EXIT, spe_prologue, xregs  # noqa: E402
+from asmrun import EXIT, copy_code, spe_prologue, xregs  # noqa: E402
 
 BUF = 0x4800_0000
 S_BIT = 1 << 17
@@ -606,18 +606,7 @@ nested:
 RUNTIME_VECTORS = 0x4200_0000
 PM_MASKS_RUNTIME = PM_MASKS.replace("""    adr x0, vectors
     msr vbar_el1, x0
-""", f"""    adr x10, vectors
-    adr x11, vectors_end
-    movz x12, #{RUNTIME_VECTORS >> 16:#x}, lsl #16
-copy:
-    ldr w13, [x10], #4
-    str w13, [x12], #4
-    cmp x10, x11
-    b.lo copy
-    dsb ish
-    ic iallu
-    dsb ish
-    isb
+""", copy_code("vectors", "vectors_end", RUNTIME_VECTORS) + f"""
     movz x0, #{RUNTIME_VECTORS >> 16:#x}, lsl #16
     msr vbar_el1, x0
     adr x28, set_pmbsr
