@@ -120,7 +120,8 @@ PSB_CSYNC_WORD = 0xD503223F  # HINT #17 (Arm ARM C6.2 PSB CSYNC)
 CONTROL_MATCHES = ((0xFFFFFFFF, ERET_WORD), (0xFFFFFFFF, PSB_CSYNC_WORD))
 # PSTATE.{A, I, F}: an unmasking may let an asserted interrupt (or virtual SError) in
 UNMASK_WATCH = PSTATE.make(A=1, I=1, F=1)
-UNMASK_INTERRUPTS = PSTATE.make(I=1, F=1)   # (PSTATE.A masks SErrors only)
+UNMASK_INTERRUPTS = PSTATE.make(I=1, F=1)   # (IRQ and FIQ: D1.3.6)
+UNMASK_SERROR = PSTATE.make(A=1)              # (a physical or virtual SError)
 # model_feed "every": the unconditional branch (register) class (Arm ARM C4.1.65), in which
 # the indirect branches the native hook feeds the predictor from are: BR and BLR (their
 # target is Xn, Rn = 31 is XZR)
@@ -1364,8 +1365,7 @@ class Machine:
         if self._irq_line_value is None or self._gic_state.dirty:
             self._gic_state.dirty = 0
             self._irq_line_value = (self.gic.irq_line() or self.gic.fiq_line()
-                                    or self.pe.serror_pending
-                                    or self.pe.virtual_serror_pending(self.context()))
+                                    or self._serror_line())
         return self._irq_line_value
 
     def _serror_line(self) -> bool:
@@ -2586,6 +2586,7 @@ class Machine:
                 # (an unmasking takes none) and profiling is disabled.
                 self._controls_idle()
                 return 0
+            # (DAIF, Xt holds D, A, I, F at PSTATE's bits 9:6: Arm ARM C5.2.2 "DAIF")
             if not self._unmask_owes_replan(self.fast.reg(A.UC_ARM64_REG_PSTATE)
                                             & ~cp.val & UNMASK_WATCH):
                 return 0
@@ -2642,23 +2643,24 @@ class Machine:
         virtual SError) is asserted, which an unmasking may let in, or a PMBSR_ELx.S is 1
         with FEAT_SPE_EXC (an SPE Profiling exception a lower EL unmasks:
         :meth:`_take_spe_exception`)."""
-        return (self.cfg.mode == "reference" or self.enabled or self._irq_line()
+        return self._replan_owed_by_state() or self._irq_line()
+
+    def _replan_owed_by_state(self) -> bool:
+        """:meth:`_replan_owed`'s reasons other than an asserted interrupt."""
+        return (self.cfg.mode == "reference" or self.enabled
                 or self.spu.exception_may_be_pending() or self.spu.pstate_pm)
 
     def _unmask_owes_replan(self, cleared: int) -> bool:
-        """Whether clearing the PSTATE.{A, I, F} bits ``cleared`` (an MSR DAIF, or the
-        unmasking watch after an MSR DAIF or DAIFClr) must stop the run to re-plan: as
-        :meth:`_replan_owed`, except that when only an asserted interrupt owes the re-plan,
-        the cleared bits must be ones that mask it (Arm ARM D1.3.6 "Asynchronous exception
-        masking"): PSTATE.I or F for an IRQ or FIQ, PSTATE.A for a physical or virtual SError.
-        Linux's el1_interrupt() writes DAIF with only A and D cleared while the IRQ it is
-        taking is still asserted: that write lets nothing in, and no longer stops the run."""
-        if not self._replan_owed():
-            return False
-        if (self.cfg.mode == "reference" or self.enabled or self.spu.exception_may_be_pending()
-                or self.spu.pstate_pm or cleared & UNMASK_INTERRUPTS):
-            return True
-        return bool(cleared) and self._serror_line()
+        """Given that a re-plan is owed (:meth:`_replan_owed`), whether clearing the
+        PSTATE.{A, I, F} bits ``cleared`` (an MSR DAIF, or the unmasking watch after an MSR
+        DAIF or DAIFClr) must stop the run for it: always for a reason other than an
+        asserted interrupt; for an asserted interrupt only when a cleared bit masks it (Arm
+        ARM D1.3.6 "Asynchronous exception masking"): PSTATE.I or F for an IRQ or FIQ,
+        PSTATE.A for a physical or virtual SError. Linux's el1_interrupt() writes DAIF with
+        only A and D cleared while the IRQ it is taking is still asserted: that write lets
+        nothing in, and no longer stops the run."""
+        return bool(self._replan_owed_by_state() or cleared & UNMASK_INTERRUPTS
+                    or cleared & UNMASK_SERROR and self._serror_line())
 
     def _on_control_insn(self, uc: Uc, address: int, size: int, _data) -> None:
         """ERET: state changes after this instruction; stop at the next
@@ -2689,11 +2691,12 @@ class Machine:
         set at the last block watched and are clear now (an MSR DAIFClr or MSR DAIF ended
         it). As :meth:`_on_control_insn` after the instruction: stop in front of this block
         to re-plan (an interrupt may be taken now), unless nothing planned can change."""
-        if not (self._replan_owed() or self.spu.buffer_may_be_enabled()):
-            self._controls_idle()
-            return
-        if not (self._unmask_owes_replan(cleared) or self.spu.buffer_may_be_enabled()):
-            return
+        if not self.spu.buffer_may_be_enabled():   # (else always re-planned)
+            if not self._replan_owed():
+                self._controls_idle()
+                return
+            if not self._unmask_owes_replan(cleared):
+                return
         self._catch_up(self.counter.insns)
         self.replan = True
         self._stop_at_block_boundary()
@@ -2903,7 +2906,8 @@ class Machine:
             capturing = c.gap
             pc = self.pc
             self._start(pc)
-            if polled and c.poll_at == NEVER:   # (the poll was moot: planned without it)
+            if polled and c.poll_at == NEVER:
+                # (the poll was moot, or a stop was asked for: planned without it)
                 limit = min(unpolled, c.unpolled_at)
                 target = min(event, limit)
             c.poll_at = NEVER
