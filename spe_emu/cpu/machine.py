@@ -80,7 +80,7 @@ from .qemu_state import ExceptionReader, exception_layout
 from .watchpoints import DEBUG_WRITES, SHADOWED, Watchpoints
 from .sync_checks import (ABORT_ECS, CONTROL_REGS, ERET_WORD, INSN_BYTES, PSTATE_EL, SP_ALIGN,
                           SP_ELX_WRITES,
-                          SPSR, SyncChecks, word_indexes)
+                          SPSR, SyncChecks)
 
 NEVER = (1 << 64) - 1
 PSTATE_IL = PSTATE.field("IL")
@@ -122,20 +122,20 @@ CONTROL_MATCHES = ((0xFFFFFFFF, ERET_WORD), (0xFFFFFFFF, PSB_CSYNC_WORD))
 UNMASK_WATCH = PSTATE.make(A=1, I=1, F=1)
 UNMASK_INTERRUPTS = PSTATE.make(I=1, F=1)   # (IRQ and FIQ: D1.3.6)
 UNMASK_SERROR = PSTATE.make(A=1)              # (a physical or virtual SError)
-# model_feed "every": the unconditional branch (register) class (Arm ARM C4.1.65), in which
-# the indirect branches the native hook feeds the predictor from are: BR and BLR (their
-# target is Xn, Rn = 31 is XZR)
+# model_feed "every": the unconditional branch (register) encoding class (Arm ARM C4.1
+# "Branches, Exception Generating and System instructions"), in which the indirect branches
+# the native hook feeds the predictor from are: BR and BLR (their target is Xn)
 BRANCH_REGISTER_CLASS = (0xFE000000, 0xD6000000)
 FED_BRANCHES = frozenset({"br", "blr"})
 
 
 @lru_cache(maxsize=64)
 def control_offsets(code: bytes) -> tuple[int, ...]:
-    """Byte offsets of the ERET and PSB CSYNC words in ``code`` (A64
-    words at multiples of 4; a trailing partial word is ignored), vectorised (a kernel
-    image's tens of MiB take tens of milliseconds), remembered for the process: every run of
+    """Byte offsets of the ERET and PSB CSYNC words in ``code`` (A64 words at multiples of
+    4; a trailing partial word is ignored), found natively (:func:`native.word_match`: a
+    kernel image's tens of MiB take milliseconds), remembered for the process: every run of
     a program loads the same segments."""
-    return tuple(i * INSN_BYTES for i in word_indexes(code, CONTROL_MATCHES)[0])
+    return tuple(i * INSN_BYTES for i in native.word_match(code, CONTROL_MATCHES)[0])
 
 
 # Upper bound on the bytes of one record before alignment padding (the largest record, with
@@ -832,17 +832,17 @@ class Machine:
         time are fed by their samples only (docs/model.md "Events and latency model")."""
         sites = []
         for seg in self.code_segments():
-            indexes, words = word_indexes(bytes(seg.data), (BRANCH_REGISTER_CLASS,))
+            indexes, words = native.word_match(bytes(seg.data), (BRANCH_REGISTER_CLASS,))
             for i, word in zip(indexes, words):
                 info = a64.decode(word)
-                rn = (word >> 5) & 31
-                if info.mnemonic_class in FED_BRANCHES and rn != 31:   # (31: XZR)
-                    sites.append((seg.vaddr + i * INSN_BYTES, rn))
+                # (info.reads: Xn's register id; none for XZR, a branch to 0)
+                if info.mnemonic_class in FED_BRANCHES and info.reads:
+                    sites.append((seg.vaddr + i * INSN_BYTES, info.reads[0]))
         self._branch_sites = (native.SpeBranchSite * max(1, len(sites)))()
         reg_read = ctypes.cast(uclib.uc_reg_read, ctypes.c_void_p).value
-        for site, (address, rn) in zip(self._branch_sites, sites):
+        for site, (address, reg_id) in zip(self._branch_sites, sites):
             site.model, site.reg_read = self.spu.builder.model.ptr, reg_read
-            site.reg_id = a64.X_REGS[rn]
+            site.reg_id = reg_id
             self._native_hook(UC_HOOK_CODE, ctypes.c_void_p(native.branch_hook_address()),
                               ctypes.byref(site), address, address + 3)
         self._fed_branches = frozenset(address for address, _ in sites)

@@ -180,22 +180,16 @@ DC_ZVA = (0xFFFFFFE0, 0xD50B7420)
 """(mask, value) of DC ZVA, Xt (SYS #3, C7, C4, #1; Arm ARM C5.3 "DC ZVA")."""
 
 
-def word_indexes(code: bytes, patterns) -> tuple[list[int], list[int]]:
-    """(the indexes of the words of ``code`` (little-endian A64 instructions; a trailing
-    partial word is ignored) that match any (mask, value) of ``patterns``, in order; those
-    words), natively: a kernel image's tens of MiB take milliseconds."""
-    return native.word_match(code, tuple(patterns))
-
-
 def dc_zva_offsets(code: bytes) -> list[int]:
-    """Offsets (multiples of 4) in ``code`` of its DC ZVA instructions (:func:`word_indexes`)."""
-    return [i * INSN_BYTES for i in word_indexes(code, (DC_ZVA,))[0]]
+    """Offsets (multiples of 4) in ``code`` of its DC ZVA instructions
+    (:func:`spe_emu.native.word_match`)."""
+    return [i * INSN_BYTES for i in native.word_match(code, (DC_ZVA,))[0]]
 
 
 def sp_writer_offsets(code: bytes) -> list[int]:
     """Offsets (multiples of 4) in ``code`` of the instructions that may misalign SP
-    (:func:`may_misalign_sp`), the candidates found by :func:`word_indexes`."""
-    indexes, words = word_indexes(code, SP_WRITERS)
+    (:func:`may_misalign_sp`), the candidates :func:`spe_emu.native.word_match` finds."""
+    indexes, words = native.word_match(code, SP_WRITERS)
     # (a kernel's 125,000 candidates are 2,400 distinct words)
     misaligning = {w for w in set(words) if may_misalign_sp(w)}
     return [i * INSN_BYTES for i, w in zip(indexes, words) if w in misaligning]

@@ -527,8 +527,8 @@ uint32_t spe_sys_hook(void *uc, int reg, const struct uc_arm64_cp *cp,
 /* The indexes of the little-endian 32-bit words of code[0 .. 4 * nwords) that match any
  * (masks[i], values[i]) of the npat patterns (word & mask == value), in order, into out[0 ..
  * cap), and the words themselves into words[0 .. cap); returns how many match (more than
- * cap: only the first cap are stored). The patterns are Python's
- * (spe_emu.cpu.sync_checks.word_indexes). */
+ * cap: only the first cap are stored). The patterns are Python's (native.word_match's
+ * callers: control_offsets, sync_checks' DC ZVA and SP writers, the fed branches). */
 uint64_t spe_word_match(const uint8_t *code, uint64_t nwords, const uint32_t *masks,
                         const uint32_t *values, uint32_t npat, uint64_t *out, uint32_t *words,
                         uint64_t cap)

@@ -436,13 +436,14 @@ uint32_t spe_deliverable(uint32_t lines, uint32_t irq_target, uint32_t fiq_targe
                          uint32_t el, uint64_t pstate, uint32_t i_bit, uint32_t f_bit,
                          uint32_t *kind);
 
-/* MSR/MRS/SYS hooks: encodings (op0:op1:CRn:CRm:op2, 16 bits) Python must see; the rest
- * are left to QEMU without a Python call. msr_all: every MSR goes to Python (while profiling
- * is enabled: a write can change what a record holds); sys_all: every SYS (reference loop). */
+/* The words of code matching any of npat (mask, value) patterns (counter.c). */
 uint64_t spe_word_match(const uint8_t *code, uint64_t nwords, const uint32_t *masks,
                         const uint32_t *values, uint32_t npat, uint64_t *out, uint32_t *words,
                         uint64_t cap);
 
+/* MSR/MRS/SYS hooks: encodings (op0:op1:CRn:CRm:op2, 16 bits) Python must see; the rest
+ * are left to QEMU without a Python call. msr_all: every MSR goes to Python (while profiling
+ * is enabled: a write can change what a record holds); sys_all: every SYS (reference loop). */
 #define SPE_SYSREG_KEYS 65536
 struct spe_control;
 struct spe_sysreg_filter {

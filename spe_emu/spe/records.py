@@ -291,7 +291,7 @@ def branch_kind(info) -> int:
     ``spe_model_branch``): conditional (B.cond, CBZ/CBNZ, TBZ/TBNZ: all direct), indirect,
     and a return (RET*, ERET) among the indirect ones."""
     kind = native.BR_COND if info.is_conditional else 0
-    if info.is_indirect or info.is_eret:
+    if info.is_indirect:   # (ERET included)
         kind |= native.BR_INDIRECT
         if info.mnemonic_class.startswith("ret") or info.is_eret:
             kind |= native.BR_RETURN
