@@ -22,6 +22,7 @@ from .cpu.a64 import X_REGS
 from .cpu.machine import Machine, MachineConfig, RunResult
 from .errors import ConfigError, DebuggerKill, EmulatorError, GuestError, GuestRunaway
 from .platform.board import VIRT, BoardSpec
+from .devices.generic_timer import MAX_COUNTER_HZ
 from .devices.psci import psci_conduit
 from .platform.boot import BootImage, load_kernel
 from .platform.dtb import build_dtb
@@ -164,8 +165,8 @@ class KernelOptions:
                               f"{', '.join(sorted(BOARDS))}") from None
         if self.counter_hz is None:
             return board
-        if not 0 < self.counter_hz <= 0xFFFF_FFFF:   # (CNTFRQ_EL0.ClockFreq is 32 bits)
-            raise ConfigError(f"--counter-hz {self.counter_hz}: must be 1..{0xFFFF_FFFF}")
+        if not 0 < self.counter_hz <= MAX_COUNTER_HZ:   # (CNTFRQ_EL0.ClockFreq)
+            raise ConfigError(f"--counter-hz {self.counter_hz}: must be 1..{MAX_COUNTER_HZ}")
         return replace(board, counter_hz=self.counter_hz)
 
 

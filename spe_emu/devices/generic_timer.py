@@ -30,7 +30,8 @@ interrupt), AArch32, event streams (EVNTEN is stored, no event is generated).
 Choices where the Arm ARM leaves one (QEMU 7.2 ``-cpu max`` does the same): reset values
 (architecturally UNKNOWN) are 0, except CNTHCTL_EL2 = 0b11 (EL1PCTEN and EL1PCEN set, no
 traps: what Unicorn's QEMU reads after reset) and CNTFRQ_EL0 = the board's counter frequency
-(``BoardSpec.counter_hz``); ISTATUS reads 0 while ENABLE is 0; a TimerValue read while ENABLE is 0 returns the enabled formula; a write
+(``BoardSpec.counter_hz``); ISTATUS reads 0 while ENABLE is 0; a TimerValue read while
+ENABLE is 0 returns the enabled formula; a write
 of CNTKCTL_EL1 at EL2 with HCR_EL2.E2H = 1 stores every CNTHCTL_EL2 bit written (bits 11:10
 included, which CNTHCTL_EL2_VHE() makes UNKNOWN). CNTFRQ_EL0 is storage: a write at the
 highest implemented EL changes what reads return, never the counter's rate ("the value of the
@@ -302,6 +303,10 @@ TIMER_STATE_REGISTERS = frozenset(
 
 CTL = TIMER_REGISTERS["CNTP_CTL_EL0"]
 """The layout of every timer's control register (CTL_FIELDS)."""
+
+_CLOCK_FREQ = TIMER_REGISTERS["CNTFRQ_EL0"].field("ClockFreq")
+MAX_COUNTER_HZ = _CLOCK_FREQ.mask >> _CLOCK_FREQ.lsb
+"""The highest counter frequency CNTFRQ_EL0.ClockFreq holds (Hz; D24.10.1)."""
 
 EL2_REGISTERS = frozenset(s.name for s in TIMER_REGISTERS if s.check is check_el2_register)
 """Registers that are RES0 from EL3 when EL2 is not implemented (D24.10.2 "Configuration")."""

@@ -37,9 +37,9 @@ from pathlib import Path
 from typing import Any
 
 from elftools.common.exceptions import ELFError
-from isal import isal_zlib   # ISA-L's zlib: a kernel's gzip in less than half zlib's time
 from elftools.construct import ConstructError
 from elftools.elf.elffile import ELFFile
+from isal import isal_zlib   # ISA-L's zlib: a kernel's gzip in less than half zlib's time
 
 from ..platform.loader import ELF_MAGIC, load_elf
 from ..errors import ConfigError, ImageError

@@ -513,6 +513,8 @@ def _extended_headers() -> list[list[tuple | None]]:
     return [[None if _is_extended_prefix(b1)
              else _header_entry(bytes((HDR_EXTENDED_PREFIX | lo, b1)))
              for b1 in range(256)] for lo in range(32)]
+
+
 _SHORT_ZERO_SIZE = {b: _make(e[0], e[1], 0, 0, False, b)
                     for b, e in enumerate(_SHORT_HEADERS) if e is not None and e[2] == 0}
 

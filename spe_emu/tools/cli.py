@@ -119,7 +119,7 @@ def main() -> None:
               help="With --machine: RAM size (MiB, or with a K/M/G suffix; default 256M).")
 @click.option("--dumpdtb", type=click.Path(path_type=Path), default=None,
               help="With --machine: write the generated device tree blob here and exit.")
-@click.option("--counter-hz", "counter_hz", type=click.IntRange(1, 0xFFFF_FFFF), default=None,
+@click.option("--counter-hz", "counter_hz", type=click.IntRange(min=1), default=None,
               metavar="HZ",
               help="With --machine: the system counter's frequency (CNTFRQ_EL0; one tick per "
                    "instruction, so also the PE's instructions per second of guest time; "
