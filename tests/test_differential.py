@@ -36,10 +36,14 @@ CONFIGS = {
     "native-model": dict(opts=dict(interval=256, timestamps=False, buffer_size=8192),
                          spe=dict(l1d_lines=8, llc_lines=64, tlb_entries=4, align_code=6,
                                   not_taken_target=False)),
-    # Context packets in every native record; loads/stores recorded by Python (physical
-    # addresses) from the same model state
+    # Context packets in every native record; loads/stores with Physical Address packets
+    # (record.c asks Machine._translate for each data page once)
     "context-pa": dict(opts=dict(interval=512, context=True, physical=True, buffer_size=8192),
                        spe={}),
+    # what Linux's perf asks for with load_filter, store_filter, branch_filter, pa_enable:
+    # PMSFCR_EL1.FT's OR filter of B, LD, ST applied natively, the model seeing every sample
+    "perf-types-pa": dict(opts=dict(interval=256, filters=("load", "store", "branch"),
+                                    physical=True, context=True, buffer_size=8192), spe={}),
     # model_feed "every": every data access updates a set-associative model with an L2 (by
     # PA, through the native memory hook in both loops); each sample taken in front of its
     # instruction reads it
@@ -84,6 +88,7 @@ def run(guest: str, mode: str, config: str, seed: int, outdir: Path) -> dict:
         "PMSICR_EL1": m.spu.interval.value,
         "population": m.spu.stats.population,
         "samples": m.spu.stats.samples,
+        "filtered": m.spu.stats.filtered_out,
         "records": m.spu.stats.records_written,
         "irqs": m.irqs_taken,
         "console": m.semihost.console_output,
@@ -102,5 +107,7 @@ def test_fast_path_matches_reference(tmp_path, guest, config):
     assert len(fast["sync points"]) >= 5  # (PMS*/PMB* accesses of the start and of each IRQ)
     if config == "irq":
         assert fast["irqs"] >= 1
+    if config == "perf-types-pa":
+        assert 0 < fast["filtered"] < fast["samples"]
     for key in fast:
         assert fast[key] == ref[key], f"{key} differs between fast path and reference"

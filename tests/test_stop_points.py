@@ -311,3 +311,75 @@ finish:
             stops = m.counter.stops
     assert got["fast"] == got["reference"]
     assert stops == 0 if buffer == "disabled" else stops >= 40
+
+
+def test_unmasking_watch_rests_while_profiling_with_nothing_asserted(tmp_path):
+    # Profiling enabled at EL1 (E1SPE | TS), 300 rounds of MSR DAIFClr / DAIFSet with no
+    # interrupt asserted: an unmasking lets nothing in, so the native block hook's unmasking
+    # watch rests (SpeControl.unmask_idle) and sees none of them; the records and the
+    # instruction count are the reference mode's.
+    text = start(0b100010) + """
+    movz x4, #300
+round:
+    msr daifclr, #2
+    nop
+    msr daifset, #2
+    subs x4, x4, #1
+    b.ne round
+""" + SPE_DRAIN + "\n    .balign 2048\nvectors:\n"
+    got = {}
+    for mode in MODES:
+        m = run_asm(text, tmp_path / mode, mode=mode)
+        got[mode] = (m.result.instructions, m.result.population, xregs(m, 21, 22),
+                     records(m))
+        if mode == "fast":
+            fast = m
+    assert got["fast"] == got["reference"]
+    assert len(got["fast"][3]) >= 3
+    assert fast.counter.unmasks == 0 and fast.control.unmask_idle == 1
+
+
+def test_unmasking_watch_wakes_for_an_interrupt_asserted_while_profiling(tmp_path):
+    # As above, then an SGI to itself (INTID 1, enabled, Group 1) while PSTATE.I is set: the
+    # watch wakes, and the IRQ is taken right after the MSR DAIFClr that unmasks it (ELR_EL1 =
+    # the next instruction) in both run loops, with profiling enabled throughout.
+    text = start(0b100010) + """
+    movz x1, #0x0800, lsl #16          // GICD_CTLR = ARE_NS | EnableGrp1NS
+    mov w0, #0x12
+    str w0, [x1]
+    movz x1, #0x080A, lsl #16          // GICR_WAKER.ProcessorSleep = 0
+    str wzr, [x1, #0x14]
+    movz x1, #0x080B, lsl #16          // SGI_base: IGROUPR0, ISENABLER0 (INTID 1)
+    mov w0, #0x2
+    str w0, [x1, #0x80]
+    str w0, [x1, #0x100]
+    mov x0, #1
+    msr icc_sre_el1, x0
+    msr icc_igrpen1_el1, x0
+    mov x0, #0xff
+    msr icc_pmr_el1, x0
+    msr daifset, #2
+    movz x4, #300
+round:
+    msr daifclr, #2
+    nop
+    msr daifset, #2
+    subs x4, x4, #1
+    b.ne round
+    movz x0, #0x100, lsl #16           // ICC_SGI1R_EL1: INTID 1, TargetList {0}
+    orr x0, x0, #1
+    msr icc_sgi1r_el1, x0
+    isb
+    adr x19, after
+""" + "    nop\n" * 20 + """
+    msr daifclr, #2
+after:
+""" + "    nop\n" * 20 + irq_vectors()
+    got = {}
+    for mode in MODES:
+        m = run_asm(text, tmp_path / mode, mode=mode)
+        assert m.result.exit_status == 0, mode
+        assert xregs(m, 20, 21) == [xregs(m, 19)[0], 1], mode
+        got[mode] = (m.result.instructions, m.result.samples)
+    assert got["fast"] == got["reference"]
+    assert got["fast"][1] >= 3

@@ -655,6 +655,11 @@ class Machine:
         the enable state, a Profiling Buffer control): its next call must run in Python, which
         then decides again whether the ones after it must."""
         self.control.python = 1
+        # (the unmasking watch rests while a Profiling Buffer that may be enabled is the only
+        # reason: an unmasking lets nothing in, and profiling does not depend on PSTATE.{A, I,
+        # F}; every change that could assert something comes back here)
+        self.control.unmask_idle = int(self.spu.buffer_may_be_enabled()
+                                       and not self._unmask_may_let_in())
         if self._hooks_installed and self.cfg.mode == "fast":
             self.counter.fast_limit = 0   # (the unmasking watch runs from the next block)
 
@@ -1226,6 +1231,8 @@ class Machine:
         """Forget host-side translations (SCTLR/TTBR/TCR write, TLBI), and the native hook's
         verdicts, which are kept by virtual address."""
         self._xlate.clear()
+        if self.records is not None:
+            self.records.clear_translations()
         self._headroom_pages.clear()
         self._forget_code()
         if self.watchpoints.follows_translation:   # (hooked where watched pages mapped)
@@ -1992,7 +1999,7 @@ class Machine:
             ts, _, _, collect_pa = self._collection(ctx)
             prefix = self.spu.builder.context_packets(*self._context_ids(ctx))
             records.begin(insn_index, go_on, ctx.el, ctx.state_ns, ts is not None, collect_pa,
-                          prefix, gap, self.clock.idle_ticks)
+                          prefix, gap, self.clock.idle_ticks, self.spu.native_type_filter())
         else:
             records = None
         chunks: list[bytes] = []   # padded records, in order
@@ -2012,6 +2019,14 @@ class Machine:
                     records.add_template(records.template(
                         pc, ctx.el, ctx.state_ns, self._captured_word(pc, ctx.el)))
                     continue
+                if reason == native.REC_XLATE:   # (as _observe translates for a PA packet)
+                    va = records.recorder.s.xlate_va
+                    try:
+                        pa = self._translate(va, self._regime_el(ctx.el))
+                    except TranslationFault:
+                        pa = None
+                    records.add_translation(va, ctx.el, pa)
+                    continue
                 if reason == native.REC_ORDER:
                     raise AssertionError(f"captured sample at {c.caps[i].index} is not the "
                                          f"planned event {expect}")
@@ -2027,11 +2042,11 @@ class Machine:
             i += 1
         if i < count:
             self.sample_paths["dropped"] += count - i
-        built = 0
+        built = filtered = 0
         if records is not None:
-            built = records.recorder.s.records
+            built, filtered = records.recorder.s.records, records.recorder.s.filtered
             chunks.append(records.recorder.take_output())
-        self.spu.write_batch(b"".join(chunks), python_records + built, built)
+        self.spu.write_batch(b"".join(chunks), python_records + built, built, filtered)
 
     def _fire_captured(self, first: int, n: int, gap: int) -> None:
         """The interval steps of ``n`` captured members, the first at instruction number
@@ -2650,6 +2665,14 @@ class Machine:
         return (self.cfg.mode == "reference" or self.enabled
                 or self.spu.exception_may_be_pending() or self.spu.pstate_pm)
 
+    def _unmask_may_let_in(self) -> bool:
+        """Whether clearing PSTATE.{A, I, F} may let an exception in: an interrupt or SError
+        (physical or virtual) is asserted, an SPE Profiling exception may be pending
+        (FEAT_SPE_EXC), or PSTATE.PM is in play (Arm ARM D1.3.6 "Asynchronous exception
+        masking")."""
+        return bool(self._irq_line() or self.spu.exception_may_be_pending()
+                    or self.spu.pstate_pm)
+
     def _unmask_owes_replan(self, cleared: int) -> bool:
         """Given that a re-plan is owed (:meth:`_replan_owed`), whether clearing the
         PSTATE.{A, I, F} bits ``cleared`` (an MSR DAIF, or the unmasking watch after an MSR
@@ -2691,12 +2714,18 @@ class Machine:
         set at the last block watched and are clear now (an MSR DAIFClr or MSR DAIF ended
         it). As :meth:`_on_control_insn` after the instruction: stop in front of this block
         to re-plan (an interrupt may be taken now), unless nothing planned can change."""
-        if not self.spu.buffer_may_be_enabled():   # (else always re-planned)
+        if not self.spu.buffer_may_be_enabled():
             if not self._replan_owed():
                 self._controls_idle()
                 return
             if not self._unmask_owes_replan(cleared):
                 return
+        elif not self._unmask_may_let_in():
+            # (what the Profiling Buffer and profiling do does not depend on PSTATE.{A, I,
+            # F}: the watch rests until a new reason, _python_controls, and the ERET and DAIF
+            # write hooks still call Python meanwhile)
+            self.control.unmask_idle = 1
+            return
         self._catch_up(self.counter.insns)
         self.replan = True
         self._stop_at_block_boundary()

@@ -70,13 +70,17 @@ class NativeRecords:
         s.hdr_events[:] = events
 
     def begin(self, insn_index: int, next_pc: int, el: int, ns: int, timestamp: bool,
-              collect_pa: bool, prefix: bytes, gap: int, ts_offset: int = 0) -> None:
+              collect_pa: bool, prefix: bytes, gap: int, ts_offset: int = 0,
+              type_filter: int = 0) -> None:
         """Inputs of one drain: the stop's instruction number, where the run goes on, the
         context of every capture, CollectTimeStamp(), CollectPhysicalAddress(), the Context
-        packets that start each record, the members from one capture to the next, and the
+        packets that start each record, the members from one capture to the next, the
         system counter minus the instruction number (ticks spent waiting: a Timestamp
-        packet holds the counter at its instruction)."""
+        packet holds the counter at its instruction), and PMSFCR_EL1.FT's OR filter
+        (:meth:`spe_emu.spe.spu.Spu.native_type_filter`: OpType bits, 0 for none)."""
         s = self.recorder.s
+        s.type_filter = type_filter
+        s.filtered = 0
         s.insn_index = insn_index
         s.next_pc = next_pc
         s.el = el
@@ -116,6 +120,15 @@ class NativeRecords:
         """Code or its mapping may have changed."""
         self.recorder.clear_templates()
 
+    def add_translation(self, va: int, el: int, pa: int | None) -> None:
+        """The PA (None: the translation faults) of the page of ``va`` for the regime of
+        ``el``, as the machine translates it for a Physical Address packet."""
+        self.recorder.add_translation(va, el, native.PA_NONE if pa is None else pa & ~0xFFF)
+
+    def clear_translations(self) -> None:
+        """Translations may have changed (TLBI, a translation control write)."""
+        self.recorder.clear_translations()
+
 
 def _template(pc: int, el: int, ns: int, info: a64.InsnInfo) -> native.SpeTemplate:
     """See :meth:`NativeRecords.template`."""
@@ -127,6 +140,7 @@ def _template(pc: int, el: int, ns: int, info: a64.InsnInfo) -> native.SpeTempla
             + P.op_type_bytes(info.op_class, info.op_subclass))
     t.head_len = len(head)
     t.head[:len(head)] = head
+    t.optypes = sum(1 << op.value for op in R.RecordBuilder.optypes(info))
     check = info.condition_check
     if info.op_class == P.OP_CLASS_BRANCH:
         t.kind = native.TPL_BRANCH
@@ -225,6 +239,10 @@ def _fixed_fields() -> tuple[tuple[tuple[str, int], ...], tuple[int, ...]]:
     fields = (
         ("hdr_target", _header(P.address_packet(P.ADDR_BRANCH_TARGET, 0))),
         ("hdr_va", _header(P.address_packet(P.ADDR_DATA_VA, 0))),
+        ("hdr_pa", _header(P.address_packet(P.ADDR_DATA_PA, 0))),
+        # (the PA packet's address bits and NS bit, from its encoder)
+        ("pa_mask", int.from_bytes(P.data_pa_bytes(M64, 0)[1:], "little")),
+        ("pa_ns", int.from_bytes(P.data_pa_bytes(0, 1)[1:], "little")),
         ("hdr_total", _header(P.counter_packet(P.COUNTER_TOTAL, 0))),
         ("hdr_issue", _header(P.counter_packet(P.COUNTER_ISSUE, 0))),
         ("hdr_xlat", _header(P.counter_packet(P.COUNTER_XLAT, 0))),

@@ -107,7 +107,9 @@ class SpeCounter(ctypes.Structure):
 TPL_OTHER, TPL_LDST, TPL_BRANCH, TPL_PYTHON = 1, 2, 3, 4
 ADDR_NONE, ADDR_BASE, ADDR_LITERAL, ADDR_REGOFF = 0, 1, 2, 3
 BR_COND, BR_INDIRECT, BR_RETURN = 1, 2, 4
-REC_DONE, REC_DROP, REC_TEMPLATE, REC_PYTHON, REC_ORDER = 0, 1, 2, 3, 4
+REC_DONE, REC_DROP, REC_TEMPLATE, REC_PYTHON, REC_ORDER, REC_XLATE = 0, 1, 2, 3, 4, 5
+XLATES = 512          # translation slots of spe_recorder
+PA_NONE = (1 << 64) - 1   # a translation that faults: no Physical Address packet
 TEMPLATE_HEAD = 19    # bytes of spe_template.head
 
 
@@ -245,9 +247,11 @@ def deliverable(lines: int, irq_target: int, fiq_target: int, el: int, pstate: i
 class SpeControl(ctypes.Structure):
     """Mirror of ``struct spe_control``: whether the control-instruction hook calls Python
     (``python``: Python's own reasons; ``irq``: the native CPU-interface path left the GIC's
-    output asserted)."""
+    output asserted; ``unmask_idle``: the block hook's unmasking watch rests although
+    ``python`` is set)."""
 
     _fields_ = [("python", ctypes.c_uint32), ("irq", ctypes.c_uint32),
+                ("unmask_idle", ctypes.c_uint32), ("unmask_pad", ctypes.c_uint32),
                 ("fallback", ctypes.c_void_p), ("skipped", ctypes.c_uint64),
                 ("eret_il", ctypes.c_uint64 * 4), ("model", ctypes.POINTER(SpeExcModel)),
                 ("spsr_il_lsb", ctypes.c_uint32), ("spsr_m_lsb", ctypes.c_uint32),
@@ -405,7 +409,7 @@ class SpeTemplate(ctypes.Structure):
                 ("addr", ctypes.c_uint8), ("base", ctypes.c_uint8), ("index", ctypes.c_uint8),
                 ("extend", ctypes.c_uint8), ("shift", ctypes.c_uint8),
                 ("store_only", ctypes.c_uint8), ("branch", ctypes.c_uint8),
-                ("head_len", ctypes.c_uint8), ("head", ctypes.c_uint8 * TEMPLATE_HEAD)]
+                ("optypes", ctypes.c_uint8), ("head_len", ctypes.c_uint8), ("head", ctypes.c_uint8 * TEMPLATE_HEAD)]
 
 
 #: spe_model_access outcome: the TLB walked; the level that held the line (bits above);
@@ -444,7 +448,11 @@ class SpeRecorder(ctypes.Structure):
                 ("reason", ctypes.c_uint64), ("out", ctypes.c_void_p),
                 ("out_size", ctypes.c_uint64), ("model", ctypes.c_void_p),
                 ("templates", ctypes.c_void_p),
-                ("template_used", ctypes.c_void_p), ("ts_offset", ctypes.c_uint64)]
+                ("template_used", ctypes.c_void_p), ("ts_offset", ctypes.c_uint64),
+                ("type_filter", ctypes.c_uint64), ("filtered", ctypes.c_uint64),
+                ("hdr_pa", ctypes.c_uint64), ("pa_mask", ctypes.c_uint64),
+                ("pa_ns", ctypes.c_uint64), ("xlate_va", ctypes.c_uint64),
+                ("xlate_tag", ctypes.c_uint64 * XLATES), ("xlate_pa", ctypes.c_uint64 * XLATES)]
 
 
 def _built_extension() -> Path | None:
@@ -619,6 +627,8 @@ def _declare(lib: ctypes.CDLL) -> None:
             ("spe_model_stats", (ctypes.c_void_p, ctypes.POINTER(u64)), None),
             ("spe_templates_add", (rec, ctypes.c_char_p, u32), ctypes.c_int),
             ("spe_templates_clear", (rec,), None),
+            ("spe_xlate_add", (rec, u64, u32, u64), None),
+            ("spe_xlate_clear", (rec,), None),
             ("spe_record_captures", (ctypes.POINTER(SpeCounter), rec, u32, u32), u32),
             ("spe_verdicts_add", (ctypes.POINTER(SpeCounter), ctypes.c_char_p, u64),
              ctypes.c_int),
@@ -773,6 +783,15 @@ class Recorder:
 
     def clear_templates(self) -> None:
         self.lib.spe_templates_clear(self.ref)
+
+    def add_translation(self, va: int, el: int, pa_page: int) -> None:
+        """Remember that the page of ``va`` translates to ``pa_page`` (``PA_NONE``: faults)
+        for the regime of ``el``, for the Physical Address packets of the records built."""
+        self.lib.spe_xlate_add(self.ref, va, el, pa_page)
+
+    def clear_translations(self) -> None:
+        """Translations may have changed (Machine._flush_translations)."""
+        self.lib.spe_xlate_clear(self.ref)
 
     def record(self, counter: SpeCounter, start: int, count: int) -> int:
         """Record captures [start, count) until one needs Python: its position (``count``

@@ -374,7 +374,8 @@ static inline void count_block(struct spe_counter *c, uint64_t address, uint64_t
  * reached by a tail call, so that the common path below needs no stack frame. */
 static int watching(const struct spe_counter *c)
 {
-    return c->control && (c->control->python | c->control->irq);
+    const struct spe_control *ctl = c->control;
+    return ctl && ((ctl->python & !ctl->unmask_idle) | ctl->irq);
 }
 
 /* The unmasking watch (spe_native.h): at a block entry, PSTATE.{A, I, F} bits that were set

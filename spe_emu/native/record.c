@@ -134,9 +134,48 @@ static uint64_t data_address(const struct spe_template *t, const uint64_t *regs,
     return spe_address(t->addr, t->base, t->index, t->extend, t->shift, t->offset, regs, pc);
 }
 
-/* Builds the record of capture cap from template t at o; returns the end (before padding). */
+/* ---- translations for Physical Address packets ---------------------------------------- */
+
+static uint64_t xlate_tag(uint64_t va, uint32_t el)
+{
+    return ((va >> 12) << 2 | (el ? el : 1)) + 1;   /* the regime: Machine._regime_el */
+}
+
+static uint32_t xlate_slot(uint64_t tag)
+{
+    return hash64(tag, SPE_XLATES - 1);
+}
+
+/* The translation of the page of va for the regime of el (Python's, or SPE_PA_NONE); 0 when
+ * the table has none. (A PA page is never 0 here: page 0 is stored as itself, and looked up
+ * through the tag.) */
+static int xlate_find(const struct spe_recorder *r, uint64_t va, uint32_t el, uint64_t *pa)
+{
+    uint64_t tag = xlate_tag(va, el);
+    uint32_t at = xlate_slot(tag);
+    if (r->xlate_tag[at] != tag)
+        return 0;
+    *pa = r->xlate_pa[at];
+    return 1;
+}
+
+void spe_xlate_add(struct spe_recorder *r, uint64_t va, uint32_t el, uint64_t pa_page)
+{
+    uint64_t tag = xlate_tag(va, el);
+    uint32_t at = xlate_slot(tag);
+    r->xlate_tag[at] = tag;
+    r->xlate_pa[at] = pa_page;
+}
+
+void spe_xlate_clear(struct spe_recorder *r)
+{
+    memset(r->xlate_tag, 0, sizeof r->xlate_tag);
+}
+
+/* Builds the record of capture cap from template t at o, a load/store's Physical Address
+ * packet from pa_page (SPE_PA_NONE: none); returns the end (before padding). */
 static uint8_t *build(struct spe_recorder *r, const struct spe_template *t,
-                      const struct spe_capture *cap, uint8_t *o)
+                      const struct spe_capture *cap, uint64_t pa_page, uint8_t *o)
 {
     uint64_t events = 1ull << r->ev_retired;
     uint32_t execute = 1, xlat = 0;
@@ -171,6 +210,10 @@ static uint8_t *build(struct spe_recorder *r, const struct spe_template *t,
         uint64_t va = data_address(t, cap->regs, cap->pc);
         *o++ = r->hdr_va;
         o = put_le(o, va, 8);
+        if (pa_page != SPE_PA_NONE) {
+            *o++ = (uint8_t)r->hdr_pa;
+            o = put_le(o, ((pa_page | (va & 0xFFF)) & r->pa_mask) | (r->ns ? r->pa_ns : 0), 8);
+        }
         int out = spe_model_access(r->model, va >> 6, 1);
         events |= r->outcome_events[out];
         execute = r->outcome_execute[out];
@@ -226,18 +269,30 @@ uint32_t spe_record_captures(const struct spe_counter *c, struct spe_recorder *r
         if (t->kind == SPE_TPL_PYTHON
                 || (cap->mode == SPE_AT_END && !cap->next_pc)          /* live registers */
                 || (t->kind == SPE_TPL_BRANCH && cap->mode != SPE_NEXT_PC)
-                || (t->kind == SPE_TPL_LDST && t->addr != SPE_ADDR_NONE && r->collect_pa)
                 || r->out_len + 256 + r->align > r->out_size) {
             r->reason = SPE_REC_PYTHON;
             break;
         }
+        uint64_t pa_page = SPE_PA_NONE;
+        if (t->kind == SPE_TPL_LDST && t->addr != SPE_ADDR_NONE && r->collect_pa) {
+            uint64_t va = data_address(t, cap->regs, cap->pc);
+            if (!xlate_find(r, va, r->el, &pa_page)) {
+                r->xlate_va = va;
+                r->reason = SPE_REC_XLATE;
+                break;
+            }
+        }
         uint8_t *begin = r->out + r->out_len;
-        uint8_t *end = build(r, t, cap, begin);
+        uint8_t *end = build(r, t, cap, pa_page, begin);
+        r->expect += r->gap;
+        if (r->type_filter && !(t->optypes & r->type_filter)) {
+            r->filtered++;   /* CollectRecord(): not a type selected (the model saw it) */
+            continue;
+        }
         size_t pad = (size_t)(-(end - begin)) & (r->align - 1);   /* Padding packets */
         memset(end, 0, pad);
         r->out_len += (uint64_t)(end - begin) + pad;
         r->records++;
-        r->expect += r->gap;
     }
     return i;
 }

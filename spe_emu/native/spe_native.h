@@ -139,7 +139,7 @@ struct spe_counter {
     uint64_t gt_cap;       /* entries in gt_table */
     uint64_t gt_used;      /* entries in use */
     /* Unmasking watch (instead of a code hook on every MSR DAIFClr): while `control` says
-     * Python has work, every block takes the slow path, which reads PSTATE and calls
+     * Python has work (and its watch is not idle), every block takes the slow path, which reads PSTATE and calls
      * unmask_fallback (Machine._on_unmask) when one of daif_mask's bits (PSTATE.{A, I, F})
      * set at the last block watched is clear now, passing those bits as its size argument;
      * NULL control: no watch (raw loop) */
@@ -215,6 +215,7 @@ struct spe_template {
     uint8_t shift;
     uint8_t store_only;     /* a store that is not also a load */
     uint8_t branch;         /* SPE_BR_* */
+    uint8_t optypes;        /* the OpType bits (1 << value) the FT filter sees */
     uint8_t head_len;
     uint8_t head[19];       /* the PC packet and the Operation Type packet, encoded */
 };
@@ -225,6 +226,10 @@ struct spe_template {
 #define SPE_REC_TEMPLATE 2  /* no template for the capture's instruction yet */
 #define SPE_REC_PYTHON 3    /* Python records this capture */
 #define SPE_REC_ORDER 4     /* the capture is not at the expected instruction number */
+#define SPE_REC_XLATE 5     /* no translation of xlate_va for a Physical Address packet yet */
+
+#define SPE_XLATES 512      /* translation slots (power of two) */
+#define SPE_PA_NONE (~0ull) /* a translation that faults: no Physical Address packet */
 
 /* ---- model.c: the micro-architecture model ------------------------------------------ */
 
@@ -271,7 +276,7 @@ struct spe_recorder {
     uint64_t gap;           /* members from one capture to the next */
     uint32_t el, ns;        /* Exception level and Security state of every capture */
     uint32_t timestamp;     /* CollectTimeStamp(): end records with a Timestamp packet */
-    uint32_t collect_pa;    /* CollectPhysicalAddress(): loads/stores go to Python */
+    uint32_t collect_pa;    /* CollectPhysicalAddress(): loads/stores get a PA packet */
     uint32_t prefix_len;
     uint8_t prefix[16];     /* Context packets that start every record */
     /* fixed for the machine */
@@ -299,6 +304,19 @@ struct spe_recorder {
     /* set by Python for each drain: the system counter is the instruction number plus the
      * ticks the PE spent waiting (platform/clock.py); a Timestamp packet holds the counter */
     uint64_t ts_offset;
+    /* set by Python for each drain: PMSFCR_EL1.FT's OR filter, the OpType bits of the
+     * types selected (0: no filter; spe_emu.spe.filters.collect_record). A record of any
+     * other operation is built (the model sees the operation) and discarded. */
+    uint64_t type_filter;
+    uint64_t filtered;      /* results: records discarded by type_filter */
+    /* fixed: the Physical Address packet's header, address mask and NS bit */
+    uint64_t hdr_pa, pa_mask, pa_ns;
+    /* translations of data pages for PA packets, filled by Python (Machine._translate, for
+     * the regime of `el`) on SPE_REC_XLATE and emptied with Python's: tag = (VA >> 12) << 2
+     * | regime, plus 1 (0: empty); the PA page, or SPE_PA_NONE */
+    uint64_t xlate_va;      /* results: the data address of SPE_REC_XLATE */
+    uint64_t xlate_tag[SPE_XLATES];
+    uint64_t xlate_pa[SPE_XLATES];
 };
 
 /* Counter reads answered natively (counter.c spe_mrs_hook): MRS CNTPCT_EL0 (which 0) and
@@ -483,6 +501,10 @@ typedef void (*spe_code_fn)(void *uc, uint64_t address, uint32_t size, void *use
 struct spe_control {
     uint32_t python;    /* Python's own reasons */
     uint32_t irq;       /* the native CPU-interface path left the GIC's output asserted */
+    /* the unmasking watch rests while `python` is set for reasons no unmasking concerns
+     * (Machine._on_unmask: nothing asserted or pending that PSTATE.{A, I, F} could let in);
+     * cleared with every new reason (Machine._python_controls) */
+    uint32_t unmask_idle, unmask_pad;
     spe_code_fn fallback;
     uint64_t skipped;
     /* ERET (spe_eret_hook): Python also when SPSR_ELx may set PSTATE.IL: per EL, bit

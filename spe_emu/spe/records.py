@@ -162,7 +162,8 @@ class RecordBuilder:
             sub = P.other_with_simd_fp(sub, *simd_fp_kind(info.word))
         return sub
 
-    def optypes(self, info) -> frozenset:
+    @staticmethod
+    def optypes(info) -> frozenset:
         """The ``OpType`` values an operation counts as for the FT filter (§3.2.2), with the
         Advanced SIMD and floating-point types of the FEAT_SPE_EFT filters (data-processing
         SIMD&FP operations, :func:`simd_fp_kind`; loads and stores of SIMD&FP registers

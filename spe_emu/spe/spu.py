@@ -15,7 +15,7 @@ from ..arch.context import HCR_EL2, MDCR_EL2, MDCR_EL3, AccessContext
 from . import exc
 from .buffer import ManagementEvent, ProfilingBuffer
 from .config import SpeConfig
-from .filters import collect_record
+from .filters import TYPE_FILTERS, collect_record
 from .interval import IntervalCounter, Xorshift64
 from .driver_rules import DriverRules
 from .records import RecordBuilder, Sample
@@ -336,10 +336,12 @@ class Spu:
             self.update_irq()
         return event
 
-    def write_batch(self, data: bytes, records: int, built_natively: int = 0) -> None:
+    def write_batch(self, data: bytes, records: int, built_natively: int = 0,
+                    filtered_natively: int = 0) -> None:
         """Write ``records`` records, already padded to 2**PMBIDR_EL1.Align and joined in
         ``data``, to the Profiling Buffer in one go. ``built_natively`` of them were built by
-        the native recorder (for statistics: :meth:`record` counted the others).
+        the native recorder, which also discarded ``filtered_natively`` records by their type
+        (for statistics: :meth:`record` counted the others).
 
         The caller guarantees that none of the writes can raise a Profiling Buffer management
         event (every record fits with 2**MaxSize bytes to spare, in pages that translate).
@@ -347,7 +349,8 @@ class Spu:
         Raises:
             AssertionError: the guarantee does not hold (nothing is written then).
         """
-        self.stats.samples += built_natively
+        self.stats.samples += built_natively + filtered_natively
+        self.stats.filtered_out += filtered_natively
         if not records:
             return
         if self.buffer.write_padded(data) is None:
@@ -356,14 +359,28 @@ class Spu:
         self.stats.bytes_written += len(data)
 
     def native_records_allowed(self, ctx: AccessContext) -> bool:
-        """Whether records can be built without ``CollectRecord()`` filtering: no PMSFCR_EL1
-        filter is enabled -- and by the native recorder at all: it builds records without
-        Data Source packets and with 12-bit counters (PMSIDR_EL1.LDS == 0, CountSize 0b0010).
+        """Whether the native recorder can build the records: ``CollectRecord()`` is at most
+        PMSFCR_EL1.FT's OR filter (:meth:`native_type_filter`), and the records have no Data
+        Source packets and 12-bit counters (PMSIDR_EL1.LDS == 0, CountSize 0b0010).
         Checks ``ProfilingBufferEnabled()`` as :meth:`record` does."""
         self._check_enabled(ctx)
-        return (not self._filter_state()[0] and not self.config.lds
+        return (self.native_type_filter() is not None and not self.config.lds
                 and self.config.counter_bits == 12 and not self.config.in_flight_ops
                 and not self.config.fpf and not self.config.crr and not self.config.pbt)
+
+    def native_type_filter(self) -> int | None:
+        """``CollectRecord()`` (:func:`.filters.collect_record`) as the native recorder
+        applies it: 0 when no filter is enabled; the ``1 << OpType.value`` bits of the types
+        PMSFCR_EL1.FT selects when FT's OR filter (B, LD, ST and, with FEAT_SPE_EFT, FP, SIMD
+        without their mask bits) is the only one enabled and selects a type; None otherwise
+        (Python filters)."""
+        active, fields = self._filter_state()[:2]
+        if not active:
+            return 0
+        if any(fields.get(name) for name in ("FE", "FL", "FnE", "FDS")) or any(
+                fields.get(mask) for _, _, mask in TYPE_FILTERS):
+            return None
+        return sum(1 << t.value for t, bit, _ in TYPE_FILTERS if fields.get(bit)) or None
 
     def filters_enabled(self) -> bool:
         """Whether any PMSFCR_EL1 filter (FE, FT, FL, FnE, FDS) is enabled."""
