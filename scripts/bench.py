@@ -126,6 +126,23 @@ back to back. Rows (one per configuration):
 Target (issue 14): wall_ratio <= 2 with PAuth hidden. Skipped, with the reason, without the
 guest (and its QEMU half without QEMU); --no-linux-boot leaves it out.
 
+perf record in the Linux guest (guest ``linux-perf``): the same guest's ``perf.cpio.gz`` with a
+timing ``/init`` appended (build_linux_guest.timing_init and init_overlay), booted as above on
+spe-emu and on QEMU with PAuth hidden on both (PERF_CONFIG, the boot row's first).
+The guest runs each phase twice and times the second run: the workload alone, then for each
+event of PERF_EVENTS ``perf record -e EVENT -c N -o /tmp/perf.data -- true`` (perf's own cost)
+and ``... -- WORKLOAD``; QEMU has no SPE, so its row is the software event's. --boot-repeats
+boots of each side. Rows (one per side and event), medians:
+
+    *_host_s          host wall seconds between the console lines around the timed run
+    *_guest_ms        the guest's /proc/uptime difference (spe-emu: one tick per instruction
+                      or WFI-skipped tick at 1 GHz)
+    *_busy_ms         the same less /proc/uptime's idle column (spe-emu: instructions / 1e6)
+    record_ratio_*, true_ratio_*   perf record of the workload, of ``true``, / the workload
+
+Target (issue 14): record_ratio_host <= 3 for arm_spe_0 at -c 4096. --no-linux-perf leaves it
+out.
+
 Targets (SPE enabled at interval 4096): at least 0.6x raw MIPS and at least 25x reference MIPS
 on every guest, per-sample cost at most 15 us; profiling disabled at least 0.9x raw; peak RSS
 does not grow with records written.
@@ -137,6 +154,7 @@ Usage:
     python scripts/bench.py --guest exceptions --repeats 3   # the exceptions row alone
     python scripts/bench.py --no-reference --check       # exit 1 if a target fails
     python scripts/bench.py --guest linux-boot           # the Linux boot rows alone
+    python scripts/bench.py --guest linux-perf           # the perf record rows alone
 
 Exit status: 0 (the benchmark is a report) unless --check is given and a target failed (1);
 2 on a usage error or a run that fails (bad image, guest error, non-zero guest exit status).
@@ -228,6 +246,21 @@ BOOT_PROBED = "arm_spe_pmu spe: probed for CPUs"
 MAX_BOOT_RATIO = 2.0
 BOOT_JSON_KEYS = ("guest", "mode", "config", "instructions", "spe_emu_wall_s", "spe_emu_cpu_s",
                   "qemu_wall_s", "qemu_cpu_s", "wall_ratio", "cpu_ratio", "skipped")
+
+PERF_GUEST = "linux-perf"
+PERF_EVENTS = (("arm_spe_0", None, 4096), ("task-clock", "task-clock", 1_000_000))
+"""(name, perf event (None: build_linux_guest.SPE_EVENT), -c period) the linux-perf row
+records with: SPE at the issue's interval, and a software event (a sample per ms of task
+time) that QEMU, which has no SPE, records too."""
+PERF_CONFIG = BOOT_CONFIGS[0]
+"""The linux-perf row's board configuration on both sides (PAuth hidden)."""
+PERF_MAX_INSNS = 20_000_000_000
+MAX_PERF_RATIO = 3.0
+PERF_JSON_KEYS = ("guest", "mode", "side", "event", "workload_host_s", "workload_guest_ms",
+                  "workload_busy_ms", "true_host_s", "true_guest_ms", "true_busy_ms",
+                  "record_host_s", "record_guest_ms", "record_busy_ms", "record_ratio_host",
+                  "record_ratio_guest", "record_ratio_busy", "true_ratio_host",
+                  "true_ratio_guest", "true_ratio_busy", "skipped")
 
 DECODER_GUEST = "decoder"
 DECODE_MIB = 18
@@ -864,6 +897,183 @@ def print_boot(console: Console, rows: list[dict], repeats: int) -> None:
                   f"{QEMU} {' '.join(BOOT_QEMU_ARGS)} -cpu max[,pauth=off]", highlight=False)
 
 
+# ------------------------------------------------------------------------ linux perf -----
+
+def _build_script():
+    """scripts/build_linux_guest.py as a module (the guest-side half of the linux-perf row)."""
+    import importlib.util
+    name = "build_linux_guest"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name(f"{name}.py"))
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module   # (its dataclasses look their module up there)
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+def perf_phases(workload: str) -> list[tuple[str, str]]:
+    """The linux-perf row's timed commands, (key, busybox sh command): the workload alone,
+    then per recording event (PERF_EVENTS) ``perf record`` of ``true`` (perf's own cost)
+    and of the workload."""
+    blg = _build_script()
+    out = [("workload", workload)]
+    for name, event, period in PERF_EVENTS:
+        record = f"perf record -e {event or blg.SPE_EVENT} -c {period} -o /tmp/perf.data --"
+        out += [(f"{name}:true", f"{record} true"), (f"{name}:record", f"{record} {workload}")]
+    return out
+
+
+def streamed_child(cmd: list[str], timeout: float, prefix: str,
+                   **kw) -> tuple[float, dict[str, tuple[float, str]], str, int]:
+    """Run ``cmd`` to its exit, reading its output (stdout and stderr) as it comes: (wall
+    seconds, {line key: (host seconds since the start, the line)} of the lines starting with
+    ``prefix`` (the key is the line up to its 4th word), the last 2,000 characters of output,
+    exit status). Raises BenchError on a timeout."""
+    import threading
+    marks: dict[str, tuple[float, str]] = {}
+    tail = ""
+    t0 = time.perf_counter()
+    with subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, **kw) as proc:
+        timer = threading.Timer(timeout, proc.kill)
+        timer.start()
+        try:
+            for raw in proc.stdout:
+                line = raw.decode(errors="replace").rstrip()
+                tail = (tail + line + "\n")[-2000:]
+                if line.startswith(prefix):
+                    marks[" ".join(line.split()[:4])] = (time.perf_counter() - t0, line)
+            status = proc.wait()
+        finally:
+            timed_out = not timer.is_alive()
+            timer.cancel()
+    if timed_out:
+        raise BenchError(f"{PERF_GUEST}: {cmd[0]} did not exit within {timeout:.0f} s")
+    return time.perf_counter() - t0, marks, tail, status
+
+
+def perf_side(runner: Runner, guest: Path, initrd: Path, side: str) -> dict[str, dict]:
+    """One boot of ``guest``'s vmlinuz with ``initrd`` (perf.cpio.gz with the timing
+    /init) on ``side`` ("spe-emu" or "qemu"): {phase key: {"host_s", "guest_ms", "busy_ms",
+    "status"}} of the phases the console reported. Raises BenchError unless the guest
+    powered off with exit status 0."""
+    blg = _build_script()
+    files = ["--kernel", str(guest / "vmlinuz"), "--initrd", str(initrd)]
+    if side == "qemu":
+        cmd = [QEMU, *BOOT_QEMU_ARGS, "-cpu", PERF_CONFIG[2], *files, "-append", BOOT_APPEND]
+        kw = {}
+    else:
+        cmd = [sys.executable, "-m", "spe_emu.tools.cli", "run", "--machine", "virt", "-m",
+               BOOT_MEMORY, *files, "--append", BOOT_APPEND, "--max-insns",
+               str(PERF_MAX_INSNS), "-o", str(runner.workdir / PERF_GUEST / side),
+               *PERF_CONFIG[1]]
+        kw = dict(cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    _, marks, tail, status = streamed_child(cmd, BOOT_TIMEOUT, blg.TIMING, **kw)
+    if status != 0 or BOOT_DONE not in tail:
+        raise BenchError(f"{PERF_GUEST} {side}: exit status {status}, console {tail[-300:]!r}")
+    phases = {}
+    for key, _ in perf_phases(""):
+        start, done = marks.get(f"{blg.TIMING} {key} start"), marks.get(f"{blg.TIMING} {key} done")
+        if start is None or done is None:
+            continue
+        u0, i0, u1, i1, rc = (int(w) for w in done[1].split()[4:9])
+        phases[key] = {"host_s": done[0] - start[0], "guest_ms": u1 - u0,
+                       "busy_ms": (u1 - u0) - (i1 - i0), "status": rc}
+    return phases
+
+
+def measure_perf(runner: Runner, repeats: int) -> list[dict]:
+    """The linux-perf rows (keys PERF_JSON_KEYS), one per side and recording event: the cached
+    Debian guest's perf.cpio.gz with a timing ``/init`` appended (build_linux_guest
+    .timing_init: each phase of :func:`perf_phases` run twice, the second timed), booted on
+    spe-emu and on QEMU (which has no SPE: its rows are the software event's); medians over
+    ``repeats`` boots of each side. Skipped, with the reason, without the guest (or QEMU's
+    rows without QEMU)."""
+    blg = _build_script()
+    guest = boot_guest_dir()
+    sides = ["spe-emu"] + (["qemu"] if shutil.which(QEMU) else [])
+    rows = [{"guest": PERF_GUEST, "mode": "linux-perf", "side": side, "event": name,
+             **{k: None for k in PERF_JSON_KEYS[4:]}}
+            for side in ("spe-emu", "qemu") for name, event, _ in PERF_EVENTS
+            if side == "spe-emu" or event]
+    missing = [n for n in ("vmlinuz", "perf.cpio.gz", "manifest.json")
+               if not (guest / n).is_file()]
+    if missing:
+        for row in rows:
+            row["skipped"] = f"no Linux guest in {guest} (python scripts/build_linux_guest.py)"
+        runner.say(f"[yellow]{PERF_GUEST}: skipped, {rows[0]['skipped']}[/yellow]")
+        return rows
+    manifest = json.loads((guest / "manifest.json").read_text())
+    initrd = runner.workdir / f"{PERF_GUEST}.cpio.gz"
+    init = blg.timing_init(manifest["modules"], perf_phases(manifest["workload"]))
+    initrd.write_bytes((guest / "perf.cpio.gz").read_bytes() + blg.init_overlay(init))
+    runs: dict[str, list[dict]] = {side: [] for side in sides}
+    for i in range(repeats):
+        for side in (sides if i % 2 == 0 else sides[::-1]):
+            runs[side].append(perf_side(runner, guest, initrd, side))
+            runner.say(f"{PERF_GUEST} {side}: " + ", ".join(
+                f"{k} {v['host_s']:.1f} s" for k, v in runs[side][-1].items()))
+    for row in rows:
+        if row["side"] not in runs:
+            row["skipped"] = f"not run: {QEMU} not found"
+            continue
+        boots = runs[row["side"]]
+        def median(key: str, field: str):
+            values = [b[key][field] for b in boots if key in b and b[key]["status"] == 0]
+            return statistics.median(values) if len(values) == len(boots) else None
+        name = row["event"]
+        for out, key in (("workload", "workload"), ("true", f"{name}:true"),
+                         ("record", f"{name}:record")):
+            host = median(key, "host_s")
+            row[f"{out}_host_s"] = None if host is None else round(host, 2)
+            row[f"{out}_guest_ms"] = median(key, "guest_ms")
+            row[f"{out}_busy_ms"] = median(key, "busy_ms")
+        if row["record_host_s"] is None:
+            row["skipped"] = f"perf record {name} failed in the guest"
+            continue
+        for unit in ("host_s", "guest_ms", "busy_ms"):
+            whole = row[f"workload_{unit}"]
+            row[f"record_ratio_{unit.split('_')[0]}"] = round(row[f"record_{unit}"] / whole, 2)
+            row[f"true_ratio_{unit.split('_')[0]}"] = round(row[f"true_{unit}"] / whole, 2)
+    return rows
+
+
+def perf_targets(rows: list[dict] | None) -> list[Target]:
+    """Issue 14: ``perf record`` (arm_spe_0, -c 4096) of a workload of about 100 M
+    instructions completes within MAX_PERF_RATIO times the workload alone (host wall time;
+    the detail gives the guest-time ratio and perf's own floor, ``perf record -- true``)."""
+    if rows is None:
+        return []
+    row = next(r for r in rows if r["side"] == "spe-emu" and r["event"] == "arm_spe_0")
+    name = f"perf record of the workload <= {MAX_PERF_RATIO:g}x the workload alone"
+    if row["record_ratio_host"] is None:
+        return [Target(name, "SKIP", row["skipped"] or "not run")]
+    floors = ", ".join(f"{r['side']} {r['event']} {r['true_ratio_host']:.1f}x"
+                       for r in rows if r["true_ratio_host"] is not None)
+    return [Target(name, "PASS" if row["record_ratio_host"] <= MAX_PERF_RATIO else "FAIL",
+                   f"{row['record_ratio_host']:.2f}x host wall ({row['record_host_s']} s "
+                   f"against {row['workload_host_s']} s), {row['record_ratio_guest']:.2f}x "
+                   f"guest time; perf record -- true alone (floor): {floors}")]
+
+
+def print_perf(console: Console, rows: list[dict], repeats: int) -> None:
+    print_row_table(console, f"perf record in the Linux guest (median of {repeats})",
+                    ("side", "event", "workload s / ms", "record -- true s / ms",
+                     "record s / ms", "record / workload", "true / workload"),
+                    [(r["side"], r["event"],
+                      f"{fmt(r['workload_host_s'], '.2f')} / {fmt(r['workload_guest_ms'], 'd')}",
+                      f"{fmt(r['true_host_s'], '.2f')} / {fmt(r['true_guest_ms'], 'd')}",
+                      f"{fmt(r['record_host_s'], '.2f')} / {fmt(r['record_guest_ms'], 'd')}",
+                      f"{fmt(r['record_ratio_host'], '.1f')}x / "
+                      f"{fmt(r['record_ratio_guest'], '.1f')}x",
+                      f"{fmt(r['true_ratio_host'], '.1f')}x / "
+                      f"{fmt(r['true_ratio_guest'], '.1f')}x") for r in rows], rows[0], left=2)
+    console.print("  host wall s / guest ms (/proc/uptime); busy guest ms (less the idle "
+                  "column) in the JSON. The second of two runs of each command; "
+                  f"spe-emu {' '.join(PERF_CONFIG[1])}, QEMU -cpu {PERF_CONFIG[2]} (no SPE: "
+                  "task-clock only)", highlight=False)
+
+
 # ------------------------------------------------------------------------ decoder --------
 
 def decoder_trace(runner: Runner, mib: int) -> tuple[Path, Path]:
@@ -1264,7 +1474,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--no-linux-boot", action="store_true",
                    help=f"skip the {BOOT_GUEST} row (Linux boot against QEMU; minutes)")
     p.add_argument("--boot-repeats", type=int, default=1, metavar="N",
-                   help=f"repeats of the {BOOT_GUEST} row (default 1: a boot takes minutes)")
+                   help=f"repeats of the {BOOT_GUEST} and {PERF_GUEST} rows (default 1: a boot "
+                        "takes minutes)")
+    p.add_argument("--no-linux-perf", action="store_true",
+                   help=f"skip the {PERF_GUEST} row (perf record in the Linux guest against "
+                        "the workload alone; minutes)")
     p.add_argument("--no-decoder", action="store_true",
                    help=f"skip the {DECODER_GUEST} row (when no --guest names it)")
     p.add_argument("--decode-mib", type=int, default=DECODE_MIB, metavar="MIB",
@@ -1295,7 +1509,8 @@ def resolve_guests(names: list[str] | None) -> dict[str, Path]:
         return available
     out = {}
     for name in names:
-        if name in (TIMER_GUEST, EXC_GUEST, LINUX_GUEST, DECODER_GUEST, BOOT_GUEST):
+        if name in (TIMER_GUEST, EXC_GUEST, LINUX_GUEST, DECODER_GUEST, BOOT_GUEST,
+                    PERF_GUEST):
             continue
         stem = Path(name).stem if name.endswith(".elf") else name
         if stem not in available:
@@ -1333,6 +1548,8 @@ def main(argv: list[str] | None = None) -> int:
         decoder = None
         boot_wanted = wanted(BOOT_GUEST, args.no_linux_boot)
         boot = None
+        perf_wanted = wanted(PERF_GUEST, args.no_linux_perf)
+        perf = None
         rss = RssMeter()
         rows: list[dict] = []
         memory = None
@@ -1359,6 +1576,8 @@ def main(argv: list[str] | None = None) -> int:
                 decoder = measure_decoder(runner, args.decode_mib, args.repeats)
             if boot_wanted:
                 boot = measure_boot(runner, args.boot_repeats)
+            if perf_wanted:
+                perf = measure_perf(runner, args.boot_repeats)
     except (BenchError, SpeEmuError) as exc:
         print(f"bench: {exc}", file=sys.stderr)
         return 2
@@ -1367,6 +1586,10 @@ def main(argv: list[str] | None = None) -> int:
     targets += exception_targets(exceptions)
     targets += decoder_targets(decoder)
     targets += boot_targets(boot)
+    targets += perf_targets(perf)
+    if perf is not None:
+        print_perf(console, perf, args.boot_repeats)
+        console.print()
     if boot is not None:
         print_boot(console, boot, args.boot_repeats)
         console.print()
@@ -1387,6 +1610,8 @@ def main(argv: list[str] | None = None) -> int:
             data.append({k: decoder[k] for k in DECODER_JSON_KEYS})
         for row in boot or ():
             data.append({k: row[k] for k in BOOT_JSON_KEYS})
+        for row in perf or ():
+            data.append({k: row[k] for k in PERF_JSON_KEYS})
         args.json.write_text(json.dumps(data, indent=2) + "\n")
     if args.check and any(t.status == "FAIL" for t in targets):
         return 1

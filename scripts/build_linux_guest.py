@@ -507,8 +507,9 @@ skip:
 
 
 # -- initramfs -----------------------------------------------------------------------------
-def init_script(variant: str, modules: list[str], workload: str) -> str:
-    """The ``/init`` of a variant (:data:`VARIANTS`)."""
+def _probe_lines(modules: list[str]) -> list[str]:
+    """The start every ``/init`` shares: mounts, the modules loaded in order, the driver's
+    dmesg lines and ``arm_spe_0``'s caps."""
     lines = [
         "#!/bin/busybox sh",
         "/bin/busybox mkdir -p /proc /sys /dev /tmp",
@@ -533,6 +534,12 @@ def init_script(variant: str, modules: list[str], workload: str) -> str:
         f"  echo '{MARK} no arm_spe_0 PMU'",
         "fi",
     ]
+    return lines
+
+
+def init_script(variant: str, modules: list[str], workload: str) -> str:
+    """The ``/init`` of a variant (:data:`VARIANTS`)."""
+    lines = _probe_lines(modules)
     if variant == "perf":
         record = f"perf record -e {SPE_EVENT} -c {PERIOD} -o /tmp/perf.data"
         lines += [
@@ -572,6 +579,40 @@ def init_script(variant: str, modules: list[str], workload: str) -> str:
         raise BuildError(f"unknown initramfs variant {variant!r} (one of {VARIANTS})")
     lines += [f"echo '{MARK} power off'", "poweroff -f", ""]
     return "\n".join(lines)
+
+
+TIMING = f"{MARK} timing"
+"""The prefix of :func:`timing_init`'s lines."""
+UPTIME_MS = "t() { awk '{ printf \"%d %d\\n\", $1 * 1000, $2 * 1000 }' /proc/uptime; }"
+"""A shell function printing /proc/uptime's two columns in ms: the time since boot and the
+time the CPU idled (the kernel's clock, which counts the board's virtual time)."""
+
+
+def timing_init(modules: list[str], phases: list[tuple[str, str]]) -> str:
+    """An ``/init`` for the ``perf`` variant's files that times commands (scripts/bench.py's
+    linux-perf row): the shared start (:func:`_probe_lines`), then each ``(key, command)``
+    of ``phases`` run twice with its output discarded, the second run timed (the first loads
+    its files into the page cache), then power-off. Around the timed run it prints
+    ``spe-guest: timing KEY start`` and ``spe-guest: timing KEY done U0 I0 U1 I1 STATUS``:
+    :data:`UPTIME_MS` before and after (ms) and the command's exit status."""
+    lines = _probe_lines(modules) + [UPTIME_MS]
+    for key, command in phases:
+        lines += [f"{command} > /dev/null 2>&1",
+                  f"echo '{TIMING} {key} start'",
+                  f"a=$(t); {command} > /dev/null 2>&1; rc=$?; b=$(t)",
+                  f"echo \"{TIMING} {key} done $a $b $rc\""]
+    lines += [f"echo '{MARK} power off'", "poweroff -f", ""]
+    return "\n".join(lines)
+
+
+def init_overlay(init: str) -> bytes:
+    """A gzip-compressed newc archive holding only ``/init``: appended to an initramfs
+    image it replaces that image's ``/init``, since Linux unpacks concatenated archives in
+    order and a later file overwrites an earlier one (Documentation/driver-api/
+    early-userspace/buffer-format.rst)."""
+    a = Newc()
+    a.file("init", init.encode(), mode=0o755)
+    return gzip.compress(a.finish(), 6, mtime=0)
 
 
 def initramfs(variant: str, root: Path, modules: list[Path], workload: str) -> bytes:

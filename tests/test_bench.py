@@ -194,3 +194,47 @@ def test_bench_linux_user_row_json(tmp_path):
     if shutil.which("qemu-aarch64") is not None:
         assert row["skipped"] is None and 0 < row["speed_vs_qemu_spe"]
         assert "Linux user mode, static program" in proc.stdout
+
+
+def _perf_row(side: str, event: str, workload: float, true: float, record: float) -> dict:
+    return {"side": side, "event": event, "skipped": None, "workload_host_s": workload,
+            "true_host_s": true, "record_host_s": record, "record_ratio_host": record / workload,
+            "record_ratio_guest": 2 * record / workload, "true_ratio_host": true / workload}
+
+
+def test_perf_target_is_the_spe_row_in_host_wall_time():
+    # issue 14: perf record (arm_spe_0, -c 4096) of the workload within 3x the workload alone,
+    # in host wall time; the software event's and QEMU's rows only inform the detail
+    bench = import_bench()
+    rows = [_perf_row("spe-emu", "arm_spe_0", 1.0, 2.0, 3.0),
+            _perf_row("spe-emu", "task-clock", 1.0, 9.0, 9.5),
+            _perf_row("qemu", "task-clock", 0.1, 1.5, 1.6)]
+    (target,) = bench.perf_targets(rows)
+    assert target.status == "PASS" and target.detail.startswith("3.00x host wall")
+    assert "qemu task-clock 15.0x" in target.detail
+    rows[0] = _perf_row("spe-emu", "arm_spe_0", 1.0, 2.0, 3.1)
+    assert bench.perf_targets(rows)[0].status == "FAIL"
+    assert bench.perf_targets(None) == []
+
+
+def test_perf_row_skips_without_the_guest(tmp_path, monkeypatch):
+    bench = import_bench()
+    monkeypatch.setenv("SPE_EMU_LINUX_GUEST", str(tmp_path / "none"))
+    rows = bench.measure_perf(bench.Runner(tmp_path, bench.RssMeter(), None), 1)
+    assert {(r["side"], r["event"]) for r in rows} == {
+        ("spe-emu", "arm_spe_0"), ("spe-emu", "task-clock"), ("qemu", "task-clock")}
+    assert all("no Linux guest" in r["skipped"] for r in rows)
+    assert set(rows[0]) == set(bench.PERF_JSON_KEYS)
+    (target,) = bench.perf_targets(rows)
+    assert target.status == "SKIP"
+
+
+def test_perf_phases_time_each_event_on_true_and_on_the_workload():
+    bench = import_bench()
+    phases = dict(bench.perf_phases("spe-workload"))
+    assert phases["workload"] == "spe-workload"
+    assert phases["arm_spe_0:record"].startswith("perf record -e arm_spe_0/ts_enable=1,")
+    assert phases["arm_spe_0:record"].endswith(" -c 4096 -o /tmp/perf.data -- spe-workload")
+    assert phases["arm_spe_0:true"].endswith(" -c 4096 -o /tmp/perf.data -- true")
+    assert phases["task-clock:record"] == ("perf record -e task-clock -c 1000000 "
+                                           "-o /tmp/perf.data -- spe-workload")

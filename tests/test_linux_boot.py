@@ -22,6 +22,7 @@ without).
 
 from __future__ import annotations
 
+import gzip
 import importlib.util
 import json
 import os
@@ -128,6 +129,37 @@ def test_qemu_boots_probe(guest):
     assert done.returncode == 0, done.stdout[-2000:]
     _probe_ok(done.stdout)
     assert f"{MARK} no arm_spe_0 PMU" in done.stdout
+    assert "reboot: Power down" in done.stdout
+
+
+@pytest.mark.skipif(QEMU is None, reason="qemu-system-aarch64 not installed")
+def test_timing_init_overlay_replaces_init(guest, tmp_path):
+    """scripts/bench.py's linux-perf row appends build_linux_guest.init_overlay to an
+    initramfs: booted on QEMU, the appended /init runs instead of the image's own, and each
+    phase prints /proc/uptime's columns around its second run, then the exit status."""
+    init = blg.timing_init([], [("ok", "true"), ("bad", "false")])
+    overlay = blg.init_overlay(init)
+    members = gzip.decompress(overlay).split(b"070701")[1:]   # newc magic per member
+    assert [m[104:m.index(b"\0", 104)] for m in members] == [b"init", b"TRAILER!!!"]
+    initrd = tmp_path / "timing.cpio.gz"
+    initrd.write_bytes((guest / "probe.cpio.gz").read_bytes() + overlay)
+    done = subprocess.run([QEMU, "-M", "virt,gic-version=3", "-cpu", "max,pauth=off",
+                           "-m", "1G", "-nographic", "-nic", "none",
+                           "-kernel", guest / "vmlinuz", "-initrd", initrd,
+                           "-append", APPEND], capture_output=True, text=True, timeout=120,
+                          stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stdout[-2000:]
+    assert "insmod" not in done.stdout          # not the image's own /init
+    times = {}
+    for key, status in (("ok", 0), ("bad", 1)):
+        assert f"{blg.TIMING} {key} start" in done.stdout
+        m = re.search(rf"^{blg.TIMING} {key} done (\d+) (\d+) (\d+) (\d+) (\d+)\r?$",
+                      done.stdout, re.M)
+        assert m, done.stdout[-2000:]
+        u0, i0, u1, i1, rc = map(int, m.groups())
+        assert rc == status and u0 <= u1 and i0 <= i1 and i1 - i0 <= u1 - u0
+        times[key] = u0
+    assert times["ok"] <= times["bad"]
     assert "reboot: Power down" in done.stdout
 
 
