@@ -364,18 +364,24 @@ ET_EXEC, EM_AARCH64, EV_CURRENT, PT_LOAD = 2, 183, 1, 1
 SHT_PROGBITS, SHT_SYMTAB, SHT_STRTAB = 1, 2, 3
 SHF_ALLOC_EXECINSTR = 0x2 | 0x4
 STB_GLOBAL_STT_FUNC = 1 << 4 | 2
-PF_RWX = 0b111
-CODE_START = ELF_HEADER.size + PROGRAM_HEADER.size   # file offset of the first function
+PF_RWX, PF_RX, PF_RW = 0b111, 0b101, 0b110    # p_flags: PF_R 4, PF_W 2, PF_X 1
+CODE_START = ELF_HEADER.size + 2 * PROGRAM_HEADER.size
+"""File offset of the first function: after the ELF header and room for two program headers."""
 
 
-def static_elf(functions: list[tuple[str, str]], bss: int) -> bytes:
+def static_elf(functions: list[tuple[str, str]], bss: int, data_at: int | None = None) -> bytes:
     """A static AArch64 Linux ELF executable (System V gABI, ELF-64): ``functions`` (name,
     assembly text; the first is the entry point) assembled with keystone
     (:func:`spe_emu.asm.assemble`) one after the other from :data:`PUT_BASE` +
-    :data:`CODE_START`, each 256-byte aligned, in one read, write and execute PT_LOAD segment
-    from file offset 0 with ``bss`` zero bytes after the code; a ``.text`` section and a
-    ``.symtab`` naming each function (what perf reports samples by). A text may call a later
-    function by its name as ``{name}`` (replaced by its address)."""
+    :data:`CODE_START`, each in its 4 KiB slot, in a PT_LOAD segment from file offset 0; a
+    ``.text`` section and a ``.symtab`` naming each function (what perf reports samples by).
+    A text may call a later function by its name as ``{name}`` (replaced by its address).
+
+    ``bss`` zero bytes follow the code in the same read, write and execute segment, or, with
+    ``data_at`` (a page-aligned address above the code), in a read and write segment of their
+    own there, as a linker lays out a program's data: the code segment is then read and
+    execute only. (Stores to a page mapped executable take Unicorn's slow path, which looks
+    for translated code to invalidate: about 35 ns a store.)"""
     from spe_emu.asm import assemble
 
     addrs, at = {}, PUT_BASE + CODE_START
@@ -408,13 +414,21 @@ def static_elf(functions: list[tuple[str, str]], bss: int) -> bytes:
                                     filesz + len(symtab) + len(strtab), len(shstrtab), 0, 0, 1,
                                     0)]
     ident = b"\x7fELF" + bytes([2, 1, 1, 0])            # ELFCLASS64, little-endian, SysV
+    if data_at is None:
+        segments = [PROGRAM_HEADER.pack(PT_LOAD, PF_RWX, 0, PUT_BASE, PUT_BASE, filesz,
+                                        -(-(filesz + bss) // 16) * 16 + 16, 0x1000)]
+    else:
+        if data_at & 0xFFF or data_at < PUT_BASE + filesz:
+            raise BuildError(f"data at {data_at:#x}: not a page above the code")
+        segments = [PROGRAM_HEADER.pack(PT_LOAD, PF_RX, 0, PUT_BASE, PUT_BASE, filesz, filesz,
+                                        0x1000),
+                    PROGRAM_HEADER.pack(PT_LOAD, PF_RW, 0, data_at, data_at, 0, bss, 0x1000)]
     header = ELF_HEADER.pack(ident.ljust(16, b"\0"), ET_EXEC, EM_AARCH64, EV_CURRENT,
                              PUT_BASE + CODE_START, ELF_HEADER.size, shoff, 0, ELF_HEADER.size,
-                             PROGRAM_HEADER.size, 1, SECTION_HEADER.size, len(sections),
-                             len(sections) - 1)
-    segment = PROGRAM_HEADER.pack(PT_LOAD, PF_RWX, 0, PUT_BASE, PUT_BASE, filesz,
-                                  -(-(filesz + bss) // 16) * 16 + 16, 0x1000)
-    image = (header + segment + code + tables).ljust(shoff, b"\0")
+                             PROGRAM_HEADER.size, len(segments), SECTION_HEADER.size,
+                             len(sections), len(sections) - 1)
+    image = ((header + b"".join(segments)).ljust(CODE_START, b"\0") + code
+             + tables).ljust(shoff, b"\0")
     return image + b"".join(sections)
 
 
@@ -502,8 +516,7 @@ skip:
     ]
     if array - PUT_BASE < CODE_START + 0x1000 * len(functions):
         raise BuildError("the workload's array overlaps its code")
-    return static_elf(functions, array - PUT_BASE - CODE_START - 0x1000 * (len(functions) - 1)
-                      + 8 * WORKLOAD_WORDS)
+    return static_elf(functions, 8 * WORKLOAD_WORDS, data_at=array)
 
 
 # -- initramfs -----------------------------------------------------------------------------

@@ -232,7 +232,7 @@ def test_spe_emu_without_csv3_and_e0pd_the_driver_refuses(guest, tmp_path):
     console, _ = _boot_on_spe_emu(guest, tmp_path / "out", APPEND, "--cpu-feature",
                                   "csv3=off", "--cpu-feature", "e0pd=off")
     assert "kernel page table isolation forced ON by KASLR" in console
-    assert "profiling buffer inaccessible. Try passing kpti=off" in console
+    assert 'profiling buffer inaccessible. Try passing "kpti=off"' in console
 
 
 @pytest.mark.skipif(not OPT_IN, reason="minutes long: set SPE_EMU_LINUX=1")
@@ -269,8 +269,10 @@ def test_put_tool_elf(tmp_path):
 
 
 def test_workload_tool(tmp_path):
-    """The default perf workload: its functions in .symtab (what perf names samples by), and,
-    under qemu-aarch64 when installed, a run that exits 0."""
+    """The default perf workload: its functions in .symtab (what perf names samples by), its
+    code read and execute only and its array in a read and write segment of its own (as a
+    linker lays out a program: a store to a page mapped executable takes Unicorn's slow path),
+    and, under qemu-aarch64 when installed, a run that exits 0."""
     from elftools.elf.elffile import ELFFile
 
     path = tmp_path / "spe-workload"
@@ -282,6 +284,12 @@ def test_workload_tool(tmp_path):
                 for s in elf.get_section_by_name(".symtab").iter_symbols() if s.name}
         text = elf.get_section_by_name(".text")
         assert syms["_start"][0] == elf["e_entry"] == text["sh_addr"]
+        code, data = elf.iter_segments()
+    assert (code["p_flags"], code["p_vaddr"]) == (blg.PF_RX, blg.PUT_BASE)
+    assert code["p_filesz"] == code["p_memsz"] >= text["sh_offset"] + text["sh_size"]
+    assert (data["p_flags"], data["p_filesz"], data["p_memsz"]) == (blg.PF_RW, 0,
+                                                                  8 * blg.WORKLOAD_WORDS)
+    assert data["p_vaddr"] % 0x1000 == 0 and data["p_vaddr"] >= blg.PUT_BASE + code["p_memsz"]
     assert set(syms) == {"_start", "fill_array", "sum_array", "branchy"}
     assert all(size > 0 and kind == "STT_FUNC" for _, size, kind in syms.values())
     qemu_user = shutil.which("qemu-aarch64")
