@@ -139,6 +139,7 @@ boots of each side. Rows (one per side and event), medians:
                       or WFI-skipped tick at 1 GHz)
     *_busy_ms         the same less /proc/uptime's idle column (spe-emu: instructions / 1e6)
     record_ratio_*, true_ratio_*   perf record of the workload, of ``true``, / the workload
+    added_ratio_host  (record - true) / the workload, host wall: what recording adds
 
 Target (issue 14): record_ratio_host <= 3 for arm_spe_0 at -c 4096. --no-linux-perf leaves it
 out.
@@ -260,7 +261,7 @@ PERF_JSON_KEYS = ("guest", "mode", "side", "event", "workload_host_s", "workload
                   "workload_busy_ms", "true_host_s", "true_guest_ms", "true_busy_ms",
                   "record_host_s", "record_guest_ms", "record_busy_ms", "record_ratio_host",
                   "record_ratio_guest", "record_ratio_busy", "true_ratio_host",
-                  "true_ratio_guest", "true_ratio_busy", "skipped")
+                  "true_ratio_guest", "true_ratio_busy", "added_ratio_host", "skipped")
 
 DECODER_GUEST = "decoder"
 DECODE_MIB = 18
@@ -1035,6 +1036,8 @@ def measure_perf(runner: Runner, repeats: int) -> list[dict]:
             whole = row[f"workload_{unit}"]
             row[f"record_ratio_{unit.split('_')[0]}"] = round(row[f"record_{unit}"] / whole, 2)
             row[f"true_ratio_{unit.split('_')[0]}"] = round(row[f"true_{unit}"] / whole, 2)
+        row["added_ratio_host"] = round((row["record_host_s"] - row["true_host_s"])
+                                        / row["workload_host_s"], 2)
     return rows
 
 
@@ -1053,7 +1056,8 @@ def perf_targets(rows: list[dict] | None) -> list[Target]:
     return [Target(name, "PASS" if row["record_ratio_host"] <= MAX_PERF_RATIO else "FAIL",
                    f"{row['record_ratio_host']:.2f}x host wall ({row['record_host_s']} s "
                    f"against {row['workload_host_s']} s), {row['record_ratio_guest']:.2f}x "
-                   f"guest time; perf record -- true alone (floor): {floors}")]
+                   f"guest time; perf record -- true alone (floor): {floors}; recording "
+                   f"adds {row['added_ratio_host']:.2f}x the workload's time")]
 
 
 def print_perf(console: Console, rows: list[dict], repeats: int) -> None:

@@ -199,7 +199,8 @@ def test_bench_linux_user_row_json(tmp_path):
 def _perf_row(side: str, event: str, workload: float, true: float, record: float) -> dict:
     return {"side": side, "event": event, "skipped": None, "workload_host_s": workload,
             "true_host_s": true, "record_host_s": record, "record_ratio_host": record / workload,
-            "record_ratio_guest": 2 * record / workload, "true_ratio_host": true / workload}
+            "record_ratio_guest": 2 * record / workload, "true_ratio_host": true / workload,
+            "added_ratio_host": (record - true) / workload}
 
 
 def test_perf_target_is_the_spe_row_in_host_wall_time():
@@ -212,6 +213,7 @@ def test_perf_target_is_the_spe_row_in_host_wall_time():
     (target,) = bench.perf_targets(rows)
     assert target.status == "PASS" and target.detail.startswith("3.00x host wall")
     assert "qemu task-clock 15.0x" in target.detail
+    assert target.detail.endswith("recording adds 1.00x the workload's time")
     rows[0] = _perf_row("spe-emu", "arm_spe_0", 1.0, 2.0, 3.1)
     assert bench.perf_targets(rows)[0].status == "FAIL"
     assert bench.perf_targets(None) == []
