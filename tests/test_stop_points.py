@@ -164,22 +164,28 @@ loop:
 # GICv3 set-up for PMBIRQ (INTID 21) as a Non-secure Group 1 interrupt, with ICC_PMR_EL1 = 0
 # (every priority masked) and PSTATE.I clear; PMBSR_EL1.S = 1 then drives the PMBIRQ line high.
 # The IRQ vector (current EL, SP_ELx) leaves ELR_EL1 in x20 and the acknowledged INTID in x21.
-GIC_PENDING_MASKED = """
-    adr x0, vectors
-    msr vbar_el1, x0
+def gic_group1(intids: int) -> str:
+    """GICv3 set-up making the SGIs/PPIs of the ``intids`` bit mask Non-secure Group 1 and
+    enabled, with the CPU interface's system registers and Group 1 enabled."""
+    return f"""
     movz x1, #0x0800, lsl #16          // GICD_CTLR = ARE_NS | EnableGrp1NS
     mov w0, #0x12
     str w0, [x1]
     movz x1, #0x080A, lsl #16          // GICR_WAKER.ProcessorSleep = 0
     str wzr, [x1, #0x14]
     movz x1, #0x080B, lsl #16          // SGI_base: IGROUPR0, ISENABLER0
-    mov w0, #0x200000
+    mov w0, #{intids:#x}
     str w0, [x1, #0x80]
     str w0, [x1, #0x100]
     mov x0, #1
     msr icc_sre_el1, x0
     msr icc_igrpen1_el1, x0
-    msr icc_pmr_el1, xzr
+"""
+
+
+GIC_PENDING_MASKED = """
+    adr x0, vectors
+    msr vbar_el1, x0""" + gic_group1(1 << 21) + """    msr icc_pmr_el1, xzr
     movz x0, #0x2, lsl #16             // PMBSR_EL1.S
     msr pmbsr_el1, x0
     msr daifclr, #2
@@ -313,12 +319,8 @@ finish:
     assert stops == 0 if buffer == "disabled" else stops >= 40
 
 
-def test_unmasking_watch_rests_while_profiling_with_nothing_asserted(tmp_path):
-    # Profiling enabled at EL1 (E1SPE | TS), 300 rounds of MSR DAIFClr / DAIFSet with no
-    # interrupt asserted: an unmasking lets nothing in, so the native block hook's unmasking
-    # watch rests (SpeControl.unmask_idle) and sees none of them; the records and the
-    # instruction count are the reference mode's.
-    text = start(0b100010) + """
+# 300 rounds of unmasking and masking IRQs (PSTATE.I)
+DAIF_ROUNDS = """
     movz x4, #300
 round:
     msr daifclr, #2
@@ -326,7 +328,15 @@ round:
     msr daifset, #2
     subs x4, x4, #1
     b.ne round
-""" + SPE_DRAIN + "\n    .balign 2048\nvectors:\n"
+"""
+
+
+def test_unmasking_watch_rests_while_profiling_with_nothing_asserted(tmp_path):
+    # Profiling enabled at EL1 (E1SPE | TS), 300 rounds of MSR DAIFClr / DAIFSet with no
+    # interrupt asserted: an unmasking lets nothing in, so the native block hook's unmasking
+    # watch rests (SpeControl.unmask_idle) and sees none of them; the records and the
+    # instruction count are the reference mode's.
+    text = start(0b100010) + DAIF_ROUNDS + SPE_DRAIN + "\n    .balign 2048\nvectors:\n"
     got = {}
     for mode in MODES:
         m = run_asm(text, tmp_path / mode, mode=mode)
@@ -343,29 +353,10 @@ def test_unmasking_watch_wakes_for_an_interrupt_asserted_while_profiling(tmp_pat
     # As above, then an SGI to itself (INTID 1, enabled, Group 1) while PSTATE.I is set: the
     # watch wakes, and the IRQ is taken right after the MSR DAIFClr that unmasks it (ELR_EL1 =
     # the next instruction) in both run loops, with profiling enabled throughout.
-    text = start(0b100010) + """
-    movz x1, #0x0800, lsl #16          // GICD_CTLR = ARE_NS | EnableGrp1NS
-    mov w0, #0x12
-    str w0, [x1]
-    movz x1, #0x080A, lsl #16          // GICR_WAKER.ProcessorSleep = 0
-    str wzr, [x1, #0x14]
-    movz x1, #0x080B, lsl #16          // SGI_base: IGROUPR0, ISENABLER0 (INTID 1)
-    mov w0, #0x2
-    str w0, [x1, #0x80]
-    str w0, [x1, #0x100]
-    mov x0, #1
-    msr icc_sre_el1, x0
-    msr icc_igrpen1_el1, x0
-    mov x0, #0xff
+    text = start(0b100010) + gic_group1(1 << 1) + """    mov x0, #0xff
     msr icc_pmr_el1, x0
     msr daifset, #2
-    movz x4, #300
-round:
-    msr daifclr, #2
-    nop
-    msr daifset, #2
-    subs x4, x4, #1
-    b.ne round
+""" + DAIF_ROUNDS + """
     movz x0, #0x100, lsl #16           // ICC_SGI1R_EL1: INTID 1, TargetList {0}
     orr x0, x0, #1
     msr icc_sgi1r_el1, x0
