@@ -374,3 +374,105 @@ after:
         got[mode] = (m.result.instructions, m.result.samples)
     assert got["fast"] == got["reference"]
     assert got["fast"][1] >= 3
+
+
+HCR_RW_AMO = """
+    movz x0, #0x8000, lsl #16
+    orr x0, x0, #0x20                  // HCR_EL2.{RW, AMO}
+"""
+
+
+def pmb_enabled() -> str:
+    """PMBLIMITR_EL1.E = 1: a Profiling Buffer that may be enabled (profiling itself follows
+    PMSCR_EL1)."""
+    return f"""
+    movz x1, #{(BUF + 0x100000) >> 16:#x}, lsl #16
+    orr x1, x1, #1
+    msr pmblimitr_el1, x1
+    movz x0, #{BUF >> 16:#x}, lsl #16
+    msr pmbptr_el1, x0
+"""
+
+
+@pytest.mark.parametrize("buffer", [False, True])
+@pytest.mark.parametrize("at_el1", ["eret", "daifclr", "iar"])
+def test_virtual_serror_set_at_el2_is_taken_at_el1(tmp_path, buffer, at_el1):
+    # From a review of the resting unmasking watch: EL2 sets HCR_EL2.VSE by MSR (a hook that
+    # runs before QEMU writes the register, so nothing may be judged from the old value),
+    # then ERETs to EL1h. The virtual SError is taken at EL1 (Arm ARM D1.3.6) as soon as
+    # PSTATE.A is clear there: at once ("eret": SPSR_EL2.A clear; "iar": the same, with an
+    # ICC_IAR1_EL1 read the native CPU-interface path answers after it), or at the first MSR
+    # DAIFClr #4 ("daifclr", profiling EL1 meanwhile). With a Profiling Buffer that may be
+    # enabled or not, in both run loops.
+    spsr = 0x3C5 if at_el1 == "daifclr" else 0x2C5      # EL1h; D, I, F masked; A as said
+    body = {"eret": "    nop\n",
+            "iar": "    nop\n" * 10 + "    mrs x22, icc_iar1_el1\n" + "    nop\n" * 10,
+            "daifclr": "    movz x4, #200\nround:\n    msr daifclr, #4\n    nop\n"
+                       "    msr daifset, #4\n    subs x4, x4, #1\n    b.ne round\n"}[at_el1]
+    text = (start(0b100010) if at_el1 == "daifclr" else "    adr x0, vectors\n"
+            "    msr vbar_el1, x0\n") + (pmb_enabled() if buffer else "") \
+        + (gic_group1(1 << 1) if at_el1 == "iar" else "") + HCR_RW_AMO + """
+    msr hcr_el2, x0
+    isb
+    orr x0, x0, #0x100                 // HCR_EL2.VSE
+    msr hcr_el2, x0
+    isb
+    movz x7, #0x4100, lsl #16
+    msr sp_el1, x7
+    adr x5, el1
+    msr elr_el2, x5
+""" + f"    mov x6, #{spsr:#x}\n" + """    msr spsr_el2, x6
+    adr x19, el1
+    eret
+el1:
+""" + body + "    mov x0, #1\n" + EXIT + """
+    .balign 2048
+vectors:
+    .skip 0x380
+    mrs x20, elr_el1
+    mrs x21, esr_el1
+    mov x0, #0
+""" + EXIT
+    got = {}
+    for mode in MODES:
+        m = run_asm(text, tmp_path / mode, mode=mode, boot_el=2)
+        assert m.result.exit_status == 0, (mode, "virtual SError not taken")
+        got[mode] = (m.result.instructions, xregs(m, 20, 21))
+    assert got["fast"] == got["reference"]
+    elr, esr = got["fast"][1]
+    assert esr >> 26 == 0x2F                     # EC: SError interrupt
+    if at_el1 == "eret":
+        assert elr == xregs(m, 19)[0]            # at el1, before its first instruction
+
+
+@pytest.mark.parametrize("buffer", [False, True])
+def test_wfi_waits_after_a_virtual_serror_is_cleared(tmp_path, buffer):
+    # HCR_EL2.VSE set, then cleared, at EL2 with the virtual timer due in 5000 ticks: the
+    # WFI after it waits for the timer (nothing else is pending), in both run loops.
+    text = (pmb_enabled() if buffer else "") + gic_group1(1 << 27) + """
+    mov x0, #0xff
+    msr icc_pmr_el1, x0
+    msr daifset, #2
+    movz x2, #5000
+    msr cntv_tval_el0, x2
+    mov x2, #1
+    msr cntv_ctl_el0, x2
+    isb
+""" + HCR_RW_AMO + """
+    orr x1, x0, #0x100
+    msr hcr_el2, x1                    // VSE set
+    isb
+    msr hcr_el2, x0                    // VSE clear
+    isb
+    mrs x26, cntvct_el0
+    wfi
+    mrs x27, cntvct_el0
+    sub x20, x27, x26
+    mov x0, #0
+""" + EXIT
+    waited = {}
+    for mode in MODES:
+        m = run_asm(text, tmp_path / mode, mode=mode, boot_el=2)
+        assert m.result.exit_status == 0, mode
+        waited[mode] = xregs(m, 20)[0]
+    assert waited["fast"] == waited["reference"] >= 4900

@@ -650,15 +650,17 @@ class Machine:
             self.counter.stop_at = min(self.counter.stop_at, self.counter.insns)
             self.counter.poll_at = NEVER   # (a stop asked for is never a moot poll)
 
-    def _python_controls(self) -> None:
+    def _python_controls(self, settled: bool = True) -> None:
         """Something :meth:`_on_control_insn` acts on may have changed (an interrupt level,
         the enable state, a Profiling Buffer control): its next call must run in Python, which
-        then decides again whether the ones after it must."""
+        then decides again whether the ones after it must. ``settled``: the change has taken
+        effect (False from a hook that runs before QEMU performs the write: nothing is judged
+        from the old state then)."""
         self.control.python = 1
         # (the unmasking watch rests while a Profiling Buffer that may be enabled is the only
         # reason: an unmasking lets nothing in, and profiling does not depend on PSTATE.{A, I,
         # F}; every change that could assert something comes back here)
-        self.control.unmask_idle = int(self.spu.buffer_may_be_enabled()
+        self.control.unmask_idle = int(settled and self.spu.buffer_may_be_enabled()
                                        and not self._unmask_may_let_in())
         if self._hooks_installed and self.cfg.mode == "fast":
             self.counter.fast_limit = 0   # (the unmasking watch runs from the next block)
@@ -2630,7 +2632,7 @@ class Machine:
             self._ctx = None
             self._ref_enabled = None
             self._irq_line_value = None  # (HCR_EL2.VSE, AMO, TGE; SCR_EL3.NS)
-            self._python_controls()
+            self._python_controls(settled=False)   # (QEMU writes the register after this)
             self.intr.gic_native = 0   # (until _native_context has the new context)
         if enc in DEBUG_WRITES:
             self.watchpoints.dirty = True  # (hooks installed again before the run goes on)
