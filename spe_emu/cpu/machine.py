@@ -2026,9 +2026,13 @@ class Machine:
                     try:
                         pa = self._translate(va, self._regime_el(ctx.el))
                     except TranslationFault:
-                        pa = None
-                    records.add_translation(va, ctx.el, pa)
-                    continue
+                        # (not remembered, as _translate does not: a translation fault is
+                        # not cached, so the page may translate at the next sample with no
+                        # TLBI. Python records this one.)
+                        reason = native.REC_PYTHON
+                    else:
+                        records.add_translation(va, ctx.el, pa)
+                        continue
                 if reason == native.REC_ORDER:
                     raise AssertionError(f"captured sample at {c.caps[i].index} is not the "
                                          f"planned event {expect}")

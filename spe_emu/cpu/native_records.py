@@ -120,10 +120,11 @@ class NativeRecords:
         """Code or its mapping may have changed."""
         self.recorder.clear_templates()
 
-    def add_translation(self, va: int, el: int, pa: int | None) -> None:
-        """The PA (None: the translation faults) of the page of ``va`` for the regime of
-        ``el``, as the machine translates it for a Physical Address packet."""
-        self.recorder.add_translation(va, el, native.PA_NONE if pa is None else pa & ~0xFFF)
+    def add_translation(self, va: int, el: int, pa: int) -> None:
+        """The PA of the page of ``va`` for the regime of ``el``, as the machine translates
+        it for a Physical Address packet (a translation that faults is not remembered:
+        Python records that capture)."""
+        self.recorder.add_translation(va, el, pa & ~0xFFF)
 
     def clear_translations(self) -> None:
         """Translations may have changed (TLBI, a translation control write)."""

@@ -109,7 +109,6 @@ ADDR_NONE, ADDR_BASE, ADDR_LITERAL, ADDR_REGOFF = 0, 1, 2, 3
 BR_COND, BR_INDIRECT, BR_RETURN = 1, 2, 4
 REC_DONE, REC_DROP, REC_TEMPLATE, REC_PYTHON, REC_ORDER, REC_XLATE = 0, 1, 2, 3, 4, 5
 XLATES = 512          # translation slots of spe_recorder
-PA_NONE = (1 << 64) - 1   # a translation that faults: no Physical Address packet
 TEMPLATE_HEAD = 19    # bytes of spe_template.head
 
 
@@ -785,8 +784,8 @@ class Recorder:
         self.lib.spe_templates_clear(self.ref)
 
     def add_translation(self, va: int, el: int, pa_page: int) -> None:
-        """Remember that the page of ``va`` translates to ``pa_page`` (``PA_NONE``: faults)
-        for the regime of ``el``, for the Physical Address packets of the records built."""
+        """Remember that the page of ``va`` translates to ``pa_page`` for the regime of
+        ``el``, for the Physical Address packets of the records built."""
         self.lib.spe_xlate_add(self.ref, va, el, pa_page)
 
     def clear_translations(self) -> None:

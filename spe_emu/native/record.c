@@ -146,9 +146,8 @@ static uint32_t xlate_slot(uint64_t tag)
     return hash64(tag, SPE_XLATES - 1);
 }
 
-/* The translation of the page of va for the regime of el (Python's, or SPE_PA_NONE); 0 when
- * the table has none. (A PA page is never 0 here: page 0 is stored as itself, and looked up
- * through the tag.) */
+/* The translation of the page of va for the regime of el (Python's); 0 when the table has
+ * none. */
 static int xlate_find(const struct spe_recorder *r, uint64_t va, uint32_t el, uint64_t *pa)
 {
     uint64_t tag = xlate_tag(va, el);

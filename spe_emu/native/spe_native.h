@@ -229,7 +229,7 @@ struct spe_template {
 #define SPE_REC_XLATE 5     /* no translation of xlate_va for a Physical Address packet yet */
 
 #define SPE_XLATES 512      /* translation slots (power of two) */
-#define SPE_PA_NONE (~0ull) /* a translation that faults: no Physical Address packet */
+#define SPE_PA_NONE (~0ull) /* no Physical Address packet */
 
 /* ---- model.c: the micro-architecture model ------------------------------------------ */
 
@@ -313,7 +313,8 @@ struct spe_recorder {
     uint64_t hdr_pa, pa_mask, pa_ns;
     /* translations of data pages for PA packets, filled by Python (Machine._translate, for
      * the regime of `el`) on SPE_REC_XLATE and emptied with Python's: tag = (VA >> 12) << 2
-     * | regime, plus 1 (0: empty); the PA page, or SPE_PA_NONE */
+     * | regime, plus 1 (0: empty); the PA page. (A translation that faults is not kept, as
+     * Python's cache keeps none: Python records that capture.) */
     uint64_t xlate_va;      /* results: the data address of SPE_REC_XLATE */
     uint64_t xlate_tag[SPE_XLATES];
     uint64_t xlate_pa[SPE_XLATES];
