@@ -315,7 +315,7 @@ def test_native_records_equal_python_records(seed, timestamp, context, small,
         asked += 1
         assert asked <= len(items)   # (once per load/store at most: the table keeps it)
         if _translate(va) is not None:
-            nr.add_translation(va, EL, _translate(va))
+            nr.add_translation(va, _translate(va))
             continue
         out.append(nr.recorder.take_output())
         out.append(_python_record(python, config, items[i], FIRST + i * GAP, go_on,

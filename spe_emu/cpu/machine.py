@@ -1997,11 +1997,12 @@ class Machine:
         interval = self.spu.interval
         gap = interval.fixed_gap(self.spu.regs["PMSIRR_EL1"])
         records = self.records if gap is not None else None
-        if records is not None and self.spu.native_records_allowed(ctx):
+        types = None if records is None else self.spu.native_record_filter(ctx)
+        if types is not None:
             ts, _, _, collect_pa = self._collection(ctx)
             prefix = self.spu.builder.context_packets(*self._context_ids(ctx))
             records.begin(insn_index, go_on, ctx.el, ctx.state_ns, ts is not None, collect_pa,
-                          prefix, gap, self.clock.idle_ticks, self.spu.native_type_filter())
+                          prefix, gap, self.clock.idle_ticks, types, self._regime_el(ctx.el))
         else:
             records = None
         chunks: list[bytes] = []   # padded records, in order
@@ -2024,14 +2025,14 @@ class Machine:
                 if reason == native.REC_XLATE:   # (as _observe translates for a PA packet)
                     va = records.recorder.s.xlate_va
                     try:
-                        pa = self._translate(va, self._regime_el(ctx.el))
+                        pa = self._translate(va, records.recorder.s.xlate_regime)
                     except TranslationFault:
                         # (not remembered, as _translate does not: a translation fault is
                         # not cached, so the page may translate at the next sample with no
                         # TLBI. Python records this one.)
                         reason = native.REC_PYTHON
                     else:
-                        records.add_translation(va, ctx.el, pa)
+                        records.add_translation(va, pa)
                         continue
                 if reason == native.REC_ORDER:
                     raise AssertionError(f"captured sample at {c.caps[i].index} is not the "

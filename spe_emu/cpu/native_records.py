@@ -71,15 +71,18 @@ class NativeRecords:
 
     def begin(self, insn_index: int, next_pc: int, el: int, ns: int, timestamp: bool,
               collect_pa: bool, prefix: bytes, gap: int, ts_offset: int = 0,
-              type_filter: int = 0) -> None:
+              type_filter: int = 0, regime: int = 1) -> None:
         """Inputs of one drain: the stop's instruction number, where the run goes on, the
         context of every capture, CollectTimeStamp(), CollectPhysicalAddress(), the Context
         packets that start each record, the members from one capture to the next, the
         system counter minus the instruction number (ticks spent waiting: a Timestamp
-        packet holds the counter at its instruction), and PMSFCR_EL1.FT's OR filter
-        (:meth:`spe_emu.spe.spu.Spu.native_type_filter`: OpType bits, 0 for none)."""
+        packet holds the counter at its instruction), PMSFCR_EL1.FT's OR filter
+        (:meth:`spe_emu.spe.spu.Spu.native_record_filter`: OpType bits, 0 for none), and the
+        translation regime of the data addresses (``Machine._regime_el``: the translations
+        :meth:`add_translation` gives are for it)."""
         s = self.recorder.s
         s.type_filter = type_filter
+        s.xlate_regime = regime
         s.filtered = 0
         s.insn_index = insn_index
         s.next_pc = next_pc
@@ -120,11 +123,11 @@ class NativeRecords:
         """Code or its mapping may have changed."""
         self.recorder.clear_templates()
 
-    def add_translation(self, va: int, el: int, pa: int) -> None:
-        """The PA of the page of ``va`` for the regime of ``el``, as the machine translates
-        it for a Physical Address packet (a translation that faults is not remembered:
-        Python records that capture)."""
-        self.recorder.add_translation(va, el, pa & ~0xFFF)
+    def add_translation(self, va: int, pa: int) -> None:
+        """The PA of the page of ``va`` in the drain's regime (:meth:`begin`), as the machine
+        translates it for a Physical Address packet (a translation that faults is not
+        remembered: Python records that capture)."""
+        self.recorder.add_translation(va, pa & ~0xFFF)
 
     def clear_translations(self) -> None:
         """Translations may have changed (TLBI, a translation control write)."""

@@ -408,7 +408,8 @@ class SpeTemplate(ctypes.Structure):
                 ("addr", ctypes.c_uint8), ("base", ctypes.c_uint8), ("index", ctypes.c_uint8),
                 ("extend", ctypes.c_uint8), ("shift", ctypes.c_uint8),
                 ("store_only", ctypes.c_uint8), ("branch", ctypes.c_uint8),
-                ("optypes", ctypes.c_uint8), ("head_len", ctypes.c_uint8), ("head", ctypes.c_uint8 * TEMPLATE_HEAD)]
+                ("optypes", ctypes.c_uint8), ("head_len", ctypes.c_uint8),
+                ("head", ctypes.c_uint8 * TEMPLATE_HEAD)]
 
 
 #: spe_model_access outcome: the TLB walked; the level that held the line (bits above);
@@ -451,6 +452,7 @@ class SpeRecorder(ctypes.Structure):
                 ("type_filter", ctypes.c_uint64), ("filtered", ctypes.c_uint64),
                 ("hdr_pa", ctypes.c_uint64), ("pa_mask", ctypes.c_uint64),
                 ("pa_ns", ctypes.c_uint64), ("xlate_va", ctypes.c_uint64),
+                ("xlate_regime", ctypes.c_uint64),
                 ("xlate_tag", ctypes.c_uint64 * XLATES), ("xlate_pa", ctypes.c_uint64 * XLATES)]
 
 
@@ -626,7 +628,7 @@ def _declare(lib: ctypes.CDLL) -> None:
             ("spe_model_stats", (ctypes.c_void_p, ctypes.POINTER(u64)), None),
             ("spe_templates_add", (rec, ctypes.c_char_p, u32), ctypes.c_int),
             ("spe_templates_clear", (rec,), None),
-            ("spe_xlate_add", (rec, u64, u32, u64), None),
+            ("spe_xlate_add", (rec, u64, u64), None),
             ("spe_xlate_clear", (rec,), None),
             ("spe_record_captures", (ctypes.POINTER(SpeCounter), rec, u32, u32), u32),
             ("spe_verdicts_add", (ctypes.POINTER(SpeCounter), ctypes.c_char_p, u64),
@@ -783,10 +785,10 @@ class Recorder:
     def clear_templates(self) -> None:
         self.lib.spe_templates_clear(self.ref)
 
-    def add_translation(self, va: int, el: int, pa_page: int) -> None:
-        """Remember that the page of ``va`` translates to ``pa_page`` for the regime of
-        ``el``, for the Physical Address packets of the records built."""
-        self.lib.spe_xlate_add(self.ref, va, el, pa_page)
+    def add_translation(self, va: int, pa_page: int) -> None:
+        """Remember that the page of ``va`` translates to ``pa_page`` in the regime
+        ``s.xlate_regime``, for the Physical Address packets of the records built."""
+        self.lib.spe_xlate_add(self.ref, va, pa_page)
 
     def clear_translations(self) -> None:
         """Translations may have changed (Machine._flush_translations)."""

@@ -136,9 +136,9 @@ static uint64_t data_address(const struct spe_template *t, const uint64_t *regs,
 
 /* ---- translations for Physical Address packets ---------------------------------------- */
 
-static uint64_t xlate_tag(uint64_t va, uint32_t el)
+static uint64_t xlate_tag(const struct spe_recorder *r, uint64_t va)
 {
-    return ((va >> 12) << 2 | (el ? el : 1)) + 1;   /* the regime: Machine._regime_el */
+    return ((va >> 12) << 2 | r->xlate_regime) + 1;
 }
 
 static uint32_t xlate_slot(uint64_t tag)
@@ -146,11 +146,11 @@ static uint32_t xlate_slot(uint64_t tag)
     return hash64(tag, SPE_XLATES - 1);
 }
 
-/* The translation of the page of va for the regime of el (Python's); 0 when the table has
+/* The translation of the page of va in the drain's regime (Python's); 0 when the table has
  * none. */
-static int xlate_find(const struct spe_recorder *r, uint64_t va, uint32_t el, uint64_t *pa)
+static int xlate_find(const struct spe_recorder *r, uint64_t va, uint64_t *pa)
 {
-    uint64_t tag = xlate_tag(va, el);
+    uint64_t tag = xlate_tag(r, va);
     uint32_t at = xlate_slot(tag);
     if (r->xlate_tag[at] != tag)
         return 0;
@@ -158,9 +158,9 @@ static int xlate_find(const struct spe_recorder *r, uint64_t va, uint32_t el, ui
     return 1;
 }
 
-void spe_xlate_add(struct spe_recorder *r, uint64_t va, uint32_t el, uint64_t pa_page)
+void spe_xlate_add(struct spe_recorder *r, uint64_t va, uint64_t pa_page)
 {
-    uint64_t tag = xlate_tag(va, el);
+    uint64_t tag = xlate_tag(r, va);
     uint32_t at = xlate_slot(tag);
     r->xlate_tag[at] = tag;
     r->xlate_pa[at] = pa_page;
@@ -171,10 +171,12 @@ void spe_xlate_clear(struct spe_recorder *r)
     memset(r->xlate_tag, 0, sizeof r->xlate_tag);
 }
 
-/* Builds the record of capture cap from template t at o, a load/store's Physical Address
- * packet from pa_page (SPE_PA_NONE: none); returns the end (before padding). */
+/* Builds the record of capture cap from template t at o, a load/store's with its data
+ * address va and a Physical Address packet from pa_page (SPE_PA_NONE: none); returns the end
+ * (before padding). */
 static uint8_t *build(struct spe_recorder *r, const struct spe_template *t,
-                      const struct spe_capture *cap, uint64_t pa_page, uint8_t *o)
+                      const struct spe_capture *cap, uint64_t va, uint64_t pa_page,
+                      uint8_t *o)
 {
     uint64_t events = 1ull << r->ev_retired;
     uint32_t execute = 1, xlat = 0;
@@ -199,14 +201,13 @@ static uint8_t *build(struct spe_recorder *r, const struct spe_template *t,
             *o++ = r->hdr_target;
             o = put_le(o, insn_address(target, r->el, r->ns), 8);
         }
-        /* (out of memory for the target table: counted as mispredicted, as before) */
+        /* (out of memory for the target table, -1: counted as mispredicted) */
         mispredicted = spe_model_branch(r->model, t->branch, cap->pc, target, taken, 1) != 0;
         if (mispredicted) {
             events |= 1ull << r->ev_mispred;
             execute += r->lat_mispredict;
         }
     } else if (t->addr != SPE_ADDR_NONE) {   /* load/store: the locality model */
-        uint64_t va = data_address(t, cap->regs, cap->pc);
         *o++ = r->hdr_va;
         o = put_le(o, va, 8);
         if (pa_page != SPE_PA_NONE) {
@@ -272,17 +273,17 @@ uint32_t spe_record_captures(const struct spe_counter *c, struct spe_recorder *r
             r->reason = SPE_REC_PYTHON;
             break;
         }
-        uint64_t pa_page = SPE_PA_NONE;
-        if (t->kind == SPE_TPL_LDST && t->addr != SPE_ADDR_NONE && r->collect_pa) {
-            uint64_t va = data_address(t, cap->regs, cap->pc);
-            if (!xlate_find(r, va, r->el, &pa_page)) {
+        uint64_t va = 0, pa_page = SPE_PA_NONE;
+        if (t->kind == SPE_TPL_LDST && t->addr != SPE_ADDR_NONE) {
+            va = data_address(t, cap->regs, cap->pc);
+            if (r->collect_pa && !xlate_find(r, va, &pa_page)) {
                 r->xlate_va = va;
                 r->reason = SPE_REC_XLATE;
                 break;
             }
         }
         uint8_t *begin = r->out + r->out_len;
-        uint8_t *end = build(r, t, cap, pa_page, begin);
+        uint8_t *end = build(r, t, cap, va, pa_page, begin);
         r->expect += r->gap;
         if (r->type_filter && !(t->optypes & r->type_filter)) {
             r->filtered++;   /* CollectRecord(): not a type selected (the model saw it) */

@@ -139,8 +139,8 @@ struct spe_counter {
     uint64_t gt_cap;       /* entries in gt_table */
     uint64_t gt_used;      /* entries in use */
     /* Unmasking watch (instead of a code hook on every MSR DAIFClr): while `control` says
-     * Python has work (and its watch is not idle), every block takes the slow path, which reads PSTATE and calls
-     * unmask_fallback (Machine._on_unmask) when one of daif_mask's bits (PSTATE.{A, I, F})
+     * Python has work (and the watch is not idle), every block takes the slow path, which
+     * reads PSTATE and calls unmask_fallback (Machine._on_unmask) when one of daif_mask's bits (PSTATE.{A, I, F})
      * set at the last block watched is clear now, passing those bits as its size argument;
      * NULL control: no watch (raw loop) */
     const struct spe_control *control;
@@ -311,11 +311,12 @@ struct spe_recorder {
     uint64_t filtered;      /* results: records discarded by type_filter */
     /* fixed: the Physical Address packet's header, address mask and NS bit */
     uint64_t hdr_pa, pa_mask, pa_ns;
-    /* translations of data pages for PA packets, filled by Python (Machine._translate, for
-     * the regime of `el`) on SPE_REC_XLATE and emptied with Python's: tag = (VA >> 12) << 2
-     * | regime, plus 1 (0: empty); the PA page. (A translation that faults is not kept, as
-     * Python's cache keeps none: Python records that capture.) */
+    /* translations of data pages for PA packets, filled by Python (Machine._translate) on
+     * SPE_REC_XLATE and emptied with Python's: tag = (VA >> 12) << 2 | regime, plus 1 (0:
+     * empty); the PA page. (A translation that faults is not kept, as Python's cache keeps
+     * none: Python records that capture.) */
     uint64_t xlate_va;      /* results: the data address of SPE_REC_XLATE */
+    uint64_t xlate_regime;  /* set by Python for each drain: the data addresses' regime */
     uint64_t xlate_tag[SPE_XLATES];
     uint64_t xlate_pa[SPE_XLATES];
 };

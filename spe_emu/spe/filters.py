@@ -26,6 +26,30 @@ TYPE_FILTERS = ((OpType.BRANCH, "B", "Bm"), (OpType.LOAD, "LD", "LDm"),
 mask fields exist with FEAT_SPE_EFT only (absent fields read 0)."""
 
 
+FILTER_ENABLES = ("FE", "FT", "FL", "FnE", "FDS")
+"""PMSFCR_EL1's filter enables: event, type, latency, inverted event (FEAT_SPEv1p2), data
+source (FEAT_SPE_FDS); ``CollectRecord()`` keeps every record while all are 0."""
+
+
+def or_types(pmsfcr: dict[str, int]) -> set[OpType]:
+    """The types PMSFCR_EL1.FT's OR filter selects: those whose bit is 1 and whose
+    FEAT_SPE_EFT mask bit is 0 (absent fields read 0)."""
+    return {t for t, bit, mask in TYPE_FILTERS if pmsfcr.get(bit) and not pmsfcr.get(mask)}
+
+
+def type_mask(pmsfcr: dict[str, int]) -> int | None:
+    """``CollectRecord()`` as a mask of ``1 << OpType.value`` bits, where it is no more than
+    that (the native recorder applies it, record.c): 0 when no filter is enabled; the types
+    FT's OR filter selects (:func:`or_types`) when FT is the only filter enabled, selects a
+    type and no mask bit is set; else None (:func:`collect_record` decides)."""
+    if not any(pmsfcr.get(name) for name in FILTER_ENABLES):
+        return 0
+    if any(pmsfcr.get(name) for name in FILTER_ENABLES if name != "FT") or any(
+            pmsfcr.get(mask) for _, _, mask in TYPE_FILTERS):
+        return None
+    return sum(1 << t.value for t in or_types(pmsfcr)) or None
+
+
 def collect_record(events: int, total_latency: int, optypes: frozenset[OpType] | set[OpType],
                    pmsfcr: dict[str, int], pmsevfr: int, minlat: int, config: SpeConfig,
                    pmsnevfr: int = 0, data_source: int | None = None,
@@ -73,8 +97,7 @@ def collect_record(events: int, total_latency: int, optypes: frozenset[OpType] |
         # OR filters: the types selected without their mask bit; AND filters: the types whose
         # mask bit (FEAT_SPE_EFT) is 1 -- the operation must be of the type if its bit is 1,
         # must not be if it is 0.
-        selected = {t for t, bit, mask in TYPE_FILTERS
-                    if pmsfcr.get(bit) and not pmsfcr.get(mask)}
+        selected = or_types(pmsfcr)
         required = {t: bool(pmsfcr.get(bit)) for t, bit, mask in TYPE_FILTERS
                     if pmsfcr.get(mask)}
         if selected:

@@ -15,7 +15,7 @@ from ..arch.context import HCR_EL2, MDCR_EL2, MDCR_EL3, AccessContext
 from . import exc
 from .buffer import ManagementEvent, ProfilingBuffer
 from .config import SpeConfig
-from .filters import TYPE_FILTERS, collect_record
+from .filters import FILTER_ENABLES, collect_record, type_mask
 from .interval import IntervalCounter, Xorshift64
 from .driver_rules import DriverRules
 from .records import RecordBuilder, Sample
@@ -358,29 +358,18 @@ class Spu:
         self.stats.records_written += records
         self.stats.bytes_written += len(data)
 
-    def native_records_allowed(self, ctx: AccessContext) -> bool:
-        """Whether the native recorder can build the records: ``CollectRecord()`` is at most
-        PMSFCR_EL1.FT's OR filter (:meth:`native_type_filter`), and the records have no Data
-        Source packets and 12-bit counters (PMSIDR_EL1.LDS == 0, CountSize 0b0010).
-        Checks ``ProfilingBufferEnabled()`` as :meth:`record` does."""
+    def native_record_filter(self, ctx: AccessContext) -> int | None:
+        """Whether the native recorder can build the records, and with what filter: None
+        when it cannot (``CollectRecord()`` is more than PMSFCR_EL1.FT's OR filter, or the
+        records have Data Source packets or counters other than 12-bit: PMSIDR_EL1.LDS == 1,
+        CountSize != 0b0010 ...); else the OpType bits of the types recorded (0: every type;
+        :func:`.filters.type_mask`). Checks ``ProfilingBufferEnabled()`` as :meth:`record`
+        does."""
         self._check_enabled(ctx)
-        return (self.native_type_filter() is not None and not self.config.lds
-                and self.config.counter_bits == 12 and not self.config.in_flight_ops
-                and not self.config.fpf and not self.config.crr and not self.config.pbt)
-
-    def native_type_filter(self) -> int | None:
-        """``CollectRecord()`` (:func:`.filters.collect_record`) as the native recorder
-        applies it: 0 when no filter is enabled; the ``1 << OpType.value`` bits of the types
-        PMSFCR_EL1.FT selects when FT's OR filter (B, LD, ST and, with FEAT_SPE_EFT, FP, SIMD
-        without their mask bits) is the only one enabled and selects a type; None otherwise
-        (Python filters)."""
-        active, fields = self._filter_state()[:2]
-        if not active:
-            return 0
-        if any(fields.get(name) for name in ("FE", "FL", "FnE", "FDS")) or any(
-                fields.get(mask) for _, _, mask in TYPE_FILTERS):
+        if (self.config.lds or self.config.counter_bits != 12 or self.config.in_flight_ops
+                or self.config.fpf or self.config.crr or self.config.pbt):
             return None
-        return sum(1 << t.value for t, bit, _ in TYPE_FILTERS if fields.get(bit)) or None
+        return type_mask(self._filter_state()[1])
 
     def filters_enabled(self) -> bool:
         """Whether any PMSFCR_EL1 filter (FE, FT, FL, FnE, FDS) is enabled."""
@@ -403,7 +392,7 @@ class Spu:
             value = self.regs["PMSFCR_EL1"]
             fields = {f.name: fcr.get(value, f.name) for f in fcr.fields}
             minlat = self.table["PMSLATFR_EL1"].get(self.regs["PMSLATFR_EL1"], "MINLAT")
-            active = any(fields.get(name) for name in ("FE", "FT", "FL", "FnE", "FDS"))
+            active = any(fields.get(name) for name in FILTER_ENABLES)
             self._filters = (active, fields, self.regs["PMSEVFR_EL1"], minlat,
                              self.regs.get("PMSNEVFR_EL1", 0), self.regs.get("PMSDSFR_EL1", 0))
         return self._filters
