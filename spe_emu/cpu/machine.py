@@ -657,11 +657,8 @@ class Machine:
         effect (False from a hook that runs before QEMU performs the write: nothing is judged
         from the old state then)."""
         self.control.python = 1
-        # (the unmasking watch rests while a Profiling Buffer that may be enabled is the only
-        # reason: an unmasking lets nothing in, and profiling does not depend on PSTATE.{A, I,
-        # F}; every change that could assert something comes back here)
-        self.control.unmask_idle = int(settled and self.spu.buffer_may_be_enabled()
-                                       and not self._unmask_may_let_in())
+        # (every change that could assert something comes back here)
+        self.control.unmask_idle = int(settled and self._unmask_watch_may_rest())
         if self._hooks_installed and self.cfg.mode == "fast":
             self.counter.fast_limit = 0   # (the unmasking watch runs from the next block)
 
@@ -2669,16 +2666,25 @@ class Machine:
 
     def _replan_owed_by_state(self) -> bool:
         """:meth:`_replan_owed`'s reasons other than an asserted interrupt."""
-        return (self.cfg.mode == "reference" or self.enabled
-                or self.spu.exception_may_be_pending() or self.spu.pstate_pm)
+        return self.cfg.mode == "reference" or self.enabled or self._spe_exception_in_play()
+
+    def _spe_exception_in_play(self) -> bool:
+        """FEAT_SPE_EXC: an SPE Profiling exception may be pending, or PSTATE.PM is in play
+        (Arm ARM D17.8)."""
+        return self.spu.exception_may_be_pending() or bool(self.spu.pstate_pm)
 
     def _unmask_may_let_in(self) -> bool:
         """Whether clearing PSTATE.{A, I, F} may let an exception in: an interrupt or SError
-        (physical or virtual) is asserted, an SPE Profiling exception may be pending
-        (FEAT_SPE_EXC), or PSTATE.PM is in play (Arm ARM D1.3.6 "Asynchronous exception
-        masking")."""
-        return bool(self._irq_line() or self.spu.exception_may_be_pending()
-                    or self.spu.pstate_pm)
+        (physical or virtual) is asserted, or :meth:`_spe_exception_in_play` (Arm ARM D1.3.6
+        "Asynchronous exception masking")."""
+        return self._irq_line() or self._spe_exception_in_play()
+
+    def _unmask_watch_may_rest(self) -> bool:
+        """Whether the block hook's unmasking watch may rest (``SpeControl.unmask_idle``)
+        while Python keeps the control hooks: a Profiling Buffer that may be enabled is the
+        only reason (profiling does not depend on PSTATE.{A, I, F}) and nothing an unmasking
+        could let in is asserted or pending."""
+        return self.spu.buffer_may_be_enabled() and not self._unmask_may_let_in()
 
     def _unmask_owes_replan(self, cleared: int) -> bool:
         """Given that a re-plan is owed (:meth:`_replan_owed`), whether clearing the
@@ -2721,18 +2727,17 @@ class Machine:
         set at the last block watched and are clear now (an MSR DAIFClr or MSR DAIF ended
         it). As :meth:`_on_control_insn` after the instruction: stop in front of this block
         to re-plan (an interrupt may be taken now), unless nothing planned can change."""
+        if self._unmask_watch_may_rest():
+            # (until a new reason, _python_controls; the ERET and DAIF write hooks still call
+            # Python meanwhile)
+            self.control.unmask_idle = 1
+            return
         if not self.spu.buffer_may_be_enabled():
             if not self._replan_owed():
                 self._controls_idle()
                 return
             if not self._unmask_owes_replan(cleared):
                 return
-        elif not self._unmask_may_let_in():
-            # (what the Profiling Buffer and profiling do does not depend on PSTATE.{A, I,
-            # F}: the watch rests until a new reason, _python_controls, and the ERET and DAIF
-            # write hooks still call Python meanwhile)
-            self.control.unmask_idle = 1
-            return
         self._catch_up(self.counter.insns)
         self.replan = True
         self._stop_at_block_boundary()
