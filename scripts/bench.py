@@ -174,6 +174,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from functools import partial
@@ -930,7 +931,6 @@ def streamed_child(cmd: list[str], timeout: float, prefix: str,
     seconds, {line key: (host seconds since the start, the line)} of the lines starting with
     ``prefix`` (the key is the line up to its 4th word), the last 2,000 characters of output,
     exit status). Raises BenchError on a timeout."""
-    import threading
     marks: dict[str, tuple[float, str]] = {}
     tail = ""
     t0 = time.perf_counter()

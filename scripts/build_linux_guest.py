@@ -520,6 +520,11 @@ skip:
 
 
 # -- initramfs -----------------------------------------------------------------------------
+UPTIME_MS = "t() { awk '{ printf \"%d %d\\n\", $1 * 1000, $2 * 1000 }' /proc/uptime; }"
+"""A shell function printing /proc/uptime's two columns in ms: the time since boot and the
+time the CPU idled (the kernel's clock, which counts the board's virtual time)."""
+
+
 def _probe_lines(modules: list[str]) -> list[str]:
     """The start every ``/init`` shares: mounts, the modules loaded in order, the driver's
     dmesg lines and ``arm_spe_0``'s caps."""
@@ -556,24 +561,23 @@ def init_script(variant: str, modules: list[str], workload: str) -> str:
     if variant == "perf":
         record = f"perf record -e {SPE_EVENT} -c {PERIOD} -o /tmp/perf.data"
         lines += [
-            # guest time in ms (/proc/uptime: the kernel's clock, which counts the board's
-            # virtual time, not the host's)
-            "ms() { awk '{ printf \"%d\\n\", $1 * 1000 }' /proc/uptime; }",
+            # guest time in ms: the first of UPTIME_MS's columns (${t% *})
+            UPTIME_MS,
             f"echo '{MARK} workload alone'",
-            f"t0=$(ms); {workload} > /dev/null; t1=$(ms)",
-            f"echo \"{MARK} workload alone took $((t1 - t0)) ms\"",
+            f"t0=$(t); {workload} > /dev/null; t1=$(t)",
+            f"echo \"{MARK} workload alone took $((${{t1% *}} - ${{t0% *}})) ms\"",
             # perf's own cost (start-up, build-ids, kallsyms): the same command on `true`,
             # timed the second time (the first loads perf and its libraries into the page
             # cache, as the workload's run then finds them)
             f"{record.replace('/tmp/perf.data', '/tmp/true.data')} -- true > /dev/null 2>&1",
             f"echo '{MARK} perf record of true'",
-            f"t0=$(ms); {record.replace('/tmp/perf.data', '/tmp/true.data')} -- true "
-            f"> /dev/null 2>&1; t1=$(ms)",
-            f"echo \"{MARK} perf record of true took $((t1 - t0)) ms\"",
+            f"t0=$(t); {record.replace('/tmp/perf.data', '/tmp/true.data')} -- true "
+            f"> /dev/null 2>&1; t1=$(t)",
+            f"echo \"{MARK} perf record of true took $((${{t1% *}} - ${{t0% *}})) ms\"",
             f"echo '{MARK} perf record'",
-            f"t0=$(ms); {record} -- {workload}",
-            f"rc=$?; t1=$(ms)",
-            f"echo \"{MARK} perf record exit $rc took $((t1 - t0)) ms\"",
+            f"t0=$(t); {record} -- {workload}",
+            f"rc=$?; t1=$(t)",
+            f"echo \"{MARK} perf record exit $rc took $((${{t1% *}} - ${{t0% *}})) ms\"",
             # perf synthesises one sample per SPE record and event kind (memory, l1d-access,
             # branch-miss ...): a "# Samples: N of event 'E'" header per kind
             "perf report --stdio -i /tmp/perf.data --sort comm,dso,sym 2>&1 | grep -v '^#$' "
@@ -596,9 +600,6 @@ def init_script(variant: str, modules: list[str], workload: str) -> str:
 
 TIMING = f"{MARK} timing"
 """The prefix of :func:`timing_init`'s lines."""
-UPTIME_MS = "t() { awk '{ printf \"%d %d\\n\", $1 * 1000, $2 * 1000 }' /proc/uptime; }"
-"""A shell function printing /proc/uptime's two columns in ms: the time since boot and the
-time the CPU idled (the kernel's clock, which counts the board's virtual time)."""
 
 
 def timing_init(modules: list[str], phases: list[tuple[str, str]]) -> str:
