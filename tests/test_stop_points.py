@@ -4,9 +4,11 @@ a write fault's PMBPTR_EL1, and PMBIDR_EL1 / PMSEVFR_EL1 register details (§3.5
 §4.3.8)."""
 
 import pytest
-from asmrun import (EL0_SKIP_HANDLER, EXIT, SPE_DRAIN, drained, irq_vectors, run_asm,
+from asmrun import (EL0_SKIP_HANDLER, EXIT, SPE_DRAIN, drained, irq_vectors, mov64, run_asm,
                     spe_prologue, xregs)
 
+from spe_emu.arch.context import HCR_EL2
+from spe_emu.cpu.exceptions import EC, ESR, PSTATE
 from spe_emu.spe.packets import iter_records
 
 BUF = 0x4200_0000
@@ -376,10 +378,9 @@ after:
     assert got["fast"][1] >= 3
 
 
-HCR_RW_AMO = """
-    movz x0, #0x8000, lsl #16
-    orr x0, x0, #0x20                  // HCR_EL2.{RW, AMO}
-"""
+# x0 = HCR_EL2.{RW, AMO}, x1 = the same with VSE (a virtual SError pending)
+HCR_RW_AMO = mov64("x0", HCR_EL2.make(RW=1, AMO=1)) + mov64("x1", HCR_EL2.make(RW=1, AMO=1,
+                                                                             VSE=1))
 
 
 def pmb_enabled() -> str:
@@ -404,7 +405,7 @@ def test_virtual_serror_set_at_el2_is_taken_at_el1(tmp_path, buffer, at_el1):
     # ICC_IAR1_EL1 read the native CPU-interface path answers after it), or at the first MSR
     # DAIFClr #4 ("daifclr", profiling EL1 meanwhile). With a Profiling Buffer that may be
     # enabled or not, in both run loops.
-    spsr = 0x3C5 if at_el1 == "daifclr" else 0x2C5      # EL1h; D, I, F masked; A as said
+    spsr = PSTATE.make(EL=1, SP=1, D=1, A=int(at_el1 == "daifclr"), I=1, F=1)   # EL1h
     body = {"eret": "    nop\n",
             "iar": "    nop\n" * 10 + "    mrs x22, icc_iar1_el1\n" + "    nop\n" * 10,
             "daifclr": "    movz x4, #200\nround:\n    msr daifclr, #4\n    nop\n"
@@ -414,14 +415,13 @@ def test_virtual_serror_set_at_el2_is_taken_at_el1(tmp_path, buffer, at_el1):
         + (gic_group1(1 << 1) if at_el1 == "iar" else "") + HCR_RW_AMO + """
     msr hcr_el2, x0
     isb
-    orr x0, x0, #0x100                 // HCR_EL2.VSE
-    msr hcr_el2, x0
+    msr hcr_el2, x1
     isb
     movz x7, #0x4100, lsl #16
     msr sp_el1, x7
     adr x5, el1
     msr elr_el2, x5
-""" + f"    mov x6, #{spsr:#x}\n" + """    msr spsr_el2, x6
+""" + mov64("x6", spsr) + """    msr spsr_el2, x6
     adr x19, el1
     eret
 el1:
@@ -440,7 +440,7 @@ vectors:
         got[mode] = (m.result.instructions, xregs(m, 20, 21))
     assert got["fast"] == got["reference"]
     elr, esr = got["fast"][1]
-    assert esr >> 26 == 0x2F                     # EC: SError interrupt
+    assert ESR.get(esr, "EC") == EC.SERROR       # (Arm ARM D19.2 ESR_ELx)
     if at_el1 == "eret":
         assert elr == xregs(m, 19)[0]            # at el1, before its first instruction
 
@@ -459,7 +459,6 @@ def test_wfi_waits_after_a_virtual_serror_is_cleared(tmp_path, buffer):
     msr cntv_ctl_el0, x2
     isb
 """ + HCR_RW_AMO + """
-    orr x1, x0, #0x100
     msr hcr_el2, x1                    // VSE set
     isb
     msr hcr_el2, x0                    // VSE clear
