@@ -5,11 +5,14 @@ For every guest (guests/*.elf, or the ones named with --guest) it measures
 
 * ``raw``: Unicorn with no SPE model attached (``RunOptions(mode="raw")``; PMSVer reads 0 and
   the firmware runs the guest without profiling),
-* ``spe``: the product's run loop with SPE enabled at each interval (1024, 4096, 65536),
+* ``spe``: the product's run loop with SPE enabled at each interval (1024, 4096, 65536), with
+  the speed option ``SpeConfig(model_feed="sampled")`` (the model sees the sampled
+  operations only), whose targets these rows keep,
 * ``spe-disabled``: the product's run loop with profiling disabled (``profiling=False``),
-* ``spe-every``: SPE enabled at interval 4096 with ``SpeConfig(model_feed="every")`` (every
-  data access feeds the micro-architecture model through a native memory hook; docs/model.md
-  "Events and latency model"). No target: it shows the cost of that option,
+* ``spe-every``: SPE enabled at interval 4096 with the default ``model_feed="every"`` (every
+  data access and branch feeds the micro-architecture model through the native memory and
+  block hooks; docs/model.md "Events and latency model"); issue 26's target is at most 1.3x
+  the ``spe@4096`` row's time, not yet met (its ratio to raw shows the cost),
 * ``reference``: the per-instruction Python oracle (interval 4096, run once: it is slow),
 
 and prints a table of MIPS, ratio to raw, per-sample cost and peak RSS, then one PASS/FAIL line
@@ -356,7 +359,9 @@ class Measurement:
 
 def modes_for(intervals: list[int], reference: bool) -> list[Mode]:
     out = [Mode("raw", "raw", None, dict(mode="raw"))]
-    out += [Mode(f"spe@{n}", "spe", n, dict(mode="fast", interval=n)) for n in intervals]
+    out += [Mode(f"spe@{n}", "spe", n, dict(mode="fast", interval=n,
+                                             spe=SpeConfig(model_feed="sampled")))
+            for n in intervals]
     out.append(Mode("spe-disabled", "spe-disabled", None, dict(mode="fast", profiling=False)))
     out.append(Mode(f"spe-every@{TARGET_INTERVAL}", "spe-every", TARGET_INTERVAL,
                     dict(mode="fast", interval=TARGET_INTERVAL,

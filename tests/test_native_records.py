@@ -33,7 +33,7 @@ from spe_emu.cpu import a64
 from spe_emu.cpu.machine import CAPTURE_REGS, CAPTURE_SLOT, RECORD_BYTES_BOUND, Machine
 from spe_emu.cpu.native_records import NativeRecords
 from spe_emu.spe import packets as P
-from spe_emu.spe.config import SpeConfig
+from spe_emu.spe.config import MODEL_FEEDS, SpeConfig
 from spe_emu.spe.filters import TYPE_FILTERS, collect_record
 from spe_emu.spe.records import RecordBuilder, Sample
 from spe_emu.spe import records as R
@@ -125,21 +125,23 @@ def test_target_table_matches_a_dict(ops):
     model.close()
 
 
+COND, IND, RET, CALL = native.BR_COND, native.BR_INDIRECT, native.BR_RETURN, native.BR_CALL
 BR_CASES = [
-    # (kind, pc, target, taken, mispredicted): docs/model.md "Events and latency model"
-    (native.BR_COND, 0x1000, 0x0F00, True, False),     # backward taken: predicted
-    (native.BR_COND, 0x1000, 0x0F00, False, True),     # backward not taken
-    (native.BR_COND, 0x1000, 0x1000, True, False),     # a branch to itself is backward
-    (native.BR_COND, 0x1000, 0x1100, True, True),      # forward taken
-    (native.BR_COND, 0x1000, 0x1100, False, False),    # forward not taken: predicted
-    (0, 0x1000, 0x9000, True, False),                  # direct unconditional: always right
-    (native.BR_INDIRECT | native.BR_RETURN, 0x1000, 0x5000, True, False),   # RET, ERET
-    (native.BR_INDIRECT | native.BR_RETURN, 0x1000, 0x6000, True, False),
-    (native.BR_INDIRECT, 0x2000, 0x5000, True, True),  # first time: no last target
-    (native.BR_INDIRECT, 0x2000, 0x5000, True, False),  # the last target again
-    (native.BR_INDIRECT, 0x2000, 0x6000, True, True),  # another target
-    (native.BR_INDIRECT, 0x2004, 0x6000, True, True),  # per PC
-    (native.BR_INDIRECT, 0x2000, 0x6000, True, False),
+    # (kind, pc, target, taken, mispredicted): docs/model.md "Branch prediction"
+    (COND, 0x1000, 0x0F00, True, False),      # gshare's counters start weakly taken
+    (COND, 0x1000, 0x0F00, False, True),      # (another counter: the history has moved on)
+    (0, 0x1000, 0x9000, True, False),         # direct unconditional: always right
+    (CALL, 0x1000, 0x9000, True, False),      # BL: pushes 0x1004
+    (IND | CALL, 0x2000, 0x3000, True, True),  # BLR, first time: no last target; pushes 0x2004
+    (IND | RET, 0x3010, 0x2004, True, False),   # RET to the newest return address
+    (IND | RET, 0x9010, 0x1234, True, True),    # RET elsewhere: mispredicted (pops 0x1004)
+    (IND | RET, 0x9010, 0x1004, True, True),    # the stack is empty now
+    (IND | RET | native.BR_ERET, 0x1000, 0x5000, True, False),   # ERET: always predicted
+    (IND, 0x2000, 0x5000, True, True),        # first time: no last target
+    (IND, 0x2000, 0x5000, True, False),       # the last target again
+    (IND, 0x2000, 0x6000, True, True),        # another target
+    (IND, 0x2004, 0x6000, True, True),        # per PC
+    (IND, 0x2000, 0x6000, True, False),
 ]
 
 
@@ -151,19 +153,61 @@ def test_branch_predictor_rule():
     model.close()
 
 
+def test_gshare_learns_a_loop_exit():
+    # a loop branch taken three times then not taken: gshare's history tells the fourth
+    # apart, so once trained nothing is mispredicted; without history (1 bit, one counter per
+    # PC pair) the exit is mispredicted every time
+    for bits, expect in ((12, 0), (1, 50)):
+        model = native.Model(SMALL.model_geometry, (bits, 16))
+        outcomes = [i % 4 != 3 for i in range(400)]
+        missed = [model.branch(COND, 0x4000, 0x3F00, taken) for taken in outcomes]
+        assert sum(missed[200:]) == expect, bits
+        model.close()
+
+
+def test_return_stack_depth():
+    # 18 nested calls on a 16-entry stack: the 16 innermost returns are predicted, the two
+    # outermost (overwritten) are not; ras_entries 0 mispredicts every return
+    for depth, expect in ((16, [False] * 16 + [True] * 2), (0, [True] * 18)):
+        model = native.Model(SMALL.model_geometry, (12, depth))
+        for i in range(18):
+            model.branch(CALL, 0x1000 + 0x100 * i, 0x1000 + 0x100 * (i + 1), True)
+        assert [model.branch(IND | RET, 0x8000, 0x1004 + 0x100 * i, True)
+                for i in reversed(range(18))] == expect
+        model.close()
+
+
 @pytest.mark.parametrize("word, kind", [
-    (0x54000040, native.BR_COND),                          # b.eq
-    (0xB4000040, native.BR_COND),                          # cbz x0
-    (0x36000040, native.BR_COND),                          # tbz w0, #0
+    (0x54000040, COND),                                    # b.eq
+    (0xB4000040, COND),                                    # cbz x0
+    (0x36000040, COND),                                    # tbz w0, #0
     (0x14000002, 0),                                       # b
-    (0x94000002, 0),                                       # bl
-    (0xD61F0020, native.BR_INDIRECT),                      # br x1
-    (0xD63F0020, native.BR_INDIRECT),                      # blr x1
-    (0xD65F03C0, native.BR_INDIRECT | native.BR_RETURN),   # ret
-    (0xD69F03E0, native.BR_INDIRECT | native.BR_RETURN),   # eret
+    (0x94000002, CALL),                                    # bl
+    (0xD61F0020, IND),                                     # br x1
+    (0xD63F0020, IND | CALL),                              # blr x1
+    (0xD65F03C0, IND | RET),                               # ret
+    (0xD69F03E0, IND | RET | native.BR_ERET),              # eret
 ])
 def test_branch_kinds(word, kind):
     assert R.branch_kind(a64.decode(word)) == kind
+    # the block hook knows the branch that ends a block by the same kinds
+    assert native.Model(SMALL.model_geometry, (12, 16), R.BRANCH_ENCODINGS).classify(
+        word) == kind | native.BR_BRANCH
+
+
+def test_branch_encodings_agree_with_the_decoder():
+    # BRANCH_ENCODINGS (model.c spe_model_classify) give every word a64 decodes as a branch
+    # the kind branch_kind gives it, and no other word a kind
+    model = native.Model(SMALL.model_geometry, (12, 16), R.BRANCH_ENCODINGS)
+    rng = random.Random(26)
+    words = [rng.getrandbits(32) for _ in range(20000)]
+    for mask, value, _ in R.BRANCH_ENCODINGS:   # every row, with random free bits
+        words += [value | (rng.getrandbits(32) & ~mask) for _ in range(300)]
+    for word in words:
+        info = a64.decode(word)
+        expect = R.branch_kind(info) | native.BR_BRANCH if info.is_branch else 0
+        assert model.classify(word) == expect, hex(word)
+    model.close()
 
 
 # ----------------------------------------------------------------------- records ----------
@@ -233,13 +277,15 @@ def _translate(va: int) -> int | None:
 
 def _python_record(builder: RecordBuilder, config: SpeConfig, item, index: int,
                    go_on: int, timestamp: bool, prefix: bytes, collect_pa: bool = False,
-                   types: frozenset = frozenset()) -> bytes:
+                   types: frozenset = frozenset(), fed: int | None = None) -> bytes:
     """What Machine._replay gives for the capture (the Sample _observe builds from it), with
-    PMSFCR_EL1.FT's filter of ``types`` (B, LD, ST) when not empty."""
+    PMSFCR_EL1.FT's filter of ``types`` (B, LD, ST) when not empty, and what the model gave
+    the operation as it executed (``fed``, model_feed "every")."""
     word, pc, regs, mode, next_pc = item
     info = a64.decode(word)
     values = {rid: regs[CAPTURE_SLOT[rid]] for rid in info.reads}
-    s = Sample(pc=pc, el=EL, ns=NS, info=info, timestamp=index if timestamp else None)
+    s = Sample(pc=pc, el=EL, ns=NS, info=info, timestamp=index if timestamp else None,
+               fed=fed)
     s.cond_passed = info.condition_passed(values)
     if info.is_branch:
         s.branch_taken, s.branch_target = info.branch(pc, values)
@@ -258,12 +304,13 @@ def _python_record(builder: RecordBuilder, config: SpeConfig, item, index: int,
     return data + bytes(-len(data) % config.align_bytes)
 
 
-def _captures(items, first: int = FIRST) -> native.SpeCounter:
+def _captures(items, first: int = FIRST, fed=None) -> native.SpeCounter:
     counter = native.SpeCounter()
     for i, (word, pc, regs, mode, next_pc) in enumerate(items):
         cap = counter.caps[i]
         cap.index, cap.pc, cap.mode, cap.next_pc = first + i * GAP, pc, mode, next_pc
         cap.regs[:] = regs
+        cap.fed = native.FED_NONE if fed is None else fed[i]
     return counter
 
 
@@ -279,19 +326,26 @@ def _recorder(config: SpeConfig, timestamp=True, prefix=b"", collect_pa=False,
 @settings(max_examples=80, deadline=None)
 @given(seed=st.integers(0, 1 << 32), timestamp=st.booleans(), context=st.booleans(),
        small=st.booleans(), not_taken_target=st.booleans(), align_code=st.sampled_from([0, 6]),
-       collect_pa=st.booleans(), types=st.frozensets(st.sampled_from(["B", "LD", "ST"])))
+       collect_pa=st.booleans(), types=st.frozensets(st.sampled_from(["B", "LD", "ST"])),
+       feed=st.sampled_from(MODEL_FEEDS))
 def test_native_records_equal_python_records(seed, timestamp, context, small,
-                                             not_taken_target, align_code, collect_pa, types):
+                                             not_taken_target, align_code, collect_pa, types,
+                                             feed):
     # (with collect_pa, record.c asks for each data page's translation once: REC_XLATE, and
     # Python records a capture whose page does not translate, from the same model, as
     # Machine._drain does; with a type filter it builds every record, so the model sees the
     # operation, and keeps those of the types selected, as Spu.record does with
     # CollectRecord())
     rng = random.Random(seed)
+    # (model_feed "every": each capture comes with what the model gave its operation, a
+    # load/store's outcome or a branch's misprediction, and both builders take that)
     config = (SMALL if small else SpeConfig()).with_(not_taken_target=not_taken_target,
-                                                     align_code=align_code)
+                                                     align_code=align_code, model_feed=feed)
     pool = [0x40200000 + 64 * rng.randrange(64) for _ in range(6)]
     items = [_item(rng, pool, i) for i in range(native.CAP_MAX)]
+    fed = ([rng.randrange(native.OUTCOMES) if not a64.decode(word).is_branch
+            else rng.randrange(2) for word, *_ in items] if feed == "every"
+           else [None] * len(items))
     prefix = P.context_bytes(P.CONTEXT_EL1, rng.getrandbits(32)) if context else b""
     go_on = 0x40100000
     python = RecordBuilder(config)        # (Machine._replay's, on the recorder's model)
@@ -305,8 +359,9 @@ def test_native_records_equal_python_records(seed, timestamp, context, small,
     builder = RecordBuilder(config)
     assert isinstance(builder.model, native.Model)
     expected = [_python_record(builder, config, item, FIRST + i * GAP, go_on, timestamp,
-                               prefix, collect_pa, types) for i, item in enumerate(items)]
-    counter = _captures(items)
+                               prefix, collect_pa, types, fed[i])
+                for i, item in enumerate(items)]
+    counter = _captures(items, fed=None if feed == "sampled" else fed)
     out, by_python = [], []
     i = asked = 0
     while (i := nr.recorder.record(counter, i, len(items))) < len(items):
@@ -319,7 +374,7 @@ def test_native_records_equal_python_records(seed, timestamp, context, small,
             continue
         out.append(nr.recorder.take_output())
         out.append(_python_record(python, config, items[i], FIRST + i * GAP, go_on,
-                                  timestamp, prefix, collect_pa, types))
+                                  timestamp, prefix, collect_pa, types, fed[i]))
         by_python.append(i)
         i += 1
         nr.recorder.s.expect += GAP
@@ -331,15 +386,22 @@ def test_native_records_equal_python_records(seed, timestamp, context, small,
     assert b"".join(out) == b"".join(expected)
 
 
-def test_native_record_bytes_of_a_load():
+@pytest.mark.parametrize("feed", MODEL_FEEDS)
+def test_native_record_bytes_of_a_load(feed):
     """A worked example, packet by packet (§5.3): LDR X0, [X1, #8] at 0x40080000, X1 = 0x1000,
-    EL1 NS, timestamp = the instruction number."""
+    EL1 NS, timestamp = the instruction number; its line in DRAM and its page not in the TLB
+    (a cold model with "sampled"; what the memory hook saw with "every")."""
     word = 0xF9400420   # LDR X0, [X1, #8]
     regs = [0] * 33
     regs[1] = 0x1000
-    nr = _recorder(SpeConfig())
+    nr = _recorder(SpeConfig(model_feed=feed))
     nr.add_template(nr.template(0x40080000, EL, NS, word))
-    counter = _captures([(word, 0x40080000, regs, START, 0)])
+    fed = [native.LEVEL_DRAM << native.OUT_LEVEL_SHIFT | native.OUT_WALK]
+    if feed == "every":   # (no outcome captured: Python records it)
+        assert nr.recorder.record(_captures([(word, 0x40080000, regs, START, 0)]), 0, 1) == 0
+        assert nr.recorder.s.reason == native.REC_PYTHON
+    counter = _captures([(word, 0x40080000, regs, START, 0)],
+                        fed=fed if feed == "every" else None)
     assert nr.recorder.record(counter, 0, 1) == 1
     pc = 0x40080000 | EL << 61 | NS << 63
     assert nr.recorder.take_output() == (
@@ -388,7 +450,8 @@ def test_native_recorder_hands_over(case):
         t = nr.template(0x40080000, EL, NS, word)
         assert (t.kind == native.TPL_PYTHON) == (case in ("svc", "mrs", "eret"))
         nr.add_template(t)
-    counter = _captures([(word, 0x40080000, [0] * 33, mode, next_pc)])
+    # (with what the memory hook saw of its access, as the default model_feed gives it)
+    counter = _captures([(word, 0x40080000, [0] * 33, mode, next_pc)], fed=[0])
     assert nr.recorder.record(counter, 0, 1) == 0
     assert nr.recorder.s.reason == expect_reason
     assert nr.recorder.s.out_len == 0 and nr.recorder.s.records == 0

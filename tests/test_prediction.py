@@ -237,6 +237,11 @@ loop:
 """ + SPE_DRAIN + "    .balign 2048\nvectors:\n"
 
 
+# Python predicts samples (Machine._predict) with this model feed only: with "every" a sample
+# the native hook does not capture is taken in front of its instruction
+PREDICTING = "sampled"
+
+
 def _run_both(text: str, tmp_path, spe: SpeConfig | None = None):
     out = {}
     for mode in MODES:
@@ -318,7 +323,7 @@ target:
     subs x20, x20, #1
     b.ne loop
 """ + SPE_DRAIN + "    .balign 2048\nvectors:\n"
-    m, records = _run_both(text, tmp_path, SpeConfig(seed=9))
+    m, records = _run_both(text, tmp_path, SpeConfig(seed=9, model_feed=PREDICTING))
     assert m.sample_paths["captured" if not rnd else "predicted"] > 20
     kinds = {(r.op_class, bool(r.events >> P.EV_NOT_TAKEN & 1)) for r in records}
     assert (P.OP_CLASS_BRANCH, True) in kinds and (P.OP_CLASS_BRANCH, False) in kinds
@@ -374,7 +379,7 @@ loop:
     subs x20, x20, #1
     b.ne loop
 """ + SPE_DRAIN + "    .balign 2048\nvectors:\n"
-    m, _ = _run_both(text, tmp_path, SpeConfig(ernd=1, seed=11))
+    m, _ = _run_both(text, tmp_path, SpeConfig(ernd=1, seed=11, model_feed=PREDICTING))
     assert m.sample_paths["predicted"] > 20
 
 
@@ -628,7 +633,7 @@ next:
     subs x20, x20, #1
     b.ne loop
 """ + SPE_DRAIN + "    .balign 2048\nvectors:\n"
-    m, records = _run_both(text, tmp_path, SpeConfig(seed=13))
+    m, records = _run_both(text, tmp_path, SpeConfig(seed=13, model_feed=PREDICTING))
     cbz = [r for r in records if r.op_class == P.OP_CLASS_BRANCH and r.branch_target
            and r.branch_target == r.pc + 4]
     assert {bool(r.events >> P.EV_NOT_TAKEN & 1) for r in cbz} == {True, False}
@@ -703,7 +708,7 @@ def test_a_block_learnt_at_a_stop_is_not_read_again_at_later_stops(tmp_path, mon
     monkeypatch.setattr(SpeMachine, "_learn_stop_block", spy_learn)
     monkeypatch.setattr(SpeMachine, "_block_code", spy_code)
     monkeypatch.setattr(SpeMachine, "_predict", spy_predict)
-    m, _ = _run_both(text, tmp_path, SpeConfig(seed=7))
+    m, _ = _run_both(text, tmp_path, SpeConfig(seed=7, model_feed=PREDICTING))
     assert m.sample_paths["split"] > 10
     # the page-aligned loop block: the body's 12 instructions, SUBS and B.NE
     loop = (min(block for block, _ in stops if block % 4096 == 0), 4 * 3 + 2)

@@ -36,7 +36,7 @@ def ts(value):
 
 
 def test_load_record_golden_bytes():
-    b = RecordBuilder(SpeConfig())
+    b = RecordBuilder(SpeConfig(model_feed="sampled"))   # (records feed the model)
     s = Sample(pc=0x4800_1234, el=0, ns=1, info=info(op_class=1, op_subclass=0x00,
                                                      is_load=True), data_va=0x4810_0008,
                timestamp=1000)
@@ -63,8 +63,8 @@ def test_load_record_golden_bytes():
 
 
 def test_branch_record_golden_bytes():
-    b = RecordBuilder(SpeConfig())
-    # Conditional direct branch, backward and taken: predicted, not mispredicted.
+    b = RecordBuilder(SpeConfig(model_feed="sampled"))   # (records feed the model)
+    # Conditional direct branch, taken: gshare's counters start weakly taken: predicted.
     s = Sample(pc=0x4800_0100, el=1, ns=1, info=info(op_class=2, op_subclass=0b01,
                                                      is_branch=True, is_conditional=True),
                branch_taken=True, branch_target=0x4800_00F0, target_el=1, target_ns=1,
@@ -72,18 +72,19 @@ def test_branch_record_golden_bytes():
     assert b.build(s).data == (addr(0xB0, 0x4800_0100, el=1, ns=1) + bytes([0x4A, 0x01])
                                + addr(0xB1, 0x4800_00F0, el=1, ns=1) + b"\x42\x02"
                                + counter(0, 2) + counter(1, 1) + b"\x01")
-    # Forward conditional branch not taken: NOT-TAKEN (E[6]), predicted (forward not taken).
+    # The same branch not taken: NOT-TAKEN (E[6]); the history has moved on to another
+    # counter, weakly taken: MISPREDICTED (E[7]), TOT + mispredict_penalty.
     s = Sample(pc=0x4800_0100, el=0, ns=1, info=info(op_class=2, op_subclass=0b01,
                                                      is_branch=True, is_conditional=True),
                branch_taken=False, branch_target=0x4800_0200, target_el=0, cond_passed=False)
     assert b.build(s).data == (addr(0xB0, 0x4800_0100, el=0, ns=1) + bytes([0x4A, 0x01])
                                + addr(0xB1, 0x4800_0200, el=0, ns=1) + b"\x42"
-                               + bytes([(1 << 6) | (1 << 1)]) + counter(0, 2) + counter(1, 1)
-                               + b"\x01")
+                               + bytes([(1 << 7) | (1 << 6) | (1 << 1)]) + counter(0, 12)
+                               + counter(1, 1) + b"\x01")
 
 
 def test_other_and_exception_records():
-    b = RecordBuilder(SpeConfig())
+    b = RecordBuilder(SpeConfig(model_feed="sampled"))   # (records feed the model)
     s = Sample(pc=0x4800_0004, el=0, ns=1, info=info(op_class=0, op_subclass=0x01),
                cond_passed=False, context=0x1234)
     assert b.build(s).data == (b"\x64" + struct.pack("<I", 0x1234)     # Context, CONTEXTIDR_EL1
@@ -97,7 +98,7 @@ def test_other_and_exception_records():
 
 
 def test_records_fit_maxsize():
-    b = RecordBuilder(SpeConfig())
+    b = RecordBuilder(SpeConfig(model_feed="sampled"))   # (records feed the model)
     s = Sample(pc=1, el=1, ns=1, info=info(op_class=1, is_load=True), data_va=8, data_pa=8,
                timestamp=5, context=1, context2=2)
     assert len(b.build(s).data) <= SpeConfig().max_record_bytes

@@ -99,7 +99,8 @@ def records(m):
 
 @pytest.mark.parametrize("mode", ["fast", "reference"])
 def test_pmsnevfr_discards_records_with_a_selected_event(tmp_path, mode):
-    spe = SpeConfig(pmsver=3, fne=1)
+    # (model_feed "sampled": each sampled load of a new line refills the L1D)
+    spe = SpeConfig(pmsver=3, fne=1, model_feed="sampled")
     # FnE (bit 3) with PMSNEVFR_EL1.E[1] (retired): every record has E[1] = 1 -> none kept
     m = run_asm(program(1 << 3, "mov x1, #2\nmsr pmsnevfr_el1, x1\n"), tmp_path / "e1",
                 mode=mode, spe=spe)

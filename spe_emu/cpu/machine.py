@@ -529,10 +529,12 @@ class Machine:
         # plain attributes: nothing else runs for them while the features are off)
         self._spe_exc_on = bool(config.spe.spe_exc)
         self._pbt_on = bool(config.spe.pbt)
-        # model_feed "every": a record reads the model as its operation finds it, so every
-        # sample is taken in front of its instruction (no native capture, no prediction)
+        # model_feed "every": a record shows the model as its operation found it: captured
+        # by the native hooks (spe_capture.fed), else read in front of the instruction (no
+        # prediction by Python: _predict)
         self._model_every = config.spe.model_feed == "every"
-        self._fed_branches: frozenset[int] = frozenset()   # (_feed_branches)
+        self._ref_sites: dict[int, int] = {}   # reference loop: PC -> kind (_feed_branch)
+        self._model_hook: int | None = None    # (model_hook_last)
         self.hold_irq_until = 0  # the sampled instruction completes before an IRQ is taken
         self._budget_spent = False
         self._ctx: AccessContext | None = None
@@ -819,37 +821,28 @@ class Machine:
                 self._native_hook(UC_HOOK_CODE, ctypes.c_void_p(native.zva_hook_address()),
                                   ctypes.byref(flt), addr, addr + 3)
         if self.cfg.mode != "raw" and self._model_every:
-            # Every data access updates the micro-architecture model, from reset (model.c)
-            self._native_hook(UC_HOOK_MEM_READ | UC_HOOK_MEM_WRITE,
-                              ctypes.c_void_p(native.model_hook_address()),
-                              ctypes.c_void_p(self.spu.builder.model.ptr), 1, 0)
-            self._feed_branches()
+            # Every data access updates the micro-architecture model, from reset (model.c),
+            # and every branch trains its predictor: the block hook's (counter.c
+            # feed_branch) or, in the reference loop, _on_every_insn's (_feed_branch)
+            c = self.counter
+            c.feed = self.spu.builder.model.ptr
+            c.reg_read = ctypes.cast(uclib.uc_reg_read, ctypes.c_void_p).value
+            c.pc_id = A.UC_ARM64_REG_PC
+            self.model_hook_last(install=True)
 
-    def _feed_branches(self) -> None:
-        """model_feed "every": each BR and BLR of the loaded images' executable segments
-        gets a native hook (``spe_model_branch_hook``) that makes the target it goes to the
-        last target of its PC, before it executes; in both loops after the sample of the
-        instruction (the reference loop's instruction hook is added first; the fast loop
-        stops in front of a sampled instruction with this feed), whose record compares
-        with the table as the branch finds it (:attr:`Sample.branch_fed`). Other indirect
-        branches (PAuth's BRAA ..., which authenticate the target) and code written at run
-        time are fed by their samples only (docs/model.md "Events and latency model")."""
-        sites = []
-        for seg in self.code_segments():
-            indexes, words = native.word_match(bytes(seg.data), (BRANCH_REGISTER_CLASS,))
-            for i, word in zip(indexes, words):
-                info = a64.decode(word)
-                # (info.reads: Xn's register id; none for XZR, a branch to 0)
-                if info.mnemonic_class in FED_BRANCHES and info.reads:
-                    sites.append((seg.vaddr + i * INSN_BYTES, info.reads[0]))
-        self._branch_sites = (native.SpeBranchSite * max(1, len(sites)))()
-        reg_read = ctypes.cast(uclib.uc_reg_read, ctypes.c_void_p).value
-        for site, (address, reg_id) in zip(self._branch_sites, sites):
-            site.model, site.reg_read = self.spu.builder.model.ptr, reg_read
-            site.reg_id = reg_id
-            self._native_hook(UC_HOOK_CODE, ctypes.c_void_p(native.branch_hook_address()),
-                              ctypes.byref(site), address, address + 3)
-        self._fed_branches = frozenset(address for address, _ in sites)
+    def model_hook_last(self, install: bool = False) -> None:
+        """(Re)install the model's memory hook (model_feed "every") as the last memory hook:
+        Unicorn calls a page's memory hooks in the order they were added and calls none after
+        one stopped the run, so an access a watchpoint hook stops before (to be made again
+        when the run resumes) or the alignment hook faults reaches the model once (or never).
+        Nothing without the hook, unless ``install``."""
+        if self._model_hook is None and not install:
+            return
+        if self._model_hook is not None:
+            UC_HOOK_DEL(self.uc._uch, ctypes.c_size_t(self._model_hook))
+        self._model_hook = self._native_hook(UC_HOOK_MEM_READ | UC_HOOK_MEM_WRITE,
+                                             ctypes.c_void_p(native.model_hook_address()),
+                                             ctypes.byref(self.counter), 1, 0)
 
     def _python_sysreg_encodings(self, which: str) -> set[tuple[int, int, int, int, int]]:
         """The encodings whose MRS (``which`` == "mrs") or MSR ("msr") the Python hooks
@@ -1246,6 +1239,9 @@ class Machine:
         instruction words and code pages remembered for captured samples and learning."""
         self._captured_words.clear()
         self._code_pages.clear()
+        if self._model_every:   # (the branches that end blocks)
+            self.spu.builder.model.forget_sites()
+            self._ref_sites.clear()
         if self.records is not None:
             self.records.clear_templates()
         self._forget_verdicts()
@@ -1527,7 +1523,6 @@ class Machine:
                     s.branch_taken, s.branch_target = info.branch(pc, regs)
                     s.target_el = ctx.el
                 s.target_ns = s.ns
-                s.branch_fed = pc in self._fed_branches
             if info.op_class == P.OP_CLASS_LDST and (info.is_load or info.is_store):
                 s.data_va = info.data_address(pc, regs)
                 if s.data_va is not None and (collect_pa or self._model_every):
@@ -1986,7 +1981,7 @@ class Machine:
         management event)."""
         c = self.counter
         count = c.cap_count
-        c.cap_count = c.completing = 0
+        c.cap_count = c.completing = c.armed = 0
         self.sample_paths["evaluated"] += c.evaluated
         c.evaluated = 0
         ctx = self.context()  # (no control state changes while captures are pending)
@@ -2097,6 +2092,8 @@ class Machine:
         s = self._observe(cap.pc, info, ctx, index, observed)
         if cap.mode == PREDICT_NEXT_PC:
             self._resolve_branch(s, cap.next_pc or go_on)
+        if cap.fed != native.FED_NONE:   # (model_feed "every": what the hooks saw)
+            s.fed = cap.fed
         return self.spu.record(s, ctx)
 
     @staticmethod
@@ -2767,6 +2764,22 @@ class Machine:
         if self.sync_observer is not None:
             self.sync_observer("psb", self._insn_index(address))
 
+    def _feed_branch(self, last: int, address: int) -> None:
+        """Reference loop, model_feed "every": the instruction run last, at ``last``, was
+        followed by the one at ``address``; a branch trains the predictor with that outcome,
+        as the block hook's ``feed_branch`` (counter.c) does with the branch that ends a
+        block, and classified by the same encodings (``Model.classify``)."""
+        kind = self._ref_sites.get(last)
+        model = self.spu.builder.model
+        if kind is None:
+            try:
+                kind = model.classify(self._fetch(last, self._live_context().el))
+            except TranslationFault:
+                return
+            self._ref_sites[last] = kind
+        if kind:
+            model.branch(kind, last, address, address != last + INSN_BYTES)
+
     def _on_every_insn(self, uc: Uc, address: int, size: int, _data) -> None:
         """Reference mode: one population step per instruction, in Python. The Exception level
         is read from PSTATE at every instruction; whether profiling is enabled at each EL is
@@ -2804,6 +2817,8 @@ class Machine:
             return
         if self._pbt_on and address != self._last_insn + 4:   # (a taken branch)
             self._ref_pbt = (address, self.ref_insns + 1)
+        if self._model_every and self._last_insn >= 0:
+            self._feed_branch(self._last_insn, address)
         self.ref_insns += 1
         self._last_insn = address
         index = self.ref_insns - 1
@@ -2926,8 +2941,7 @@ class Machine:
                 # Let the native hook capture the samples it can (counter.c).
                 # (not with FEAT_SPE_PBT: a sample needs the taken branch before it,
                 # _prev_branch, which the native capture does not take)
-                # (nor with model_feed "every": _model_every)
-                gap = (None if self.cfg.spe.pbt or self._model_every
+                gap = (None if self.cfg.spe.pbt
                        else self.spu.interval.fixed_gap(self.spu.regs["PMSIRR_EL1"]))
                 if gap is not None:
                     c.event_at, c.limit = event, limit

@@ -64,6 +64,7 @@ class NativeRecords:
             s.outcome_xlat[outcome] = xlat
         s.align = config.align_bytes
         s.not_taken_target = int(config.not_taken_target)
+        s.feed_every = int(config.model_feed == "every")
         fields, events = _fixed_fields()
         for name, value in fields:
             setattr(s, name, value)

@@ -435,6 +435,7 @@ class SyncChecks:
             self._mem_hook = m._native_hook(
                 UC_HOOK_MEM_READ | UC_HOOK_MEM_WRITE, ctypes.c_void_p(native.align_hook_address()),
                 ctypes.cast(self._mem_callback, ctypes.c_void_p), 1, 0)
+            m.model_hook_last()   # (a faulting access does not reach the model)
         else:
             uclib.uc_hook_del(m.uc._uch, self._mem_hook)
             self._mem_hook = None

@@ -141,6 +141,10 @@ class Watchpoints:
             uc.hook_del(h)
         self._hooks, self._active = [], []
         self._install()
+        if self._hooks:
+            # (the model's memory hook after these: an access a watchpoint stops before
+            # is made again when the run resumes, and must reach the model once)
+            self.m.model_hook_last()
         if had or self._hooks:
             # (Unicorn decides whether a page's accesses call the memory hooks when it enters
             # the page in its TLB: pages entered before a change keep the old decision)

@@ -42,7 +42,7 @@ class SpeCapture(ctypes.Structure):
 
     _fields_ = [("index", ctypes.c_uint64), ("pc", ctypes.c_uint64),
                 ("mode", ctypes.c_uint64), ("next_pc", ctypes.c_uint64),
-                ("regs", ctypes.c_uint64 * CAP_REGS)]
+                ("regs", ctypes.c_uint64 * CAP_REGS), ("fed", ctypes.c_uint64)]
 
 
 class SpeVerdict(ctypes.Structure):
@@ -90,7 +90,10 @@ class SpeCounter(ctypes.Structure):
                 ("pstate_id", ctypes.c_int32), ("pad", ctypes.c_int32),
                 ("unmasks", ctypes.c_uint64), ("pbt_on", ctypes.c_uint64),
                 ("pbt_target", ctypes.c_uint64), ("pbt_insns", ctypes.c_uint64),
-                ("poll_at", ctypes.c_uint64), ("unpolled_at", ctypes.c_uint64)]
+                ("poll_at", ctypes.c_uint64), ("unpolled_at", ctypes.c_uint64),
+                ("feed", ctypes.c_void_p), ("armed", ctypes.c_uint64),
+                ("armed_pc", ctypes.c_uint64), ("reg_read", ctypes.c_void_p),
+                ("pc_id", ctypes.c_int32), ("pad2", ctypes.c_int32)]
 
     @property
     def stop_at(self) -> int:
@@ -106,7 +109,9 @@ class SpeCounter(ctypes.Structure):
 # record.c (values of spe_native.h)
 TPL_OTHER, TPL_LDST, TPL_BRANCH, TPL_PYTHON = 1, 2, 3, 4
 ADDR_NONE, ADDR_BASE, ADDR_LITERAL, ADDR_REGOFF = 0, 1, 2, 3
-BR_COND, BR_INDIRECT, BR_RETURN = 1, 2, 4
+BR_COND, BR_INDIRECT, BR_RETURN, BR_BRANCH, BR_CALL, BR_ERET = 1, 2, 4, 8, 16, 32
+FED_NONE = (1 << 64) - 1   # SPE_FED_NONE: a capture the model gave no outcome yet
+ENCODINGS = 32             # SPE_ENCODINGS: branch encodings model.c takes
 REC_DONE, REC_DROP, REC_TEMPLATE, REC_PYTHON, REC_ORDER, REC_XLATE = 0, 1, 2, 3, 4, 5
 XLATES = 512          # translation slots of spe_recorder
 TEMPLATE_HEAD = 19    # bytes of spe_template.head
@@ -453,7 +458,8 @@ class SpeRecorder(ctypes.Structure):
                 ("hdr_pa", ctypes.c_uint64), ("pa_mask", ctypes.c_uint64),
                 ("pa_ns", ctypes.c_uint64), ("xlate_va", ctypes.c_uint64),
                 ("xlate_regime", ctypes.c_uint64),
-                ("xlate_tag", ctypes.c_uint64 * XLATES), ("xlate_pa", ctypes.c_uint64 * XLATES)]
+                ("xlate_tag", ctypes.c_uint64 * XLATES), ("xlate_pa", ctypes.c_uint64 * XLATES),
+                ("feed_every", ctypes.c_uint64)]
 
 
 def _built_extension() -> Path | None:
@@ -617,7 +623,11 @@ def _declare(lib: ctypes.CDLL) -> None:
     for name, args, result in (
             ("spe_recorder_init", (rec, ctypes.c_void_p, u64), ctypes.c_int),
             ("spe_recorder_free", (rec,), None),
-            ("spe_model_new", (ctypes.POINTER(u32),), ctypes.c_void_p),
+            ("spe_model_new", (ctypes.POINTER(u32), ctypes.POINTER(u32)), ctypes.c_void_p),
+            ("spe_model_set_encodings", (ctypes.c_void_p, ctypes.POINTER(u32),
+                                         ctypes.POINTER(u32), ctypes.POINTER(u32), u32), None),
+            ("spe_model_classify", (ctypes.c_void_p, u32), u32),
+            ("spe_model_sites_clear", (ctypes.c_void_p,), None),
             ("spe_model_free", (ctypes.c_void_p,), None),
             ("spe_model_access", (ctypes.c_void_p, u64, ctypes.c_int), ctypes.c_int),
             ("spe_model_touch", (ctypes.c_void_p, u32, u64, ctypes.c_int), ctypes.c_int),
@@ -661,24 +671,37 @@ def _declare(lib: ctypes.CDLL) -> None:
 
 class Model:
     """The micro-architecture model of records (model.c; docs/model.md "Events and latency
-    model"): set-associative LRU TLB, L1D, optional L2 and LLC, and the last target of each
-    indirect branch.
+    model"): set-associative LRU TLB, L1D, optional L2 and LLC, and the branch predictor
+    (gshare, a return stack, the last target of each indirect branch).
 
     Args:
         geometry: entries and ways of the TLB (4 KiB pages), L1D, L2 and LLC (64-byte lines),
             8 integers in that order; ways 0 is fully associative, L2 entries 0 means no L2.
             Entries must be a power-of-two multiple of ways (SpeConfig checks it).
+        predictor: gshare bits (1..24: 2**bits two-bit counters, as many bits of global
+            history) and return stack entries (0..1024).
+        encodings: (mask, value, kind) of the branch encodings (at most :data:`ENCODINGS`),
+            by which the block hook knows the branch that ended a block
+            (:data:`spe_emu.spe.records.BRANCH_ENCODINGS`).
 
     Raises:
         NativeBuildError: the library cannot be loaded, out of memory, or a bad geometry.
     """
 
-    def __init__(self, geometry: tuple[int, ...]):
+    def __init__(self, geometry: tuple[int, ...], predictor: tuple[int, int] = (12, 16),
+                 encodings: tuple[tuple[int, int, int], ...] = ()):
         self.lib = library()
         self.geometry = tuple(geometry)
-        self.ptr = self.lib.spe_model_new((ctypes.c_uint32 * 8)(*geometry))
+        self.ptr = self.lib.spe_model_new((ctypes.c_uint32 * 8)(*geometry),
+                                          (ctypes.c_uint32 * 2)(*predictor))
         if not self.ptr:
-            raise NativeBuildError(f"model.c: cannot make a model of geometry {geometry}")
+            raise NativeBuildError(f"model.c: cannot make a model of geometry {geometry} "
+                                   f"and predictor {predictor}")
+        if len(encodings) > ENCODINGS:
+            raise ValueError(f"model.c takes at most {ENCODINGS} branch encodings")
+        words = [(ctypes.c_uint32 * max(1, len(encodings)))(*column)
+                 for column in zip(*encodings)] if encodings else [None, None, None]
+        self.lib.spe_model_set_encodings(self.ptr, *words, len(encodings))
         self._old = ctypes.c_uint64()
         self._access = self.lib.spe_model_access
         self._free = weakref.finalize(self, self.lib.spe_model_free, ctypes.c_void_p(self.ptr))
@@ -715,13 +738,22 @@ class Model:
                ) -> bool:
         """``spe_model_branch()``, the branch predictor: whether the branch at ``pc`` of
         ``kind`` (BR_* flags: :func:`spe_emu.spe.records.branch_kind`), taken or not, to
-        ``target`` is mispredicted; ``update``: an indirect branch's target becomes the last
-        target of its PC (False: only compared, its execution updates it:
-        :func:`branch_hook_address`)."""
+        ``target`` is mispredicted; ``update``: the branch trains the predictor (False: only
+        predicted; with model_feed "every" its execution trains it)."""
         out = self.lib.spe_model_branch(self.ptr, kind, pc, target, int(taken), int(update))
         if out < 0:
             raise MemoryError("model.c: no memory for the branch target table")
         return bool(out)
+
+    def classify(self, word: int) -> int:
+        """The kind (BR_* | BR_BRANCH) of the instruction ``word`` by the branch encodings
+        (0: no branch), as the block hook classifies the end of a block."""
+        return self.lib.spe_model_classify(self.ptr, word & 0xFFFFFFFF)
+
+    def forget_sites(self) -> None:
+        """Code or its mapping may have changed: the block hook classifies every site
+        again."""
+        self.lib.spe_model_sites_clear(self.ptr)
 
     def stats(self) -> dict[str, int]:
         """Counts of the accesses recorded: per level that held the line, all, TLB walks
@@ -731,23 +763,10 @@ class Model:
         return dict(zip(MODEL_STATS, out))
 
 
-class SpeBranchSite(ctypes.Structure):
-    """Mirror of ``struct spe_branch_site``: the user data of :func:`branch_hook_address`'s
-    hook on one BR or BLR."""
-
-    _fields_ = [("model", ctypes.c_void_p), ("reg_read", ctypes.c_void_p),
-                ("reg_id", ctypes.c_int32), ("pad", ctypes.c_int32)]
-
-
-def branch_hook_address() -> int:
-    """Address of ``spe_model_branch_hook`` for ``uc_hook_add(UC_HOOK_CODE, ...)`` on one
-    BR or BLR (user data: its :class:`SpeBranchSite`): model_feed "every"."""
-    return ctypes.cast(library().spe_model_branch_hook, ctypes.c_void_p).value
-
-
 def model_hook_address() -> int:
     """Address of ``spe_model_hook`` for ``uc_hook_add(UC_HOOK_MEM_READ | UC_HOOK_MEM_WRITE,
-    ...)`` with a :class:`Model`'s ``ptr`` as user data."""
+    ...)`` with the block hook's :class:`SpeCounter` as user data (its ``feed`` a
+    :class:`Model`'s ``ptr``)."""
     return ctypes.cast(library().spe_model_hook, ctypes.c_void_p).value
 
 

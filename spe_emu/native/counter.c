@@ -251,6 +251,11 @@ static int try_capture(void *uc, uint64_t address, uint64_t n, struct spe_counte
     cap->pc = address + 4 * k;
     cap->mode = (uint64_t)mode;
     cap->next_pc = 0;
+    cap->fed = SPE_FED_NONE;
+    if (c->feed) {   /* its first access gives it its outcome (spe_model_hook) */
+        c->armed = c->cap_count + 1;
+        c->armed_pc = cap->pc;
+    }
     c->cap_count++;
     if (mode != SPE_AT_START)
         c->completing = c->cap_count;
@@ -359,6 +364,46 @@ static inline void track_branch(struct spe_counter *c, uint64_t address)
     }
 }
 
+/* The kind of the instruction at pc (SPE_BR_* | SPE_BR_BRANCH; 0: no branch), classified
+ * from its word the first time (model.c keeps it until Machine._forget_code); 0 when it does
+ * not translate for execution or is not in RAM (not remembered). */
+static uint32_t site_kind(void *uc, struct spe_counter *c, uint64_t pc)
+{
+    uint32_t kind = 0, word = 0;
+    uint64_t pa;
+    if (spe_model_site_kind(c->feed, pc, &kind))
+        return kind;
+    if (c->vmem_translate(uc, pc, 4 /* UC_PROT_EXEC */, &pa) != 0
+            || pa < c->ram_base || pa + 4 > c->ram_base + c->ram_size
+            || c->mem_read(uc, pa, &word, 4) != 0)
+        return 0;
+    kind = spe_model_classify(c->feed, word);
+    spe_model_site_add(c->feed, pc, kind);
+    return kind;
+}
+
+/* model_feed "every": the block counted last ended at a branch, and the run went on at
+ * next: the branch trains the predictor (spe_model_branch with update). A capture of that
+ * branch (one of the last two) first takes the prediction the branch found (spe_capture.fed).
+ * A block an exception ended early ends at the instruction that took it (spe_end_block_at),
+ * which is no branch. */
+static void feed_branch(void *uc, struct spe_counter *c, uint64_t next)
+{
+    if (!c->block_insns)
+        return;
+    uint64_t pc = c->block_start + 4 * (c->block_insns - 1);
+    uint32_t kind = site_kind(uc, c, pc);
+    if (!(kind & SPE_BR_BRANCH))
+        return;
+    int taken = next != pc + 4;
+    for (uint64_t i = c->cap_count; i-- > 0 && i + 2 >= c->cap_count;) {
+        struct spe_capture *cap = &c->caps[i];
+        if (cap->index == c->insns - 1 && cap->fed == SPE_FED_NONE)
+            cap->fed = spe_model_branch(c->feed, kind, pc, next, taken, 0) != 0;
+    }
+    spe_model_branch(c->feed, kind, pc, next, taken, 1);
+}
+
 static inline void count_block(struct spe_counter *c, uint64_t address, uint64_t n)
 {
     if (c->gt_table)
@@ -401,6 +446,7 @@ static __attribute__((noinline)) void block_slow(void *uc, uint64_t address, uin
 {
     if (n == 0)
         return;
+    c->armed = 0;   /* (the block of a capture has run) */
     if (watching(c))
         watch_unmask(uc, address, c);
     if (address & 3) {   /* a misaligned PC: Python takes the PC alignment fault at the stop */
@@ -431,8 +477,10 @@ static __attribute__((noinline)) void block_slow(void *uc, uint64_t address, uin
         c->emu_stop(uc);
         return;
     }
+    if (c->feed)
+        feed_branch(uc, c, address);
     count_block(c, address, n);
-    c->fast_limit = c->completing || c->gt_table || watching(c) ? 0 : c->stop_at;
+    c->fast_limit = c->completing || c->armed || c->gt_table || watching(c) ? 0 : c->stop_at;
 }
 
 /* The common path, one branch: the block ends by fast_limit (so it holds no stop point and
@@ -443,6 +491,8 @@ void spe_block_hook(void *uc, uint64_t address, uint32_t size, struct spe_counte
 {
     uint64_t n = size >> 2, end = c->insns + n;
     if (__builtin_expect((end <= c->fast_limit) & ((address & 3) == 0), 1)) {
+        if (c->feed)
+            feed_branch(uc, c, address);
         track_branch(c, address);
         c->block_start = address;
         c->block_insns = n;

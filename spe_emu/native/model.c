@@ -7,11 +7,12 @@
  * Python through spe_model_access()/spe_model_target_swap()), so there is one
  * implementation of the model.
  *
- * What feeds it (SpeConfig.model_feed): either every sampled load/store when its record is
- * built ("sampled": spe_model_access with update = 1), or every data access the PE makes,
- * through the UC_HOOK_MEM_READ | UC_HOOK_MEM_WRITE callback spe_model_hook ("every"; keyed
- * by physical address: Unicorn's memory hooks see PAs), when a record then only reads it
- * (update = 0: the access of the sampled operation itself feeds it as it executes).
+ * What feeds it (SpeConfig.model_feed): every data access the PE makes, through the
+ * UC_HOOK_MEM_READ | UC_HOOK_MEM_WRITE callback spe_model_hook, and every branch it executes,
+ * through the block hook (counter.c spe_feed_branch) ("every", the default; caches keyed by
+ * physical address: Unicorn's memory hooks see PAs), when a record takes what the sampled
+ * operation itself found as it executed; or only the sampled operations, as their records
+ * are built ("sampled": spe_model_access and spe_model_branch with update = 1).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -222,9 +223,25 @@ struct spe_level {
     struct spe_lru **set;
 };
 
+/* Encodings of branches (Python's spe_emu.spe.records.BRANCH_ENCODINGS): word & mask ==
+ * value gives kind (SPE_BR_* | SPE_BR_BRANCH) */
+#define SPE_ENCODINGS 32
+
 struct spe_model {
     struct spe_level tlb, l1d, l2, llc;
     struct spe_targets targets;
+    /* conditional branches: gshare (a table of 2^gshare_bits two-bit counters indexed by
+     * PC[gshare_bits+1:2] XOR the last gshare_bits outcomes) */
+    uint32_t gshare_bits;
+    uint8_t *pht;
+    uint64_t history;
+    /* returns: a stack of ras_depth return addresses, the oldest overwritten when full */
+    uint32_t ras_depth, ras_count, ras_top;
+    uint64_t *ras;
+    /* the kind of the instruction at a PC (1 + SPE_BR_* flags; sites) */
+    struct spe_targets sites;
+    uint32_t encodings;
+    uint32_t enc_mask[SPE_ENCODINGS], enc_value[SPE_ENCODINGS], enc_kind[SPE_ENCODINGS];
     uint64_t stats[SPE_MODEL_STATS];
     /* the line of the last recorded access + 1 (0: none): another access to it hits the L1D
      * and the TLB and changes nothing (both are already the newest of their sets) */
@@ -280,23 +297,32 @@ void spe_model_free(struct spe_model *m)
         return;
     level_free(&m->tlb), level_free(&m->l1d), level_free(&m->l2), level_free(&m->llc);
     targets_release(&m->targets);
+    targets_release(&m->sites);
+    free(m->pht), free(m->ras);
     free(m);
 }
 
 /* A model with the geometry g: lines and ways of the TLB (4 KiB pages), L1D, L2 (lines 0: no
- * L2) and LLC (64-byte lines), in that order. NULL without memory or for a bad geometry. */
-struct spe_model *spe_model_new(const uint32_t *g)
+ * L2) and LLC (64-byte lines), in that order; and the predictor p: gshare bits (1..24) and
+ * return stack entries (0..1024). NULL without memory or for a bad geometry. */
+struct spe_model *spe_model_new(const uint32_t *g, const uint32_t *p)
 {
     struct spe_model *m = calloc(1, sizeof *m);
     if (!m)
         return 0;
-    if (!level_init(&m->tlb, g[0], g[1]) || !level_init(&m->l1d, g[2], g[3])
+    m->gshare_bits = p[0];
+    m->ras_depth = p[1];
+    if (p[0] < 1 || p[0] > 24 || p[1] > 1024
+            || !level_init(&m->tlb, g[0], g[1]) || !level_init(&m->l1d, g[2], g[3])
             || !level_init(&m->l2, g[4], g[5]) || !level_init(&m->llc, g[6], g[7])
             || !m->tlb.sets || !m->l1d.sets || !m->llc.sets
-            || !targets_alloc(&m->targets, 64)) {
+            || !targets_alloc(&m->targets, 64) || !targets_alloc(&m->sites, 1024)
+            || !(m->pht = malloc((size_t)1 << p[0]))
+            || !(m->ras = calloc(p[1] ? p[1] : 1, sizeof *m->ras))) {
         spe_model_free(m);
         return 0;
     }
+    memset(m->pht, 2, (size_t)1 << p[0]);   /* weakly taken */
     return m;
 }
 
@@ -355,41 +381,116 @@ int spe_model_target_swap(struct spe_model *m, uint64_t pc, uint64_t target, uin
     return had;
 }
 
+/* The return stack: push a return address, or pop the newest (0 when empty). */
+static void ras_push(struct spe_model *m, uint64_t address)
+{
+    if (!m->ras_depth)
+        return;
+    m->ras_top = (m->ras_top + 1) % m->ras_depth;
+    m->ras[m->ras_top] = address;
+    if (m->ras_count < m->ras_depth)
+        m->ras_count++;
+}
+
+static void ras_pop(struct spe_model *m)
+{
+    if (m->ras_count) {
+        m->ras_top = (m->ras_top + m->ras_depth - 1) % m->ras_depth;
+        m->ras_count--;
+    }
+}
+
 /* The branch predictor, the one rule of what a record's MISPREDICTED event says (record.c
- * for native captures, RecordBuilder through Model.branch for the rest): whether the branch
- * at pc of kind (SPE_BR_* flags, spe_emu.spe.records.branch_kind), taken or not, to target
- * is mispredicted. A return (RET*, ERET) is predicted by a return stack that never misses;
- * another indirect branch by the last target its PC went to (the table is updated unless
- * !update: the branch's own execution updates it, spe_model_branch_hook); a conditional
- * branch statically, backward taken and forward not taken; an unconditional direct branch
- * is always predicted. Returns 1 mispredicted, 0 not, -1 out of memory. */
+ * and RecordBuilder through Model.branch for records, spe_feed_branch for training): whether
+ * the branch at pc of kind (SPE_BR_* flags, spe_emu.spe.records.branch_kind), taken or not,
+ * to target is mispredicted (docs/model.md "Branch prediction"):
+ *  - a conditional branch by gshare: the two-bit counter at PC XOR the global history says
+ *    taken when >= 2 (the direction only: a taken direct branch's target is known);
+ *  - a return (RET*) by the return stack: mispredicted unless its newest entry is target;
+ *    an exception return (ERET) is always predicted;
+ *  - another indirect branch by the last target its PC went to (a BTB with an entry per PC);
+ *  - an unconditional direct branch is always predicted.
+ * With update the branch trains the predictor: the counter moves towards the outcome and the
+ * history takes it, a return pops, a call (BL, BLR, BLRAA...) pushes pc + 4, an indirect
+ * branch's target becomes its PC's last target. Returns 1 mispredicted, 0 not, -1 out of
+ * memory. */
 int spe_model_branch(struct spe_model *m, uint32_t kind, uint64_t pc, uint64_t target,
                      int taken, int update)
 {
-    if (kind & SPE_BR_INDIRECT) {
-        if (kind & SPE_BR_RETURN)
-            return 0;
+    int mispredicted = 0;
+    if (kind & SPE_BR_ERET)
+        return 0;
+    if (kind & SPE_BR_RETURN) {
+        mispredicted = !m->ras_count || m->ras[m->ras_top] != target;
+        if (update)
+            ras_pop(m);
+    } else if (kind & SPE_BR_INDIRECT) {
         uint64_t old = 0;
         int had = update ? spe_model_target_swap(m, pc, target, &old)
                          : targets_peek(&m->targets, pc, &old);
         if (had < 0)
             return -1;
-        return !had || old != target;
+        mispredicted = !had || old != target;
+    } else if (kind & SPE_BR_COND) {
+        uint64_t mask = ((uint64_t)1 << m->gshare_bits) - 1;
+        uint8_t *counter = &m->pht[((pc >> 2) ^ m->history) & mask];
+        mispredicted = (*counter >= 2) != (taken != 0);
+        if (update) {
+            if (taken && *counter < 3)
+                ++*counter;
+            else if (!taken && *counter > 0)
+                --*counter;
+            m->history = (m->history << 1 | (taken != 0)) & mask;
+        }
     }
-    if (kind & SPE_BR_COND)
-        return taken != (target <= pc);
+    if (update && (kind & SPE_BR_CALL))
+        ras_push(m, pc + 4);
+    return mispredicted;
+}
+
+/* The encodings of branches (spe_emu.spe.records.BRANCH_ENCODINGS): n (at most
+ * SPE_ENCODINGS) triples of word mask, value and kind. Forgets the sites classified. */
+void spe_model_set_encodings(struct spe_model *m, const uint32_t *masks, const uint32_t *values,
+                             const uint32_t *kinds, uint32_t n)
+{
+    m->encodings = n < SPE_ENCODINGS ? n : SPE_ENCODINGS;
+    memcpy(m->enc_mask, masks, m->encodings * sizeof *masks);
+    memcpy(m->enc_value, values, m->encodings * sizeof *values);
+    memcpy(m->enc_kind, kinds, m->encodings * sizeof *kinds);
+    spe_model_sites_clear(m);
+}
+
+/* The kind of the instruction word (SPE_BR_* | SPE_BR_BRANCH; 0: no branch). */
+uint32_t spe_model_classify(const struct spe_model *m, uint32_t word)
+{
+    for (uint32_t i = 0; i < m->encodings; i++)
+        if ((word & m->enc_mask[i]) == m->enc_value[i])
+            return m->enc_kind[i];
     return 0;
 }
 
-/* UC_HOOK_CODE callback on a BR or BLR (model_feed "every"), before it executes: its target,
- * Xn, becomes the last target of its PC (spe_model_branch). */
-void spe_model_branch_hook(void *uc, uint64_t address, uint32_t size,
-                           const struct spe_branch_site *site)
+/* The kind of the instruction at pc into *kind: 1, or 0 when it is not known yet. */
+int spe_model_site_kind(struct spe_model *m, uint64_t pc, uint32_t *kind)
 {
-    (void)size;
-    uint64_t target = 0, old = 0;
-    if (site->reg_read(uc, site->reg_id, &target) == 0)
-        spe_model_target_swap(site->model, address, target, &old);
+    uint64_t value = 0;
+    if (!targets_peek(&m->sites, pc, &value))
+        return 0;
+    *kind = (uint32_t)value;
+    return 1;
+}
+
+void spe_model_site_add(struct spe_model *m, uint64_t pc, uint32_t kind)
+{
+    uint64_t old = 0;
+    int had;
+    targets_swap(&m->sites, pc, kind, &old, &had);   /* (no memory: not remembered) */
+}
+
+/* Code or its mapping may have changed (Machine._forget_code): forget the sites' kinds. */
+void spe_model_sites_clear(struct spe_model *m)
+{
+    memset(m->sites.used, 0, (size_t)m->sites.mask + 1);
+    m->sites.count = 0;
 }
 
 /* Copies the counts of accesses recorded (SPE_STAT_*) to out. */
@@ -398,14 +499,25 @@ void spe_model_stats(const struct spe_model *m, uint64_t *out)
     memcpy(out, m->stats, sizeof m->stats);
 }
 
-/* UC_HOOK_MEM_READ | UC_HOOK_MEM_WRITE callback (model_feed "every"): every data access the
- * PE makes, at its physical address, is recorded in the model -- each 64-byte line and 4 KiB
- * page it touches, lowest first. */
+/* UC_HOOK_MEM_READ | UC_HOOK_MEM_WRITE callback (model_feed "every"; user data: the block
+ * hook's counter): every data access the PE makes, at its physical address, is recorded in
+ * the model c->feed -- each 64-byte line and 4 KiB page it touches, lowest first. The first
+ * access of the instruction a capture armed (c->armed_pc) gives that capture its outcome
+ * (spe_capture.fed), as its record must show it. */
 void spe_model_hook(void *uc, int type, uint64_t address, int size, int64_t value,
-                    struct spe_model *m)
+                    struct spe_counter *c)
 {
-    (void)uc, (void)type, (void)value;
+    (void)type, (void)value;
+    struct spe_model *m = c->feed;
     uint64_t last = address + (uint64_t)(size > 0 ? size - 1 : 0);
-    for (uint64_t line = address >> 6; line <= last >> 6; line++)
+    uint64_t line = address >> 6;
+    if (c->armed) {   /* (Unicorn syncs the PC before calling a memory hook) */
+        uint64_t pc = 0;
+        if (c->reg_read(uc, c->pc_id, &pc) == 0 && pc == c->armed_pc) {
+            c->caps[c->armed - 1].fed = (uint64_t)spe_model_access(m, line++, 1);
+            c->armed = 0;
+        }
+    }
+    for (; line <= last >> 6; line++)
         spe_model_access(m, line, 1);
 }

@@ -201,8 +201,10 @@ static uint8_t *build(struct spe_recorder *r, const struct spe_template *t,
             *o++ = r->hdr_target;
             o = put_le(o, insn_address(target, r->el, r->ns), 8);
         }
-        /* (out of memory for the target table, -1: counted as mispredicted) */
-        mispredicted = spe_model_branch(r->model, t->branch, cap->pc, target, taken, 1) != 0;
+        /* (out of memory for the target table, -1: counted as mispredicted; model_feed
+         * "every": the prediction the branch found, spe_record_captures checks there is one) */
+        mispredicted = r->feed_every ? cap->fed != 0
+                       : spe_model_branch(r->model, t->branch, cap->pc, target, taken, 1) != 0;
         if (mispredicted) {
             events |= 1ull << r->ev_mispred;
             execute += r->lat_mispredict;
@@ -214,7 +216,7 @@ static uint8_t *build(struct spe_recorder *r, const struct spe_template *t,
             *o++ = (uint8_t)r->hdr_pa;
             o = put_le(o, ((pa_page | (va & 0xFFF)) & r->pa_mask) | (r->ns ? r->pa_ns : 0), 8);
         }
-        int out = spe_model_access(r->model, va >> 6, 1);
+        int out = r->feed_every ? (int)cap->fed : spe_model_access(r->model, va >> 6, 1);
         events |= r->outcome_events[out];
         execute = r->outcome_execute[out];
         xlat = r->outcome_xlat[out];
@@ -269,6 +271,9 @@ uint32_t spe_record_captures(const struct spe_counter *c, struct spe_recorder *r
         if (t->kind == SPE_TPL_PYTHON
                 || (cap->mode == SPE_AT_END && !cap->next_pc)          /* live registers */
                 || (t->kind == SPE_TPL_BRANCH && cap->mode != SPE_NEXT_PC)
+                || (r->feed_every && cap->fed == SPE_FED_NONE          /* (model_feed) */
+                    && (t->kind == SPE_TPL_BRANCH
+                        || (t->kind == SPE_TPL_LDST && t->addr != SPE_ADDR_NONE)))
                 || r->out_len + 256 + r->align > r->out_size) {
             r->reason = SPE_REC_PYTHON;
             break;

@@ -89,7 +89,13 @@ struct spe_capture {
     uint64_t mode;                  /* SPE_AT_START, SPE_NEXT_PC or SPE_AT_END */
     uint64_t next_pc;               /* first block entered after it (0: not yet) */
     uint64_t regs[SPE_CAP_REGS];    /* register values (at the start or end of its block) */
+    /* model_feed "every": what the model gave the sampled operation itself as it executed
+     * (SPE_FED_NONE: nothing yet): a load/store's spe_model_access outcome, from its first
+     * access (spe_model_hook); a branch's spe_model_branch verdict, 1 mispredicted, from the
+     * predictor as the branch found it (block_slow, before the branch trains it) */
+    uint64_t fed;
 };
+#define SPE_FED_NONE (~0ull)
 
 struct spe_verdict {
     uint64_t pc;                    /* block address (0: empty slot) */
@@ -162,6 +168,17 @@ struct spe_counter {
      * goes on to unpolled_at and poll_at becomes UINT64_MAX (none). */
     uint64_t poll_at;
     uint64_t unpolled_at;
+    /* model_feed "every" (feed != NULL): every block counted trains the branch predictor of
+     * `feed` with the branch that ended the block counted before it (spe_feed_branch), and a
+     * capture arms the memory hook (spe_model_hook, whose user data is this counter) for the
+     * first access of the captured instruction: armed = 1 + its capture, armed_pc its PC
+     * (0: none). While armed, the next block takes the slow path, which disarms. */
+    struct spe_model *feed;
+    uint64_t armed;
+    uint64_t armed_pc;
+    int (*reg_read)(void *uc, int regid, void *value);   /* uc_reg_read */
+    int32_t pc_id;         /* Unicorn's id of PC */
+    int32_t pad2;
 };
 
 /* One ground-truth entry: the block at addr of n instructions was entered count times
@@ -195,7 +212,10 @@ uint64_t spe_end_block_at(struct spe_counter *c, uint64_t insn);
 /* Branch flags */
 #define SPE_BR_COND 1       /* conditional (B.cond, CBZ/CBNZ, TBZ/TBNZ) */
 #define SPE_BR_INDIRECT 2
-#define SPE_BR_RETURN 4     /* RET*, ERET: predicted by the return stack, never mispredicted */
+#define SPE_BR_RETURN 4     /* RET*, ERET */
+#define SPE_BR_BRANCH 8     /* any branch (a site's kind; 0: the instruction is no branch) */
+#define SPE_BR_CALL 16      /* BL, BLR, BLRAA...: pushes its return address */
+#define SPE_BR_ERET 32      /* ERET, ERETAA/AB (with RETURN): not on the return stack */
 
 #define SPE_TEMPLATES 4096  /* template table slots (power of two) */
 
@@ -251,17 +271,15 @@ int spe_model_access(struct spe_model *m, uint64_t line, int update);
 int spe_model_target_swap(struct spe_model *m, uint64_t pc, uint64_t target, uint64_t *old);
 int spe_model_branch(struct spe_model *m, uint32_t kind, uint64_t pc, uint64_t target,
                      int taken, int update);
-/* model_feed "every": one register-indirect branch (BR, BLR) of the loaded images, whose
- * UC_HOOK_CODE callback spe_model_branch_hook records the target (Xn) it is about to go to
- * as the last target of its PC. */
-struct spe_branch_site {
-    struct spe_model *model;
-    int (*reg_read)(void *uc, int regid, void *value);   /* uc_reg_read */
-    int32_t reg_id;                                      /* Unicorn's id of Xn */
-    int32_t pad;
-};
-void spe_model_branch_hook(void *uc, uint64_t address, uint32_t size,
-                           const struct spe_branch_site *site);
+/* The branch sites (spe_model_site_kind): what ends a block, as SPE_BR_* flags with
+ * SPE_BR_BRANCH for a branch (0: not a branch), from Python's table of encodings
+ * (spe_emu.spe.records.BRANCH_ENCODINGS, given by spe_model_set_encodings) */
+int spe_model_site_kind(struct spe_model *m, uint64_t pc, uint32_t *kind);
+uint32_t spe_model_classify(const struct spe_model *m, uint32_t word);
+void spe_model_site_add(struct spe_model *m, uint64_t pc, uint32_t kind);
+void spe_model_sites_clear(struct spe_model *m);
+void spe_model_set_encodings(struct spe_model *m, const uint32_t *masks, const uint32_t *values,
+                             const uint32_t *kinds, uint32_t n);
 
 static inline uint32_t hash64(uint64_t key, uint32_t mask)
 {
@@ -319,6 +337,9 @@ struct spe_recorder {
     uint64_t xlate_regime;  /* set by Python for each drain: the data addresses' regime */
     uint64_t xlate_tag[SPE_XLATES];
     uint64_t xlate_pa[SPE_XLATES];
+    /* fixed: model_feed "every": a load/store or branch record takes its outcome from the
+     * capture (spe_capture.fed; Python records a capture without one) */
+    uint64_t feed_every;
 };
 
 /* Counter reads answered natively (counter.c spe_mrs_hook): MRS CNTPCT_EL0 (which 0) and

@@ -133,9 +133,11 @@ MODEL_FEEDS = ("sampled", "every")
 """What updates the micro-architecture model (:attr:`SpeConfig.model_feed`)."""
 
 MODEL_PARAMETERS = {
-    "model_feed": "what updates the caches and TLB: sampled (default: each sampled load/store, "
-                  "by virtual address) or every (each data access the PE makes, by physical "
-                  "address, from reset: warm, about 3x slower while a hook sees every access)",
+    "model_feed": "what updates the caches, TLB and branch predictor: every (default: each "
+                  "data access the PE makes, by physical address, and each branch it "
+                  "executes, from reset) or sampled (only the sampled operations: faster, "
+                  "but the events and latencies are not the program's: caches that see one "
+                  "access in thousands miss almost every time)",
     "tlb_entries": "TLB entries, 4 KiB pages (default 48)",
     "tlb_ways": "TLB ways per set (default 0: fully associative)",
     "l1d_lines": "L1D size in 64-byte lines (default 512: 32 KiB)",
@@ -150,6 +152,9 @@ MODEL_PARAMETERS = {
     "dram_latency": "cycles of a load that misses the last level cache (default 120)",
     "walk_latency": "XLAT cycles of an access that walks the TLB (default 30)",
     "mispredict_penalty": "cycles a mispredicted branch adds to TOT (default 10)",
+    "gshare_bits": "conditional branch predictor: 2**N two-bit counters indexed by the PC "
+                   "XOR N bits of global history (default 12)",
+    "ras_entries": "return stack entries (default 16; 0: every return is mispredicted)",
 }
 """The micro-architecture model's parameters settable by name (``spe-emu run --spe-model
 NAME=VALUE``; docs/model.md "Events and latency model"): attribute -> what it sets. The model
@@ -300,7 +305,7 @@ class SpeConfig:
     not_taken_target: bool = True
     exception_return_target: bool = True
     exception_record_detail: bool = True
-    model_feed: str = "sampled"
+    model_feed: str = "every"
     tlb_entries: int = 48
     tlb_ways: int = 0
     l1d_lines: int = 512
@@ -315,6 +320,8 @@ class SpeConfig:
     dram_latency: int = 120
     walk_latency: int = 30
     mispredict_penalty: int = 10
+    gshare_bits: int = 12
+    ras_entries: int = 16
     seed: int = 0
     external_abort: str | None = None
     fne: int = 0
@@ -368,6 +375,9 @@ class SpeConfig:
         need(self.in_flight_ops >= 0, "in_flight_ops", self.in_flight_ops, "must be >= 0")
         need(self.model_feed in MODEL_FEEDS, "model_feed", self.model_feed,
              f"must be one of {', '.join(MODEL_FEEDS)}")
+        need(1 <= self.gshare_bits <= 24, "gshare_bits", self.gshare_bits, "must be 1..24")
+        need(0 <= self.ras_entries <= 1024, "ras_entries", self.ras_entries,
+             "must be 0..1024")
         for level in ("tlb_entries", "l1d_lines", "l2_lines", "llc_lines"):
             size, ways_name = getattr(self, level), level.split("_")[0] + "_ways"
             ways = getattr(self, ways_name)
@@ -461,6 +471,11 @@ class SpeConfig:
         """Entries and ways of the TLB, L1D, L2 and LLC (:class:`spe_emu.native.Model`)."""
         return (self.tlb_entries, self.tlb_ways, self.l1d_lines, self.l1d_ways,
                 self.l2_lines, self.l2_ways, self.llc_lines, self.llc_ways)
+
+    @property
+    def model_predictor(self) -> tuple[int, int]:
+        """gshare bits and return stack entries (:class:`spe_emu.native.Model`)."""
+        return (self.gshare_bits, self.ras_entries)
 
     def with_model(self, assignments: "list[str] | tuple[str, ...]") -> "SpeConfig":
         """A copy with ``NAME=VALUE`` assignments of :data:`MODEL_PARAMETERS` applied

@@ -10,13 +10,15 @@ and latency model"; its parameters are :data:`spe_emu.spe.config.MODEL_PARAMETER
   last level cache. Every sampled load/store accesses the L1D and the TLB (E[2], E[4]); it
   walks the TLB (E[5]) when its 4 KiB page misses there, refills the L1D (E[3]) when its
   64-byte line misses there, and accesses the last level cache (E[8]) when it also misses the
-  L2, missing it (E[9]) when the line is not there either. With ``model_feed="sampled"`` only
-  sampled operations update the model (at their data virtual address), so the fast path and
-  the reference mode agree; with ``"every"`` every data access the PE makes does (at its
-  physical address), and a record reads the model as the operation finds it.
-* branch prediction: conditional direct branches are predicted backward-taken/forward-not-
-  taken; returns are always predicted; other indirect branches are predicted to go where that
-  branch went the last time it was sampled. A wrong prediction sets E[7].
+  L2, missing it (E[9]) when the line is not there either. With ``model_feed="every"`` (the
+  default) every data access the PE makes updates the model (at its physical address) and
+  every branch it executes trains the predictor, and a record shows what the operation found
+  as it executed; with ``"sampled"`` only sampled operations do (loads/stores at their data
+  virtual address), which makes the events unrepresentative of the program.
+* branch prediction (:meth:`spe_emu.native.Model.branch`): gshare for conditional branches,
+  a return stack for returns, the last target of each other indirect branch; exception
+  returns and unconditional direct branches are always predicted. A wrong prediction sets
+  E[7].
 * latencies (cycles, 12-bit saturating counters, §5.3.4): ISSUE = 1; TOT = ISSUE + execution,
   where execution is 1 (other, branch; + ``mispredict_penalty`` on a misprediction), by the
   level that holds a load's line ``l1d_latency``, ``l2_latency``, ``llc_latency`` or
@@ -73,9 +75,10 @@ class Sample:
             and Security state, or None.
         model_address: with ``model_feed="every"``, the physical address of ``data_va`` (the
             model is keyed by PA then; ``data_va`` itself when it does not translate).
-        branch_fed: with ``model_feed="every"``, the branch's own execution updates the
-            predictor (a BR or BLR of the loaded images: ``spe_model_branch_hook``), so the
-            record only compares with it.
+        fed: with ``model_feed="every"``, what the model gave the operation as it executed,
+            when the run loop captured it (a load/store's ``Model.access`` outcome, a
+            branch's misprediction 0/1); None: the record reads the model now, before the
+            operation executes.
     """
 
     pc: int
@@ -96,7 +99,7 @@ class Sample:
     index: int = 0
     prev_branch: int | None = None
     model_address: int | None = None
-    branch_fed: bool = False
+    fed: int | None = None
 
 
 @dataclass(slots=True)
@@ -129,7 +132,8 @@ class RecordBuilder:
 
     def __init__(self, config: SpeConfig):
         self.config = config
-        self.model = native.Model(config.model_geometry)
+        self.model = native.Model(config.model_geometry, config.model_predictor,
+                                  BRANCH_ENCODINGS)
         self._feed_every = config.model_feed == "every"
         self._outcomes = outcome_table(config)
         # Encoded packets that recur from sample to sample (PC packets, operation types,
@@ -269,13 +273,18 @@ class RecordBuilder:
                                                    s.target_ns))
         if target is None:   # (a branch that took an exception: no outcome)
             return False
+        if s.fed is not None:
+            return bool(s.fed)
+        # (model_feed "every": the branch's execution trains the predictor)
         return self.model.branch(branch_kind(info), s.pc, target, bool(taken),
-                                 update=not s.branch_fed)
+                                 update=not self._feed_every)
 
     def _memory(self, s: Sample, info) -> tuple[int, int, int, int]:
         """Events, execution cycles, XLAT cycles and the level (native.LEVEL_*) that held the
         line, of the sampled load/store ``s`` (:func:`outcome_table`)."""
-        if self._feed_every:   # (the access itself updates the model as it executes)
+        if s.fed is not None:
+            outcome = s.fed
+        elif self._feed_every:   # (the access itself updates the model as it executes)
             address = s.data_va if s.model_address is None else s.model_address
             outcome = self.model.access(address >> 6, False)
         else:
@@ -290,13 +299,45 @@ def branch_kind(info) -> int:
     """The branch predictor's kind of the branch ``info`` (an ``a64`` decode), as
     ``native.BR_*`` flags (:meth:`spe_emu.native.Model.branch`, model.c
     ``spe_model_branch``): conditional (B.cond, CBZ/CBNZ, TBZ/TBNZ: all direct), indirect,
-    and a return (RET*, ERET) among the indirect ones."""
+    a return (RET*, ERET) among the indirect ones, an exception return (ERET*) among those,
+    and a call (BL, BLR, BLRAA/BLRAB...: branches with link)."""
     kind = native.BR_COND if info.is_conditional else 0
     if info.is_indirect:   # (ERET included)
         kind |= native.BR_INDIRECT
         if info.mnemonic_class.startswith("ret") or info.is_eret:
             kind |= native.BR_RETURN
+        if info.is_eret:
+            kind |= native.BR_ERET
+    if info.mnemonic_class.startswith("bl"):
+        kind |= native.BR_CALL
     return kind
+
+
+_B = native.BR_BRANCH
+BRANCH_ENCODINGS = (
+    (0xFF000000, 0x54000000, _B | native.BR_COND),                    # B.cond, BC.cond
+    (0x7E000000, 0x34000000, _B | native.BR_COND),                    # CBZ, CBNZ
+    (0x7E000000, 0x36000000, _B | native.BR_COND),                    # TBZ, TBNZ
+    (0xFC000000, 0x14000000, _B),                                     # B
+    (0xFC000000, 0x94000000, _B | native.BR_CALL),                    # BL
+    (0xFFFFFC1F, 0xD61F0000, _B | native.BR_INDIRECT),                # BR
+    (0xFFFFFC1F, 0xD63F0000, _B | native.BR_INDIRECT | native.BR_CALL),   # BLR
+    (0xFFFFFC1F, 0xD65F0000, _B | native.BR_INDIRECT | native.BR_RETURN),  # RET
+    (0xFFFFF81F, 0xD61F081F, _B | native.BR_INDIRECT),                # BRAAZ, BRABZ
+    (0xFFFFF81F, 0xD63F081F, _B | native.BR_INDIRECT | native.BR_CALL),   # BLRAAZ, BLRABZ
+    (0xFFFFFBFF, 0xD65F0BFF, _B | native.BR_INDIRECT | native.BR_RETURN),  # RETAA, RETAB
+    (0xFFFFF800, 0xD71F0800, _B | native.BR_INDIRECT),                # BRAA, BRAB
+    (0xFFFFF800, 0xD73F0800, _B | native.BR_INDIRECT | native.BR_CALL),   # BLRAA, BLRAB
+    (0xFFFFFFFF, 0xD69F03E0, _B | native.BR_INDIRECT | native.BR_RETURN | native.BR_ERET),
+    (0xFFFFFBFF, 0xD69F0BFF, _B | native.BR_INDIRECT | native.BR_RETURN | native.BR_ERET),
+)
+"""The branch encodings (Arm ARM C4.1 "Branches, Exception Generating and System
+instructions"), as (word mask, value, ``native.BR_*`` kind | ``BR_BRANCH``): what the block
+hook (model.c ``spe_model_classify``) and the reference loop know the branch that ended a
+block by, to train the predictor with it (model_feed "every"). The kinds are
+:func:`branch_kind`'s of what ``spe_emu.cpu.a64`` decodes (tests/test_model_feed.py holds
+them equal); the last two rows are ERET and ERETAA/ERETAB."""
+
 
 
 def outcome_table(config: SpeConfig) -> tuple[tuple[int, int, int], ...]:
