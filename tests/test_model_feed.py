@@ -188,3 +188,54 @@ def test_geometry_and_feed_are_checked():
         SpeConfig().with_model(["l2_ways"])
     assert SpeConfig().with_model(["L2_LINES=8192", "l2_ways=0x8", "model_feed=every"]) == \
         SpeConfig(l2_lines=8192, l2_ways=8, model_feed="every")
+
+
+def test_every_feed_captures_samples_natively(tmp_path):
+    # model_feed "every" keeps the native capture: a captured load takes what the memory hook
+    # saw of its own access (spe_capture.fed), so the records equal the reference loop's
+    # while nearly every sample is taken without a Python stop
+    data, recs, m = loads(tmp_path, "fast", model_feed="every", **TINY)
+    assert m.sample_paths["captured"] >= 0.9 * m.result.samples
+    assert loads(tmp_path / "ref", "reference", model_feed="every", **TINY)[0] == data
+
+
+# A call and its return, the RET made the sampled operation every fourth iteration (as
+# br_loop does): with "every" the BL, never sampled, pushes its return address on the return
+# stack, so each sampled RET is predicted; with "sampled" only sampled branches train the
+# predictor, the stack stays empty and each sampled RET is mispredicted.
+def call_loop(count: int) -> str:
+    return spe_prologue(0b10, BUF, pmsirr=0xFFFF_FF00) + f"""
+    mov x2, #0
+    ldr x6, =400
+loop:
+    tst x2, #3
+    b.ne nosample
+    mov x7, #{count}
+    msr pmsicr_el1, x7
+nosample:
+    bl func
+    add x2, x2, #1
+    cmp x2, x6
+    b.ne loop
+    b done
+func:
+    ret
+done:
+""" + SPE_DRAIN + """
+    .balign 2048
+vectors:                         // (no exception is taken)
+"""
+
+
+@pytest.mark.parametrize("mode", ["fast", "reference"])
+def test_every_branch_trains_the_return_stack(tmp_path, mode):
+    out = {}
+    for feed in ("every", "sampled"):
+        m = run_asm(call_loop(1), tmp_path / f"{mode}-{feed}", mode=mode,
+                    spe=SpeConfig(model_feed=feed))
+        assert m.result.exit_status == 0
+        recs = list(P.iter_records(drained(m, BUF)[3]))
+        assert len(recs) == 100 and all(r.op_class == P.OP_CLASS_BRANCH for r in recs)
+        assert len({r.pc for r in recs}) == 1   # (the RET)
+        out[feed] = {bool(r.events & 1 << P.EV_MISPRED) for r in recs}
+    assert out == {"every": {False}, "sampled": {True}}
