@@ -68,6 +68,10 @@ class Result:
             ``exit_reason`` and ``error``).
         guest_errors: the guest errors the machine logged (one line each).
         ground_truth: with ``ground_truth=True``: executions per PC ``{pc: count}``, else None.
+        ground_truth_events: with ``ground_truth=True`` and model_feed "every": what the model
+            gave every execution of each instruction, ``{pc: {name: count}}``
+            (``spe_emu.native.GT_EVENTS``), else None; :meth:`report` compares SPE's event
+            rates with it.
         outdir: the output directory kept (None when :func:`run` used a temporary one).
     """
 
@@ -82,6 +86,7 @@ class Result:
     summary: dict
     guest_errors: list[str] = field(default_factory=list)
     ground_truth: Optional[dict[int, int]] = None
+    ground_truth_events: Optional[dict[int, dict[str, int]]] = None
     outdir: Optional[Path] = None
     image: Optional[Path] = None
     _machine: Optional[Machine] = field(default=None, repr=False, compare=False)
@@ -107,7 +112,9 @@ class Result:
         PCs, latency, operation mix ...) against ``image`` (default: the program run; a
         board's kernel only when it is an ELF). Raises ImageError for a bad image."""
         from .tools.report import build_report
-        return build_report(self.trace, image if image is not None else self.image)
+        return build_report(self.trace, image if image is not None else self.image,
+                            ground_truth=self.ground_truth,
+                            ground_truth_events=self.ground_truth_events)
 
     def read_memory(self, address: int, size: int) -> bytes:
         """``size`` bytes of guest physical memory at ``address`` as the run left it.
@@ -195,7 +202,7 @@ def run(program: Optional[PathLike] = None, args: Sequence[str] = (), *,
         ImageError: a missing or malformed program, kernel or image.
     """
     from .session import (KernelOptions, RunOptions, TRACE_NAME, run_image, run_kernel)
-    from .tools.report import load_ground_truth
+    from .tools.report import load_ground_truth, load_ground_truth_events
 
     if (program is None) == (kernel is None and machine is None):
         raise ConfigError("give either a program or machine= and kernel=")
@@ -267,12 +274,14 @@ def run(program: Optional[PathLike] = None, args: Sequence[str] = (), *,
         summary = session.summary if session is not None else _read_summary(out)
         gt_path = out / "ground_truth.json"
         exact = load_ground_truth(gt_path) if ground_truth and gt_path.exists() else None
+        events = (load_ground_truth_events(gt_path) or None) if exact is not None else None
         return Result(
             status=None if error is not None else rr.exit_status,
             exit_reason=exit_reason(rr, error, killed), error=error,
             counts={k: getattr(rr, k) for k in COUNTS}, console=bytes(console),
             stderr=stderr, registers=_registers(m, rr), trace=trace, summary=summary,
             guest_errors=list(rr.guest_errors), ground_truth=exact,
+            ground_truth_events=events,
             outdir=None if tmp is not None else out, image=image, _machine=m)
     finally:
         if tmp is not None:

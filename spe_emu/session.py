@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
+from . import native
 from .arch.cpu_features import CpuFeatures
 from .cpu.a64 import X_REGS
 from .cpu.machine import Machine, MachineConfig, RunResult
@@ -395,16 +396,22 @@ def staged_run(run):
 
 def write_ground_truth(machine: Machine, outdir: Path, enabled: bool) -> Path | None:
     """With ``enabled``: write ``ground_truth.json`` into ``outdir`` --
-    ``{"instructions": total executed, "pcs": {"0x<pc>": executions}}`` (every executed
-    instruction, counted per block by the native hook: :meth:`Machine.ground_truth`) -- and
+    ``{"instructions": total executed, "pcs": {"0x<pc>": executions}, "events": {"names":
+    [...], "pcs": {"0x<pc>": [counts]}}}`` (every executed instruction, counted per block by
+    the native hook: :meth:`Machine.ground_truth`; what the model gave each execution, with
+    model_feed "every": :meth:`Machine.ground_truth_events`, names ``native.GT_EVENTS``) -- and
     return its path; else remove a stale one and return None."""
     path = Path(outdir) / GROUND_TRUTH_NAME
     if not enabled:
         path.unlink(missing_ok=True)
         return None
     counts = machine.ground_truth()
+    events = machine.ground_truth_events()
     path.write_text(json.dumps({"instructions": sum(counts.values()),
-                                "pcs": {f"{pc:#x}": n for pc, n in counts.items()}}) + "\n")
+                                "pcs": {f"{pc:#x}": n for pc, n in counts.items()},
+                                "events": {"names": list(native.GT_EVENTS),
+                                           "pcs": {f"{pc:#x}": list(n)
+                                                   for pc, n in events.items()}}}) + "\n")
     return path
 
 

@@ -199,3 +199,13 @@ def test_truncated_images_raise_image_error(image, tmp_path):
                    "|.* outside the file|not a valid ELF file")
         with pytest.raises(ImageError, match=f"^{re.escape(str(cut))}: ({problem})"):
             build_report(TRACE, cut)
+
+
+def test_wilson_intervals():
+    # Wilson score intervals at 95% (z = 1.96), textbook values
+    from spe_emu.tools.report import _wilson
+    for (k, n), (lo, hi) in {(0, 10): (0.0, 27.75), (5, 10): (23.66, 76.34),
+                             (10, 10): (72.25, 100.0), (29, 100): (21.01, 38.54)}.items():
+        got = _wilson(k, n)
+        assert abs(got[0] - lo) < 0.05 and abs(got[1] - hi) < 0.05, (k, n, got)
+    assert _wilson(0, 0) == (0.0, 100.0)

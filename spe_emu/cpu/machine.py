@@ -1121,11 +1121,21 @@ class Machine:
     def enable_ground_truth(self) -> None:
         """Count every executed instruction per PC from now on (``spe-emu run
         --ground-truth``): the native block hook counts executions per (block, length), so
-        each block takes its slow path (no Python call). Raises ConfigError in reference mode."""
+        each block takes its slow path (no Python call); with model_feed "every", the native
+        hooks also record per PC what the model gives each execution
+        (:meth:`ground_truth_events`). Raises ConfigError in reference mode."""
         if self.cfg.mode == "reference":
             raise ConfigError("--ground-truth counts blocks in the native hook: use --mode "
                               "fast or raw")
         native.ground_truth_enable(self.counter)
+        if self._model_every and self.cfg.mode == "fast":
+            native.ground_truth_events_enable(self.counter)
+
+    def ground_truth_events(self) -> dict[int, tuple[int, ...]]:
+        """``{pc: counts}`` (:data:`native.GT_EVENTS`: what the model gave every execution
+        of the instruction at pc) since :meth:`enable_ground_truth`, with model_feed "every"
+        (else empty)."""
+        return dict(sorted(native.ground_truth_events(self.counter).items()))
 
     def ground_truth(self) -> dict[int, int]:
         """``{pc: instructions executed at pc}`` since :meth:`enable_ground_truth` (empty when

@@ -93,7 +93,9 @@ class SpeCounter(ctypes.Structure):
                 ("poll_at", ctypes.c_uint64), ("unpolled_at", ctypes.c_uint64),
                 ("feed", ctypes.c_void_p), ("armed", ctypes.c_uint64),
                 ("armed_pc", ctypes.c_uint64), ("reg_read", ctypes.c_void_p),
-                ("pc_id", ctypes.c_int32), ("pad2", ctypes.c_int32)]
+                ("pc_id", ctypes.c_int32), ("pad2", ctypes.c_int32),
+                ("gt_events", ctypes.c_void_p), ("gt_events_cap", ctypes.c_uint64),
+                ("gt_events_used", ctypes.c_uint64), ("gt_last_pc", ctypes.c_uint64)]
 
     @property
     def stop_at(self) -> int:
@@ -606,6 +608,37 @@ def ground_truth_blocks(counter: SpeCounter) -> dict[tuple[int, int], int]:
     return {(e.addr, e.n): e.count for e in table if e.n and e.count}
 
 
+GTE_COUNTS = 7   # SPE_GTE_COUNTS
+GT_EVENTS = ("ops", "l1d_refill", "llc_access", "llc_miss", "tlb_walk", "branches",
+             "mispredicted")
+"""The counts per PC of :func:`ground_truth_events`, in the order of spe_native.h's
+SPE_GTE_*: load/store executions, of those whose (first) access the L1D missed, the L2 missed
+too (an LLC access), the LLC missed, the TLB missed; branch executions, of those
+mispredicted."""
+
+
+class GtEvent(ctypes.Structure):
+    """Mirror of ``struct spe_gt_event``."""
+
+    _fields_ = [("pc", ctypes.c_uint64), ("n", ctypes.c_uint64 * GTE_COUNTS)]
+
+
+def ground_truth_events_enable(counter: SpeCounter, capacity: int = 1 << 12) -> None:
+    """Record per PC what the model (model_feed "every") gives each execution (the memory
+    and block hooks then read the PC of every access: slow). Raises MemoryError when the table
+    cannot be allocated."""
+    if not library().spe_gt_events_enable(ctypes.byref(counter), capacity):
+        raise MemoryError("ground-truth event table")
+
+
+def ground_truth_events(counter: SpeCounter) -> dict[int, tuple[int, ...]]:
+    """``{pc: counts}`` (:data:`GT_EVENTS`) recorded so far (empty when off)."""
+    if not counter.gt_events:
+        return {}
+    table = (GtEvent * counter.gt_events_cap).from_address(counter.gt_events)
+    return {e.pc: tuple(e.n) for e in table if e.pc}
+
+
 def ground_truth_free(counter: SpeCounter) -> None:
     """Stop counting and release the table."""
     library().spe_gt_free(ctypes.byref(counter))
@@ -647,6 +680,7 @@ def _declare(lib: ctypes.CDLL) -> None:
             ("spe_gt_add", (ctypes.POINTER(SpeCounter), u64, u64, ctypes.c_int64),
              ctypes.c_int),
             ("spe_gt_free", (ctypes.POINTER(SpeCounter),), None),
+            ("spe_gt_events_enable", (ctypes.POINTER(SpeCounter), u64), ctypes.c_int),
             ("spe_gic_hppi", (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
                               ctypes.c_void_p), ctypes.c_int),
             ("spe_gic_lines", (ctypes.c_void_p,), u32),

@@ -295,6 +295,67 @@ void spe_gt_free(struct spe_counter *c)
     free(c->gt_table);
     c->gt_table = 0;
     c->gt_cap = c->gt_used = 0;
+    free(c->gt_events);
+    c->gt_events = 0;
+    c->gt_events_cap = c->gt_events_used = 0;
+}
+
+/* Starts recording, per PC, what the model gives each execution (a table of cap entries, a
+ * power of two >= 2); returns 0 when out of memory. */
+int spe_gt_events_enable(struct spe_counter *c, uint64_t cap)
+{
+    free(c->gt_events);
+    c->gt_events = calloc(cap, sizeof(struct spe_gt_event));
+    c->gt_events_cap = c->gt_events ? cap : 0;
+    c->gt_events_used = 0;
+    return c->gt_events != 0;
+}
+
+static struct spe_gt_event *gt_event_slot(struct spe_gt_event *t, uint64_t cap, uint64_t pc)
+{
+    for (uint64_t i = ((pc >> 2) * 0x9E3779B97F4A7C15ull) >> 17;; i++) {
+        struct spe_gt_event *e = &t[i & (cap - 1)];
+        if (e->pc == 0 || e->pc == pc)
+            return e;
+    }
+}
+
+/* One execution of the instruction at pc: a load/store whose first access had the
+ * spe_model_access outcome (-1: not a load/store), or a branch, mispredicted or not (-1: not
+ * a branch). (Out of memory to grow: not recorded.) */
+void spe_gt_event(struct spe_counter *c, uint64_t pc, int outcome, int mispredicted)
+{
+    if (!pc)
+        return;
+    if (2 * (c->gt_events_used + 1) > c->gt_events_cap) {
+        uint64_t cap = 2 * c->gt_events_cap;
+        struct spe_gt_event *t = calloc(cap, sizeof(struct spe_gt_event));
+        if (!t)
+            return;
+        for (uint64_t i = 0; i < c->gt_events_cap; i++)
+            if (c->gt_events[i].pc)
+                *gt_event_slot(t, cap, c->gt_events[i].pc) = c->gt_events[i];
+        free(c->gt_events);
+        c->gt_events = t;
+        c->gt_events_cap = cap;
+    }
+    struct spe_gt_event *e = gt_event_slot(c->gt_events, c->gt_events_cap, pc);
+    if (!e->pc) {
+        e->pc = pc;
+        c->gt_events_used++;
+    }
+    if (outcome >= 0) {
+        int level = outcome >> SPE_OUT_LEVEL_SHIFT;
+        e->n[SPE_GTE_OPS]++;
+        e->n[SPE_GTE_L1D_REFILL] += level != SPE_LEVEL_L1D;
+        e->n[SPE_GTE_LLC_ACCESS] += level >= SPE_LEVEL_LLC;
+        e->n[SPE_GTE_LLC_MISS] += level == SPE_LEVEL_DRAM;
+        e->n[SPE_GTE_WALK] += (outcome & SPE_OUT_WALK) != 0;
+    }
+    if (mispredicted >= 0) {
+        e->n[SPE_GTE_BRANCHES]++;
+        e->n[SPE_GTE_MISPRED] += mispredicted != 0;
+    }
 }
 
 /* Adds `times` executions of the n-instruction block at addr (negative: takes them back, for
@@ -401,7 +462,9 @@ static void feed_branch(void *uc, struct spe_counter *c, uint64_t next)
         if (cap->index == c->insns - 1 && cap->fed == SPE_FED_NONE)
             cap->fed = spe_model_branch(c->feed, kind, pc, next, taken, 0) != 0;
     }
-    spe_model_branch(c->feed, kind, pc, next, taken, 1);
+    int mispredicted = spe_model_branch(c->feed, kind, pc, next, taken, 1);
+    if (c->gt_events)
+        spe_gt_event(c, pc, -1, mispredicted != 0);
 }
 
 static inline void count_block(struct spe_counter *c, uint64_t address, uint64_t n)
@@ -447,6 +510,7 @@ static __attribute__((noinline)) void block_slow(void *uc, uint64_t address, uin
     if (n == 0)
         return;
     c->armed = 0;   /* (the block of a capture has run) */
+    c->gt_last_pc = 0;
     if (watching(c))
         watch_unmask(uc, address, c);
     if (address & 3) {   /* a misaligned PC: Python takes the PC alignment fault at the stop */

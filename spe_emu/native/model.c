@@ -511,11 +511,18 @@ void spe_model_hook(void *uc, int type, uint64_t address, int size, int64_t valu
     struct spe_model *m = c->feed;
     uint64_t last = address + (uint64_t)(size > 0 ? size - 1 : 0);
     uint64_t line = address >> 6;
-    if (c->armed) {   /* (Unicorn syncs the PC before calling a memory hook) */
+    if (c->armed | (uint64_t)c->gt_events) {   /* (Unicorn syncs the PC for memory hooks) */
         uint64_t pc = 0;
-        if (c->reg_read(uc, c->pc_id, &pc) == 0 && pc == c->armed_pc) {
-            c->caps[c->armed - 1].fed = (uint64_t)spe_model_access(m, line++, 1);
+        int first = c->reg_read(uc, c->pc_id, &pc) == 0
+                    && pc != c->gt_last_pc;   /* (an instruction's later accesses: same PC) */
+        int out = spe_model_access(m, line++, 1);
+        if (c->armed && pc == c->armed_pc) {
+            c->caps[c->armed - 1].fed = (uint64_t)out;
             c->armed = 0;
+        }
+        if (c->gt_events && first) {
+            c->gt_last_pc = pc;
+            spe_gt_event(c, pc, out, -1);
         }
     }
     for (; line <= last >> 6; line++)

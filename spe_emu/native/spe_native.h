@@ -179,7 +179,30 @@ struct spe_counter {
     int (*reg_read)(void *uc, int regid, void *value);   /* uc_reg_read */
     int32_t pc_id;         /* Unicorn's id of PC */
     int32_t pad2;
+    /* Ground truth of the model (spe-emu run --ground-truth with model_feed "every"): per PC,
+     * what the model gave each execution of the instruction there (SPE_GTE_*), in an
+     * open-addressing table of gt_events_cap entries (a power of two; NULL: off) that grows
+     * at half full. A load/store's outcome is its first access's: gt_last_pc is the PC of
+     * the last access recorded in the block being executed (0 at each block entry). */
+    struct spe_gt_event *gt_events;
+    uint64_t gt_events_cap, gt_events_used;
+    uint64_t gt_last_pc;
 };
+
+/* What the model gave the executions of the instruction at pc (SPE_GTE_* counts). */
+#define SPE_GTE_OPS 0          /* loads/stores (each execution, by its first access) */
+#define SPE_GTE_L1D_REFILL 1   /* ... whose line the L1D did not hold */
+#define SPE_GTE_LLC_ACCESS 2   /* ... nor the L2 */
+#define SPE_GTE_LLC_MISS 3     /* ... nor the LLC */
+#define SPE_GTE_WALK 4         /* ... whose page the TLB did not hold */
+#define SPE_GTE_BRANCHES 5     /* branch executions */
+#define SPE_GTE_MISPRED 6      /* ... the predictor mispredicted */
+#define SPE_GTE_COUNTS 7
+struct spe_gt_event {
+    uint64_t pc;               /* 0: an empty slot */
+    uint64_t n[SPE_GTE_COUNTS];
+};
+void spe_gt_event(struct spe_counter *c, uint64_t pc, int outcome, int mispredicted);
 
 /* One ground-truth entry: the block at addr of n instructions was entered count times
  * (n == 0: an empty slot). */

@@ -481,7 +481,8 @@ def report(trace: Path, image: Path | None, top: int, as_json: bool, function: s
     addresses, and the operation mix, of TRACE (perf report --mem-mode / annotate / c2c)."""
     import json
 
-    from .report import GROUND_TRUTH_NAME, annotate, build_report, load_ground_truth, render_report
+    from .report import (GROUND_TRUTH_NAME, annotate, build_report, load_ground_truth,
+                         load_ground_truth_events, render_report)
     data = _read_trace(trace)
     try:
         if function is not None:
@@ -492,7 +493,9 @@ def report(trace: Path, image: Path | None, top: int, as_json: bool, function: s
         if ground_truth is None and (trace.parent / GROUND_TRUTH_NAME).exists():
             ground_truth = trace.parent / GROUND_TRUTH_NAME
         exact = load_ground_truth(ground_truth) if ground_truth is not None else None
-        rep = build_report(data, image, ground_truth=exact, check_image=True)
+        events = load_ground_truth_events(ground_truth) if ground_truth is not None else None
+        rep = build_report(data, image, ground_truth=exact, check_image=True,
+                           ground_truth_events=events)
         if plot_dir is not None or html_file is not None:
             from .plots import write_html, write_plots
             if plot_dir is not None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import bisect
 import io
+import math
 import os
 from pathlib import Path
 from collections import Counter
@@ -277,6 +278,36 @@ def _percent(count: int, total: int) -> float:
     return 100.0 * count / total if total else 0.0
 
 
+CONFIDENCE_Z = 1.959964   # the standard normal quantile of a two-sided 95% interval
+
+
+def _wilson(count: int, n: int, z: float = CONFIDENCE_Z) -> tuple[float, float]:
+    """The Wilson score interval (percent) of a rate of ``count`` in ``n`` samples: where the
+    true rate of the population the samples were drawn from lies with 95% confidence
+    (Wilson 1927; it stays inside 0..100 and holds for rates near 0 or 100, where the normal
+    approximation does not)."""
+    if not n:
+        return 0.0, 100.0
+    p = count / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z / (1 + z * z / n) * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    # (exactly 0 and 100 at the ends, where rounding leaves a trace)
+    lo = 0.0 if count == 0 else 100.0 * max(0.0, centre - half)
+    hi = 100.0 if count == n else 100.0 * min(1.0, centre + half)
+    return lo, hi
+
+
+def _mean_interval(values: list[int], z: float = CONFIDENCE_Z) -> float:
+    """Half the width of the 95% confidence interval of the mean of ``values`` (cycles;
+    normal approximation, the sample standard deviation; 0 for fewer than two values)."""
+    n = len(values)
+    if n < 2:
+        return 0.0
+    mean = sum(values) / n
+    var = sum((v - mean) ** 2 for v in values) / (n - 1)
+    return z * math.sqrt(var / n)
+
+
 def _pctl(values: list[int], q: float) -> float:
     """The q-th percentile of sorted ``values`` (nearest rank)."""
     if not values:
@@ -345,17 +376,19 @@ def _summary(samples: int, loads: int, stores: int, branches: int, ldst: int,
         n = len(values)
         if n:
             out_lat[name] = {"mean": int(sum(values)) / n, "max": int(values[-1]),
+                             "ci95": _mean_interval(values),
                              **{f"p{q}": _pctl(values, q) for q in PERCENTILES}}
-    rates = {}
+    rates, intervals = {}, {}
     for name, ev, of in RATES:
         den = events.get(of, 0) if of is not None else branches
         if of is not None and not den:
             den = ldst   # (an SPU that does not report the access event)
         if den:
             rates[name] = _percent(events.get(ev, 0), den)
+            intervals[name] = _wilson(events.get(ev, 0), den)
     return {"samples": samples, "percent": _percent(samples, total),
             "loads": loads, "stores": stores, "branches": branches,
-            "latency": out_lat, "rates": rates,
+            "latency": out_lat, "rates": rates, "rates_ci95": intervals,
             "data_source": {f"{k:#x}": v for k, v in sorted(sources.items())}}
 
 
@@ -466,6 +499,7 @@ class Report:
     latencies: dict[str, list[int]] = field(default_factory=dict)
     data_vas: list[int] = field(default_factory=list)
     ground_truth: Optional[dict] = None
+    event_truth: Optional[dict] = None
     bad_packets: int = 0
     image_path: Optional[str] = None
 
@@ -489,7 +523,7 @@ class Report:
                              "offsets": o, "functions": fs, "mean_latency": m}
                             for a, c, lo, st, o, fs, m in self.cache_lines],
             "pages": [{"pa": h(a), "samples": c, "percent": p} for a, c, p in self.pages],
-            "ground_truth": self.ground_truth,
+            "ground_truth": self.ground_truth, "event_truth": self.event_truth,
         }
 
 
@@ -512,13 +546,64 @@ numpy arrays, :func:`spe_emu.tools.bulkdecode.scan_array`, grouped with numpy),
 or reference where the native library cannot be loaded). Both give the same Report."""
 
 
+def load_ground_truth_events(path: Union[str, os.PathLike]) -> dict[int, dict[str, int]]:
+    """``{pc: {count name: value}}`` from a ``ground_truth.json``'s ``events`` (what the
+    model gave every execution of each instruction: ``spe_emu.native.GT_EVENTS``; empty when
+    the run had no such record, model_feed "sampled"). Raises ImageError naming the file when
+    it is unreadable or malformed."""
+    import json
+
+    try:
+        data = json.loads(Path(path).read_text()).get("events") or {}
+        names = data.get("names", [])
+        return {int(pc, 16): dict(zip(names, map(int, n)))
+                for pc, n in data.get("pcs", {}).items()}
+    except (OSError, ValueError, TypeError, AttributeError) as err:
+        raise ImageError(f"{path}: not a ground-truth file: {err}") from err
+
+
+RATE_TITLES = {"l1d_refill": "L1D miss", "llc_miss": "LLC miss", "tlb_refill": "TLB miss",
+               "mispredict": "mispredicted"}
+# The event rates of RATES as the model's exact counts per PC give them: (numerator,
+# denominator) of native.GT_EVENTS
+EXACT_RATES = {"l1d_refill": ("l1d_refill", "ops"), "llc_miss": ("llc_miss", "llc_access"),
+               "tlb_refill": ("tlb_walk", "ops"), "mispredict": ("mispredicted", "branches")}
+
+
+def _compare_events(rep: Report, events: dict[int, dict[str, int]],
+                    image: Optional[_Image]) -> dict:
+    """Per sampled function, each event rate SPE estimates (percent, with its 95% confidence
+    interval) beside the exact rate of the model over every execution of the function's
+    instructions (``events``: :func:`load_ground_truth_events`), and whether the exact rate
+    lies in the interval."""
+    name = (lambda pc: image.symbolize(pc)[0]) if image is not None else (
+        lambda pc: UNKNOWN_SYMBOL)
+    sums: dict[str, dict[str, int]] = {}
+    for pc, counts in events.items():
+        acc = sums.setdefault(name(pc), {})
+        for key, value in counts.items():
+            acc[key] = acc.get(key, 0) + value
+    out = []
+    for func, _, _ in rep.hot_functions:
+        s, exact = rep.functions[func], sums.get(func, {})
+        for rate, (num, den) in EXACT_RATES.items():
+            if rate not in s["rates"] or not exact.get(den):
+                continue
+            lo, hi = s["rates_ci95"][rate]
+            value = _percent(exact.get(num, 0), exact[den])
+            out.append((func, rate, s["rates"][rate], lo, hi, value, lo <= value <= hi))
+    return {"rates": out}
+
+
 def build_report(trace: bytes, image_path: Optional[Union[str, os.PathLike]],
                  *, max_pcs: int = 100, ground_truth: Optional[dict[int, int]] = None,
-                 check_image: bool = False, engine: str = "auto") -> Report:
+                 check_image: bool = False, engine: str = "auto",
+                 ground_truth_events: Optional[dict[int, dict[str, int]]] = None) -> Report:
     """Analyse ``trace`` (raw Profiling Buffer bytes, Arm SPE §5) against the ELF at
     ``image_path`` (None: addresses only, every PC ``[unknown]``); ``ground_truth``
-    (``{pc: executions}``) adds the estimated-against-exact tables; ``engine`` one of
-    :data:`ENGINES`.
+    (``{pc: executions}``) adds the estimated-against-exact tables, ``ground_truth_events``
+    (:func:`load_ground_truth_events`) SPE's estimated event rates against the model's exact
+    ones (``Report.event_truth``); ``engine`` one of :data:`ENGINES`.
 
     Raises:
         ImageError: (message starting with the path) the image is missing, unreadable, not an
@@ -530,7 +615,14 @@ def build_report(trace: bytes, image_path: Optional[Union[str, os.PathLike]],
     if engine not in ENGINES:
         raise ConfigError(f"report engine {engine!r}: use one of {', '.join(ENGINES)}")
     image = _Image(image_path) if image_path is not None else None
-    trace = bytes(trace)
+    rep = _build(bytes(trace), image, max_pcs, ground_truth, check_image, engine)
+    if ground_truth_events:
+        rep.event_truth = _compare_events(rep, ground_truth_events, image)
+    return rep
+
+
+def _build(trace: bytes, image: Optional[_Image], max_pcs: int,
+           ground_truth: Optional[dict[int, int]], check_image: bool, engine: str) -> Report:
     if engine != "reference":
         from ..native import NativeBuildError
         try:
@@ -1026,6 +1118,24 @@ def _fmt(v, digits=1) -> str:
     return "-" if v is None else f"{v:.{digits}f}"
 
 
+def _fmt_rate(s: dict, name: str) -> str:
+    """A rate of a summary (percent) over its 95% confidence interval: ``12.5`` then
+    ``8.1-18``, on two lines (bounds of 10 and more without decimals, under 0.05 as ``0``)."""
+    v = s["rates"].get(name)
+    if v is None:
+        return "-"
+    lo, hi = s["rates_ci95"][name]
+    bound = lambda x: "0" if x < 0.05 else f"{x:.{1 if x < 10 else 0}f}"
+    return f"{v:.1f}\n{bound(lo)}-{bound(hi)}"
+
+
+def _fmt_mean(lat: dict) -> str:
+    """A mean latency (cycles) with half its 95% confidence interval: ``12.3 ±1.2``."""
+    if not lat:
+        return "-"
+    return f"{lat['mean']:.1f} ±{lat['ci95']:.1f}"
+
+
 def _table(title: str, columns, console_width: int):
     from rich.table import Table
 
@@ -1053,25 +1163,28 @@ def render_report(report: Report, console, top: int = 10) -> None:
     console.print(Text(f"SPE report{source}: {report.total_records} records, "
                        f"{report.bad_packets} bad packets"))
 
-    t = _table(f"Hot functions (top {top}; latency of loads/stores in cycles)", [
+    t = _table(f"Hot functions (top {top}; latency of loads/stores in cycles, mean ±95% "
+               f"confidence)", [
         "Function", ("Samples", 1), ("%", 1), ("Ld/St", 1), ("TOT mean", 1), ("p50", 1),
         ("p90", 1), ("p99", 1)], width)
     for name, count, pct in report.hot_functions[:top]:
         s = report.functions[name]
         tot = s["latency"].get("TOT", {})
         t.add_row(Text(shorten(name, sym_w)), str(count), f"{pct:.2f}",
-                  str(s["loads"] + s["stores"]), _fmt(tot.get("mean")), _fmt(tot.get("p50"), 0),
+                  str(s["loads"] + s["stores"]), _fmt_mean(tot), _fmt(tot.get("p50"), 0),
                   _fmt(tot.get("p90"), 0), _fmt(tot.get("p99"), 0))
     console.print(t)
-    t = _table(f"Events per function (top {top}; percent of accesses, of branches)", [
+    t = _table(f"Events per function (top {top}; percent of accesses, of branches; under "
+               f"each, its 95% confidence interval)", [
         "Function", ("ISSUE mean", 1), ("XLAT mean", 1), ("L1D miss%", 1), ("LLC miss%", 1),
         ("TLB miss%", 1), ("Mispred%", 1), "Data source"], width)
     for name, count, pct in report.hot_functions[:top]:
         s = report.functions[name]
         lat, r = s["latency"], s["rates"]
         t.add_row(Text(shorten(name, sym_w)), _fmt(lat.get("ISSUE", {}).get("mean")),
-                  _fmt(lat.get("XLAT", {}).get("mean")), _fmt(r.get("l1d_refill")),
-                  _fmt(r.get("llc_miss")), _fmt(r.get("tlb_refill")), _fmt(r.get("mispredict")),
+                  _fmt(lat.get("XLAT", {}).get("mean")), _fmt_rate(s, "l1d_refill"),
+                  _fmt_rate(s, "llc_miss"), _fmt_rate(s, "tlb_refill"),
+                  _fmt_rate(s, "mispredict"),
                   Text(" ".join(f"{k}:{v}" for k, v in s["data_source"].items()) or "-"))
     console.print(t)
 
@@ -1143,6 +1256,15 @@ def render_report(report: Report, console, top: int = 10) -> None:
             f"instructions: "
             f"total variation {gt['error_functions']:.2f} points over functions, "
             f"{gt['error_pcs']:.2f} over PCs"))
+    et = report.event_truth
+    if et and et["rates"]:
+        t = _table("Event rates, SPE's estimate against the model's exact rate (percent; "
+                   "95% confidence interval)", ["Function", "Event", ("SPE %", 1),
+                                                 ("Interval", 1), ("Exact %", 1), "In"], width)
+        for func, rate, est, lo, hi, exact, inside in et["rates"][:4 * top]:
+            t.add_row(Text(shorten(func, sym_w)), RATE_TITLES[rate], f"{est:.1f}",
+                      f"{lo:.1f}-{hi:.1f}", f"{exact:.1f}", "yes" if inside else "no")
+        console.print(t)
 
 
 def _pcs_in(trace: bytes, lo: int, hi: int) -> Counter:
