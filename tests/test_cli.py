@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from spe_emu.native import GT_EVENTS
 from spe_emu.platform.loader import load_elf
 from spe_emu.spe.packets import iter_records
 from spe_emu.tools.cli import main
@@ -299,4 +300,6 @@ def test_ground_truth_with_machine_virt(tmp_path):
     data = json.loads((tmp_path / "out" / "ground_truth.json").read_text())
     # (a raw binary is placed 0x80000 bytes into RAM, at 0x4000_0000 on virt, as QEMU does)
     assert data == {"instructions": 3,
-                    "pcs": {"0x40080000": 1, "0x40080004": 1, "0x40080008": 1}}
+                    "pcs": {"0x40080000": 1, "0x40080004": 1, "0x40080008": 1},
+                    # (what the model gave each load/store and branch: there are none)
+                    "events": {"names": list(GT_EVENTS), "pcs": {}}}

@@ -1163,8 +1163,7 @@ def render_report(report: Report, console, top: int = 10) -> None:
     console.print(Text(f"SPE report{source}: {report.total_records} records, "
                        f"{report.bad_packets} bad packets"))
 
-    t = _table(f"Hot functions (top {top}; latency of loads/stores in cycles, mean ±95% "
-               f"confidence)", [
+    t = _table(f"Hot functions (top {top}; load/store latency in cycles, mean ±95% CI)", [
         "Function", ("Samples", 1), ("%", 1), ("Ld/St", 1), ("TOT mean", 1), ("p50", 1),
         ("p90", 1), ("p99", 1)], width)
     for name, count, pct in report.hot_functions[:top]:
