@@ -6,6 +6,16 @@ status); errors derive from :class:`spe_emu.errors.SpeEmuError`. The pytest plug
 (:mod:`spe_emu.pytest_plugin`) gives users' own tests an ``spe_machine`` fixture.
 """
 
+import os as _os
+from pathlib import Path as _Path
+
+# The patched libunicorn that ``pip install .`` builds (spe_emu/native/unicorn_build.py):
+# the unicorn binding loads the library LIBUNICORN_PATH names, when it is first imported
+# (a process that imported unicorn before spe_emu keeps the binding's own library).
+UNICORN_DIR = _Path(__file__).resolve().parent / "_unicorn"
+if (UNICORN_DIR / "libunicorn.so.2").is_file():
+    _os.environ.setdefault("LIBUNICORN_PATH", str(UNICORN_DIR))
+
 from .errors import (ConfigError, GuestError, GuestRunaway, ImageError, SpeEmuError,
                      TraceDecodeError)
 

@@ -644,6 +644,22 @@ def ground_truth_free(counter: SpeCounter) -> None:
     library().spe_gt_free(ctypes.byref(counter))
 
 
+def unicorn_patches() -> list[str]:
+    """The patches (``patches/unicorn``) of the libunicorn this process runs on: the names
+    of the ``PATCHES`` list beside it when it is the build ``pip install .`` made
+    (``spe_emu/_unicorn``, spe_emu/native/unicorn_build.py), else ``[]`` (the unicorn
+    binding's own library: no patch; a process that imported unicorn before spe_emu, or an
+    install where the build could not run)."""
+    from unicorn.unicorn_py3.unicorn import uclib
+
+    from .. import UNICORN_DIR
+    loaded = Path(uclib._name).resolve()
+    listing = UNICORN_DIR / "PATCHES"
+    if loaded.parent != UNICORN_DIR.resolve() or not listing.is_file():
+        return []
+    return listing.read_text().split()
+
+
 def block_hook_address() -> int:
     """Address of ``spe_block_hook`` for ``uc_hook_add(UC_HOOK_BLOCK, ...)``."""
     return ctypes.cast(library().spe_block_hook, ctypes.c_void_p).value

@@ -1,0 +1,42 @@
+"""The libunicorn spe_emu runs on is built with the patches of patches/unicorn
+(spe_emu/native/unicorn_build.py, during ``pip install .``), and what each patch changes
+behaves as its header says."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from unicorn import UC_ARCH_ARM64, UC_HOOK_MEM_READ, UC_HOOK_MEM_WRITE, UC_MODE_ARM, Uc
+from unicorn import arm64_const as A
+
+import spe_emu  # noqa: F401  (points the binding at the patched library before unicorn loads it)
+from spe_emu import native
+
+PATCHES = Path(__file__).resolve().parent.parent / "patches" / "unicorn"
+
+
+def test_the_build_in_use_carries_the_patches():
+    expected = sorted(p.name for p in PATCHES.glob("*.patch"))
+    assert expected and native.unicorn_patches() == expected
+
+
+def test_a_memory_hook_added_after_translation_sees_the_pc():
+    # 0001: loads and stores write their PC before the access whether or not a memory hook
+    # existed when their block was translated, so a hook added later (no cpu_restore_state)
+    # reads each access's own PC
+    code = b"".join(w.to_bytes(4, "little") for w in (
+        0xF9400022,    # ldr x2, [x1]
+        0xF9000422,    # str x2, [x1, #8]
+        0xF9400823,    # ldr x3, [x1, #16]
+        0xD503201F))   # nop
+    uc = Uc(UC_ARCH_ARM64, UC_MODE_ARM)
+    uc.mem_map(0x10000, 0x10000)
+    uc.mem_write(0x10000, code)
+    uc.reg_write(A.UC_ARM64_REG_X1, 0x18000)
+    uc.emu_start(0x10000, 0x10000 + len(code))   # (translated without a hook)
+    seen = []
+    uc.hook_add(UC_HOOK_MEM_READ | UC_HOOK_MEM_WRITE,
+                lambda u, _t, addr, _s, _v, _d: seen.append(
+                    (u.reg_read(A.UC_ARM64_REG_PC), addr)))
+    uc.emu_start(0x10000, 0x10000 + len(code))
+    assert seen == [(0x10000, 0x18000), (0x10004, 0x18008), (0x10008, 0x18010)]
