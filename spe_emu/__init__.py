@@ -7,14 +7,14 @@ status); errors derive from :class:`spe_emu.errors.SpeEmuError`. The pytest plug
 """
 
 import os as _os
-from pathlib import Path as _Path
+
+from .native.sources import UNICORN_DIR as _UNICORN_DIR
 
 # The patched libunicorn that ``pip install .`` builds (spe_emu/native/unicorn_build.py):
 # the unicorn binding loads the library LIBUNICORN_PATH names, when it is first imported
 # (a process that imported unicorn before spe_emu keeps the binding's own library).
-UNICORN_DIR = _Path(__file__).resolve().parent / "_unicorn"
-if (UNICORN_DIR / "libunicorn.so.2").is_file():
-    _os.environ.setdefault("LIBUNICORN_PATH", str(UNICORN_DIR))
+if (_UNICORN_DIR / "libunicorn.so.2").is_file():
+    _os.environ.setdefault("LIBUNICORN_PATH", str(_UNICORN_DIR))
 
 from .errors import (ConfigError, GuestError, GuestRunaway, ImageError, SpeEmuError,
                      TraceDecodeError)

@@ -652,7 +652,7 @@ def unicorn_patches() -> list[str]:
     install where the build could not run)."""
     from unicorn.unicorn_py3.unicorn import uclib
 
-    from .. import UNICORN_DIR
+    from .sources import UNICORN_DIR
     loaded = Path(uclib._name).resolve()
     listing = UNICORN_DIR / "PATCHES"
     if loaded.parent != UNICORN_DIR.resolve() or not listing.is_file():

@@ -14,6 +14,8 @@ HERE = Path(__file__).resolve().parent
 SOURCES = (HERE / "counter.c", HERE / "record.c", HERE / "model.c", HERE / "exception.c",
            HERE / "gic.c", HERE / "decode.c")
 HEADER = HERE / "spe_native.h"
+# where ``pip install .`` puts the patched libunicorn (unicorn_build.py) and its PATCHES list
+UNICORN_DIR = HERE.parent / "_unicorn"
 
 
 def source_digest() -> str:

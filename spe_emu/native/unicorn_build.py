@@ -25,7 +25,7 @@ from pathlib import Path
 
 UNICORN_VERSION = "2.1.4"   # (pyproject.toml pins the binding to it: the patches apply to it)
 LIB_NAME = "libunicorn.so.2"
-PATCH_LIST = "PATCHES"
+PATCH_LIST = "PATCHES"    # (native.unicorn_patches reads it)
 ROOT = Path(__file__).resolve().parents[2]
 PATCH_DIR = ROOT / "patches" / "unicorn"
 
