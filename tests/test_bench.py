@@ -65,7 +65,7 @@ def test_bench_one_guest_json(tmp_path):
     # the report: the table and one verdict line per target (whatever the verdicts are)
     verdicts = [line for line in proc.stdout.splitlines()
                 if line.startswith(("PASS ", "FAIL ", "SKIP "))]
-    assert len(verdicts) == 5, proc.stdout
+    assert len(verdicts) == 6, proc.stdout
     assert any(line.startswith("SKIP") and "reference" in line for line in verdicts)
     assert "asm_loop" in proc.stdout and "spe-disabled" in proc.stdout
 
@@ -149,7 +149,7 @@ def test_bench_timer_row_json(tmp_path):
     # no SPE guest was selected: every target is skipped, none fails
     verdicts = [line for line in proc.stdout.splitlines()
                 if line.startswith(("PASS ", "FAIL ", "SKIP "))]
-    assert len(verdicts) == 5 and all(v.startswith("SKIP") for v in verdicts), proc.stdout
+    assert len(verdicts) == 6 and all(v.startswith("SKIP") for v in verdicts), proc.stdout
 
 
 def test_bench_timer_row_skips_without_tools(tmp_path):
