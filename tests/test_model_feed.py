@@ -270,3 +270,30 @@ def test_readme_report_estimates_hold_the_exact_l1d_rates():
     rows = [r for r in rep.event_truth["rates"] if r[1] == "l1d_refill"]
     assert any(r[0] == "quick_sort.constprop.0" for r in rows)
     assert all(inside for *_, inside in rows), rows
+
+
+# 500 loads of distinct lines before the Profiling Buffer is enabled, then LOOP
+EARLY = f"""
+    ldr x5, ={LINE_A + 0x10000:#x}
+    mov x4, #500
+early:
+    ldr x1, [x5], #64
+    subs x4, x4, #1
+    b.ne early
+""" + LOOP
+
+
+@pytest.mark.parametrize("mode", ["fast", "reference"])
+def test_the_feed_starts_when_the_buffer_is_first_enabled(tmp_path, mode):
+    # model_feed_from "enable" (the default): the accesses before the MSR that sets
+    # PMBLIMITR_EL1.E reach no model (a Linux boot then costs what it did without the
+    # feed); "reset": all of them do
+    counts = {}
+    for start in ("enable", "reset"):
+        m = run_asm(EARLY, tmp_path / start, mode=mode, spe=SpeConfig(model_feed_from=start))
+        assert m.result.exit_status == 0
+        counts[start] = m.result.model["accesses"]
+    assert counts["reset"] - counts["enable"] == 500
+    fast = run_asm(EARLY, tmp_path / "f", spe=SpeConfig(**TINY))
+    ref = run_asm(EARLY, tmp_path / "r", mode="reference", spe=SpeConfig(**TINY))
+    assert drained(fast, BUF)[3] == drained(ref, BUF)[3]

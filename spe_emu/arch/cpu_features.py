@@ -36,7 +36,8 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 
 from ..errors import ConfigError
-from .id_regs import ID_AA64ISAR1_EL1, ID_AA64ISAR2_EL1, ID_AA64MMFR2_EL1, ID_AA64PFR0_EL1
+from .id_regs import (ID_AA64ISAR1_EL1, ID_AA64ISAR2_EL1, ID_AA64MMFR2_EL1, ID_AA64PFR0_EL1,
+                      MIDR_EL1)
 from .mmu import TCR_EL1
 
 PAUTH_FIELDS = ((ID_AA64ISAR1_EL1, ("APA", "API", "GPA", "GPI")),
@@ -55,11 +56,14 @@ class CpuFeatures:
             (default True).
         pauth: present FEAT_PAuth as Unicorn's CPU implements it (QARMA5 for the A keys:
             APA = 1, GPA = 1); False hides it (default True).
+        midr: the MIDR_EL1 the PE presents (None: Unicorn's CPU's, 0x000F0510); a core preset
+            sets it (``spe-emu run --core``, :mod:`spe_emu.arch.cores`).
     """
 
     csv3: bool = True
     e0pd: bool = True
     pauth: bool = True
+    midr: int | None = None
 
     NAMES = ("csv3", "e0pd", "pauth")
 
@@ -67,12 +71,15 @@ class CpuFeatures:
     def presented(self) -> frozenset[tuple[int, int, int, int, int]]:
         """Encodings of the ID registers whose value :meth:`present` may change."""
         return frozenset({ID_AA64PFR0_EL1.encoding.tuple, ID_AA64MMFR2_EL1.encoding.tuple,
-                          ID_AA64ISAR1_EL1.encoding.tuple, ID_AA64ISAR2_EL1.encoding.tuple})
+                          ID_AA64ISAR1_EL1.encoding.tuple, ID_AA64ISAR2_EL1.encoding.tuple}
+                         | ({MIDR_EL1.encoding.tuple} if self.midr is not None else set()))
 
     def present(self, enc: tuple[int, int, int, int, int], value: int) -> int:
         """The value the guest reads from the ID register ``enc`` given the value of Unicorn's
         CPU (``value``, 64 bits); unchanged for a register not in :attr:`presented`."""
-        if enc == ID_AA64PFR0_EL1.encoding.tuple and self.csv3:
+        if enc == MIDR_EL1.encoding.tuple and self.midr is not None:
+            value = self.midr
+        elif enc == ID_AA64PFR0_EL1.encoding.tuple and self.csv3:
             value = ID_AA64PFR0_EL1.set(value, "CSV3", 1)
         elif enc == ID_AA64MMFR2_EL1.encoding.tuple and self.e0pd:
             value = ID_AA64MMFR2_EL1.set(value, "E0PD", 1)
@@ -105,9 +112,11 @@ class CpuFeatures:
                 raise ConfigError(f"--cpu-feature {text!r}: {value!r} is not on or off")
         return replace(self, **changes)
 
-    def describe(self) -> dict[str, bool]:
-        """The choices by name (for summary.json)."""
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+    def describe(self) -> dict:
+        """The choices by name (for summary.json; ``midr`` as hex, None: Unicorn's)."""
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        out["midr"] = None if self.midr is None else f"{self.midr:#010x}"
+        return out
 
 
 def e0pd_fault(tcr_el1: int, va: int) -> bool:

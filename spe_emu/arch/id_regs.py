@@ -8,6 +8,13 @@ from __future__ import annotations
 
 from ..sysreg import reg
 
+MIDR_EL1 = reg("MIDR_EL1", (3, 0, 0, 0, 0), "Implementer 31:24", "Variant 23:20",
+               "Architecture 19:16", "PartNum 15:4", "Revision 3:0", read_only=True,
+               doc="Arm ARM D19.2 MIDR_EL1 (a core preset presents its own: spe_emu.arch.cores)")
+VPIDR_EL2 = reg("VPIDR_EL2", (3, 4, 0, 0, 0), "Implementer 31:24", "Variant 23:20",
+                "Architecture 19:16", "PartNum 15:4", "Revision 3:0",
+                doc="Arm ARM D19.2 VPIDR_EL2: what MIDR_EL1 reads at EL1 with EL2 enabled "
+                    "(resets to the PE's MIDR_EL1)")
 ID_AA64PFR0_EL1 = reg("ID_AA64PFR0_EL1", (3, 0, 0, 4, 0), "CSV3 63:60", "DIT 51:48",
                       "GIC 27:24", "AdvSIMD 23:20", "FP 19:16", read_only=True,
                       doc="Arm ARM D19.2 ID_AA64PFR0_EL1")

@@ -37,6 +37,7 @@ from unicorn import (UC_ARCH_ARM64, UC_ERR_FETCH_UNMAPPED, UC_ERR_READ_UNMAPPED,
                      UC_MEM_FETCH_UNMAPPED, UC_MEM_WRITE_UNMAPPED,
                      UC_MODE_ARM, UC_PROT_EXEC, Uc, UcError)
 from unicorn import arm64_const as A
+from unicorn.unicorn_const import UC_CTL_IO_WRITE, UC_CTL_TLB_FLUSH
 from unicorn.unicorn_py3.arch.arm64 import UcRegCP64
 from unicorn.unicorn_py3.unicorn import uclib
 
@@ -49,7 +50,8 @@ from ..arch.faults import ExternalAbort, TranslationFault, page_chunks
 from ..arch.firmware_regs import CPTR_EL2, CPTR_EL3
 from ..arch.cpu_features import CpuFeatures
 # (registers QEMU implements whose value spe_emu presents: the MRS hook returns it)
-from ..arch.id_regs import ID_AA64DFR0_EL1, ID_AA64DFR2_EL1, ID_AA64PFR0_EL1
+from ..arch.id_regs import (ID_AA64DFR0_EL1, ID_AA64DFR2_EL1, ID_AA64PFR0_EL1, MIDR_EL1,
+                           VPIDR_EL2)
 from ..spe.pmu_events import PMU_COUNTERS, PMUVER_V3P1, SpePmuEvents
 from ..devices.gicv3 import ICC_REGISTERS, GicDevice
 from ..devices.psci import Psci, PsciAction
@@ -440,6 +442,8 @@ class Machine:
         # Bound the translated-code cache: blocks split for samples are retranslated, and the
         # default 1 GiB buffer would grow with the number of samples until QEMU flushes it.
         self.uc.ctl_set_tcg_buffer_size(config.tcg_buffer_mb << 20)
+        if config.cpu.midr is not None:   # (a core preset: VPIDR_EL2 resets to MIDR_EL1)
+            self.uc.cpr_write(*VPIDR_EL2.encoding.tuple, config.cpu.midr)
         self.guest_errors: list[str] = []
         self._retired_now: int | None = None  # set while a hook reads the clock mid-block
         self.clock = VirtualClock(self._clock_retired, config.board.counter_hz)
@@ -535,6 +539,7 @@ class Machine:
         self._model_every = config.spe.model_feed == "every"
         self._ref_sites: dict[int, int] = {}   # reference loop: PC -> kind (_feed_branch)
         self._model_hook: int | None = None    # (model_hook_last)
+        self._feeding = False   # every access and branch feeds the model (_start_model_feed)
         self.hold_irq_until = 0  # the sampled instruction completes before an IRQ is taken
         self._budget_spent = False
         self._ctx: AccessContext | None = None
@@ -821,14 +826,30 @@ class Machine:
                 self._native_hook(UC_HOOK_CODE, ctypes.c_void_p(native.zva_hook_address()),
                                   ctypes.byref(flt), addr, addr + 3)
         if self.cfg.mode != "raw" and self._model_every:
-            # Every data access updates the micro-architecture model, from reset (model.c),
-            # and every branch trains its predictor: the block hook's (counter.c
-            # feed_branch) or, in the reference loop, _on_every_insn's (_feed_branch)
+            # Every data access updates the micro-architecture model (model.c), and every
+            # branch trains its predictor: the block hook's (counter.c feed_branch) or, in the
+            # reference loop, _on_every_insn's (_feed_branch); from reset, or from the first
+            # write that enables the Profiling Buffer (SpeConfig.model_feed_from)
             c = self.counter
-            c.feed = self.spu.builder.model.ptr
             c.reg_read = ctypes.cast(uclib.uc_reg_read, ctypes.c_void_p).value
             c.pc_id = A.UC_ARM64_REG_PC
-            self.model_hook_last(install=True)
+            if self.cfg.spe.model_feed_from == "reset":
+                self._start_model_feed()
+            else:
+                self.spu.on_buffer_enable = self._start_model_feed
+
+    def _start_model_feed(self) -> None:
+        """From now on every data access and branch feeds the model (idempotent): at reset,
+        or in the handler of the MSR that first sets PMBLIMITR_EL1.E, in both run loops at
+        the same instruction. The translation TLB is flushed, so the next access already
+        reaches the memory hook (Unicorn marks a page for memory hooks as it enters it)."""
+        if self._feeding:
+            return
+        self._feeding = True
+        self.spu.on_buffer_enable = None
+        self.counter.feed = self.spu.builder.model.ptr
+        self.model_hook_last(install=True)
+        self.uc.ctl(UC_CTL_TLB_FLUSH, UC_CTL_IO_WRITE)
 
     def model_hook_last(self, install: bool = False) -> None:
         """(Re)install the model's memory hook (model_feed "every") as the last memory hook:
@@ -2578,6 +2599,10 @@ class Machine:
                                and HCR_EL2.get(ctx.hcr_el2, "TID3")):
                 return 0
             value = uc.cpr_read(*enc)
+            if enc == MIDR_EL1.encoding.tuple and ctx.el == 1 and ctx.el2_enabled:
+                # (D19.2 MIDR_EL1: at EL1 with EL2 enabled a read gives VPIDR_EL2)
+                uc.reg_write(reg, uc.cpr_read(*VPIDR_EL2.encoding.tuple))
+                return 1
             if enc == ID_AA64DFR0_EL1.encoding.tuple:
                 value = ID_AA64DFR0_EL1.set(value, "PMSVer", self.cfg.spe.pmsver)
                 if self.cfg.spe.pmsver:  # (SPE events need 16-bit evtCount, §2.6)
@@ -2827,7 +2852,7 @@ class Machine:
             return
         if self._pbt_on and address != self._last_insn + 4:   # (a taken branch)
             self._ref_pbt = (address, self.ref_insns + 1)
-        if self._model_every and self._last_insn >= 0:
+        if self._feeding and self._last_insn >= 0:
             self._feed_branch(self._last_insn, address)
         self.ref_insns += 1
         self._last_insn = address

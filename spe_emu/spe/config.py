@@ -131,6 +131,8 @@ CHOICES = {
 
 MODEL_FEEDS = ("sampled", "every")
 """What updates the micro-architecture model (:attr:`SpeConfig.model_feed`)."""
+MODEL_FEED_FROM = ("enable", "reset")
+"""From when ``model_feed="every"`` feeds the model (:attr:`SpeConfig.model_feed_from`)."""
 
 MODEL_PARAMETERS = {
     "model_feed": "what updates the caches, TLB and branch predictor: every (default: each "
@@ -138,6 +140,10 @@ MODEL_PARAMETERS = {
                   "executes, from reset) or sampled (only the sampled operations: faster, "
                   "but the events and latencies are not the program's: caches that see one "
                   "access in thousands miss almost every time)",
+    "model_feed_from": "with model_feed=every, from when: enable (default: from the first "
+                       "write that enables the Profiling Buffer, PMBLIMITR_EL1.E = 1, before "
+                       "any sample) or reset (from the first instruction: every access of a "
+                       "Linux boot too, about 4x its time)",
     "tlb_entries": "TLB entries, 4 KiB pages (default 48)",
     "tlb_ways": "TLB ways per set (default 0: fully associative)",
     "l1d_lines": "L1D size in 64-byte lines (default 512: 32 KiB)",
@@ -306,6 +312,7 @@ class SpeConfig:
     exception_return_target: bool = True
     exception_record_detail: bool = True
     model_feed: str = "every"
+    model_feed_from: str = "enable"
     tlb_entries: int = 48
     tlb_ways: int = 0
     l1d_lines: int = 512
@@ -375,6 +382,8 @@ class SpeConfig:
         need(self.in_flight_ops >= 0, "in_flight_ops", self.in_flight_ops, "must be >= 0")
         need(self.model_feed in MODEL_FEEDS, "model_feed", self.model_feed,
              f"must be one of {', '.join(MODEL_FEEDS)}")
+        need(self.model_feed_from in MODEL_FEED_FROM, "model_feed_from", self.model_feed_from,
+             f"must be one of {', '.join(MODEL_FEED_FROM)}")
         need(1 <= self.gshare_bits <= 24, "gshare_bits", self.gshare_bits, "must be 1..24")
         need(0 <= self.ras_entries <= 1024, "ras_entries", self.ras_entries,
              "must be 0..1024")
@@ -491,7 +500,7 @@ class SpeConfig:
             if not sep or name not in MODEL_PARAMETERS:
                 raise ConfigError(f"--spe-model {text!r}: expected NAME=VALUE with NAME one "
                                   f"of {', '.join(MODEL_PARAMETERS)}")
-            if name == "model_feed":
+            if name in ("model_feed", "model_feed_from"):
                 changes[name] = value
                 continue
             try:
