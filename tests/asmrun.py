@@ -182,7 +182,7 @@ def drained(m: Machine, buf: int, size: int | None = None) -> tuple:
 
 def asm_machine(text: str, tmp_path: Path, *, boot_el: int = 1, mode: str = "fast",
                 spe: SpeConfig | None = None, stack: int = 0x4100_0000,
-                max_insns: int = 50_000_000) -> Machine:
+                max_insns: int = 50_000_000, cpu=None) -> Machine:
     """Assemble ``text`` (which sets nothing up itself but may use SP, set to ``stack``
     first), load it at BASE and reset the machine there, ready to run. The programs run at
     ``boot_el`` with the MMU off and some make misaligned loads on purpose (operands across
@@ -191,8 +191,10 @@ def asm_machine(text: str, tmp_path: Path, *, boot_el: int = 1, mode: str = "fas
     code = assemble(prologue + text, BASE)
     image = Image(path=Path("<asm>"), entry=BASE,
                   segments=[Segment(BASE, BASE, code, len(code), 0b111)])
+    extra = {} if cpu is None else {"cpu": cpu}
     m = Machine(MachineConfig(boot_el=boot_el, mode=mode, spe=spe or SpeConfig(),
-                              outdir=tmp_path, max_insns=max_insns, device_alignment=False))
+                              outdir=tmp_path, max_insns=max_insns, device_alignment=False,
+                              **extra))
     m.load(image)
     m.reset(BASE)
     return m
@@ -200,10 +202,10 @@ def asm_machine(text: str, tmp_path: Path, *, boot_el: int = 1, mode: str = "fas
 
 def run_asm(text: str, tmp_path: Path, *, boot_el: int = 1, mode: str = "fast",
             spe: SpeConfig | None = None, stack: int = 0x4100_0000,
-            setup=None) -> Machine:
+            setup=None, cpu=None) -> Machine:
     """Assemble ``text`` (which sets nothing up itself but may use SP) and run it
     (:func:`asm_machine`); ``setup(machine)`` is called before the run."""
-    m = asm_machine(text, tmp_path, boot_el=boot_el, mode=mode, spe=spe, stack=stack)
+    m = asm_machine(text, tmp_path, boot_el=boot_el, mode=mode, spe=spe, stack=stack, cpu=cpu)
     if setup is not None:
         setup(m)
     m.result = m.run()

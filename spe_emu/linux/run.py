@@ -71,7 +71,7 @@ def run_program(program_path: Path, lopts: LinuxOptions, opts: RunOptions,
 
     mcfg = MachineConfig(ram_size=LINUX_RAM_SIZE, mode=opts.mode,
                          spe=opts.spe.with_(seed=opts.seed), outdir=outdir,
-                         max_insns=opts.max_insns, console=fw_console)
+                         max_insns=opts.max_insns, console=fw_console, cpu=opts.cpu)
     machine = Machine(mcfg)
     firmware = load_elf(opts.firmware_path or default_firmware())
     machine.load(firmware)

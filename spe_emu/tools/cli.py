@@ -18,6 +18,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from ..arch.cores import CORES, core_preset
 from ..arch.cpu_features import CpuFeatures
 from ..errors import DriverRuleBroken, EmulatorError, GuestError, GuestRunaway, SpeEmuError
 from ..spe.config import (CHOICES, EXTERNAL_ABORT_CHOICES, FEATURES, MODEL_PARAMETERS,
@@ -193,6 +194,11 @@ def main() -> None:
 @click.option("--strict", is_flag=True,
               help="Stop the run when the guest breaks an SPE programming rule (the "
                    "driver-bug reporter, docs/model.md 'Driver rules'): exit status 123.")
+@click.option("--core", "core", default=None, metavar="NAME",
+              help="A core preset (docs/model.md 'Core presets'): its MIDR_EL1, SPU ID fields "
+                   "and model geometry and latencies, each from a public source; "
+                   "--spe-feature and --spe-model override them. One of: "
+                   + ", ".join(CORES) + ".")
 @click.option("--cpu-feature", "cpu_features", multiple=True, metavar="NAME=on|off",
               help="A CPU feature choice of the board (repeatable; docs/linux.md): csv3 "
                    "(ID_AA64PFR0_EL1.CSV3 = 1, default on), e0pd (FEAT_E0PD: "
@@ -203,7 +209,7 @@ def run(image, args, share, env_set, env_unset, clear_env, machine, kernel, init
         min_latency, timestamps, context, pa, exclude_kernel, no_profiling, buffer_size, boot_el, no_firmware,
         firmware_path, max_insns, mode, outdir, perf_data, ground_truth,
         spe_features, spe_external_abort, gdb_port, gdb_stop_on_exception, spe_options,
-        spe_model, strict, cpu_features, counter_hz) -> None:
+        spe_model, strict, core, cpu_features, counter_hz) -> None:
     """Run IMAGE with SPE enabled and write the trace plus a JSON summary into the output
     directory. IMAGE is a static AArch64 Linux program (run like qemu-aarch64: spe-emu run
     [OPTIONS] PROGRAM [-- ARGS...]; its stdin, stdout, stderr and exit status are the
@@ -226,7 +232,7 @@ def run(image, args, share, env_set, env_unset, clear_env, machine, kernel, init
              buffer_size, boot_el, no_firmware, firmware_path, max_insns, mode, outdir,
              perf_data, ground_truth, spe_features, spe_external_abort,
              stub.attach if stub is not None else None, spe_options, strict,
-             cpu_features, spe_model, counter_hz)
+             cpu_features, spe_model, counter_hz, core)
     except OSError as exc:   # (--gdb: the port cannot be bound, the connection failed)
         if stub is None:
             raise
@@ -241,16 +247,17 @@ def _run(image, args, share, env_set, env_unset, clear_env, machine, kernel, ini
          min_latency, timestamps, context, pa, exclude_kernel, no_profiling, buffer_size,
          boot_el, no_firmware, firmware_path, max_insns, mode, outdir, perf_data, ground_truth,
          spe_features, spe_external_abort, attach, spe_options=(), strict=False,
-         cpu_features=(), spe_model=(), counter_hz=None) -> None:
+         cpu_features=(), spe_model=(), counter_hz=None, core=None) -> None:
     """``run``'s body; ``attach``: the GDB stub's, or None."""
     from ..linux.elf import is_linux_program
     from ..session import GUEST_REGION, RunOptions, default_firmware, run_image
     program_name = image  # (argv[0] of a Linux program: as given, "./a.out" stays so)
     try:
-        spe = SpeConfig(external_abort=spe_external_abort,
-                        strict=strict).with_features(spe_features).with_options(spe_options) \
-            .with_model(spe_model)
-        cpu = CpuFeatures().with_options(cpu_features)
+        spe, cpu = SpeConfig(external_abort=spe_external_abort, strict=strict), CpuFeatures()
+        if core is not None:
+            spe, cpu = core_preset(core).apply(spe, cpu)
+        spe = spe.with_features(spe_features).with_options(spe_options).with_model(spe_model)
+        cpu = cpu.with_options(cpu_features)
     except SpeEmuError as exc:
         _fail_with(exc)
     image = Path(image) if image is not None else None
@@ -398,7 +405,8 @@ def _write_perf_data(session, images: list[Path], interval: int,
     try:
         trace = session.trace_path.read_bytes() if session.trace_path.exists() else b""
         return write_perf_data(session.outdir / PERF_DATA_NAME, trace, images,
-                               sample_period=interval, comm=comm)
+                               sample_period=interval, comm=comm,
+                               midr=session.machine.cfg.cpu.midr)
     except (SpeEmuError, OSError) as exc:
         _fail(f"perf.data: {exc}")
 

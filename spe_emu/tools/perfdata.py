@@ -212,7 +212,7 @@ def _attr(sample_period: int, config: int) -> bytes:
 
 def perf_data_bytes(trace: Union[bytes, Sequence[bytes]], images: Sequence[PathLike], *,
                     comm: str = DEFAULT_COMM, sample_period: int = 0,
-                    config: int = 0) -> bytes:
+                    config: int = 0, midr: Optional[int] = None) -> bytes:
     """The bytes of a perf.data file holding ``trace`` (raw SPE records of one PE).
 
     ``trace`` is the bytes, or a sequence of chunks that each start at a record boundary:
@@ -223,7 +223,10 @@ def perf_data_bytes(trace: Union[bytes, Sequence[bytes]], images: Sequence[PathL
     ``images``: the ELF files whose code the trace samples (guest and firmware), mapped at
     their link addresses; ``comm``: the command name perf shows (up to 15 bytes are kept,
     as the kernel's TASK_COMM_LEN); ``sample_period`` (operations) and ``config`` go into the
-    attr for tools that print them. Raises ImageError for an unreadable or non-AArch64 image.
+    attr for tools that print them; ``midr``: the MIDR_EL1 the PE presented (None:
+    :data:`EMULATED_MIDR`), which perf reads from HEADER_CPUID to decide how it decodes Data
+    Source packets (a Neoverse core preset: the Neoverse levels). Raises ImageError for an
+    unreadable or non-AArch64 image.
     """
     chunks = [bytes(trace)] if isinstance(trace, (bytes, bytearray, memoryview)) else \
         [bytes(c) for c in trace]
@@ -275,7 +278,7 @@ def perf_data_bytes(trace: Union[bytes, Sequence[bytes]], images: Sequence[PathL
     features = {
         HEADER_ARCH: _header_string("aarch64"),
         HEADER_NRCPUS: _U32.pack(1) + _U32.pack(1),          # available, online
-        HEADER_CPUID: _header_string(f"0x{EMULATED_MIDR:016x}"),
+        HEADER_CPUID: _header_string(f"0x{EMULATED_MIDR if midr is None else midr:016x}"),
         HEADER_EVENT_DESC: (_U32.pack(1) + _U32.pack(ATTR_SIZE) + attr + _U32.pack(1)
                             + _header_string(f"{ARM_SPE_PMU_NAME}//") + _U64.pack(SAMPLE_ID)),
         HEADER_PMU_MAPPINGS: (_U32.pack(1) + _U32.pack(ARM_SPE_PMU_TYPE)
@@ -316,7 +319,7 @@ def _build_id_event(path: str, build_id: bytes) -> bytes:
 
 def write_perf_data(path: PathLike, trace: bytes, images: Sequence[PathLike], *,
                     comm: Optional[str] = None, sample_period: int = 0,
-                    config: int = 0) -> Path:
+                    config: int = 0, midr: Optional[int] = None) -> Path:
     """Write :func:`perf_data_bytes` to ``path``; ``comm`` defaults to the first image's file
     name without its extension. Returns the path. Raises ImageError (bad image) or
     OSError (cannot write)."""
@@ -324,5 +327,5 @@ def write_perf_data(path: PathLike, trace: bytes, images: Sequence[PathLike], *,
         comm = Path(images[0]).stem if images else DEFAULT_COMM
     out = Path(path)
     out.write_bytes(perf_data_bytes(trace, images, comm=comm, sample_period=sample_period,
-                                    config=config))
+                                    config=config, midr=midr))
     return out
