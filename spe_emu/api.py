@@ -155,6 +155,7 @@ def run(program: Optional[PathLike] = None, args: Sequence[str] = (), *,
         exclude_kernel: bool = False, profiling: bool = True, buffer_size: int = 64 << 10,
         spe_features: Union[Mapping[str, int], Sequence[str]] = (),
         spe_external_abort: Optional[str] = None,
+        spe_model: Union[Mapping[str, object], Sequence[str]] = (), core: Optional[str] = None,
         firmware: bool = True, boot_el: int = 1, firmware_path: Optional[PathLike] = None,
         share: Optional[PathLike] = None, env: Optional[Mapping[str, str]] = None,
         stdin: bytes = b"",
@@ -182,7 +183,11 @@ def run(program: Optional[PathLike] = None, args: Sequence[str] = (), *,
         physical: PMSCR_EL1.TS, CX, PA; exclude_kernel: clear PMSCR_EL1.E1SPE; profiling:
         False leaves SPE disabled; buffer_size: Profiling Buffer bytes (multiple of 4096);
         spe_features: SPE ID-register choices (``{"name": value}`` or ``"NAME=VALUE"``
-        strings, as ``--spe-feature``); spe_external_abort: as ``--spe-external-abort``.
+        strings, as ``--spe-feature``); spe_external_abort: as ``--spe-external-abort``;
+        spe_model: the micro-architecture model's parameters (as ``--spe-model``: model_feed,
+        cache geometry, latencies ...); core: a core preset (``--core``, e.g.
+        "neoverse-n1": MIDR_EL1, SPU ID fields, model geometry; spe_features and spe_model
+        override its values).
 
     The run:
         max_insns: instruction budget (a longer run ends with exit_reason "max-insns");
@@ -201,6 +206,8 @@ def run(program: Optional[PathLike] = None, args: Sequence[str] = (), *,
         ConfigError: a bad option value or combination, an unusable output directory.
         ImageError: a missing or malformed program, kernel or image.
     """
+    from .arch.cores import core_preset
+    from .arch.cpu_features import CpuFeatures
     from .session import (KernelOptions, RunOptions, TRACE_NAME, run_image, run_kernel)
     from .tools.report import load_ground_truth, load_ground_truth_events
 
@@ -215,7 +222,12 @@ def run(program: Optional[PathLike] = None, args: Sequence[str] = (), *,
                 "itself (the firmware's driver, which these configure, is not loaded)")
     if isinstance(spe_features, Mapping):
         spe_features = [f"{k}={v}" for k, v in spe_features.items()]
-    spe = SpeConfig(external_abort=spe_external_abort).with_features(list(spe_features))
+    if isinstance(spe_model, Mapping):
+        spe_model = [f"{k}={v}" for k, v in spe_model.items()]
+    spe, cpu = SpeConfig(external_abort=spe_external_abort), CpuFeatures()
+    if core is not None:
+        spe, cpu = core_preset(core).apply(spe, cpu)
+    spe = spe.with_features(list(spe_features)).with_model(list(spe_model))
     tmp = None
     if outdir is None:
         tmp = Path(tempfile.mkdtemp(prefix="spe-emu-"))
@@ -227,7 +239,7 @@ def run(program: Optional[PathLike] = None, args: Sequence[str] = (), *,
                       physical=physical, el1=not exclude_kernel, profiling=profiling,
                       buffer_size=buffer_size, boot_el=boot_el, firmware=firmware,
                       firmware_path=Path(firmware_path) if firmware_path else None,
-                      max_insns=max_insns, mode=mode, outdir=out, spe=spe,
+                      max_insns=max_insns, mode=mode, outdir=out, spe=spe, cpu=cpu,
                       ground_truth=ground_truth)
     console = bytearray()
     stderr = b""
