@@ -79,7 +79,7 @@ def test_features_off(tmp_path):
 def test_with_options():
     cpu = CpuFeatures().with_options(["pauth=off", "E0PD=0", " csv3 = on "])
     assert cpu == CpuFeatures(csv3=True, e0pd=False, pauth=False)
-    assert cpu.describe() == {"csv3": True, "e0pd": False, "pauth": False}
+    assert cpu.describe() == {"csv3": True, "e0pd": False, "pauth": False, "midr": None}
     with pytest.raises(ConfigError, match="expected NAME=on|off"):
         CpuFeatures().with_options(["sve=on"])
     with pytest.raises(ConfigError, match="not on or off"):

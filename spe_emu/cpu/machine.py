@@ -37,7 +37,7 @@ from unicorn import (UC_ARCH_ARM64, UC_ERR_FETCH_UNMAPPED, UC_ERR_READ_UNMAPPED,
                      UC_MEM_FETCH_UNMAPPED, UC_MEM_WRITE_UNMAPPED,
                      UC_MODE_ARM, UC_PROT_EXEC, Uc, UcError)
 from unicorn import arm64_const as A
-from unicorn.unicorn_const import UC_CTL_IO_WRITE, UC_CTL_TLB_FLUSH
+from unicorn.unicorn_const import UC_CTL_IO_WRITE, UC_CTL_TB_FLUSH
 from unicorn.unicorn_py3.arch.arm64 import UcRegCP64
 from unicorn.unicorn_py3.unicorn import uclib
 
@@ -540,6 +540,7 @@ class Machine:
         self._ref_sites: dict[int, int] = {}   # reference loop: PC -> kind (_feed_branch)
         self._model_hook: int | None = None    # (model_hook_last)
         self._feeding = False   # every access and branch feeds the model (_start_model_feed)
+        self._feed_flush = False   # translated code to flush before the run goes on
         self.hold_irq_until = 0  # the sampled instruction completes before an IRQ is taken
         self._budget_spent = False
         self._ctx: AccessContext | None = None
@@ -840,16 +841,18 @@ class Machine:
 
     def _start_model_feed(self) -> None:
         """From now on every data access and branch feeds the model (idempotent): at reset,
-        or in the handler of the MSR that first sets PMBLIMITR_EL1.E, in both run loops at
-        the same instruction. The translation TLB is flushed, so the next access already
-        reaches the memory hook (Unicorn marks a page for memory hooks as it enters it)."""
+        or in the handler of the MSR that first sets PMBLIMITR_EL1.E. The run stops after
+        that instruction, in both loops, and the translated code is flushed before it goes
+        on (:meth:`_start`): a block translated while no memory hook existed reads and writes
+        through the TLB without calling one."""
         if self._feeding:
             return
         self._feeding = True
         self.spu.on_buffer_enable = None
         self.counter.feed = self.spu.builder.model.ptr
         self.model_hook_last(install=True)
-        self.uc.ctl(UC_CTL_TLB_FLUSH, UC_CTL_IO_WRITE)
+        self._feed_flush = True
+        self.uc.emu_stop()
 
     def model_hook_last(self, install: bool = False) -> None:
         """(Re)install the model's memory hook (model_feed "every") as the last memory hook:
@@ -2912,6 +2915,9 @@ class Machine:
 
     def _start(self, pc: int, until: int = 0, count: int = 0) -> None:
         self._unmapped = None
+        if self._feed_flush:   # (_start_model_feed)
+            self._feed_flush = False
+            self.uc.ctl(UC_CTL_TB_FLUSH, UC_CTL_IO_WRITE)
         if self.watchpoints.dirty or self.watchpoints.unresolved:
             self.watchpoints.refresh()
         try:
