@@ -56,6 +56,9 @@ def _midr(implementer: int, variant: int, part: int, revision: int) -> int:
 
 
 N1_TRM = "Arm Neoverse N1 Core Technical Reference Manual (Arm 100616, r4p1)"
+WIKI = "WikiChip, Neoverse N1 microarchitecture, memory hierarchy"
+A76 = ("the Cortex-A76 MMU table (N1's base core; Arm Cortex-A76 TRM, as reprinted in "
+       "Intel's Agilex 5 HPS TRM 814346 §3.5.3.4.1)")
 V1_TRM = "Arm Neoverse V1 Core Technical Reference Manual (Arm 101427, r1p1)"
 CPUTYPE = "Linux arch/arm64/include/asm/cputype.h"
 
@@ -66,28 +69,25 @@ CORES = {
         Value("pmsver", 1, f"{N1_TRM} ID_AA64DFR0_EL1.PMSVer (FEAT_SPE, Armv8.2)"),
         Value("lds", 1, "Linux perf decodes N1's Data Source packets "
                         "(tools/perf/util/arm-spe.c neoverse_spe)"),
-        Value("l1d_lines", 1024, f"{N1_TRM} L1 data cache: 64 KB, 64-byte lines"),
-        Value("l1d_ways", 4, f"{N1_TRM} L1 data cache: 4-way set associative"),
-        Value("l2_lines", 16384, f"{N1_TRM} L2 cache: 256 KB to 1 MB (1 MB here, as in "
-                                 f"AWS Graviton2 and Ampere Altra)"),
-        Value("l2_ways", 8, f"{N1_TRM} L2 cache: 8-way set associative"),
+        Value("l1d_lines", 1024, f"{N1_TRM} L1 data cache: 64 KB, 64-byte lines; {WIKI}"),
+        Value("l1d_ways", 4, f"{N1_TRM} L1 data cache: 4-way set associative; {WIKI}"),
+        Value("l2_lines", 16384, f"{N1_TRM} L2 cache: 512 KB or 1 MB ({WIKI}; 1 MB here, as "
+                                 f"in AWS Graviton2 and Ampere Altra)"),
+        Value("l2_ways", 8, f"{N1_TRM} L2 cache: 8-way set associative; {WIKI}"),
         Value("llc_lines", 1 << 19, "system level cache of the SoC (CMN-600): 32 MB in AWS "
                                     "Graviton2 and Ampere Altra product data; ways: "
                                     + NO_SOURCE + " (16)"),
         Value("llc_ways", 16, NO_SOURCE),
-        Value("tlb_entries", 48, f"{N1_TRM} L1 data TLB: 48 entries, fully associative"),
-        Value("tlb_ways", 0, f"{N1_TRM} L1 data TLB: fully associative"),
-        Value("l1d_latency", 4, "Arm Neoverse N1 Software Optimization Guide: load-to-use "
-                                "latency 4 cycles"),
-        Value("l2_latency", 11, "public measurements of Graviton2 (about 11 cycles); "
-                                + NO_SOURCE + " in a TRM"),
-        Value("llc_latency", 75, "public measurements of Graviton2 (about 30 ns at 2.5 GHz); "
-                                 + NO_SOURCE + " in a TRM"),
-        Value("dram_latency", 250, "public measurements of Graviton2 (about 100 ns at "
-                                   "2.5 GHz); " + NO_SOURCE + " in a TRM"),
+        Value("tlb_entries", 48, f"L1 data TLB: 48 entries, fully associative ({A76}); the "
+                                 f"model has one TLB level (the L2 TLB: 1280 entries, 5-way)"),
+        Value("tlb_ways", 0, f"L1 data TLB: fully associative ({A76})"),
+        Value("l1d_latency", 4, f"4-cycle fastest load-to-use latency ({WIKI})"),
+        Value("l2_latency", 11, f"9 to 11 cycles load-to-use ({WIKI}): the slowest"),
+        Value("llc_latency", 75, "system cache hit: " + NO_SOURCE + " (about 30 ns at "
+                                 "2.5 GHz)"),
+        Value("dram_latency", 250, "DRAM: " + NO_SOURCE + " (about 100 ns at 2.5 GHz)"),
         Value("walk_latency", 30, NO_SOURCE + " (spe_emu's default)"),
-        Value("mispredict_penalty", 11, "Arm Neoverse N1 Software Optimization Guide: "
-                                        "branch mispredict penalty 11 cycles"),
+        Value("mispredict_penalty", 11, NO_SOURCE + " (a typical 11-stage front end)"),
     )),
     "neoverse-v1": CorePreset("neoverse-v1", "Arm Neoverse V1 r1p1", (
         Value("midr", _midr(0x41, 1, 0xD40, 1),
@@ -105,16 +105,14 @@ CORES = {
         Value("llc_ways", 16, NO_SOURCE),
         Value("tlb_entries", 48, f"{V1_TRM} L1 data TLB: 48 entries, fully associative"),
         Value("tlb_ways", 0, f"{V1_TRM} L1 data TLB: fully associative"),
-        Value("l1d_latency", 4, "Arm Neoverse V1 Software Optimization Guide: load-to-use "
-                                "latency 4 cycles"),
-        Value("l2_latency", 11, "public measurements of Graviton3; " + NO_SOURCE
-                                + " in a TRM"),
-        Value("llc_latency", 80, "public measurements of Graviton3 (about 30 ns at "
-                                 "2.6 GHz); " + NO_SOURCE + " in a TRM"),
-        Value("dram_latency", 300, "public measurements of Graviton3 (about 115 ns at "
-                                   "2.6 GHz); " + NO_SOURCE + " in a TRM"),
+        Value("l1d_latency", 4, "L1D load-to-use: " + NO_SOURCE + " (N1's 4 cycles)"),
+        Value("l2_latency", 11, "L2 load-to-use: " + NO_SOURCE + " (N1's 11 cycles)"),
+        Value("llc_latency", 80, "system cache hit: " + NO_SOURCE + " (about 30 ns at "
+                                 "Graviton3's 2.6 GHz, WikiChip)"),
+        Value("dram_latency", 300, "DRAM: " + NO_SOURCE + " (about 115 ns at 2.6 GHz)"),
         Value("walk_latency", 30, NO_SOURCE + " (spe_emu's default)"),
-        Value("mispredict_penalty", 11, NO_SOURCE + " (N1's)"),
+        Value("mispredict_penalty", 11, "AnandTech, Arm Neoverse V1 announcement (2021): a "
+                                        "pipeline of a minimum of 11 stages"),
     )),
 }
 """The core presets by name (``--core``)."""

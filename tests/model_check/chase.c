@@ -1,6 +1,12 @@
-/* Pointer chase: a random cycle through 4 MiB of 64-byte nodes (4x the LLC), 16 laps. */
+/* Pointer chase: a random cycle through NODES 64-byte nodes, LAPS laps (default 4 MiB, 4x
+ * the default LLC, 16 laps; tests/test_cores.py builds 64 MiB, 2 laps, with -D). */
 #include <stdio.h>
+#ifndef NODES
 #define NODES (1 << 16)
+#endif
+#ifndef LAPS
+#define LAPS 16
+#endif
 struct node { struct node *next; long pad[7]; };
 static struct node nodes[NODES];
 static unsigned order[NODES];
@@ -18,7 +24,7 @@ int main(void)
         nodes[order[i]].next = &nodes[order[(i + 1) % NODES]];
     struct node *p = &nodes[order[0]];
     long steps = 0;
-    for (int lap = 0; lap < 16; lap++)
+    for (int lap = 0; lap < LAPS; lap++)
         for (unsigned i = 0; i < NODES; i++, steps++)
             p = p->next;
     printf("%ld %ld\n", steps, (long)(p - nodes));
