@@ -124,11 +124,6 @@ CONTROL_MATCHES = ((0xFFFFFFFF, ERET_WORD), (0xFFFFFFFF, PSB_CSYNC_WORD))
 UNMASK_WATCH = PSTATE.make(A=1, I=1, F=1)
 UNMASK_INTERRUPTS = PSTATE.make(I=1, F=1)   # (IRQ and FIQ: D1.3.6)
 UNMASK_SERROR = PSTATE.make(A=1)              # (a physical or virtual SError)
-# model_feed "every": the unconditional branch (register) encoding class (Arm ARM C4.1
-# "Branches, Exception Generating and System instructions"), in which the indirect branches
-# the native hook feeds the predictor from are: BR and BLR (their target is Xn)
-BRANCH_REGISTER_CLASS = (0xFE000000, 0xD6000000)
-FED_BRANCHES = frozenset({"br", "blr"})
 
 
 @lru_cache(maxsize=64)

@@ -9,7 +9,7 @@
  *
  * What feeds it (SpeConfig.model_feed): every data access the PE makes, through the
  * UC_HOOK_MEM_READ | UC_HOOK_MEM_WRITE callback spe_model_hook, and every branch it executes,
- * through the block hook (counter.c spe_feed_branch) ("every", the default; caches keyed by
+ * through the block hook (counter.c feed_branch) ("every", the default; caches keyed by
  * physical address: Unicorn's memory hooks see PAs), when a record takes what the sampled
  * operation itself found as it executed; or only the sampled operations, as their records
  * are built ("sampled": spe_model_access and spe_model_branch with update = 1).
@@ -238,7 +238,7 @@ struct spe_model {
     /* returns: a stack of ras_depth return addresses, the oldest overwritten when full */
     uint32_t ras_depth, ras_count, ras_top;
     uint64_t *ras;
-    /* the kind of the instruction at a PC (1 + SPE_BR_* flags; sites) */
+    /* the kind of the instruction at each PC met (SPE_BR_* | SPE_BR_BRANCH, or 0) */
     struct spe_targets sites;
     uint32_t encodings;
     uint32_t enc_mask[SPE_ENCODINGS], enc_value[SPE_ENCODINGS], enc_kind[SPE_ENCODINGS];
@@ -401,7 +401,7 @@ static void ras_pop(struct spe_model *m)
 }
 
 /* The branch predictor, the one rule of what a record's MISPREDICTED event says (record.c
- * and RecordBuilder through Model.branch for records, spe_feed_branch for training): whether
+ * and RecordBuilder through Model.branch for records, counter.c feed_branch for training): whether
  * the branch at pc of kind (SPE_BR_* flags, spe_emu.spe.records.branch_kind), taken or not,
  * to target is mispredicted (docs/model.md "Branch prediction"):
  *  - a conditional branch by gshare: the two-bit counter at PC XOR the global history says

@@ -335,7 +335,7 @@ BRANCH_ENCODINGS = (
 instructions"), as (word mask, value, ``native.BR_*`` kind | ``BR_BRANCH``): what the block
 hook (model.c ``spe_model_classify``) and the reference loop know the branch that ended a
 block by, to train the predictor with it (model_feed "every"). The kinds are
-:func:`branch_kind`'s of what ``spe_emu.cpu.a64`` decodes (tests/test_model_feed.py holds
+:func:`branch_kind`'s of what ``spe_emu.cpu.a64`` decodes (tests/test_native_records.py holds
 them equal); the last two rows are ERET and ERETAA/ERETAB."""
 
 

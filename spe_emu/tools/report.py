@@ -1179,7 +1179,7 @@ def render_report(report: Report, console, top: int = 10) -> None:
         ("TLB miss%", 1), ("Mispred%", 1), "Data source"], width)
     for name, count, pct in report.hot_functions[:top]:
         s = report.functions[name]
-        lat, r = s["latency"], s["rates"]
+        lat = s["latency"]
         t.add_row(Text(shorten(name, sym_w)), _fmt(lat.get("ISSUE", {}).get("mean")),
                   _fmt(lat.get("XLAT", {}).get("mean")), _fmt_rate(s, "l1d_refill"),
                   _fmt_rate(s, "llc_miss"), _fmt_rate(s, "tlb_refill"),
