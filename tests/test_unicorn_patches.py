@@ -40,3 +40,30 @@ def test_a_memory_hook_added_after_translation_sees_the_pc():
                     (u.reg_read(A.UC_ARM64_REG_PC), addr)))
     uc.emu_start(0x10000, 0x10000 + len(code))
     assert seen == [(0x10000, 0x18000), (0x10004, 0x18008), (0x10008, 0x18010)]
+
+
+def test_the_memory_trace_reports_each_access_with_its_pc_and_physical_address():
+    # 0002: uc_mem_trace_set calls its callback after each load and store of code translated
+    # while it is set (PC, physical address, size, store?), and after a DC ZVA with its block
+    import ctypes
+    from unicorn.unicorn_py3.unicorn import uclib
+    seen = []
+    callback = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint64,
+                                ctypes.c_uint32, ctypes.c_uint32)(
+        lambda _user, pc, pa, size, store: seen.append((pc, pa, size, store)))
+    code = b"".join(w.to_bytes(4, "little") for w in (
+        0xF9400022,    # ldr x2, [x1]
+        0xB9000822,    # str w2, [x1, #8]
+        0xA9410C22,    # ldp x2, x3, [x1, #16]
+        0xD50B7421))   # dc zva, x1
+    uc = Uc(UC_ARCH_ARM64, UC_MODE_ARM)
+    uc.mem_map(0x10000, 0x10000)
+    uc.mem_write(0x10000, code)
+    uc.reg_write(A.UC_ARM64_REG_X1, 0x18040)
+    trace_set = uclib.uc_mem_trace_set
+    trace_set.argtypes = (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
+    assert trace_set(uc._uch, ctypes.cast(callback, ctypes.c_void_p), None) == 0
+    uc.emu_start(0x10000, 0x10000 + len(code))
+    assert seen == [(0x10000, 0x18040, 8, 0), (0x10004, 0x18048, 4, 1),
+                    (0x10008, 0x18050, 8, 0), (0x10008, 0x18058, 8, 0),
+                    (0x1000C, 0x18040, 64, 1)]

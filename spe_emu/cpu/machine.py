@@ -836,16 +836,24 @@ class Machine:
 
     def _start_model_feed(self) -> None:
         """From now on every data access and branch feeds the model (idempotent): at reset,
-        or in the handler of the MSR that first sets PMBLIMITR_EL1.E. The run stops after
-        that instruction, in both loops, and the translated code is flushed before it goes
-        on (:meth:`_start`): a block translated while no memory hook existed reads and writes
-        through the TLB without calling one."""
+        or in the handler of the MSR that first sets PMBLIMITR_EL1.E. The accesses reach it
+        through the patched libunicorn's memory trace (patches/unicorn/0002, which keeps them
+        on the TLB fast path) or, with Unicorn's own library, a memory hook. The run stops
+        after that instruction, in both loops, and the translated code is flushed before it
+        goes on (:meth:`_start`): code translated before calls neither."""
         if self._feeding:
             return
         self._feeding = True
         self.spu.on_buffer_enable = None
         self.counter.feed = self.spu.builder.model.ptr
-        self.model_hook_last(install=True)
+        try:   # (the patched library's trace: patches/unicorn/0002)
+            trace_set = uclib.uc_mem_trace_set
+        except AttributeError:
+            self.model_hook_last(install=True)
+        else:
+            trace_set.argtypes = (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
+            trace_set(self.uc._uch, ctypes.c_void_p(native.model_trace_address()),
+                      ctypes.byref(self.counter))
         self._feed_flush = True
         self.uc.emu_stop()
 

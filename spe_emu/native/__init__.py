@@ -813,6 +813,12 @@ class Model:
         return dict(zip(MODEL_STATS, out))
 
 
+def model_trace_address() -> int:
+    """Address of ``spe_model_trace`` for ``uc_mem_trace_set`` (the patched libunicorn:
+    patches/unicorn/0002) with the block hook's :class:`SpeCounter` as user data."""
+    return ctypes.cast(library().spe_model_trace, ctypes.c_void_p).value
+
+
 def model_hook_address() -> int:
     """Address of ``spe_model_hook`` for ``uc_hook_add(UC_HOOK_MEM_READ | UC_HOOK_MEM_WRITE,
     ...)`` with the block hook's :class:`SpeCounter` as user data (its ``feed`` a

@@ -499,22 +499,21 @@ void spe_model_stats(const struct spe_model *m, uint64_t *out)
     memcpy(out, m->stats, sizeof m->stats);
 }
 
-/* UC_HOOK_MEM_READ | UC_HOOK_MEM_WRITE callback (model_feed "every"; user data: the block
- * hook's counter): every data access the PE makes, at its physical address, is recorded in
- * the model c->feed -- each 64-byte line and 4 KiB page it touches, lowest first. The first
- * access of the instruction a capture armed (c->armed_pc) gives that capture its outcome
- * (spe_capture.fed), as its record must show it. */
-void spe_model_hook(void *uc, int type, uint64_t address, int size, int64_t value,
-                    struct spe_counter *c)
+/* One data access of the instruction at pc (0: not read yet, read_pc reads it when needed)
+ * recorded in the model c->feed -- each 64-byte line and 4 KiB page it touches, lowest
+ * first. The first access of the instruction a capture armed (c->armed_pc) gives that
+ * capture its outcome (spe_capture.fed), as its record must show it; with ground truth,
+ * the first access of each execution its PC's counts. */
+static void feed_access(void *uc, struct spe_counter *c, uint64_t pc, uint64_t address,
+                        uint64_t size)
 {
-    (void)type, (void)value;
     struct spe_model *m = c->feed;
-    uint64_t last = address + (uint64_t)(size > 0 ? size - 1 : 0);
+    uint64_t last = address + (size ? size - 1 : 0);
     uint64_t line = address >> 6;
-    if (c->armed | (uint64_t)c->gt_events) {   /* (Unicorn syncs the PC for memory hooks) */
-        uint64_t pc = 0;
-        int first = c->reg_read(uc, c->pc_id, &pc) == 0
-                    && pc != c->gt_last_pc;   /* (an instruction's later accesses: same PC) */
+    if (c->armed | (uint64_t)c->gt_events) {
+        if (!pc && c->reg_read(uc, c->pc_id, &pc) != 0)   /* (synced for memory hooks) */
+            pc = 0;
+        int first = pc && pc != c->gt_last_pc;   /* (an instruction's later accesses: same PC) */
         int out = spe_model_access(m, line++, 1);
         if (c->armed && pc == c->armed_pc) {
             c->caps[c->armed - 1].fed = (uint64_t)out;
@@ -527,4 +526,25 @@ void spe_model_hook(void *uc, int type, uint64_t address, int size, int64_t valu
     }
     for (; line <= last >> 6; line++)
         spe_model_access(m, line, 1);
+}
+
+/* UC_HOOK_MEM_READ | UC_HOOK_MEM_WRITE callback (model_feed "every" with Unicorn's own
+ * library; user data: the block hook's counter): every data access the PE makes, at its
+ * physical address (feed_access). */
+void spe_model_hook(void *uc, int type, uint64_t address, int size, int64_t value,
+                    struct spe_counter *c)
+{
+    (void)type, (void)value;
+    feed_access(uc, c, 0, address, size > 0 ? (uint64_t)size : 0);
+}
+
+/* The memory trace callback (uc_mem_trace_set, patches/unicorn/0002: model_feed "every" with
+ * the patched library, which keeps the accesses on the TLB fast path; user data: the block
+ * hook's counter): every data access the PE makes, with its PC and physical address
+ * (feed_access). */
+void spe_model_trace(struct spe_counter *c, uint64_t pc, uint64_t paddr, uint32_t size,
+                     uint32_t is_write)
+{
+    (void)is_write;
+    feed_access(0, c, pc, paddr, size);
 }
