@@ -8,9 +8,11 @@ TLB walks) agree within 1%.
 
 What neither side sees, or only one does: accesses the host makes for the program (the
 loader's and the system calls' copies into guest memory; on qemu-aarch64 the kernel's, which
-it emulates in the host too), DC ZVA's zeroing (a helper writes the block in both, without a
-memory callback or hook), and translation table walks (spe_emu's user mode has its tables
-walked by QEMU's softmmu, qemu-aarch64 has none). The start-up of a static glibc program
+it emulates in the host too), translation table walks (spe_emu's user mode has its tables
+walked by QEMU's softmmu, qemu-aarch64 has none), and DC ZVA's zeroing, which spe_emu's
+model sees as a store of the block (patches/unicorn/0002; 65 byte stores through a stock
+library's memory hook) and the plugin not at all (QEMU 7.2's helper makes no callback): the
+programs below zero no memory with it after start-up. The start-up of a static glibc program
 differs between the two (spe_emu's runs about 16,000 more instructions before ``main``), so
 the counts of an empty program (``base.c``) are subtracted on both sides. QEMU gives plugins
 virtual addresses and spe_emu's model physical ones: with the default fully associative
