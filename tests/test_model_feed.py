@@ -120,10 +120,10 @@ def test_model_counts_equal_a_python_hook_and_both_loops_agree(tmp_path):
 # writes PMSICR_EL1 so that the BR is the sampled operation (§3.1.1): the BR is sampled at
 # iterations 0, 4, 8 ..., always going to ta, while the BR executed in the iteration before
 # went to tb.
-def br_loop(count: int) -> str:
-    return spe_prologue(0b10, BUF, pmsirr=0xFFFF_FF00) + f"""
-    adr x4, ta
-    adr x5, tb
+def sampled_loop(count: int, setup: str = "") -> str:
+    """The prologue of a 400-iteration loop (counter x2, bound x6) whose every fourth
+    iteration writes PMSICR_EL1.COUNT = ``count`` at ``loop``, before ``nosample``."""
+    return spe_prologue(0b10, BUF, pmsirr=0xFFFF_FF00) + setup + f"""
     mov x2, #0
     ldr x6, =400
 loop:
@@ -131,7 +131,11 @@ loop:
     b.ne nosample
     mov x7, #{count}
     msr pmsicr_el1, x7
-nosample:
+nosample:"""
+
+
+def br_loop(count: int) -> str:
+    return sampled_loop(count, "\n    adr x4, ta\n    adr x5, tb") + """
     tst x2, #1
     csel x1, x4, x5, eq
     br x1
@@ -204,15 +208,7 @@ def test_every_feed_captures_samples_natively(tmp_path):
 # stack, so each sampled RET is predicted; with "sampled" only sampled branches train the
 # predictor, the stack stays empty and each sampled RET is mispredicted.
 def call_loop(count: int) -> str:
-    return spe_prologue(0b10, BUF, pmsirr=0xFFFF_FF00) + f"""
-    mov x2, #0
-    ldr x6, =400
-loop:
-    tst x2, #3
-    b.ne nosample
-    mov x7, #{count}
-    msr pmsicr_el1, x7
-nosample:
+    return sampled_loop(count) + """
     bl func
     add x2, x2, #1
     cmp x2, x6
