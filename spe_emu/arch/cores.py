@@ -59,13 +59,17 @@ N1_TRM = "Arm Neoverse N1 Core Technical Reference Manual (Arm 100616, r4p1)"
 WIKI = "WikiChip, Neoverse N1 microarchitecture, memory hierarchy"
 A76 = ("the Cortex-A76 MMU table (N1's base core; Arm Cortex-A76 TRM, as reprinted in "
        "Intel's Agilex 5 HPS TRM 814346 §3.5.3.4.1)")
-V1_TRM = "Arm Neoverse V1 Core Technical Reference Manual (Arm 101427, r1p1)"
+V1_TRM = "Arm Neoverse V1 Core Technical Reference Manual (Arm 101427)"
 CPUTYPE = "Linux arch/arm64/include/asm/cputype.h"
 
 CORES = {
     "neoverse-n1": CorePreset("neoverse-n1", "Arm Neoverse N1 r4p1", (
         Value("midr", _midr(0x41, 4, 0xD0C, 1),
-              f"{N1_TRM} MIDR_EL1; part 0xD0C: {CPUTYPE} ARM_CPU_PART_NEOVERSE_N1"),
+              f"{N1_TRM} MIDR_EL1; QEMU's neoverse-n1 CPU model (target/arm, r4p1); part "
+              f"0xD0C: {CPUTYPE} ARM_CPU_PART_NEOVERSE_N1"),
+        Value("interval_code", 0b0100,
+              f"{N1_TRM} Statistical Profiling Extension functional description: a minimum "
+              f"sampling interval of 1024, in PMSIDR_EL1.Interval (0b0100)"),
         Value("pmsver", 1, f"{N1_TRM} ID_AA64DFR0_EL1.PMSVer (FEAT_SPE, Armv8.2)"),
         Value("lds", 1, "Linux perf decodes N1's Data Source packets "
                         "(tools/perf/util/arm-spe.c neoverse_spe)"),
@@ -89,9 +93,12 @@ CORES = {
         Value("walk_latency", 30, NO_SOURCE + " (spe_emu's default)"),
         Value("mispredict_penalty", 11, NO_SOURCE + " (a typical 11-stage front end)"),
     )),
-    "neoverse-v1": CorePreset("neoverse-v1", "Arm Neoverse V1 r1p1", (
-        Value("midr", _midr(0x41, 1, 0xD40, 1),
-              f"{V1_TRM} MIDR_EL1; part 0xD40: {CPUTYPE} ARM_CPU_PART_NEOVERSE_V1"),
+    "neoverse-v1": CorePreset("neoverse-v1", "Arm Neoverse V1 r1p2", (
+        Value("midr", _midr(0x41, 1, 0xD40, 2),
+              f"QEMU's neoverse-v1 CPU model (target/arm, r1p2); part 0xD40: {CPUTYPE} "
+              f"ARM_CPU_PART_NEOVERSE_V1"),
+        Value("interval_code", 0b0000, f"{V1_TRM} PMSIDR_EL1.Interval: " + NO_SOURCE
+                                       + " (256, the smallest)"),
         Value("pmsver", 2, f"{V1_TRM} ID_AA64DFR0_EL1.PMSVer (FEAT_SPEv1p1, Armv8.4)"),
         Value("lds", 1, "Linux perf decodes V1's Data Source packets "
                         "(tools/perf/util/arm-spe.c neoverse_spe)"),
@@ -103,8 +110,8 @@ CORES = {
         Value("llc_lines", 1 << 19, "system level cache of the SoC (CMN-650): 32 MB in AWS "
                                     "Graviton3 product data; ways: " + NO_SOURCE + " (16)"),
         Value("llc_ways", 16, NO_SOURCE),
-        Value("tlb_entries", 48, f"{V1_TRM} L1 data TLB: 48 entries, fully associative"),
-        Value("tlb_ways", 0, f"{V1_TRM} L1 data TLB: fully associative"),
+        Value("tlb_entries", 48, "L1 data TLB: " + NO_SOURCE + " (N1's 48 entries)"),
+        Value("tlb_ways", 0, "L1 data TLB: " + NO_SOURCE + " (fully associative, as N1's)"),
         Value("l1d_latency", 4, "L1D load-to-use: " + NO_SOURCE + " (N1's 4 cycles)"),
         Value("l2_latency", 11, "L2 load-to-use: " + NO_SOURCE + " (N1's 11 cycles)"),
         Value("llc_latency", 80, "system cache hit: " + NO_SOURCE + " (about 30 ns at "
