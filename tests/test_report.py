@@ -209,3 +209,19 @@ def test_wilson_intervals():
         got = _wilson(k, n)
         assert abs(got[0] - lo) < 0.05 and abs(got[1] - hi) < 0.05, (k, n, got)
     assert _wilson(0, 0) == (0.0, 100.0)
+
+
+def test_html_page_shows_intervals_and_exact_rates():
+    # the HTML page carries what the text report does: each rate with its 95% confidence
+    # interval, and with ground truth SPE's estimates beside the model's exact rates
+    import re
+    from pathlib import Path
+
+    import spe_emu
+    from spe_emu.tools.plots import html_page
+    sort = Path(__file__).resolve().parent.parent / "guests" / "sort.elf"
+    page = html_page(spe_emu.run(str(sort), ground_truth=True).report())
+    assert re.search(r"<td>quick_sort\.constprop\.0</td><td>\d+</td><td>[\d.]+</td>"
+                     r"<td>[\d.]+</td><td>[\d.]+</td><td>[\d.]+ \([\d.]+-[\d.]+\)</td>", page)
+    assert re.search(r"<td>quick_sort\.constprop\.0</td><td>L1D miss</td><td>[\d.]+</td>"
+                     r"<td>[\d.]+-[\d.]+</td><td>[\d.]+</td><td>yes</td>", page)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Union
 
 from ..errors import ConfigError
+from .report import RATE_TITLES
 
 PLOTS = ("latency", "timeline", "data_heatmap")
 MAX_FUNCS = 6          # latency histograms drawn (the most sampled functions)
@@ -117,6 +118,13 @@ def _table(title: str, header: list[str], rows: list[list]) -> str:
 def html_page(report, top: int = 20) -> str:
     """The report as one self-contained HTML page (inline SVG plots; no external files)."""
     f = lambda v: "-" if v is None else f"{v:.1f}"
+
+    def rate(s: dict, name: str) -> str:   # (with its 95% confidence interval)
+        v = s["rates"].get(name)
+        if v is None:
+            return "-"
+        lo, hi = s["rates_ci95"][name]
+        return f"{v:.1f} ({lo:.1f}-{hi:.1f})"
     parts = [f"<h1>SPE report</h1><p id='summary'>{report.total_records} records from "
              f"{html.escape(str(report.image_path or 'no image'))}, {report.bad_packets} "
              f"bad packets</p>"]
@@ -125,10 +133,10 @@ def html_page(report, top: int = 20) -> str:
         s = report.functions[name]
         tot = s["latency"].get("TOT", {})
         rows.append([name, count, f"{pct:.2f}", f(tot.get("mean")), f(tot.get("p99")),
-                     f(s["rates"].get("l1d_refill")), f(s["rates"].get("tlb_refill")),
-                     f(s["rates"].get("mispredict"))])
-    parts.append(_table("Hot functions", ["Function", "Samples", "%", "TOT mean", "TOT p99",
-                                          "L1D miss%", "TLB miss%", "Mispred%"], rows))
+                     rate(s, "l1d_refill"), rate(s, "tlb_refill"), rate(s, "mispredict")])
+    parts.append(_table("Hot functions (event rates with their 95% confidence intervals)",
+                        ["Function", "Samples", "%", "TOT mean", "TOT p99", "L1D miss%",
+                         "TLB miss%", "Mispred%"], rows))
     if report.lines:
         parts.append(_table("Hot source lines", ["Line", "Function", "Samples", "%"],
                             [[ln, fn, s["samples"], f"{s['percent']:.2f}"]
@@ -151,6 +159,14 @@ def html_page(report, top: int = 20) -> str:
                              for n, e, x, d in gt["functions"][:top]]))
         parts.append(f"<p id='sampling-error'>Sampling error: {gt['error_functions']:.2f} "
                      f"points over functions, {gt['error_pcs']:.2f} over PCs</p>")
+    et = report.event_truth
+    if et and et["rates"]:
+        parts.append(_table("Event rates, SPE's estimate against the model's exact rate",
+                            ["Function", "Event", "SPE %", "95% interval", "Exact %", "In"],
+                            [[fn, RATE_TITLES[ev], f"{est:.1f}", f"{lo:.1f}-{hi:.1f}",
+                              f"{ex:.1f}",
+                              "yes" if inside else "no"]
+                             for fn, ev, est, lo, hi, ex, inside in et["rates"][:4 * top]]))
     figs = _figures(report)
     for name, fig in figs.items():
         parts.append(f"<h2>{name}</h2><div class='plot' id='plot-{name}'>{_svg(fig)}</div>")
