@@ -114,6 +114,18 @@ def test_break_step_registers_memory_and_pmbsr_after_buffer_full(tmp_path, plain
 
 
 @needs_gdb
+def test_system_registers_print_the_spe_aliases(tmp_path):
+    # issue 29: "info registers system" (or p $PMSCR_EL12) read PMSCR_EL12, which has no
+    # storage of its own (it is PMSCR_EL1, §4.3.6), and ended the run with a KeyError
+    run = Run([str(SORT)], tmp_path)
+    out = gdb_batch(run, ["info registers system", show("el12", "$PMSCR_EL12"),
+                          show("el1", "$PMSCR_EL1"), "continue"])
+    status, _, err = run.wait()
+    assert status == 0, err + out
+    assert "PMSCR_EL12" in out and values(out, "el12") == values(out, "el1"), out
+
+
+@needs_gdb
 def test_watchpoints_stop_after_the_access_and_change_nothing(tmp_path, plain_run):
     run = Run([str(SORT), *IRQ_OPTS], tmp_path)
     out = gdb_batch(run, [

@@ -53,6 +53,7 @@ from ..cpu.exceptions import EC, ESR, PSTATE, VectorKind
 from ..cpu.machine import NEVER, Machine
 from ..cpu.sync_checks import ABORT_ECS
 from ..errors import ConfigError, DebuggerKill
+from ..spe.registers import ALIASES
 
 PACKET_SIZE = 0x4000
 """Largest packet the stub accepts and sends (bytes of payload)."""
@@ -526,10 +527,11 @@ class GdbStub:
             return m.uc.reg_read(r.uc)
         if r.enc is not None:
             return m.fast.cpr(r.enc)
-        spec = m.spu.table[r.spe]
+        name = ALIASES.get(r.spe, r.spe)   # (PMSCR_EL12 is PMSCR_EL1, §4.3.6)
+        spec = m.spu.table[name]
         if spec.on_read:   # (PMSICR_EL1, PMBIDR_EL1: no side effect)
-            return getattr(m.spu, spec.on_read)(r.spe, m.context())
-        return m.spu.regs[r.spe]
+            return getattr(m.spu, spec.on_read)(name, m.context())
+        return m.spu.regs[name]
 
     def _reg_hex(self, r: GdbReg) -> bytes:
         return (self._reg_value(r) & ((1 << r.bits) - 1)).to_bytes(r.bits // 8,
