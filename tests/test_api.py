@@ -156,6 +156,9 @@ def test_cli_no_firmware_boots_a_bare_metal_image_outside_the_guest_region(tmp_p
                                     str(tmp_path / "out")])
     assert res.exit_code == 7, res.output
     assert json.loads((tmp_path / "out" / "summary.json").read_text())["exit_status"] == 7
+    # (issue 29: the image wrote no trace, and the command names none)
+    assert not (tmp_path / "out" / "spe.trace").exists()
+    assert "trace: none written  summary: " in res.output, res.output
 
 
 def test_missing_program_raises_image_error(tmp_path):

@@ -323,7 +323,11 @@ def _run(image, args, share, env_set, env_unset, clear_env, machine, kernel, ini
                         ("guest exit status", r.exit_status)]:
         table.add_row(name, str(value))
     Console().print(table)
-    click.echo(f"trace: {session.trace_path}  summary: {session.outdir / 'summary.json'}")
+    # (a bare-metal image hands no trace to the host unless it writes one through
+    # semihosting: only a trace file that exists is named)
+    trace = (f"trace: {session.trace_path}  " if session.trace_path.exists()
+             else "trace: none written  ")
+    click.echo(f"{trace}summary: {session.outdir / 'summary.json'}")
     if perf_data:
         images = [image] + ([firmware_path or default_firmware()] if not no_firmware else [])
         click.echo(f"perf.data: {_write_perf_data(session, images, interval)}")
