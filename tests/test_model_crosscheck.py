@@ -12,9 +12,11 @@ it emulates in the host too), translation table walks (spe_emu's user mode has i
 walked by QEMU's softmmu, qemu-aarch64 has none), and DC ZVA's zeroing, which spe_emu's
 model sees as a store of the block (patches/unicorn/0002; 65 byte stores through a stock
 library's memory hook) and the plugin not at all (QEMU 7.2's helper makes no callback): the
-programs below zero no memory with it after start-up. The start-up of a static glibc program
-differs between the two (spe_emu's runs about 16,000 more instructions before ``main``), so
-the counts of an empty program (``base.c``) are subtracted on both sides. QEMU gives plugins
+programs below zero no memory with it after start-up. What runs around the program
+differs between the two: spe_emu's counts include its EL1 firmware (about 16,500
+instructions of start-up, system call entry and exit and exit for an empty program; the
+program's own instructions are qemu-aarch64's), so the counts of an empty program
+(``base.c``) are subtracted on both sides. QEMU gives plugins
 virtual addresses and spe_emu's model physical ones: with the default fully associative
 levels any one-to-one mapping gives the same outcomes, and the programs never unmap memory
 (qsort's buffer comes from the heap: ``mallopt``), so no physical page is used for two
