@@ -223,10 +223,6 @@ struct spe_level {
     struct spe_lru **set;
 };
 
-/* Encodings of branches (Python's spe_emu.spe.records.BRANCH_ENCODINGS): word & mask ==
- * value gives kind (SPE_BR_* | SPE_BR_BRANCH) */
-#define SPE_ENCODINGS 32
-
 struct spe_model {
     struct spe_level tlb, l1d, l2, llc;
     struct spe_targets targets;

@@ -239,6 +239,9 @@ uint64_t spe_end_block_at(struct spe_counter *c, uint64_t insn);
 #define SPE_BR_BRANCH 8     /* any branch (a site's kind; 0: the instruction is no branch) */
 #define SPE_BR_CALL 16      /* BL, BLR, BLRAA...: pushes its return address */
 #define SPE_BR_ERET 32      /* ERET, ERETAA/AB (with RETURN): not on the return stack */
+/* Encodings of branches model.c holds (Python's spe_emu.spe.records.BRANCH_ENCODINGS): word &
+ * mask == value gives kind (SPE_BR_* | SPE_BR_BRANCH) */
+#define SPE_ENCODINGS 32
 
 #define SPE_TEMPLATES 4096  /* template table slots (power of two) */
 
