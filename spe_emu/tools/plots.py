@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Union
 
 from ..errors import ConfigError
-from .report import RATE_TITLES
+from .report import RATE_TITLES, format_rate
 
 PLOTS = ("latency", "timeline", "data_heatmap")
 MAX_FUNCS = 6          # latency histograms drawn (the most sampled functions)
@@ -120,11 +120,7 @@ def html_page(report, top: int = 20) -> str:
     f = lambda v: "-" if v is None else f"{v:.1f}"
 
     def rate(s: dict, name: str) -> str:   # (with its 95% confidence interval)
-        v = s["rates"].get(name)
-        if v is None:
-            return "-"
-        lo, hi = s["rates_ci95"][name]
-        return f"{v:.1f} ({lo:.1f}-{hi:.1f})"
+        return format_rate(s, name, inline=True)
     parts = [f"<h1>SPE report</h1><p id='summary'>{report.total_records} records from "
              f"{html.escape(str(report.image_path or 'no image'))}, {report.bad_packets} "
              f"bad packets</p>"]

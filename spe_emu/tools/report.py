@@ -1118,13 +1118,16 @@ def _fmt(v, digits=1) -> str:
     return "-" if v is None else f"{v:.{digits}f}"
 
 
-def _fmt_rate(s: dict, name: str) -> str:
-    """A rate of a summary (percent) over its 95% confidence interval: ``12.5`` then
-    ``8.1-18``, on two lines (bounds of 10 and more without decimals, under 0.05 as ``0``)."""
+def format_rate(s: dict, name: str, inline: bool = False) -> str:
+    """A rate of a summary (percent) with its 95% confidence interval: ``12.5`` over
+    ``8.1-18`` on two lines for a terminal table (bounds of 10 and more without decimals,
+    under 0.05 as ``0``), or ``12.5 (8.1-18.3)`` with ``inline``; ``-`` without the rate."""
     v = s["rates"].get(name)
     if v is None:
         return "-"
     lo, hi = s["rates_ci95"][name]
+    if inline:
+        return f"{v:.1f} ({lo:.1f}-{hi:.1f})"
     bound = lambda x: "0" if x < 0.05 else f"{x:.{1 if x < 10 else 0}f}"
     return f"{v:.1f}\n{bound(lo)}-{bound(hi)}"
 
@@ -1181,9 +1184,9 @@ def render_report(report: Report, console, top: int = 10) -> None:
         s = report.functions[name]
         lat = s["latency"]
         t.add_row(Text(shorten(name, sym_w)), _fmt(lat.get("ISSUE", {}).get("mean")),
-                  _fmt(lat.get("XLAT", {}).get("mean")), _fmt_rate(s, "l1d_refill"),
-                  _fmt_rate(s, "llc_miss"), _fmt_rate(s, "tlb_refill"),
-                  _fmt_rate(s, "mispredict"),
+                  _fmt(lat.get("XLAT", {}).get("mean")), format_rate(s, "l1d_refill"),
+                  format_rate(s, "llc_miss"), format_rate(s, "tlb_refill"),
+                  format_rate(s, "mispredict"),
                   Text(" ".join(f"{k}:{v}" for k, v in s["data_source"].items()) or "-"))
     console.print(t)
 
