@@ -242,6 +242,8 @@ struct spe_model {
     /* the line of the last recorded access + 1 (0: none): another access to it hits the L1D
      * and the TLB and changes nothing (both are already the newest of their sets) */
     uint64_t last_line;
+    /* the same for the page of the last recorded access (a TLB hit that changes nothing) */
+    uint64_t last_page;
 };
 
 const uint64_t spe_model_stats_count = SPE_MODEL_STATS;
@@ -337,7 +339,8 @@ int spe_model_access(struct spe_model *m, uint64_t line, int update)
         }
         return SPE_LEVEL_L1D << SPE_OUT_LEVEL_SHIFT;
     }
-    int out = level_access(&m->tlb, page, update) ? 0 : SPE_OUT_WALK;
+    int out = page + 1 == m->last_page || level_access(&m->tlb, page, update)
+              ? 0 : SPE_OUT_WALK;
     int level = SPE_LEVEL_L1D;
     if (!level_access(&m->l1d, line, update)) {
         level = SPE_LEVEL_L2;
@@ -349,6 +352,7 @@ int spe_model_access(struct spe_model *m, uint64_t line, int update)
     }
     if (update) {
         m->last_line = line + 1;
+        m->last_page = page + 1;
         m->stats[SPE_STAT_ACCESSES]++;
         m->stats[SPE_STAT_WALKS] += (uint64_t)(out & SPE_OUT_WALK);
         m->stats[level]++;
@@ -363,7 +367,7 @@ int spe_model_touch(struct spe_model *m, uint32_t which, uint64_t key, int updat
     struct spe_level *v = which == 0 ? &m->tlb : which == 1 ? &m->l1d
                           : which == 2 ? &m->l2 : &m->llc;
     if (update)
-        m->last_line = 0;
+        m->last_line = m->last_page = 0;
     return v->sets ? level_access(v, key, update) : -1;
 }
 
