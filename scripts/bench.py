@@ -87,18 +87,38 @@ the cross compiler; its QEMU half without QEMU.
 
 Linux user mode (guest ``linux-user``): examples/linux-user/bench.c built with
 ``aarch64-linux-gnu-gcc -static -O2`` and run with the argument --linux-n (200,000 numbers
-sorted, hashed and formatted with glibc) by qemu-aarch64 (a subprocess) and by spe-emu
-(``spe_emu.linux.run.run_program`` in this process, stdout to a file) with profiling off and
-at interval 4096; both must print the same checksum line. One warm-up each, then every repeat
-runs the three back to back (order reversed on every other repeat). One row:
+sorted, hashed and formatted with glibc) on six sides:
 
-    qemu_s, spe_off_s, spe_s   median wall seconds (process start-up included for QEMU,
+    qemu          qemu-aarch64 PROGRAM N (a subprocess)
+    qemu-plugin   qemu-aarch64 -cpu cortex-a57 -plugin cache_plugin.so,out=plugin.json PROGRAM
+                  N with an empty environment: the project's own cache and TLB model
+                  (tests/model_check/cache_plugin.c, built with the host cc -shared -fPIC -O2
+                  -fvisibility=hidden as tests/test_model_crosscheck.py does) run on every data
+                  access, QEMU's nearest to spe-emu's default model feed
+    raw           spe-emu, ``RunOptions(mode="raw")``: no SPE model attached
+    off           spe-emu, profiling off (the default model feed, ``every``)
+    spe           spe-emu, profiling on at interval 4096, the default ``model_feed="every"``
+    sampled       spe-emu, as spe with ``SpeConfig(model_feed="sampled")``
+
+(spe-emu: ``spe_emu.linux.run.run_program`` in this process, stdout to a file); all must print
+the same checksum line. One warm-up each, then every repeat runs all of them back to back
+(order reversed on every other repeat). One row:
+
+    qemu_s, qemu_plugin_s, raw_s, spe_off_s, spe_s, spe_sampled_s
+                               median wall seconds (process start-up included for QEMU,
                                machine set-up for spe-emu).
     speed_vs_qemu_off/_spe     median over the repeats of t_qemu / t_spe-emu: spe-emu's speed
                                as a fraction of qemu-aarch64's (1.0 = as fast).
+    every_vs_sampled           median over the repeats of t_spe / t_sampled: what feeding the
+                               model every access costs over feeding it the samples only.
+    every_vs_qemu_plugin       median of t_spe / t_qemu-plugin: spe-emu with its model fed
+                               every access against qemu-aarch64 running a cache model on
+                               every access.
+    every_vs_raw               median of t_spe / t_raw (reported, no target).
 
-No target; skipped with its reason without the cross compiler (and its QEMU half without
-qemu-aarch64).
+Targets (issue 26): every_vs_sampled <= 1.3 and every_vs_qemu_plugin <= 1.5 (SKIP where not
+measured). The row is skipped with its reason without the cross compiler; its QEMU sides
+without qemu-aarch64, and the plugin side without a host C compiler.
 
 Trace decoding (guest ``decoder``): a trace of --decode-mib MiB (default 18): the whole trace
 of sort at interval 256 (run in this process) repeated, and the same bytes wrapped into a
@@ -206,6 +226,7 @@ MIN_SPEEDUP_OVER_REFERENCE = 25.0
 MAX_PER_SAMPLE_US = 15.0
 MIN_RATIO_DISABLED = 0.9
 MAX_EVERY_OVER_SAMPLED = 1.3   # issue 26: the default model feed's time over the sampled one
+MAX_EVERY_OVER_QEMU_PLUGIN = 1.5   # issue 26: ... over qemu-aarch64 with the cache plugin
 MEMORY_MANY = dict(buffer_size=4096, interval=256)
 MEMORY_FEW = dict(interval=65536)
 MEMORY_CONTROL = dict(buffer_size=4096, interval=256, min_latency=4095)
@@ -234,8 +255,15 @@ LINUX_SOURCE = ROOT / "examples" / "linux-user" / "bench.c"
 LINUX_N = 200_000
 LINUX_INTERVAL = 4096
 QEMU_USER = "qemu-aarch64"
-LINUX_JSON_KEYS = ("guest", "mode", "n", "instructions", "qemu_s", "spe_off_s", "spe_s",
-                   "speed_vs_qemu_off", "speed_vs_qemu_spe", "skipped")
+CACHE_PLUGIN_SOURCE = ROOT / "tests" / "model_check" / "cache_plugin.c"
+CACHE_PLUGIN_CFLAGS = ("-shared", "-fPIC", "-O2", "-fvisibility=hidden")
+QEMU_PLUGIN_CPU = "cortex-a57"  # (as tests/test_model_crosscheck.py: no SVE)
+LINUX_SIDES = ("raw", "off", "spe", "sampled", "qemu", "qemu-plugin")
+"""The Linux user-mode row's sides, in the order of the even repeats."""
+LINUX_JSON_KEYS = ("guest", "mode", "n", "instructions", "qemu_s", "qemu_plugin_s", "raw_s",
+                   "spe_off_s", "spe_s", "spe_sampled_s", "speed_vs_qemu_off",
+                   "speed_vs_qemu_spe", "every_vs_sampled", "every_vs_qemu_plugin",
+                   "every_vs_raw", "skipped")
 TIMER_JSON_KEYS = ("guest", "mode", "ticks", "period_us", "qemu_clock", "spe_emu_irqs_per_s",
                    "qemu_irqs_per_s", "ratio_to_qemu", "skipped")
 
@@ -700,23 +728,65 @@ def print_exceptions(console: Console, row: dict, repeats: int) -> None:
 
 # ------------------------------------------------------------------------ linux user -----
 
-def linux_side(runner: Runner, program: Path, n: int, side: str) -> tuple[float, bytes, int]:
-    """One run of the Linux benchmark program: (seconds, stdout, instructions or 0)."""
+def host_cc() -> str | None:
+    """The host C compiler (``$CC``, else cc, else gcc), as tests/test_model_crosscheck.py
+    finds it."""
+    return shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
+
+
+def build_cache_plugin(workdir: Path) -> Path | str:
+    """tests/model_check/cache_plugin.c built with the host C compiler into ``workdir``: the
+    shared object's path, or why it cannot be built here."""
+    cc = host_cc()
+    if cc is None:
+        return "no host C compiler (cc, gcc or $CC)"
+    out = workdir / "cache_plugin.so"
+    proc = subprocess.run([cc, *CACHE_PLUGIN_CFLAGS, "-o", str(out), str(CACHE_PLUGIN_SOURCE)],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        return f"{CACHE_PLUGIN_SOURCE.name} not built: {proc.stderr.strip()[-200:]}"
+    return out
+
+
+def qemu_plugin_cmd(qemu: str, plugin: Path, program: Path, n: int) -> list[str]:
+    """qemu-aarch64 running ``program n`` with the cache plugin, its counts to plugin.json
+    next to the plugin (tests/test_model_crosscheck.py's plugin_counts)."""
+    counts = plugin.parent / "plugin.json"
+    return [qemu, "-cpu", QEMU_PLUGIN_CPU, "-plugin", f"{plugin},out={counts}", str(program),
+            str(n)]
+
+
+def linux_side(runner: Runner, program: Path, n: int, side: str,
+               plugin: Path | None = None) -> tuple[float, bytes, int]:
+    """One run of the Linux benchmark program on ``side`` (one of LINUX_SIDES; qemu-plugin
+    needs ``plugin``, the built cache plugin): (seconds, stdout, instructions or 0)."""
     args = [str(n)]
-    if side == "qemu":
+    if side in ("qemu", "qemu-plugin"):
+        qemu = shutil.which(QEMU_USER) or QEMU_USER
+        if side == "qemu":
+            cmd, env = [qemu, str(program), *args], None
+        else:
+            assert plugin is not None
+            cmd, env = qemu_plugin_cmd(qemu, plugin, program, n), {}
+            (plugin.parent / "plugin.json").unlink(missing_ok=True)
         t0 = time.perf_counter()
-        proc = subprocess.run([QEMU_USER, str(program), *args], capture_output=True,
-                              stdin=subprocess.DEVNULL, timeout=600)
+        proc = subprocess.run(cmd, capture_output=True, stdin=subprocess.DEVNULL, env=env,
+                              timeout=600)
         seconds = time.perf_counter() - t0
         if proc.returncode != 0:
-            raise BenchError(f"{LINUX_GUEST} qemu: exit status {proc.returncode}")
+            raise BenchError(f"{LINUX_GUEST} {side}: exit status {proc.returncode} "
+                             f"(stderr {proc.stderr.decode(errors='replace')[-200:]!r})")
+        if side == "qemu-plugin" and not (plugin.parent / "plugin.json").exists():
+            raise BenchError(f"{LINUX_GUEST} {side}: the plugin wrote no counts")
         return seconds, proc.stdout, 0
     from spe_emu.linux.process import LinuxOptions
     from spe_emu.linux.run import run_program
     out = runner.workdir / LINUX_GUEST / "stdout"
     out.parent.mkdir(parents=True, exist_ok=True)
-    opts = RunOptions(interval=LINUX_INTERVAL, profiling=side == "spe",
-                      outdir=runner.workdir / LINUX_GUEST / side)
+    extra = {"raw": dict(mode="raw"), "off": dict(profiling=False),
+             "spe": {}, "sampled": dict(spe=SpeConfig(model_feed="sampled"))}[side]
+    opts = RunOptions(interval=LINUX_INTERVAL, outdir=runner.workdir / LINUX_GUEST / side,
+                      **extra)
     gc.collect()
     with open(out, "wb") as f:
         lopts = LinuxOptions(argv=[program.name, *args], stdin_fd=None, stdout_fd=f.fileno())
@@ -724,18 +794,18 @@ def linux_side(runner: Runner, program: Path, n: int, side: str) -> tuple[float,
         try:
             session = run_program(program, lopts, opts)
         except SpeEmuError as exc:
-            raise BenchError(f"{LINUX_GUEST} spe-emu: {exc}") from None
+            raise BenchError(f"{LINUX_GUEST} spe-emu {side}: {exc}") from None
         seconds = time.perf_counter() - t0
     if session.result.exit_status != 0:
-        raise BenchError(f"{LINUX_GUEST} spe-emu: exit status {session.result.exit_status}")
+        raise BenchError(f"{LINUX_GUEST} spe-emu {side}: exit status "
+                         f"{session.result.exit_status}")
     return seconds, out.read_bytes(), session.result.instructions
 
 
 def measure_linux(runner: Runner, n: int, repeats: int) -> dict:
-    """The Linux user-mode row (keys LINUX_JSON_KEYS)."""
-    row = {"guest": LINUX_GUEST, "mode": "linux-user", "n": n, "instructions": None,
-           "qemu_s": None, "spe_off_s": None, "spe_s": None, "speed_vs_qemu_off": None,
-           "speed_vs_qemu_spe": None, "skipped": None}
+    """The Linux user-mode row (keys LINUX_JSON_KEYS, plus ``_`` keys for the table)."""
+    row = {key: None for key in LINUX_JSON_KEYS}
+    row.update(guest=LINUX_GUEST, mode="linux-user", n=n)
     gcc = shutil.which(CROSS_GCC)
     if gcc is None:
         row["skipped"] = f"not built: {CROSS_GCC} not found"
@@ -747,38 +817,98 @@ def measure_linux(runner: Runner, n: int, repeats: int) -> dict:
     if proc.returncode != 0:
         row["skipped"] = f"not built: {proc.stderr.strip()[-200:]}"
         return row
-    sides = ["off", "spe"] + (["qemu"] if shutil.which(QEMU_USER) else [])
-    if "qemu" not in sides:
-        row["skipped"] = f"QEMU half not run: {QEMU_USER} not found"
+    sides, skipped = list(LINUX_SIDES), []
+    plugin = None
+    if shutil.which(QEMU_USER) is None:
+        sides = [s for s in sides if s not in ("qemu", "qemu-plugin")]
+        skipped.append(f"QEMU sides not run: {QEMU_USER} not found")
+    else:
+        plugin = build_cache_plugin(runner.workdir)
+        if isinstance(plugin, str):
+            sides.remove("qemu-plugin")
+            skipped.append(f"qemu-plugin side not run: {plugin}")
+            plugin = None
+        else:
+            row["_plugin_cmd"] = qemu_plugin_cmd(QEMU_USER, plugin, program, n)
+    row["skipped"] = "; ".join(skipped) or None
+    if skipped:
+        runner.say(f"[yellow]{LINUX_GUEST}: {row['skipped']}[/yellow]")
     outputs = {}
     for side in sides:  # warm-up, not counted
-        _, outputs[side], insns = linux_side(runner, program, n, side)
-        row["instructions"] = row["instructions"] or insns or None
+        _, outputs[side], insns = linux_side(runner, program, n, side, plugin)
+        if side == "spe":
+            row["instructions"] = insns or None
     if len(set(outputs.values())) != 1:
         raise BenchError(f"{LINUX_GUEST}: the outputs differ: {outputs}")
     times = runner.alternate(LINUX_GUEST,
-                             {side: partial(lambda s: linux_side(runner, program, n, s)[0], side)
+                             {side: partial(lambda s: linux_side(runner, program, n, s,
+                                                                 plugin)[0], side)
                               for side in sides}, repeats,
                              show=lambda seconds: f"{seconds:7.3f} s")
-    for side, key in (("qemu", "qemu_s"), ("off", "spe_off_s"), ("spe", "spe_s")):
+    for side, key in (("qemu", "qemu_s"), ("qemu-plugin", "qemu_plugin_s"), ("raw", "raw_s"),
+                      ("off", "spe_off_s"), ("spe", "spe_s"), ("sampled", "spe_sampled_s")):
         if side in times:
             row[key] = round(statistics.median(times[side]), 4)
     if "qemu" in times:
         for side, key in (("off", "speed_vs_qemu_off"), ("spe", "speed_vs_qemu_spe")):
             row[key] = round(paired_median(times["qemu"], times[side], lambda q, t: q / t), 4)
+    for side, key in (("sampled", "every_vs_sampled"), ("qemu-plugin", "every_vs_qemu_plugin"),
+                      ("raw", "every_vs_raw")):
+        if side in times:
+            row[key] = round(paired_median(times["spe"], times[side], lambda e, t: e / t), 4)
     return row
 
 
+def linux_targets(row: dict | None) -> list[Target]:
+    """Issue 26's targets on the Linux user-mode row: the default model feed (every) at most
+    MAX_EVERY_OVER_SAMPLED times the sampled feed's time and MAX_EVERY_OVER_QEMU_PLUGIN times
+    qemu-aarch64's with the cache plugin."""
+    if row is None:
+        return []
+    out = []
+    for key, other, label, limit, name in (
+            ("every_vs_sampled", "spe_sampled_s", "sampled", MAX_EVERY_OVER_SAMPLED,
+             "the sampled mode's time"),
+            ("every_vs_qemu_plugin", "qemu_plugin_s", f"{QEMU_USER} + plugin",
+             MAX_EVERY_OVER_QEMU_PLUGIN, f"{QEMU_USER} + the cache plugin")):
+        title = f"Linux user mode: model_feed every <= {limit:g}x {name}"
+        value = row[key]
+        if value is None:
+            out.append(Target(title, "SKIP", row["skipped"] or "not run"))
+            continue
+        out.append(Target(title, "PASS" if value <= limit else "FAIL",
+                          f"{value:.2f}x (every {row['spe_s']:.3f} s, {label} "
+                          f"{row[other]:.3f} s)"))
+    return out
+
+
 def print_linux(console: Console, row: dict, repeats: int) -> None:
+    every = 1.0 if row["spe_s"] is not None else None   # (the every side over itself)
+    lines = (   # side, median seconds, speed vs QEMU, t_every / t_side
+        (QEMU_USER, row["qemu_s"], None, None),
+        (f"{QEMU_USER} + cache plugin", row["qemu_plugin_s"], None,
+         row["every_vs_qemu_plugin"]),
+        ("spe-emu raw", row["raw_s"], None, row["every_vs_raw"]),
+        ("spe-emu profiling off", row["spe_off_s"], row["speed_vs_qemu_off"], None),
+        (f"spe-emu {LINUX_INTERVAL}, every (default)", row["spe_s"], row["speed_vs_qemu_spe"],
+         every),
+        (f"spe-emu {LINUX_INTERVAL}, sampled", row["spe_sampled_s"], None,
+         row["every_vs_sampled"]),
+    )
     print_row_table(console, f"Linux user mode, static program (median of {repeats})",
-                    ("guest", "instructions", "qemu-aarch64 s", "spe-emu off s",
-                     f"spe-emu {LINUX_INTERVAL} s", "off / QEMU speed", "SPE / QEMU speed"),
-                    [(row["guest"], fmt(row["instructions"], ","), fmt(row["qemu_s"], ".3f"),
-                      fmt(row["spe_off_s"], ".3f"), fmt(row["spe_s"], ".3f"),
-                      fmt(row["speed_vs_qemu_off"], ".3f"),
-                      fmt(row["speed_vs_qemu_spe"], ".3f"))], row)
-    console.print(f"  examples/linux-user/bench.c (gcc -static -O2), argument {row['n']}; "
-                  f"speed = t_qemu / t_spe-emu per repeat, median", highlight=False)
+                    ("side", "median s", "speed vs QEMU", "every / side"),
+                    [(name, fmt(seconds, ".3f"), fmt(speed, ".3f"), fmt(ratio, ".3f"))
+                     for name, seconds, speed, ratio in lines], row)
+    console.print(f"  examples/linux-user/bench.c (gcc -static -O2), argument {row['n']}, "
+                  f"{fmt(row['instructions'], ',')} instructions (spe-emu {LINUX_INTERVAL})",
+                  highlight=False)
+    console.print("  speed = t_qemu / t_spe-emu, every / side = t_every / t_side, each per "
+                  "repeat (run back to back), median over the repeats", highlight=False)
+    console.print(f"  every vs raw: {fmt(row['every_vs_raw'], '.2f')}x (no target)",
+                  highlight=False)
+    if row.get("_plugin_cmd"):
+        console.print(f"  plugin: {' '.join(map(str, row['_plugin_cmd']))} (empty environment)",
+                      highlight=False, soft_wrap=True)
 
 
 # ------------------------------------------------------------------------ linux boot -----
@@ -1606,6 +1736,7 @@ def main(argv: list[str] | None = None) -> int:
     targets = check_targets(rows, list(guests), memory, args.rss_tolerance_mb,
                             reference_run=not args.no_reference, per_run_rss=rss.per_run)
     targets += exception_targets(exceptions)
+    targets += linux_targets(linux)
     targets += decoder_targets(decoder)
     targets += boot_targets(boot)
     targets += perf_targets(perf)

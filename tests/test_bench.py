@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "scripts" / "bench.py"
 KEYS = {"guest", "mode", "interval", "mips", "ratio_to_raw", "per_sample_us", "peak_rss_mb"}
@@ -176,24 +178,81 @@ def test_timer_ratio_pairs_repeats():
     assert row["ratio_to_qemu"] == 0.1             # median of 0.1, 0.125, 0.08
 
 
-LINUX_KEYS = {"guest", "mode", "n", "instructions", "qemu_s", "spe_off_s", "spe_s",
-              "speed_vs_qemu_off", "speed_vs_qemu_spe", "skipped"}
+LINUX_KEYS = {"guest", "mode", "n", "instructions", "qemu_s", "qemu_plugin_s", "raw_s",
+              "spe_off_s", "spe_s", "spe_sampled_s", "speed_vs_qemu_off", "speed_vs_qemu_spe",
+              "every_vs_sampled", "every_vs_qemu_plugin", "every_vs_raw", "skipped"}
 
 
 def test_bench_linux_user_row_json(tmp_path):
     # The Linux user-mode row alone, a small input: measured where the cross compiler (and
     # qemu-aarch64) are installed, a skip with its reason where they are not.
     import shutil
+    # (no --check: the row's targets are timings, which this test does not judge)
     proc, [row] = bench_json("--guest", "linux-user", "--repeats", "1", "--linux-n", "2000",
-                             "-q", "--check", cwd=tmp_path, timeout=300)
+                             "-q", cwd=tmp_path, timeout=300)
     assert set(row) == LINUX_KEYS and (row["guest"], row["n"]) == ("linux-user", 2000)
     if shutil.which("aarch64-linux-gnu-gcc") is None:
         assert row["spe_s"] is None and "aarch64-linux-gnu-gcc" in row["skipped"]
         return
     assert row["spe_s"] > 0 and row["spe_off_s"] > 0 and row["instructions"] > 100_000
+    assert row["raw_s"] > 0 and row["spe_sampled_s"] > 0
+    assert row["every_vs_sampled"] > 0 and row["every_vs_raw"] > 0
+    assert "Linux user mode: model_feed every <= 1.3x the sampled mode's time" in proc.stdout
     if shutil.which("qemu-aarch64") is not None:
-        assert row["skipped"] is None and 0 < row["speed_vs_qemu_spe"]
+        assert 0 < row["speed_vs_qemu_spe"]
         assert "Linux user mode, static program" in proc.stdout
+        bench = import_bench()
+        if bench.host_cc() is not None:
+            assert row["skipped"] is None and row["qemu_plugin_s"] > 0
+            assert row["every_vs_qemu_plugin"] > 0
+            assert "-plugin " in proc.stdout and "cache_plugin.so,out=" in proc.stdout
+
+
+def _linux_row(**values) -> dict:
+    bench = import_bench()
+    row = dict.fromkeys(bench.LINUX_JSON_KEYS)
+    row.update(guest="linux-user", mode="linux-user", n=10, **values)
+    return row
+
+
+def test_linux_targets_every_over_sampled_and_over_the_qemu_plugin():
+    # issue 26: the default feed (every) within 1.3x the sampled feed's time and within 1.5x
+    # qemu-aarch64 running the cache plugin; SKIP where a side was not measured
+    bench = import_bench()
+    row = _linux_row(spe_s=1.3, spe_sampled_s=1.0, qemu_plugin_s=1.0, every_vs_sampled=1.3,
+                     every_vs_qemu_plugin=1.5, every_vs_raw=2.0)
+    sampled, plugin = bench.linux_targets(row)
+    assert sampled.name == "Linux user mode: model_feed every <= 1.3x the sampled mode's time"
+    assert plugin.name == ("Linux user mode: model_feed every <= 1.5x qemu-aarch64 + the "
+                           "cache plugin")
+    assert (sampled.status, plugin.status) == ("PASS", "PASS")
+    assert sampled.detail.startswith("1.30x (every 1.300 s, sampled 1.000 s")
+    row.update(every_vs_sampled=1.31, every_vs_qemu_plugin=1.51)
+    assert [t.status for t in bench.linux_targets(row)] == ["FAIL", "FAIL"]
+    row.update(every_vs_qemu_plugin=None, qemu_plugin_s=None, skipped="QEMU sides not run")
+    assert [(t.status, t.detail) for t in bench.linux_targets(row)][1] == (
+        "SKIP", "QEMU sides not run")
+    assert bench.linux_targets(None) == []
+
+
+def test_linux_row_skips_the_plugin_side_without_a_host_compiler(tmp_path, monkeypatch):
+    # (and both QEMU sides without qemu-aarch64); the spe-emu sides still run
+    import shutil
+    bench = import_bench()
+    if shutil.which(bench.CROSS_GCC) is None:
+        pytest.skip(f"needs {bench.CROSS_GCC}")
+    which = shutil.which
+    monkeypatch.setattr(bench.shutil, "which",
+                        lambda name, *a, **k: None if name in ("cc", "gcc", "nocc") else
+                        which(name, *a, **k))
+    monkeypatch.setenv("CC", "nocc")
+    runner = bench.Runner(tmp_path, bench.RssMeter(), None)
+    row = bench.measure_linux(runner, 100, 1)
+    assert row["qemu_plugin_s"] is None and row["every_vs_qemu_plugin"] is None
+    assert ("qemu-plugin side not run: no host C compiler" in row["skipped"]
+            or "QEMU sides not run" in row["skipped"])
+    assert row["spe_sampled_s"] > 0 and row["raw_s"] > 0 and row["every_vs_sampled"] > 0
+    assert bench.linux_targets(row)[1].status == "SKIP"
 
 
 def _perf_row(side: str, event: str, workload: float, true: float, record: float) -> dict:
