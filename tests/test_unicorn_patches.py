@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from unicorn import UC_ARCH_ARM64, UC_HOOK_MEM_READ, UC_HOOK_MEM_WRITE, UC_MODE_ARM, Uc
+from unicorn import (UC_ARCH_ARM64, UC_HOOK_INTR, UC_HOOK_MEM_READ, UC_HOOK_MEM_WRITE, UC_MODE_ARM,
+                     Uc)
 from unicorn import arm64_const as A
 
 import spe_emu  # noqa: F401  (points the binding at the patched library before unicorn loads it)
@@ -67,3 +68,39 @@ def test_the_memory_trace_reports_each_access_with_its_pc_and_physical_address()
     assert seen == [(0x10000, 0x18040, 8, 0), (0x10004, 0x18048, 4, 1),
                     (0x10008, 0x18050, 8, 0), (0x10008, 0x18058, 8, 0),
                     (0x1000C, 0x18040, 64, 1)]
+
+
+CPACR_EL1 = (1, 0, 3, 0, 2)   # (CRn, CRm, op0, op1, op2) as Unicorn's CP register takes it
+
+
+def _cpacr(uc: Uc, value: int | None = None) -> int:
+    if value is not None:
+        uc.reg_write(A.UC_ARM64_REG_CP_REG, (*CPACR_EL1, value))
+    return uc.reg_read(A.UC_ARM64_REG_CP_REG, CPACR_EL1)
+
+
+def test_simd_fp_access_traps_are_taken_by_qemu():
+    # 0003: fp_exception_el() restored: with CPACR_EL1.FPEN = 0b00 a SIMD&FP instruction at
+    # EL1 raises EXCP_UDEF (intno 1) instead of executing (Arm ARM AArch64.CheckFPEnabled());
+    # out of reset FPEN is 0b11, so code that never writes CPACR_EL1 runs as before
+    code = b"".join(w.to_bytes(4, "little") for w in (
+        0x9E670020,    # fmov d0, x1
+        0xD503201F))   # nop
+    uc = Uc(UC_ARCH_ARM64, UC_MODE_ARM)
+    uc.mem_map(0x10000, 0x10000)
+    uc.mem_write(0x10000, code)
+    uc.reg_write(A.UC_ARM64_REG_PSTATE, 0x3C5)   # EL1h, DAIF masked
+    assert _cpacr(uc) >> 20 & 3 == 0b11
+    uc.reg_write(A.UC_ARM64_REG_X1, 0x1234)
+    uc.emu_start(0x10000, 0x10000 + len(code))
+    assert uc.reg_read(A.UC_ARM64_REG_D0) == 0x1234
+    _cpacr(uc, 0)
+    seen = []
+
+    def on_intr(u, intno, _data):
+        seen.append((intno, u.reg_read(A.UC_ARM64_REG_PC)))
+        u.emu_stop()
+    uc.hook_add(UC_HOOK_INTR, on_intr)
+    uc.reg_write(A.UC_ARM64_REG_X1, 0x5678)
+    uc.emu_start(0x10000, 0x10000 + len(code))
+    assert seen == [(1, 0x10000)] and uc.reg_read(A.UC_ARM64_REG_D0) == 0x1234

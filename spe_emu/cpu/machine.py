@@ -79,8 +79,9 @@ from .fastuc import FastAccess
 from .native_records import (CAPTURE_REGS, CAPTURE_SLOT, NativeRecords, block_templates, plan_steps)
 from .pe import ISR_EL1, ProcessingElement
 from .qemu_state import ExceptionReader, exception_layout
+from .ras import PRESENTED_RAS
 from .watchpoints import DEBUG_WRITES, SHADOWED, Watchpoints
-from .sync_checks import (ABORT_ECS, CONTROL_REGS, ERET_WORD, INSN_BYTES, PSTATE_EL, SP_ALIGN,
+from .sync_checks import (ABORT_ECS, ERET_WORD, INSN_BYTES, PSTATE_EL, SP_ALIGN,
                           SP_ELX_WRITES,
                           SPSR, SyncChecks)
 
@@ -469,6 +470,7 @@ class Machine:
         self.qemu_exception = ExceptionReader(self.uc)
         self.fast = FastAccess(self.uc)
         self.pe = ProcessingElement(self.fast, self.gic.irq_line, self.gic.fiq_line)
+        self.sysregs.register(self.pe.ras, self.pe.ras.table)   # (FEAT_RAS: cpu.ras)
         if config.spe.spe_exc:
             self.pe.on_entry = self._pm_on_entry
         self._gic_state = self.gic.gic.state
@@ -882,7 +884,7 @@ class Machine:
                 ID_AA64DFR2_EL1.encoding.tuple,
                 ID_AA64PFR0_EL1.encoding.tuple} | self.cfg.cpu.presented
         return (hooked | TRANSLATION_WRITES | WATCHED_WRITES | DEBUG_WRITES | {DAIF_ENC}
-                | CONTROL_REGS | SP_ELX_WRITES)
+                | self.checks.control_regs | SP_ELX_WRITES)
 
     def _install_intr_hook(self) -> None:
         """The native INTR hook (``spe_intr_hook``, exception.c): synchronous exceptions with
@@ -2616,8 +2618,9 @@ class Machine:
                         PMUVER_V3P1, ID_AA64DFR0_EL1.get(value, "PMUVer")))
             elif enc == ID_AA64DFR2_EL1.encoding.tuple:  # FEAT_SPE_EXC (Arm ARM D17.8)
                 value = ID_AA64DFR2_EL1.set(value, "SPE_EXC", self.cfg.spe.spe_exc)
-            elif enc == ID_AA64PFR0_EL1.encoding.tuple:  # the GICv3 CPU interface
-                value = ID_AA64PFR0_EL1.set(value, "GIC", 1)
+            elif enc == ID_AA64PFR0_EL1.encoding.tuple:  # the GICv3 CPU interface, FEAT_RAS
+                value = ID_AA64PFR0_EL1.set(ID_AA64PFR0_EL1.set(value, "GIC", 1), "RAS",
+                                            PRESENTED_RAS)
             value = self.cfg.cpu.present(enc, value)
             uc.reg_write(reg, value)
             return 1

@@ -22,8 +22,11 @@ installed only while the control is on (docs/model.md "Exceptions"):
   (counter.c) stops in front of a block at a misaligned address (one more test on its common
   path); the reference loop stops at such an instruction; :meth:`SyncChecks.after_stop`
   takes the fault.
-- SIMD&FP access traps (EC 0x07): Unicorn's QEMU has ``fp_exception_el()`` return 0, so
-  CPACR_EL1.FPEN, CPTR_EL2.{TFP, FPEN} and CPTR_EL3.TFP never trap. The MSR hook notes writes
+- SIMD&FP access traps (EC 0x07): stock Unicorn's QEMU has ``fp_exception_el()`` return 0, so
+  CPACR_EL1.FPEN, CPTR_EL2.{TFP, FPEN} and CPTR_EL3.TFP never trap. The libunicorn
+  ``pip install .`` builds restores it (patches/unicorn/0003, :func:`native_fp_traps`): QEMU
+  raises the trap and the native INTR hook takes it, with no hook and no stop here. With
+  Unicorn's own library the checks below remain: the MSR hook notes writes
   of the controls (:data:`CONTROL_REGS`) and the run stops after them; at the stop
   :meth:`SyncChecks.refresh` works out, per Exception level, where a SIMD&FP instruction is
   trapped to (:func:`fp_trap_routes`), and an instruction hook (:meth:`SyncChecks._on_insn`)
@@ -121,10 +124,22 @@ FPEN_EL0_ONLY, FPEN_NONE = 0b01, 0b11     # CPACR_EL1.FPEN: trap EL0 only; trap 
 # FPCR and FPSR (MRS/MSR of them are SIMD&FP accesses, AArch64.CheckFPEnabled())
 FP_SYSREGS = {(3, 3, 4, 4, 0), (3, 3, 4, 4, 1)}
 FP_CLASSES = {"simd_fp", "fcsel", "fccmp", "fccmpe"}   # a64.decode's SIMD&FP data processing
-CONTROL_REGS = ({r.encoding.tuple for r in (CPACR_EL1, CPTR_EL2, CPTR_EL3, HCR_EL2, SCR_EL3)}
+FP_CONTROL_REGS = frozenset(r.encoding.tuple for r in (CPACR_EL1, CPTR_EL2, CPTR_EL3))
+"""Writes that change only where a SIMD&FP instruction traps (:func:`fp_trap_routes`)."""
+CONTROL_REGS = (FP_CONTROL_REGS | {r.encoding.tuple for r in (HCR_EL2, SCR_EL3)}
                 | set(SCTLR_ENC.values()))
 """Writes that change where a SIMD&FP instruction traps (:func:`fp_trap_routes`) or which
 accesses are checked for alignment (:func:`alignment_checked`)."""
+FP_TRAP_PATCH = "0003-fp-exception-el-simd-fp-access-traps.patch"
+"""The libunicorn patch with which QEMU takes the SIMD&FP access traps itself."""
+
+
+@lru_cache(maxsize=1)
+def native_fp_traps() -> bool:
+    """Whether the libunicorn this process runs on takes the SIMD&FP access traps itself
+    (patches/unicorn/0003: ``fp_exception_el()`` restored): then no instruction hook is
+    needed for them and writes of :data:`FP_CONTROL_REGS` need no stop."""
+    return FP_TRAP_PATCH in native.unicorn_patches()
 SCTLR = extended(SCTLR_ELX)   # SCTLR_ELx with A, SA, SA0 (Arm ARM D19.2 SCTLR_EL1)
 PAIR_CLASSES = {"ldp", "stp", "ldnp", "stnp", "ldpsw"}
 SIMD_STRUCT_SINGLE = 1 << 24  # A64 Advanced SIMD load/store: single structure (C4.1.66)
@@ -344,6 +359,10 @@ class SyncChecks:
         self.il_pending = False
         self.controls_changed = True  # a control of CONTROL_REGS was written: refresh()
         self.fp_routes: tuple = (None,) * 4
+        self.native_fp = native_fp_traps()
+        # the writes that stop the run for refresh() (the SIMD&FP controls only without the
+        # native traps)
+        self.control_regs = CONTROL_REGS - FP_CONTROL_REGS if self.native_fp else CONTROL_REGS
         self.sp_checks: tuple[bool, ...] = (False,) * 4
         self.sp_misaligned = False  # some SP (live or banked) is not 16-byte aligned
         self.aligned: tuple[bool, ...] = (False,) * 4
@@ -358,7 +377,7 @@ class SyncChecks:
     def control_written(self, enc: tuple[int, int, int, int, int]) -> bool:
         """From the MSR hook, before QEMU writes the register: True when ``enc`` is one of
         :data:`CONTROL_REGS` (the caller stops the run after the write, for :meth:`refresh`)."""
-        if enc in CONTROL_REGS or enc in SP_ELX_WRITES:
+        if enc in self.control_regs or enc in SP_ELX_WRITES:
             self.controls_changed = True
             return True
         return False
@@ -371,9 +390,10 @@ class SyncChecks:
         m = self.m
         cpr = m.fast.cpr
         ctx = m._live_context()
-        self.fp_routes = fp_trap_routes(ctx, cpr(CPACR_EL1.encoding.tuple),
-                                        cpr(CPTR_EL2.encoding.tuple),
-                                        cpr(CPTR_EL3.encoding.tuple))
+        # (with the patched library QEMU takes the SIMD&FP traps: native_fp_traps)
+        self.fp_routes = (None,) * 4 if self.native_fp else fp_trap_routes(
+            ctx, cpr(CPACR_EL1.encoding.tuple), cpr(CPTR_EL2.encoding.tuple),
+            cpr(CPTR_EL3.encoding.tuple))
         sctlr = {el: cpr(SCTLR_ENC[el]) for el in (1, 2, 3)}
         self.aligned = alignment_checked(ctx, sctlr)
         self.device = device_data(ctx, sctlr) if m.cfg.device_alignment else (False,) * 4
