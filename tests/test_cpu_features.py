@@ -25,17 +25,20 @@ READ = "".join("mrs x{}, s{}_{}_c{}_c{}_{}\n".format(19 + i, *r.encoding.tuple)
                for i, r in enumerate(REGS))
 
 
-def read_ids(tmp_path: Path, cpu: CpuFeatures) -> tuple[dict[str, int], dict[str, int]]:
-    """(what EL1 reads, what Unicorn's CPU holds) for REGS, on a machine with ``cpu``."""
-    code = assemble("movz x9, #0x4100, lsl #16\nmov sp, x9\n" + READ + "mov x0, #0\n" + EXIT,
-                    BASE)
+def read_ids(tmp_path: Path, cpu: CpuFeatures, regs=REGS
+             ) -> tuple[dict[str, int], dict[str, int]]:
+    """(what EL1 reads, what Unicorn's CPU holds) for ``regs``, on a machine with ``cpu``."""
+    read_code = "".join("mrs x{}, s{}_{}_c{}_c{}_{}\n".format(19 + i, *r.encoding.tuple)
+                        for i, r in enumerate(regs))
+    code = assemble("movz x9, #0x4100, lsl #16\nmov sp, x9\n" + read_code + "mov x0, #0\n"
+                    + EXIT, BASE)
     m = Machine(MachineConfig(outdir=tmp_path, cpu=cpu))
     m.load(Image(path=Path("<asm>"), entry=BASE,
                  segments=[Segment(BASE, BASE, code, len(code), 0b111)]))
     m.reset(BASE)
     m.run()
-    read = dict(zip((r.name for r in REGS), xregs(m, *range(19, 19 + len(REGS)))))
-    raw = {r.name: m.uc.cpr_read(*r.encoding.tuple) for r in REGS}
+    read = dict(zip((r.name for r in regs), xregs(m, *range(19, 19 + len(regs)))))
+    raw = {r.name: m.uc.cpr_read(*r.encoding.tuple) for r in regs}
     return read, raw
 
 
@@ -79,11 +82,28 @@ def test_features_off(tmp_path):
 def test_with_options():
     cpu = CpuFeatures().with_options(["pauth=off", "E0PD=0", " csv3 = on "])
     assert cpu == CpuFeatures(csv3=True, e0pd=False, pauth=False)
-    assert cpu.describe() == {"csv3": True, "e0pd": False, "pauth": False, "midr": None}
+    assert cpu.describe() == {"csv3": True, "e0pd": False, "tgran16": True, "pauth": False,
+                              "midr": None}
     with pytest.raises(ConfigError, match="expected NAME=on|off"):
         CpuFeatures().with_options(["sve=on"])
     with pytest.raises(ConfigError, match="not on or off"):
         CpuFeatures().with_options(["pauth=maybe"])
+
+
+def test_tgran16_presents_the_16k_granule_and_stage_2_fields(tmp_path):
+    """ID_AA64MMFR0_EL1 (Arm ARM D19.2): TGran16 0b0001 (16 KiB, no FEAT_LPA2) and TGran4_2,
+    TGran16_2, TGran64_2 0b0010 (supported at stage 2) by default; Unicorn's CPU (QEMU 5.0's
+    max, Cortex-A57 values) has TGran16 0b0000; tgran16=off gives its value unchanged."""
+    from spe_emu.arch.id_regs import ID_AA64MMFR0_EL1 as MMFR0
+    read, raw = read_ids(tmp_path / "on", CpuFeatures(), (MMFR0,))
+    off, _ = read_ids(tmp_path / "off", CpuFeatures(tgran16=False), (MMFR0,))
+    value, unicorn = read["ID_AA64MMFR0_EL1"], raw["ID_AA64MMFR0_EL1"]
+    assert MMFR0.get(unicorn, "TGran16") == 0
+    assert MMFR0.get(value, "TGran16") == 0b0001
+    assert [MMFR0.get(value, f"TGran{g}_2") for g in (4, 16, 64)] == [0b0010] * 3
+    assert MMFR0.get(value, "TGran4") == 0 and MMFR0.get(value, "TGran64") == 0  # (supported)
+    assert value & 0xFFFFF == unicorn & 0xFFFFF   # PARange ... BigEndEL0 as Unicorn's
+    assert off["ID_AA64MMFR0_EL1"] == unicorn
 
 
 def test_cli_cpu_feature_errors(tmp_path):

@@ -20,6 +20,14 @@ defers to CSV3, ``kaslr_requires_kpti`` to E0PD), so these are the board's defau
   fault, whatever the translation tables and TLBs hold (the fault takes the same time as a
   TLB miss would). Implemented by :func:`e0pd_fault` on the abort Unicorn raises.
 
+- ``tgran16``: ID_AA64MMFR0_EL1.TGran16 = 0b0001 (the 16 KiB translation granule, without
+  52-bit addresses) and the stage 2 fields TGran4_2, TGran16_2, TGran64_2 = 0b0010 (each
+  granule supported at stage 2). Unicorn's CPU (QEMU 5.0's ``max``, built on the Cortex-A57's
+  ID values) reports TGran16 = 0b0000 although its table walker, as spe_emu's own
+  (:mod:`spe_emu.arch.mmu`), handles 4, 16 and 64 KiB granules at both stages; a kernel built
+  for 16 KiB pages (Debian's ``linux-image-*-arm64-16k``) stops in its early boot code
+  without it. QEMU 7.2's ``max`` presents 16 KiB too.
+
 Optionally hidden (a CPU without the feature):
 
 - ``pauth``: FEAT_PAuth. With ``pauth=False`` ID_AA64ISAR1_EL1.{APA, API, GPA, GPI} and
@@ -36,9 +44,12 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 
 from ..errors import ConfigError
-from .id_regs import (ID_AA64ISAR1_EL1, ID_AA64ISAR2_EL1, ID_AA64MMFR2_EL1, ID_AA64PFR0_EL1,
-                      MIDR_EL1)
+from .id_regs import (ID_AA64ISAR1_EL1, ID_AA64ISAR2_EL1, ID_AA64MMFR0_EL1, ID_AA64MMFR2_EL1,
+                      ID_AA64PFR0_EL1, MIDR_EL1)
 from .mmu import TCR_EL1
+
+TGRAN16_SUPPORTED = 0b0001   # ID_AA64MMFR0_EL1.TGran16: 16 KiB granule (no FEAT_LPA2)
+TGRAN_2_SUPPORTED = 0b0010   # ID_AA64MMFR0_EL1.TGran*_2: the granule is supported at stage 2
 
 PAUTH_FIELDS = ((ID_AA64ISAR1_EL1, ("APA", "API", "GPA", "GPI")),
                 (ID_AA64ISAR2_EL1, ("APA3", "GPA3")))
@@ -54,6 +65,8 @@ class CpuFeatures:
         csv3: present ID_AA64PFR0_EL1.CSV3 = 1 (default True).
         e0pd: present ID_AA64MMFR2_EL1.E0PD = 1 and implement TCR_EL1.E0PD0/E0PD1
             (default True).
+        tgran16: present the 16 KiB granule (ID_AA64MMFR0_EL1.TGran16 = 1) and each
+            granule at stage 2 (TGran4_2/16_2/64_2 = 2) (default True).
         pauth: present FEAT_PAuth as Unicorn's CPU implements it (QARMA5 for the A keys:
             APA = 1, GPA = 1); False hides it (default True).
         midr: the MIDR_EL1 the PE presents (None: Unicorn's CPU's, 0x000F0510); a core preset
@@ -62,15 +75,17 @@ class CpuFeatures:
 
     csv3: bool = True
     e0pd: bool = True
+    tgran16: bool = True
     pauth: bool = True
     midr: int | None = None
 
-    NAMES = ("csv3", "e0pd", "pauth")
+    NAMES = ("csv3", "e0pd", "tgran16", "pauth")
 
     @property
     def presented(self) -> frozenset[tuple[int, int, int, int, int]]:
         """Encodings of the ID registers whose value :meth:`present` may change."""
-        return frozenset({ID_AA64PFR0_EL1.encoding.tuple, ID_AA64MMFR2_EL1.encoding.tuple,
+        return frozenset({ID_AA64PFR0_EL1.encoding.tuple, ID_AA64MMFR0_EL1.encoding.tuple,
+                          ID_AA64MMFR2_EL1.encoding.tuple,
                           ID_AA64ISAR1_EL1.encoding.tuple, ID_AA64ISAR2_EL1.encoding.tuple}
                          | ({MIDR_EL1.encoding.tuple} if self.midr is not None else set()))
 
@@ -81,6 +96,10 @@ class CpuFeatures:
             value = self.midr
         elif enc == ID_AA64PFR0_EL1.encoding.tuple and self.csv3:
             value = ID_AA64PFR0_EL1.set(value, "CSV3", 1)
+        elif enc == ID_AA64MMFR0_EL1.encoding.tuple and self.tgran16:
+            value = ID_AA64MMFR0_EL1.set(value, "TGran16", TGRAN16_SUPPORTED)
+            for name in ("TGran4_2", "TGran16_2", "TGran64_2"):
+                value = ID_AA64MMFR0_EL1.set(value, name, TGRAN_2_SUPPORTED)
         elif enc == ID_AA64MMFR2_EL1.encoding.tuple and self.e0pd:
             value = ID_AA64MMFR2_EL1.set(value, "E0PD", 1)
         elif not self.pauth:

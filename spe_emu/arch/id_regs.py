@@ -1,7 +1,7 @@
 """The AArch64 feature ID registers spe_emu reads or presents, each declared once (Arm ARM
 D19.2), with the fields some part of spe_emu uses: the machine (presented values: GIC,
-PMSVer; the CPU feature options of :mod:`spe_emu.arch.cpu_features`: CSV3, E0PD, the PAuth
-fields), the stage 1/2 walkers (PARange) and Linux user mode's AT_HWCAP/AT_HWCAP2.
+RAS, PMSVer; the CPU feature options of :mod:`spe_emu.arch.cpu_features`: CSV3, E0PD, the
+PAuth fields), the stage 1/2 walkers (PARange) and Linux user mode's AT_HWCAP/AT_HWCAP2.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ VPIDR_EL2 = reg("VPIDR_EL2", (3, 4, 0, 0, 0), "Implementer 31:24", "Variant 23:2
                 doc="Arm ARM D19.2 VPIDR_EL2: what MIDR_EL1 reads at EL1 with EL2 enabled "
                     "(resets to the PE's MIDR_EL1)")
 ID_AA64PFR0_EL1 = reg("ID_AA64PFR0_EL1", (3, 0, 0, 4, 0), "CSV3 63:60", "DIT 51:48",
-                      "GIC 27:24", "AdvSIMD 23:20", "FP 19:16", read_only=True,
+                      "RAS 31:28", "GIC 27:24", "AdvSIMD 23:20", "FP 19:16", read_only=True,
                       doc="Arm ARM D19.2 ID_AA64PFR0_EL1")
 ID_AA64PFR1_EL1 = reg("ID_AA64PFR1_EL1", (3, 0, 0, 4, 1), "SSBS 7:4", "BT 3:0",
                       read_only=True, doc="Arm ARM D19.2 ID_AA64PFR1_EL1")
@@ -37,7 +37,10 @@ ID_AA64ISAR1_EL1 = reg("ID_AA64ISAR1_EL1", (3, 0, 0, 6, 1), "LS64 63:60", "XS 59
                        "FRINTTS 35:32", "GPI 31:28", "GPA 27:24", "LRCPC 23:20", "FCMA 19:16",
                        "JSCVT 15:12", "API 11:8", "APA 7:4", "DPB 3:0", read_only=True,
                        doc="Arm ARM D19.2 ID_AA64ISAR1_EL1")
-ID_AA64MMFR0_EL1 = reg("ID_AA64MMFR0_EL1", (3, 0, 0, 7, 0), "PARange 3:0", read_only=True,
+ID_AA64MMFR0_EL1 = reg("ID_AA64MMFR0_EL1", (3, 0, 0, 7, 0), "TGran4_2 43:40",
+                       "TGran64_2 39:36", "TGran16_2 35:32", "TGran4 31:28", "TGran64 27:24",
+                       "TGran16 23:20", "BigEndEL0 19:16", "SNSMem 15:12", "BigEnd 11:8",
+                       "ASIDBits 7:4", "PARange 3:0", read_only=True,
                        doc="Arm ARM D19.2 ID_AA64MMFR0_EL1")
 ID_AA64ISAR2_EL1 = reg("ID_AA64ISAR2_EL1", (3, 0, 0, 6, 2), "APA3 15:12", "GPA3 11:8",
                        read_only=True, doc="Arm ARM D19.2 ID_AA64ISAR2_EL1")
