@@ -54,9 +54,10 @@ def test_default_presents_csv3_and_e0pd(tmp_path):
     assert ID_AA64MMFR2_EL1.get(raw["ID_AA64MMFR2_EL1"], "E0PD") == 0
     assert ID_AA64PFR0_EL1.get(pfr0, "CSV3") == 1
     assert ID_AA64MMFR2_EL1.get(mmfr2, "E0PD") == 1
-    # every other field as Unicorn's CPU has it (GIC: the machine's GICv3 CPU interface)
-    assert pfr0 == ID_AA64PFR0_EL1.set(ID_AA64PFR0_EL1.set(raw["ID_AA64PFR0_EL1"], "CSV3", 1),
-                                       "GIC", 1)
+    # every other field as Unicorn's CPU has it (GIC: the machine's GICv3 CPU interface;
+    # RAS: FEAT_RAS, spe_emu.cpu.ras)
+    assert pfr0 == ID_AA64PFR0_EL1.set(ID_AA64PFR0_EL1.set(ID_AA64PFR0_EL1.set(
+        raw["ID_AA64PFR0_EL1"], "CSV3", 1), "GIC", 1), "RAS", 1)
     assert mmfr2 == ID_AA64MMFR2_EL1.set(raw["ID_AA64MMFR2_EL1"], "E0PD", 1)
     # PAuth as Unicorn's CPU implements it: QARMA5 for the A keys and generic authentication
     assert read["ID_AA64ISAR1_EL1"] == raw["ID_AA64ISAR1_EL1"]

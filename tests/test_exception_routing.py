@@ -451,6 +451,16 @@ EXC_VIRQ = [
     Exc(0x120a, 1, 0x480, esr(EC_SERROR), ("virq_el0", 0), psr(0, 0, ""),
         why="ERET from EL2 to EL0 with HCR_EL2.{IMO, VI} = 1, PSTATE.I = 0: virtual IRQ from "
             "EL0, vector +0x480; ESR_EL1 keeps the virtual SError's syndrome"),
+    Val(0x120b, 0x11, why="VSESR_EL2 read back at EL2 (FEAT_RAS: IDS [24], ISS [23:0])"),
+    Exc(0x120c, 1, 0x380, esr(EC_SERROR, 0x11), NEXT, psr(1, 1, "DIF"),
+        why="virtual SError with VSESR_EL2 = 0x11: ESR_EL1 = 0xbe000011, IDS and ISS from "
+            "VSESR_EL2 (AArch64.TakeVirtualSErrorException() with FEAT_RAS)"),
+    Exc(0x120d, 1, 0x380, esr(EC_SERROR, 1 << 24 | 0xABCDEF), NEXT, psr(1, 1, "DIF"),
+        why="VSESR_EL2.IDS = 1, ISS = 0xabcdef: ESR_EL1 = 0xbfabcdef"),
+    Val(0x120e, 0x8000_0022, why="DISR_EL1 at EL1 with HCR_EL2.AMO = 1 reads VDISR_EL2"),
+    Val(0x120f, 0, why="VDISR_EL2 after EL1 wrote 0 to DISR_EL1 with AMO = 1"),
+    Val(0x1211, 0, why="ERRIDR_EL1.NUM = 0: no error record"),
+    Val(0x1210, 0x8000_0033, why="DISR_EL1 at EL2 after EL1 wrote it with HCR_EL2.AMO = 0"),
 ]
 
 

@@ -19,6 +19,7 @@ from ..sysreg import reg
 from .exceptions import (ABORT_ISS, EC, PSTATE, ExceptionEntry,
                          VectorKind, current_pstate, esr, take_exception)
 from .fastuc import FastAccess
+from .ras import RasRegisters
 
 ISR_EL1 = reg("ISR_EL1", (3, 0, 12, 1, 0), "A 8", "I 7", "F 6", read_only=True,
               doc="Arm ARM D19.2 ISR_EL1")
@@ -36,6 +37,9 @@ class ProcessingElement:
         self.mem = mem
         self.irq = irq
         self.fiq = fiq
+        self.ras = RasRegisters()
+        """The RAS registers (FEAT_RAS: :mod:`spe_emu.cpu.ras`); VSESR_EL2 gives a virtual
+        SError its syndrome."""
         self.serror_pending = False
         """A physical SError interrupt is pending (its only source: an External abort on a
         Profiling Buffer write with ``SpeConfig.external_abort == "serror"``, Arm ARM
@@ -158,19 +162,21 @@ class ProcessingElement:
 
     def take_virtual_serror(self, preferred_return: int) -> ExceptionEntry:
         """``AArch64.TakeVirtualSErrorException()``: to EL1, vector +0x180, ESR_EL1 EC 0x2F
-        with IL = 1 and ISS 0 (the CPU has no FEAT_RAS, so no VSESR_EL2: the syndrome is
-        IMPLEMENTATION DEFINED and this implementation gives none, IDS = 0), ELR_EL1 = the
-        instruction not executed; HCR_EL2.VSE is cleared (``ClearPendingVirtualSError()``)."""
+        with IL = 1 and IDS, ISS from VSESR_EL2 (FEAT_RAS: Arm ARM D19.2 VSESR_EL2,
+        :meth:`RasRegisters.virtual_serror_syndrome`), ELR_EL1 = the instruction not executed;
+        HCR_EL2.VSE is cleared (``ClearPendingVirtualSError()``)."""
         hcr = self.mem.cpr(HCR_EL2.encoding.tuple)
         self.mem.set_cpr(HCR_EL2.encoding.tuple, HCR_EL2.set(hcr, "VSE", 0))
-        return self._enter(1, VectorKind.SERROR, preferred_return, esr(EC.SERROR))
+        return self._enter(1, VectorKind.SERROR, preferred_return,
+                           esr(EC.SERROR, self.ras.virtual_serror_syndrome()))
 
     def take_serror(self, ctx: AccessContext, preferred_return: int) -> ExceptionEntry:
         """Take the SError :meth:`deliverable_interrupt` found: the pending physical one
         (``AArch64.TakePhysicalSErrorException()``: to :meth:`serror_target`, vector +0x180,
-        ESR_ELx EC 0x2F with IL = 1 and ISS 0 -- IDS = 0, and without FEAT_RAS ISS[23:0] is
-        RES0, so no AET/EA/DFSC --, ELR_ELx = the instruction not executed; the pending state
-        is cleared), else the virtual one (:meth:`take_virtual_serror`)."""
+        ESR_ELx EC 0x2F with IL = 1 and ISS 0 -- IDS = 0 and DFSC 0b000000, "Uncategorized
+        error" with FEAT_RAS (Arm ARM D19.2 ISS encoding for an SError interrupt), so AET and
+        EA are RES0 --, ELR_ELx = the instruction not executed; the pending state is cleared),
+        else the virtual one (:meth:`take_virtual_serror`)."""
         target = self._physical_serror(ctx)
         if target is None:
             return self.take_virtual_serror(preferred_return)

@@ -18,6 +18,15 @@
 //   0x1209  VSE set at EL2, ERET to EL1 with SPSR_EL2.A = 0: taken at the ERET's target
 //   0x120a  ERET from EL2 to EL0 with HCR_EL2.VI = 1, PSTATE.I = 0: virtual IRQ from EL0,
 //           vector +0x480 (ESR_EL1 still holds the virtual SError's syndrome)
+//   0x120b  VSESR_EL2 = 0x11 written and read at EL2 (value record; FEAT_RAS)
+//   0x120c  MSR DAIFClr, #4 with HCR_EL2.VSE = 1: the virtual SError's ESR_EL1 has IDS and ISS
+//           from VSESR_EL2: 0xbe000011
+//   0x120d  the same with VSESR_EL2.{IDS, ISS} = {1, 0xabcdef}: ESR_EL1 0xbfabcdef
+//   0x120e  DISR_EL1 read at EL1 with HCR_EL2.AMO = 1 (value record): VDISR_EL2, which EL2
+//           set to 0x80000022
+//   0x120f  VDISR_EL2 read at EL2 after EL1 wrote 0 to DISR_EL1 with AMO = 1 (value record)
+//   0x1210  DISR_EL1 read at EL2 after EL1 wrote 0x80000033 to it with AMO = 0 (value record)
+//   0x1211  ERRIDR_EL1 read at EL1 (value record): NUM = 0, no error record
     .include "macros.inc"
     .equ HCR_BASE, (HCR_RW | (1 << 5) | (1 << 4) | (1 << 3))   // AMO, IMO, FMO
     .equ HCR_VSE, (1 << 8)
@@ -89,6 +98,40 @@ virq_el0:
     nop
     svc     #ELEVATE                // EL1
     hvc     #ELEVATE                // EL2
+    SETREG  vsesr_el2, 0x11
+    mrs     x0, vsesr_el2
+    PUT     0x120b, x0
+    SETREG  hcr_el2, (HCR_BASE | HCR_VSE)
+    ERET_TO 2, 0x3c5, 1f
+1:  CASE    0x120c
+    msr     daifclr, #4
+    nop
+    hvc     #ELEVATE
+    SETREG  vsesr_el2, 0x1abcdef
+    SETREG  hcr_el2, (HCR_BASE | HCR_VSE)
+    ERET_TO 2, 0x3c5, 1f
+1:  CASE    0x120d
+    msr     daifclr, #4
+    nop
+    hvc     #ELEVATE
+    SETREG  vdisr_el2, 0x80000022
+    ERET_TO 2, 0x3c5, 1f            // EL1h, AMO = 1
+1:  mrs     x0, disr_el1
+    PUT     0x120e, x0
+    msr     disr_el1, xzr
+    hvc     #ELEVATE
+    mrs     x0, vdisr_el2
+    PUT     0x120f, x0
+    SETREG  hcr_el2, HCR_RW         // AMO = 0
+    ERET_TO 2, 0x3c5, 1f
+1:  SETREG  disr_el1, 0x80000033
+    mrs     x0, erridr_el1
+    PUT     0x1211, x0
+    hvc     #ELEVATE
+    mrs     x0, disr_el1
+    PUT     0x1210, x0
+    msr     disr_el1, xzr
+    msr     vsesr_el2, xzr
     SETREG  hcr_el2, HCR_RW
     CASE    0x12ff
     svc     #FINISH
