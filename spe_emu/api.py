@@ -162,7 +162,7 @@ def run(program: Optional[PathLike] = None, args: Sequence[str] = (), *,
         machine: Optional[str] = None, kernel: Optional[PathLike] = None,
         initrd: Optional[PathLike] = None, append: str = "", dtb: Optional[PathLike] = None,
         ram_size: Optional[int] = None,
-        max_insns: int = 2_000_000_000, mode: str = "fast", ground_truth: bool = False,
+        max_insns: Optional[int] = None, mode: str = "fast", ground_truth: bool = False,
         outdir: Optional[PathLike] = None) -> Result:
     """Run one program with SPE and return what it did (the options of ``spe-emu run``).
 
@@ -191,6 +191,8 @@ def run(program: Optional[PathLike] = None, args: Sequence[str] = (), *,
 
     The run:
         max_insns: instruction budget (a longer run ends with exit_reason "max-insns");
+            None: 2,000,000,000 for a bare-metal image or firmware guest, none for a Linux
+            program or a kernel (as QEMU);
         mode: "fast", "reference" (per-instruction oracle) or "raw" (no SPE model; a speed
             baseline without the SIMD&FP trap, alignment, SP alignment and Illegal Execution
             state checks: docs/model.md "Exception classes");

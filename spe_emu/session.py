@@ -39,6 +39,13 @@ MAX_BUFFER = 64 << 20
 TRACE_NAME = "spe.trace"
 
 
+BARE_METAL_MAX_INSNS = 2_000_000_000
+"""The instruction budget of a bare-metal image or firmware guest when none is given: such a
+guest that never exits (an exception loop, a missed exit call) ends with
+:class:`~spe_emu.errors.GuestRunaway` instead of running on. A kernel on ``--machine virt``
+and a Linux program have none, as qemu-system-aarch64 and qemu-aarch64."""
+
+
 def default_firmware() -> Path:
     """The prebuilt firmware shipped with the package."""
     return Path(__file__).resolve().parent / "images" / "spe_fw.elf"
@@ -63,7 +70,10 @@ class RunOptions:
     boot_el: int = 1
     firmware: bool = True
     firmware_path: Path | None = None
-    max_insns: int = 2_000_000_000
+    max_insns: int | None = None
+    """Instruction budget (a longer run raises GuestRunaway); None: the default of the kind of
+    run, :data:`BARE_METAL_MAX_INSNS` for a bare-metal image or firmware guest, none for a
+    kernel on a board or a Linux program."""
     mode: str = "fast"
     outdir: Path = Path("spe-out")
     spe: SpeConfig = field(default_factory=SpeConfig)
@@ -92,6 +102,8 @@ class RunOptions:
         if self.buffer_size < 4096 or self.buffer_size % 4096 or self.buffer_size > MAX_BUFFER:
             raise ConfigError(f"--buffer-size {self.buffer_size}: must be a multiple of 4096 "
                               f"up to {MAX_BUFFER}")
+        if self.max_insns is not None and self.max_insns <= 0:
+            raise ConfigError(f"--max-insns {self.max_insns}: must be positive")
         if self.boot_el not in (1, 2, 3):
             raise ConfigError(f"--boot-el {self.boot_el}: must be 1, 2 or 3")
         if self.firmware and self.boot_el != 1:
@@ -288,7 +300,8 @@ def prepare_machine(image_path: Path, opts: RunOptions,
     guest = load_elf(image_path)
     mcfg = MachineConfig(boot_el=opts.boot_el, mode=opts.mode,
                          spe=opts.spe.with_(seed=opts.seed), outdir=Path(opts.outdir),
-                         max_insns=opts.max_insns, console=console, cpu=opts.cpu)
+                         max_insns=(BARE_METAL_MAX_INSNS if opts.max_insns is None
+                                    else opts.max_insns), console=console, cpu=opts.cpu)
     machine = Machine(mcfg)
     if opts.firmware:
         if not GUEST_REGION[0] <= guest.entry < GUEST_REGION[1]:

@@ -169,3 +169,24 @@ vectors:
     finally:
         del GUESTS["svc-12000"]
     assert out["raw"][:3] == out["fast"][:3] == ("exit", 0, 5 + 12000 * 4 + 9), out
+
+
+def test_default_budget_per_kind_of_run(tmp_path):
+    """No instruction budget by default for a kernel on a board (as qemu-system-aarch64 has
+    none); BARE_METAL_MAX_INSNS for a firmware guest or bare-metal image; --max-insns
+    (RunOptions.max_insns) gives any."""
+    from spe_emu.cpu.machine import NEVER
+    from spe_emu.session import (BARE_METAL_MAX_INSNS, KernelOptions, RunOptions,
+                                 prepare_kernel_machine, prepare_machine)
+    kernel = tmp_path / "loop.bin"
+    kernel.write_bytes((0x14000000).to_bytes(4, "little"))   # b .
+    for given, want in ((None, NEVER), (1000, 1000)):
+        m, _ = prepare_kernel_machine(KernelOptions(board="virt", kernel=kernel),
+                                      RunOptions(firmware=False, max_insns=given,
+                                                 outdir=tmp_path / "virt"))
+        assert m.budget == want
+    guest = Path(__file__).resolve().parent.parent / "guests" / "sort.elf"
+    for given, want in ((None, BARE_METAL_MAX_INSNS), (1000, 1000)):
+        m = prepare_machine(guest, RunOptions(max_insns=given, outdir=tmp_path / "fw"))
+        assert m.budget == want
+    assert BARE_METAL_MAX_INSNS == 2_000_000_000

@@ -240,7 +240,9 @@ class MachineConfig:
             alignment, Illegal Execution state -- are not raised, see docs/model.md).
         spe: the SPU implementation choices.
         outdir: where semihosting files land (the run's output directory).
-        max_insns: instruction budget; exceeding it raises :class:`GuestRunaway`.
+        max_insns: instruction budget; exceeding it raises :class:`GuestRunaway`. None: no
+            budget (the run ends when the guest exits, or on a guest error such as a WFI
+            nothing can wake).
         allow_el0_semihosting: treat HLT #0xF000 at EL0 as a semihosting call (QEMU's default
             is to UNDEF it, which this model follows unless set).
         console: receives guest console bytes as they are written.
@@ -265,7 +267,7 @@ class MachineConfig:
     mode: str = "fast"
     spe: SpeConfig = field(default_factory=SpeConfig)
     outdir: Path = Path("spe-out")
-    max_insns: int = 2_000_000_000
+    max_insns: int | None = 2_000_000_000
     allow_el0_semihosting: bool = False
     console: Callable[[bytes], None] | None = None
     tcg_buffer_mb: int = 4
@@ -286,7 +288,7 @@ class MachineConfig:
             raise ConfigError("RAM base and size must be positive multiples of 4 KiB")
         if not 4 <= self.tcg_buffer_mb <= 1024:
             raise ConfigError(f"tcg_buffer_mb={self.tcg_buffer_mb!r}: must be 4..1024")
-        if self.max_insns <= 0:
+        if self.max_insns is not None and self.max_insns <= 0:
             raise ConfigError(f"max_insns={self.max_insns!r}: must be positive")
         if self.psci not in (None, "hvc", "smc"):
             raise ConfigError(f"psci={self.psci!r}: must be 'hvc', 'smc' or None")
@@ -475,6 +477,8 @@ class Machine:
             self.pe.on_entry = self._pm_on_entry
         self._gic_state = self.gic.gic.state
         self.checks = SyncChecks(self)
+        # the instruction budget (MachineConfig.max_insns; None: none)
+        self.budget = NEVER if config.max_insns is None else config.max_insns
         self.watchpoints = Watchpoints(self)
         self.semihost = Semihosting(Path(config.outdir), self._read_current, self._write_current,
                                     console=config.console, clock=self.clock.centiseconds)
@@ -2842,7 +2846,7 @@ class Machine:
                 and self.spu.exception_target(self.context()) is not None):
             uc.emu_stop()   # (every instruction while one is pending: _take_spe_exception)
             return
-        if self.ref_insns >= self.cfg.max_insns:
+        if self.ref_insns >= self.budget:
             self._budget_spent = True
             uc.emu_stop()
             return
@@ -2942,7 +2946,7 @@ class Machine:
 
     def _run_fast(self, progress) -> RunResult:
         c = self.counter
-        budget = self.cfg.max_insns
+        budget = self.budget
         last_progress = 0
         irq_check = True  # the IRQ line or its masking may have changed since the last check
         while self.exit is None:
@@ -3151,7 +3155,7 @@ class Machine:
         masked-interrupt poll); that block is then run exactly up to it, as in the fast
         loop, so ``max_insns`` holds exactly on every path."""
         c = self.counter
-        budget = self.cfg.max_insns
+        budget = self.budget
         while self.exit is None:
             if c.insns >= self.debug_stop_at:
                 self.debug_hook()

@@ -148,8 +148,10 @@ def main() -> None:
 @click.option("--no-firmware", is_flag=True, help="Boot IMAGE directly as a bare-metal program.")
 @click.option("--firmware", "firmware_path", type=click.Path(path_type=Path), default=None,
               help="Use another firmware image.")
-@click.option("--max-insns", default=2_000_000_000, show_default=True,
-              help="Stop with an error after this many instructions.")
+@click.option("--max-insns", type=click.IntRange(min=1), default=None,
+              help="Stop with an error after this many instructions (default: 2000000000 "
+                   "for a bare-metal image or firmware guest; none with --machine or for a "
+                   "Linux program, as QEMU).")
 @click.option("--mode", type=click.Choice(["fast", "reference", "raw"]), default="fast",
               show_default=True,
               help="Run loop: reference = per-instruction oracle (slow); raw = no SPE model, "
