@@ -10,7 +10,8 @@ Expected values come from the specification: PMBSR_EL1 = S (bit 17) | EC (bits 3
 stage 1, 0b100101 stage 2 Data Abort) | EA (bit 18, External abort reported to the SPU) |
 MSS.FSC (bits 5:0, the long-descriptor FSC with the level); PMBPTR_EL1 = the faulting virtual
 address; ESR, FAR and HPFAR_EL2 unchanged (D17.8.3 Note); an SError taken for the "serror"
-option has ESR_ELx = EC 0x2F, IL = 1, ISS 0 (no FEAT_RAS: IDS = 0, ISS[23:0] RES0).
+option has ESR_ELx = EC 0x2F, IL = 1, ISS 0 (IDS = 0, DFSC 0b000000: FEAT_RAS's Uncategorized
+error).
 """
 
 from __future__ import annotations

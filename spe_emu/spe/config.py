@@ -270,8 +270,9 @@ class SpeConfig:
             - ``"ignore"`` (D17.8.4.1): the aborted bytes are dropped and profiling goes on
               as if the write had succeeded; PMBSR_EL1 is not modified;
             - ``"serror"`` (D17.8.4.2): as ``"ignore"`` for the SPU, and the PE takes a
-              physical SError exception (ESR_ELx.EC = 0x2F, ISS = 0: no FEAT_RAS), routed by
-              SCR_EL3.EA and HCR_EL2.{AMO, TGE}, masked by PSTATE.A;
+              physical SError exception (ESR_ELx.EC = 0x2F, ISS = 0: IDS 0, DFSC
+              Uncategorized), routed by SCR_EL3.EA and HCR_EL2.{AMO, TGE}, masked by
+              PSTATE.A;
             - ``"fault"`` (D17.8.4.3): an External abort on a translation table walk is an
               MMU fault -- the management event of ``"report"`` with PMBSR_EL1.EA unchanged
               (D17.8.3 leaves EA to the implementation: unchanged here); an External abort on
