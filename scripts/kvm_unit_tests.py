@@ -9,11 +9,14 @@ built, it is configured with ``./configure --arch=arm64 --cross-prefix=aarch64-l
 (Debian's gcc-aarch64-linux-gnu) and built with make. Each test named with --tests (default:
 selftest-setup, selftest-vectors-kernel, selftest-vectors-user, gicv3-active, timer, psci) is
 looked up in PATH/arm/unittests.cfg, which gives its file, test_args (the -append command
-line), qemu_params and timeout, and is then run with one PE:
+line), its QEMU parameters and timeout, and is then run with one PE. Both dialects of the file
+are read: ``test_args = '...'`` with ``qemu_params = ...``, and the older ``extra_params =
+... -append '...'`` (no test_args; the -append value is the command line then, on QEMU as on
+spe-emu's ``--append``):
 
 * on ``qemu-system-aarch64 -nodefaults -machine virt,gic-version=3 -accel tcg -cpu max
   -smp 1`` plus the devices arm/run adds (chr-testdev on virtio-serial, pci-testdev,
-  ``-serial stdio``), the test's -append/qemu_params, and ``-initrd`` with the environ file
+  ``-serial stdio``), the test's -append and parameters, and ``-initrd`` with the environ file
   that arm/run generates under TCG (TARGET=qemu, QEMU_ACCEL=tcg, ERRATA_FORCE=y);
 * on ``CMD run --machine virt --kernel X.flat [--append ARGS] [--initrd ENV] [-m SIZE]
   --boot-el 1`` (the EL QEMU's virt machine enters without virtualization=on).
@@ -31,8 +34,11 @@ then halts in a WFI loop. Status 1 is PASS, 77 SKIP (every test skipped), 3 FAIL
 failures), 127 abort(). For QEMU the exit status is read as qemu_fixup_return_code does (0
 without a signal is an error; 1 with non-warning stderr is a QEMU failure); for spe-emu as for
 kvmtool (run_test_status): exit 0 stands for 1 and the ``EXIT: STATUS=`` line gives the
-status. A timeout, a signal, a missing command or an exit without a status line is FAIL, shown
-with the first error line.
+status. Trees whose exit() prints no ``EXIT: STATUS=`` line are judged on spe-emu by their
+last ``SUMMARY:`` line after an exit 0, as report_summary() computes the status it returns
+(summary_status): PASS for no unexpected failures, SKIP when every test was skipped, FAIL
+otherwise or after an ``ABORT:`` line. A timeout, a signal, a missing command or an exit 0
+with neither line is FAIL, shown with the first error line.
 
 The table has one row per test; the exit status is 0 only if spe-emu passes wherever QEMU
 passes (with --no-qemu: if spe-emu fails nowhere; with --spe-emu '': if QEMU fails nowhere),
@@ -74,6 +80,8 @@ ENVIRON = "TARGET=qemu\nQEMU_ACCEL=tcg\nERRATA_FORCE=y\n"
 
 EXIT_RE = re.compile(r"^EXIT: STATUS=(\d+)", re.M)
 SUMMARY_RE = re.compile(r"^SUMMARY: (.*)$")
+SUMMARY_COUNTS_RE = re.compile(r"^SUMMARY: (\d+) tests((?:, \d+ [a-z ]+)*)\s*$", re.M)
+ABORT_RE = re.compile(r"^ABORT: ", re.M)
 REPORT_RE = re.compile(r"^(PASS|FAIL|SKIP|XFAIL|XPASS|KFAIL): ", re.M)
 
 
@@ -99,15 +107,37 @@ class UnitTest:
     disabled_if: str = ""
 
     def append_args(self, smp: int) -> tuple[str | None, bool]:
-        """The -append string (None if no test_args) and whether smp=N was rewritten."""
-        if not self.test_args.strip():
+        """The -append string (None if neither test_args nor an ``-append`` in the params
+        give one) and whether smp=N was rewritten. An ``-append`` in the params (the
+        ``extra_params = -append '...'`` dialect) comes after test_args on QEMU's command
+        line, so it is the one QEMU keeps when both are given."""
+        texts = [" ".join(shlex.split(self.test_args))] if self.test_args.strip() else []
+        # (test_args: what the eval in run() hands to -append)
+        texts += self._split_params()[0]
+        if not texts:
             return None, False
-        text = " ".join(shlex.split(self.test_args))  # what the eval in run() hands to -append
+        text = texts[-1]
         fixed = re.sub(r"(?<!\S)smp=\d+(?!\S)", f"smp={smp}", text)
         return fixed, fixed != text
 
     def param_words(self) -> list[str]:
-        return shlex.split(self.params) if self.params.strip() else []
+        """The params' words other than ``-append ARGS`` (which :meth:`append_args` gives)."""
+        return self._split_params()[1]
+
+    def _split_params(self) -> tuple[list[str], list[str]]:
+        """(the value of each ``-append`` in the params, in order; the other words). An
+        ``-append`` without a value stays among the other words."""
+        words = shlex.split(self.params) if self.params.strip() else []
+        appends, rest = [], []
+        i = 0
+        while i < len(words):
+            if words[i] == "-append" and i + 1 < len(words):
+                appends.append(words[i + 1])
+                i += 2
+            else:
+                rest.append(words[i])
+                i += 1
+        return appends, rest
 
     def timeout_s(self) -> float:
         return parse_duration(self.timeout) if self.timeout else DEFAULT_TIMEOUT_S
@@ -245,6 +275,29 @@ def extract_summary(stdout: str) -> str:
     return ""
 
 
+def summary_status(stdout: str) -> tuple[int, str] | None:
+    """The status a test's output gives without an ``EXIT: STATUS=`` line (kvm-unit-tests
+    before lib/arm/io.c printed one), as run_test_status's return code with its reason, or
+    None without a ``SUMMARY:`` line. The last SUMMARY line counts, read as report_summary()
+    (lib/report.c) computes its return value: 0 PASS for no unexpected failures, 77 SKIP when
+    every test was skipped (``tests == skipped``, so also for 0 tests), 3 FAIL for unexpected
+    failures (exit(1), ``(1 << 1) | 1``); an ``ABORT:`` line (report_abort() prints the
+    summary, then aborts: exit status 127) is 127 whatever the summary says."""
+    found = SUMMARY_COUNTS_RE.findall(stdout)
+    if not found:
+        return None
+    total, rest = found[-1]
+    counts = {name: int(n) for n, name in re.findall(r", (\d+) ([a-z ]+)", rest)}
+    failures = counts.get("unexpected failures", 0)
+    if ABORT_RE.search(stdout):
+        return 127, "abort() (ABORT: line)"
+    if int(total) == counts.get("skipped", 0):
+        return 77, ""
+    if failures:
+        return 3, f"{failures} unexpected failures (SUMMARY line, no EXIT: line)"
+    return 0, ""
+
+
 def execute(cmd: list[str], timeout_s: float, vmm: str) -> tuple[Outcome, bool, str]:
     """Run cmd: the raw outcome, whether it timed out, and the OS error if it did not start."""
     out = Outcome(vmm=vmm, command=cmd, timeout_s=timeout_s)
@@ -311,13 +364,20 @@ def judge(out: Outcome, timed_out: bool, start_error: str) -> Outcome:
     else:
         # vmm.bash kvmtool_fixup_return_code + arch-run.bash run_test_status: exit 0 means
         # "look at the EXIT: STATUS line"; a VMM that passes the status on exits with it.
+        # Without that line (older trees do not print it), the SUMMARY line decides.
         ret = 1 if rc == 0 else rc
         if out.exit_status is not None and ret in (1, out.exit_status):
             ret = 0 if out.exit_status == 1 else out.exit_status
         elif rc == 0:
-            out.status = "FAIL"
-            out.reason = "exited 0 without an 'EXIT: STATUS=' line"
-            return out
+            found = summary_status(out.stdout)
+            if found is None:
+                out.status = "FAIL"
+                out.reason = "exited 0 without an 'EXIT: STATUS=' or 'SUMMARY:' line"
+                return out
+            ret, why = found
+            if ret not in (0, 77):
+                out.status, out.reason = "FAIL", why
+                return out
 
     if ret == 0:
         out.status = "PASS"
@@ -352,7 +412,9 @@ def qemu_command(qemu: str, flat: Path, test: UnitTest, append: str | None,
 
 def spe_emu_command(spe: list[str], flat: Path, test: UnitTest, append: str | None,
                     environ: Path | None) -> tuple[list[str], str]:
-    """The spe-emu command line, or an empty list and why the test's qemu_params cannot map."""
+    """The spe-emu command line, or an empty list and why the test's QEMU parameters cannot
+    map (``-append`` is not among them: ``append`` is the test's command line,
+    :meth:`UnitTest.append_args`)."""
     cmd = [*spe, "run", "--machine", "virt", "--kernel", str(flat)]
     if append is not None:
         cmd += ["--append", append]

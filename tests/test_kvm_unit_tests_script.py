@@ -60,6 +60,71 @@ def test_cfg_parsing():
     assert d.params == "-icount 0"
 
 
+# The older dialect: no test_args, the command line as -append in extra_params (or
+# qemu_params), next to other QEMU parameters.
+OLD_CFG = """\
+[selftest-setup]
+file = selftest.flat
+smp = 2
+extra_params = -m 256 -append 'setup smp=2 mem=256'
+groups = selftest
+
+[gicv3-active]
+file = gic.flat
+smp = $((($MAX_SMP < 8)?$MAX_SMP:8))
+extra_params = -machine gic-version=3 -append 'active'
+
+[timer]
+file = timer.flat
+groups = timer
+timeout = 10s
+
+[both]
+file = b.flat
+test_args = 'first'
+qemu_params = -append 'second smp=4' -smp 2
+
+[dangling]
+file = b.flat
+qemu_params = \"\"\"-m 64
+-append\"\"\"
+"""
+
+
+def test_cfg_parsing_extra_params_dialect(tmp_path):
+    tests = kut.parse_unittests_cfg(OLD_CFG)
+    setup, gic, timer, both, dangling = tests.values()
+    # -append in the parameters is the test's command line (smp=N rewritten as for
+    # test_args), and not a QEMU parameter beside it
+    assert setup.append_args(1) == ("setup smp=1 mem=256", True)
+    assert setup.param_words() == ["-m", "256"]
+    assert gic.append_args(1) == ("active", False)
+    assert gic.param_words() == ["-machine", "gic-version=3"]
+    assert timer.append_args(1) == (None, False) and timer.param_words() == []
+    assert timer.timeout_s() == 10
+    # both: QEMU keeps the last -append, the one from the parameters
+    assert both.append_args(1) == ("second smp=1", True) and both.param_words() == ["-smp", "2"]
+    assert dangling.append_args(1) == (None, False)
+    assert dangling.param_words() == ["-m", "64", "-append"]
+
+    flat = tmp_path / "selftest.flat"
+    append, _ = setup.append_args(1)
+    cmd, why = kut.spe_emu_command(["spe-emu"], flat, setup, append, None)
+    assert why == "" and cmd == ["spe-emu", "run", "--machine", "virt", "--kernel", str(flat),
+                                 "--append", "setup smp=1 mem=256", "-m", "256",
+                                 "--boot-el", "1"]
+    cmd, why = kut.spe_emu_command(["spe-emu"], flat, gic, "active", None)
+    assert why == "" and cmd[-4:] == ["--append", "active", "--boot-el", "1"]
+    qemu = kut.qemu_command("qemu", flat, setup, append, None)
+    assert qemu.count("-append") == 1
+    assert qemu[qemu.index("-append") + 1] == "setup smp=1 mem=256"
+    assert qemu[-2:] == ["-m", "256"]
+    cmd, why = kut.spe_emu_command(["spe-emu"], flat, both, "second smp=1", None)
+    assert cmd == [] and "'-smp'" in why                       # (-smp: as before)
+    cmd, why = kut.spe_emu_command(["spe-emu"], flat, dangling, None, None)
+    assert cmd == [] and "'-append'" in why
+
+
 def test_spe_emu_command_mapping(tmp_path):
     tests = kut.parse_unittests_cfg(CFG)
     flat = tmp_path / "a.flat"
@@ -99,7 +164,23 @@ SKIPPED = "SKIP: t\nSUMMARY: 1 tests, 1 skipped\n\nEXIT: STATUS=77\n"
     ("spe-emu", 3, FAILED, "", ("FAIL", "exit status 3", "(1 tests, 1 unexpected failures)")),
     ("spe-emu", 0, "SUMMARY: 0 tests\n\nEXIT: STATUS=127\n", "", ("FAIL", "abort()",
                                                                   "(0 tests)")),
-    ("spe-emu", 0, "hello\n", "", ("FAIL", "exited 0 without an 'EXIT: STATUS=' line", "")),
+    ("spe-emu", 0, "hello\n", "", ("FAIL", "exited 0 without an 'EXIT: STATUS=' or "
+                                    "'SUMMARY:' line", "")),
+    # no EXIT: STATUS= line (older trees): the SUMMARY line decides after an exit 0
+    ("spe-emu", 0, "PASS: t\nSUMMARY: 1 tests\n", "", ("PASS", "", "(1 tests)")),
+    ("spe-emu", 0, "SUMMARY: 12 tests, 2 expected failures, 3 skipped\n", "",
+     ("PASS", "", "(12 tests, 2 expected failures, 3 skipped)")),
+    ("spe-emu", 0, "SUMMARY: 12 tests, 1 unexpected failures, 2 skipped\n", "",
+     ("FAIL", "1 unexpected failures (SUMMARY line, no EXIT: line)",
+      "(12 tests, 1 unexpected failures, 2 skipped)")),
+    ("spe-emu", 0, "SUMMARY: 3 tests, 3 skipped\n", "", ("SKIP", "", "(3 tests, 3 skipped)")),
+    ("spe-emu", 0, "SUMMARY: 0 tests\n", "", ("SKIP", "", "(0 tests)")),
+    ("spe-emu", 0, "ABORT: x\nSUMMARY: 1 tests\n", "",
+     ("FAIL", "abort() (ABORT: line)", "(1 tests)")),
+    ("spe-emu", 3, "SUMMARY: 1 tests\n", "", ("FAIL", "exit status 3: SUMMARY: 1 tests",
+                                              "(1 tests)")),       # only after an exit 0
+    ("qemu", 0, "SUMMARY: 1 tests\n", "", ("FAIL", "exit status 0: SUMMARY: 1 tests",
+                                           "(1 tests)")),          # QEMU: as before
     ("spe-emu", 2, "", "Usage: x\n\nError: No such option\n",
      ("FAIL", "exit status 2: Error: No such option", "")),
 ])
