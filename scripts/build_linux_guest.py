@@ -21,7 +21,12 @@ Steps (as root, as on the developers' machines and CI):
    own ``DT_NEEDED`` (read with pyelftools, the ``readelf -d`` view), each soname looked up
    in the extracted multiarch library directories. The downloaded packages only need to hold
    that closure; an soname found nowhere is an error naming it.
-5. Outputs in ``CACHE/guest`` (``--out`` changes it): ``vmlinuz`` (the kernel's Image,
+   ``--kernel-package NAME`` takes another kernel instead, e.g. Debian 12's 6.12 kernels
+   ``linux-image-6.12-arm64`` (4 KiB pages) and ``linux-image-6.12-arm64-16k`` (16 KiB
+   pages): a metapackage is followed to the image package it depends on; their modules are
+   ``.ko.xz``, decompressed into the outputs and the initramfs (busybox's insmod takes ELF).
+5. Outputs in ``CACHE/guest`` (``CACHE/guest-NAME`` with ``--kernel-package NAME``;
+   ``--out`` changes it): ``vmlinuz`` (the kernel's Image,
    gzip-compressed), ``arm_spe_pmu.ko`` (and the modules its ``.modinfo`` ``depends=`` names,
    none in 6.1), ``probe.cpio.gz`` and ``perf.cpio.gz`` (newc cpio + gzip, written by
    :mod:`spe_emu.tools.cpio`; fixed owners and times, so the same packages give the same
@@ -34,11 +39,11 @@ Initramfs variants (their ``/init`` is a busybox ``sh`` script; every line it pr
 starts with ``spe-guest:``):
 
 * ``probe``: mounts proc, sysfs and devtmpfs, ``insmod arm_spe_pmu.ko``, prints the kernel log
-  lines naming ``arm_spe`` and ``/sys/bus/event_source/devices/arm_spe_0/caps/*`` with their
-  values, then ``poweroff -f`` (PSCI SYSTEM_OFF).
+  lines naming ``arm_spe``, ``/sys/bus/event_source/devices/arm_spe_0/caps/*`` with their
+  values and the names in its ``format/``, then ``poweroff -f`` (PSCI SYSTEM_OFF).
 * ``perf``: as ``probe``, then WORKLOAD alone and ``perf record -e arm_spe_0/ts_enable=1,
   pa_enable=1,load_filter=1,store_filter=1,branch_filter=1/ -c 4096 -o /tmp/perf.data --
-  WORKLOAD``, each timed with the guest's clock, ``perf report --stdio`` (also ``--sort
+  WORKLOAD`` (``spe_event=EVENT`` on the kernel command line replaces the event), each timed with the guest's clock, ``perf report --stdio`` (also ``--sort
   pid``), ``perf script | head``, ``semihost-put perf.data < /tmp/perf.data`` (the file to the
   host's output directory: ``spe-emu run --semihosting-userspace``), then powers off.
   ``--workload`` replaces the default WORKLOAD, ``/usr/bin/spe-workload`` (:func:`workload_tool`:
@@ -54,6 +59,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import lzma
 import os
 import re
 import shutil
@@ -132,6 +138,23 @@ def ensure_arm64_apt() -> None:
     _run(["apt-get", "update", "-qq"])
     if not _apt_knows_arm64():
         raise BuildError("apt-get update did not bring arm64 package lists")
+
+
+def resolve_kernel_package(name: str) -> str:
+    """The package that holds the kernel image for ``name``: ``name`` itself, or for a
+    metapackage (``linux-image-6.12-arm64``, ``linux-image-arm64``) the ``linux-image-*`` it
+    depends on, followed until a package depends on none."""
+    seen = set()
+    while name not in seen:
+        seen.add(name)
+        out = _run(["apt-cache", "depends", "--no-recommends", "--no-suggests",
+                    f"{name}:{ARCH}"])
+        deps = [m.group(1).split(":")[0] for line in out.splitlines()
+                if (m := re.match(r"^\s*\|?Depends: (linux-image-\S+)", line))]
+        if not deps:
+            return name
+        name = deps[0]
+    raise BuildError(f"{name}: linux-image dependency cycle")
 
 
 def newest_kernel_package() -> str:
@@ -258,17 +281,31 @@ def library_closure(root: Path, binary: Path) -> dict[str, Path]:
 # -- kernel modules ------------------------------------------------------------------------
 def modinfo(ko: Path) -> dict[str, str]:
     """The ``key=value`` strings of a module's ``.modinfo`` section (what modinfo prints)."""
-    with ko.open("rb") as f:
-        sec = ELFFile(f).get_section_by_name(".modinfo")
-        data = sec.data() if sec else b""
+    import io
+    sec = ELFFile(io.BytesIO(module_bytes(ko))).get_section_by_name(".modinfo")
+    data = sec.data() if sec else b""
     pairs = (s.decode(errors="replace").partition("=") for s in data.split(b"\0") if s)
     return {k: v for k, _, v in pairs}
 
 
+def module_name(path: Path) -> str:
+    """The module file name insmod is given: ``arm_spe_pmu.ko`` for ``arm_spe_pmu.ko`` and
+    for Debian 6.12's xz-compressed ``arm_spe_pmu.ko.xz`` (busybox's insmod reads neither
+    compressed form, so the initramfs holds it decompressed)."""
+    return path.name.removesuffix(".xz")
+
+
+def module_bytes(path: Path) -> bytes:
+    """The module's ELF bytes (decompressed from ``.ko.xz``)."""
+    data = path.read_bytes()
+    return lzma.decompress(data) if path.suffix == ".xz" else data
+
+
 def module_load_order(moddir: Path, name: str) -> list[Path]:
     """``name``'s module file after the modules its ``depends=`` names (recursively), in an
-    order ``insmod`` can load them."""
-    by_name = {p.stem.replace("-", "_"): p for p in moddir.rglob("*.ko")}
+    order ``insmod`` can load them (``.ko`` files, or ``.ko.xz`` as Debian's 6.12 ships)."""
+    by_name = {module_name(p).removesuffix(".ko").replace("-", "_"): p
+               for pattern in ("*.ko", "*.ko.xz") for p in moddir.rglob(pattern)}
     order: list[Path] = []
 
     def visit(n: str, stack: tuple[str, ...]) -> None:
@@ -548,6 +585,9 @@ def _probe_lines(modules: list[str]) -> list[str]:
         "if [ -d $d ]; then",
         "  for f in $d/caps/*; do echo \"" + MARK + " caps/${f##*/} = $(cat $f)\"; done",
         "  echo \"" + MARK + " type = $(cat $d/type)\"",
+        # the perf event format attributes the driver offers (6.12 adds FEAT_SPEv1p2's
+        # inv_event_filter when PMSVer >= 3)
+        "  echo \"" + MARK + " format = $(ls $d/format | tr '\\n' ' ')\"",
         "else",
         f"  echo '{MARK} no arm_spe_0 PMU'",
         "fi",
@@ -559,8 +599,12 @@ def init_script(variant: str, modules: list[str], workload: str) -> str:
     """The ``/init`` of a variant (:data:`VARIANTS`)."""
     lines = _probe_lines(modules)
     if variant == "perf":
-        record = f"perf record -e {SPE_EVENT} -c {PERIOD} -o /tmp/perf.data"
+        record = f"perf record -e \"$event\" -c {PERIOD} -o /tmp/perf.data"
         lines += [
+            # the event: spe_event=EVENT on the kernel command line (the kernel passes an
+            # unknown NAME=VALUE parameter to /init's environment), else SPE_EVENT
+            f"event=\"${{spe_event:-{SPE_EVENT}}}\"",
+            f"echo \"{MARK} event $event\"",
             # guest time in ms: the first of UPTIME_MS's columns (${t% *})
             UPTIME_MS,
             f"echo '{MARK} workload alone'",
@@ -637,7 +681,7 @@ def initramfs(variant: str, root: Path, modules: list[Path], workload: str) -> b
     a.char_device("dev/console", 5, 1)
     a.file("bin/busybox", (root / "bin/busybox").read_bytes(), mode=0o755)
     for ko in modules:
-        a.file(f"lib/modules/{ko.name}", ko.read_bytes())
+        a.file(f"lib/modules/{module_name(ko)}", module_bytes(ko))
     if variant == "perf":
         perf = root / "usr/bin/perf"
         a.file("usr/bin/perf", perf.read_bytes(), mode=0o755)
@@ -646,7 +690,7 @@ def initramfs(variant: str, root: Path, modules: list[Path], workload: str) -> b
         for soname, path in sorted(library_closure(root, perf).items()):
             name = soname.lstrip("/") if soname.startswith("/") else f"lib/{MULTIARCH}/{soname}"
             a.file(name, path.read_bytes(), mode=0o755)
-    a.file("init", init_script(variant, [ko.name for ko in modules], workload).encode(),
+    a.file("init", init_script(variant, [module_name(ko) for ko in modules], workload).encode(),
            mode=0o755)
     return a.finish()
 
@@ -655,9 +699,18 @@ def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def build(cache: Path, out: Path, workload: str, log=print) -> dict:
+def guest_dir(cache: Path, kernel_package: str | None) -> Path:
+    """Where a build puts its outputs: ``CACHE/guest`` for the default kernel,
+    ``CACHE/guest-PACKAGE`` for ``--kernel-package PACKAGE``."""
+    return cache / ("guest" if kernel_package is None else f"guest-{kernel_package}")
+
+
+def build(cache: Path, out: Path, workload: str, log=print,
+          kernel_package: str | None = None) -> dict:
     """Download (or reuse), extract and pack; returns the manifest written to
-    ``out/manifest.json``.
+    ``out/manifest.json``. ``kernel_package``: the Debian arm64 package of the kernel (a
+    metapackage such as ``linux-image-6.12-arm64`` is followed to its image package); None:
+    the newest ``linux-image-6.1.0-N-arm64``.
 
     Raises:
         BuildError: a step failed.
@@ -665,15 +718,22 @@ def build(cache: Path, out: Path, workload: str, log=print) -> dict:
     debs_dir = cache / "debs"
     try:
         ensure_arm64_apt()
-        kernel_pkg = newest_kernel_package()
+        kernel_pkg = (newest_kernel_package() if kernel_package is None
+                      else resolve_kernel_package(kernel_package))
         packages = [kernel_pkg] + library_closure_packages(BASE_PACKAGES)
     except BuildError:
         # offline: whatever the cache holds
-        cached = sorted(debs_dir.glob(f"linux-image-6.1.0-*-{ARCH}_*_{ARCH}.deb"))
+        if kernel_package is None:
+            cached = sorted(debs_dir.glob(f"linux-image-6.1.0-*-{ARCH}_*_{ARCH}.deb"))
+            pick = (lambda: max(cached, key=lambda p: int(p.name.split("-")[4]))
+                    .name.split("_")[0])
+        else:
+            cached = sorted(debs_dir.glob(f"{kernel_package}_*_{ARCH}.deb"))
+            pick = (lambda: kernel_package)
         if not cached:
             raise
         log("apt unavailable; using the cached packages")
-        kernel_pkg = max(cached, key=lambda p: int(p.name.split("-")[4])).name.split("_")[0]
+        kernel_pkg = pick()
         packages = [kernel_pkg] + sorted({p.name.split("_")[0] for p in debs_dir.glob("*.deb")
                                           if not p.name.startswith("linux-image")})
     log(f"kernel package {kernel_pkg}; {len(packages)} packages")
@@ -692,7 +752,7 @@ def build(cache: Path, out: Path, workload: str, log=print) -> dict:
     image = vmlinuz.read_bytes()
     outputs["vmlinuz"] = image if image[:2] == b"\x1f\x8b" else gzip.compress(image, 9, mtime=0)
     for ko in modules:
-        outputs[ko.name] = ko.read_bytes()
+        outputs[module_name(ko)] = module_bytes(ko)
     for variant in VARIANTS:
         outputs[f"{variant}.cpio.gz"] = gzip.compress(
             initramfs(variant, root, modules, workload), 6, mtime=0)
@@ -706,7 +766,7 @@ def build(cache: Path, out: Path, workload: str, log=print) -> dict:
     manifest = {
         "kernel_release": release,
         "packages": {p: deb_version(d) for p, d in sorted(debs.items())},
-        "modules": [ko.name for ko in modules],
+        "modules": [module_name(ko) for ko in modules],
         "workload": workload,
         "files": {n: {"bytes": len(d), "sha256": _sha256(d)} for n, d in outputs.items()},
     }
@@ -722,16 +782,21 @@ def build(cache: Path, out: Path, workload: str, log=print) -> dict:
               help="output directory (default CACHE/guest)")
 @click.option("--workload", default=DEFAULT_WORKLOAD, show_default=True,
               help="the command perf records in the perf initramfs (busybox sh syntax)")
+@click.option("--kernel-package", default=None, metavar="NAME",
+              help="Debian arm64 kernel package, e.g. linux-image-6.12-arm64 or "
+                   "linux-image-6.12-arm64-16k (metapackages are followed); default: the "
+                   "newest linux-image-6.1.0-N-arm64; outputs then in CACHE/guest-NAME")
 @click.option("--print-dir", is_flag=True, help="print the output directory and exit")
-def main(cache: Path | None, out: Path | None, workload: str, print_dir: bool) -> None:
+def main(cache: Path | None, out: Path | None, workload: str, kernel_package: str | None,
+         print_dir: bool) -> None:
     """Download Debian's arm64 kernel, busybox and perf, and pack the guest's initramfs."""
     cache = cache or default_cache()
-    out = out or cache / "guest"
+    out = out or guest_dir(cache, kernel_package)
     if print_dir:
         click.echo(out)
         return
     try:
-        build(cache, out, workload, log=click.echo)
+        build(cache, out, workload, log=click.echo, kernel_package=kernel_package)
     except (BuildError, OSError) as exc:
         click.echo(f"build_linux_guest: {exc}", err=True)
         sys.exit(1)
