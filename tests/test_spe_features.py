@@ -71,7 +71,13 @@ def test_requirements_name_their_source():
     for attr, _, needs, _, why in REQUIREMENTS:
         assert why and hasattr(SpeConfig(), attr) and hasattr(SpeConfig(), needs)
     with pytest.raises(ConfigError, match="pmsver >= 3 requires fne >= 1"):
-        SpeConfig().with_features(["PMSVer=3"])
+        SpeConfig(pmsver=3)
+    with pytest.raises(ConfigError, match="pmsver >= 3 requires fne >= 1"):
+        SpeConfig().with_features(["PMSVer=3", "FnE=0"])     # (given: checked, not changed)
+    # a version given brings the features it makes mandatory
+    assert SpeConfig().with_features(["PMSVer=3"]).fne == 1
+    spe = SpeConfig().with_features(["PMSVer=4"])
+    assert (spe.fne, spe.flag_updates) == (1, 1)
     with pytest.raises(ConfigError, match="expected NAME=VALUE"):
         SpeConfig().with_features(["bogus=1"])
     assert SpeConfig().with_features(["pmsver=0b11", "FNE=1"]).pmsver == 3

@@ -433,7 +433,10 @@ class SpeConfig:
 
     def with_features(self, assignments: "list[str] | tuple[str, ...]") -> "SpeConfig":
         """A copy with ``NAME=VALUE`` assignments applied (names of :data:`FEATURES`, any
-        case; values decimal, 0x.. or 0b..).
+        case; values decimal, 0x.. or 0b..). A PMSVer given brings the features that version
+        makes mandatory (:data:`REQUIREMENTS` of ``pmsver``: FnE = 1 from FEAT_SPEv1p2,
+        PMBIDR_EL1.F = 1 from FEAT_SPEv1p3) unless the same call sets them too, so
+        ``PMSVer=3`` alone is FEAT_SPEv1p2; a value given explicitly is checked, not changed.
 
         Raises:
             ConfigError: an unknown name, a malformed value or a value the model does not
@@ -450,6 +453,11 @@ class SpeConfig:
                 changes[feature.attr] = int(value.strip(), 0)
             except ValueError:
                 raise ConfigError(f"--spe-feature {text!r}: {value!r} is not a number") from None
+        if "pmsver" in changes:
+            for attr, at_least, needed, minimum, _why in REQUIREMENTS:
+                if (attr == "pmsver" and changes["pmsver"] >= at_least
+                        and needed not in changes and getattr(self, needed) < minimum):
+                    changes[needed] = minimum
         return self.with_(**changes)
 
     def with_options(self, assignments: "list[str] | tuple[str, ...]") -> "SpeConfig":
