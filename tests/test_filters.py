@@ -68,3 +68,20 @@ def test_constrained_unpredictable_choices():
     assert not collect_record(0, 1, LOAD, fcr(FE=1), 0, 0, discard)
     assert collect_record(0, 1, LOAD, fcr(FL=1), 0, 0, CFG)
     assert not collect_record(0, 1, LOAD, fcr(FL=1), 0, 0, discard)
+
+
+def test_not_taken_is_a_filter_event_from_spev1p2():
+    """PMSEVFR_EL1.E[6] and PMSNEVFR_EL1.E[6] (Not taken) are writable with FEAT_SPEv1p2
+    (PMSVer 3; Linux's PMSEVFR_EL1_RES0_V1P2), RES0 before; with PMSFCR_EL1.FnE a record
+    with E[6] set is then not collected (Arm ARM PMSNEVFR_EL1)."""
+    from spe_emu.spe.registers import spe_registers
+    not_taken, retired = 1 << 6, 1 << 1
+    v1p2 = spe_registers(SpeConfig(pmsver=3, fne=1))
+    assert v1p2["PMSNEVFR_EL1"].write_mask & not_taken
+    assert v1p2["PMSEVFR_EL1"].write_mask & not_taken
+    assert not spe_registers(SpeConfig())["PMSEVFR_EL1"].write_mask & not_taken
+    cfg = SpeConfig(pmsver=3, fne=1)
+    assert not collect_record(retired | not_taken, 1, BRANCH, fcr(FnE=1), 0, 0, cfg,
+                              pmsnevfr=not_taken)
+    assert collect_record(retired, 1, BRANCH, fcr(FnE=1), 0, 0, cfg, pmsnevfr=not_taken)
+    assert collect_record(retired | not_taken, 1, BRANCH, fcr(FE=1), not_taken, 0, cfg)

@@ -52,8 +52,11 @@ def test_feature_matrix_against_the_register_pages():
         assert t["PMSFCR_EL1"].write_mask == fcr
         assert t["PMSLATFR_EL1"].write_mask == (0xFFFF if cs == 3 else 0xFFF)
         assert ("PMSNEVFR_EL1" in t, "PMSDSFR_EL1" in t) == (bool(fne), bool(fds))
+        # E[7], E[5], E[3] (E[1] RES1 in PMSEVFR_EL1), and from FEAT_SPEv1p2 E[6] (Not taken)
+        not_taken = (pmsver >= 3) << 6
+        assert t["PMSEVFR_EL1"].write_mask == 0b1010_1000 | not_taken
         if fne:
-            assert t["PMSNEVFR_EL1"].write_mask == 0b1010_1010
+            assert t["PMSNEVFR_EL1"].write_mask == 0b1010_1010 | not_taken
     print(f"feature matrix: {ran} combinations, {accepted} valid")
     # valid: (PMSVer 1 with FnE 0, or 3..5 with FnE 1; PMSVer 2 is FEAT_SPEv1p1, FnE 0) x F
     # (free below v1p3) x (LDS, FDS) in {00, 10, 11} x ERnd x ArchInst x CountSize

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ..arch.context import HCR_EL2, MDCR_EL2, MDCR_EL3, AccessContext
 from ..sysreg import Access, RegisterTable, Replan, parse_fields, reg
-from .config import FEATURES, SpeConfig
+from .config import FEATURES, PMSVER_V1P2, SpeConfig
 
 
 def _el3_nspb_trap(ctx: AccessContext) -> bool:
@@ -92,8 +92,8 @@ EC_STAGE2_ABORT = 0b100101
 FM_FILL = 0b00
 
 # The PMSEVFR_EL1 bits CollectRecord() compares (§3.2.3): events<63:48,31:24,15:12,7,5,3,1>.
-PMSEVFR_FILTERABLE = ((0xFFFF << 48) | (0xFF << 24) | (0xF << 12) | (1 << 7) | (1 << 5)
-                      | (1 << 3) | (1 << 1))
+PMSEVFR_FILTERABLE = ((0xFFFF << 48) | (0xFF << 24) | (0xF << 12) | (1 << 7) | (1 << 6)
+                      | (1 << 5) | (1 << 3) | (1 << 1))
 # Of those, the events this model implements (docs/model.md): E[3], E[5], E[7] are filter
 # fields; E[1] (architecturally retired) is RES1 because the model never samples speculative
 # operations (§4.3.8).
@@ -101,7 +101,15 @@ MODEL_FILTER_EVENTS = ("E7 7", "E5 5", "E3 3")
 PMSEVFR_RES1 = 1 << 1
 # PMSNEVFR_EL1 (FEAT_SPEv1p2, Arm ARM PMSNEVFR_EL1): the same events, and E[1] (a record is
 # discarded when any event selected here is 1; every modelled record has E[1] = 1).
-PMSNEVFR_EVENTS = MODEL_FILTER_EVENTS + ("E1 1",)
+# E[6], Not taken, is a filter field of both with FEAT_SPEv1p2 (Arm ARM PMSEVFR_EL1.E[6];
+# Linux arch/arm64/include/asm/sysreg.h PMSEVFR_EL1_RES0_V1P2 makes it writable from v1p2).
+V1P2_FILTER_EVENTS = ("E6 6",)
+
+
+def filter_events(config: SpeConfig) -> tuple[str, ...]:
+    """The event fields of PMSEVFR_EL1 that ``config`` implements (those of PMSNEVFR_EL1 add
+    E[1])."""
+    return MODEL_FILTER_EVENTS + (V1P2_FILTER_EVENTS if config.pmsver >= PMSVER_V1P2 else ())
 
 # PMSIDR_EL1 (Arm ARM PMSIDR_EL1; bit positions as Linux arch/arm64/tools/sysreg). A field
 # settable by name takes its SpeConfig attribute from config.FEATURES; the others read as the
@@ -187,7 +195,7 @@ def spe_registers(config: SpeConfig) -> RegisterTable:
                  reset=pmsidr_value, check=check_statistical_profiling_access,
                  doc="§4.3.11; Arm ARM PMSIDR_EL1")
     optional = {
-        "PMSNEVFR_EL1": reg("PMSNEVFR_EL1", (3, 0, 9, 9, 1), *PMSNEVFR_EVENTS,
+        "PMSNEVFR_EL1": reg("PMSNEVFR_EL1", (3, 0, 9, 9, 1), *filter_events(config), "E1 1",
                             check=check_statistical_profiling_access,
                             doc="Arm ARM PMSNEVFR_EL1 (FEAT_SPEv1p2)"),
         "PMSDSFR_EL1": reg("PMSDSFR_EL1", (3, 0, 9, 10, 4), "S 63:0",
@@ -215,7 +223,7 @@ def spe_registers(config: SpeConfig) -> RegisterTable:
             check=check_statistical_profiling_access, replan=Replan.PLAN, doc="§4.3.12"),
         reg("PMSFCR_EL1", (3, 0, 9, 9, 4), *feature_fields("PMSFCR_EL1", config),
             check=check_statistical_profiling_access, doc="§4.3.9"),
-        reg("PMSEVFR_EL1", (3, 0, 9, 9, 5), *MODEL_FILTER_EVENTS, res1=PMSEVFR_RES1,
+        reg("PMSEVFR_EL1", (3, 0, 9, 9, 5), *filter_events(config), res1=PMSEVFR_RES1,
             check=check_statistical_profiling_access, doc="§4.3.8"),
         reg("PMSLATFR_EL1", (3, 0, 9, 9, 6), *feature_fields("PMSLATFR_EL1", config),
             check=check_statistical_profiling_access, doc="§4.3.13"),
