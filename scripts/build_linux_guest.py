@@ -92,7 +92,7 @@ DEFAULT_WORKLOAD = "spe-workload"
 instructions in three functions perf names)."""
 MARK = "spe-guest:"
 """Every line /init prints itself starts with this (the tests read the console for them)."""
-VARIANTS = ("probe", "perf")
+VARIANTS = ("probe", "perf", "open")
 
 
 class BuildError(Exception):
@@ -556,6 +556,179 @@ skip:
     return static_elf(functions, 8 * WORKLOAD_WORDS, data_at=array)
 
 
+# -- the perf_event_open tool: any arm_spe_0 config field, whatever perf knows ---------------
+OPEN_TOOL = "usr/bin/spe-open"
+"""Where the open tool sits in the ``open`` initramfs (:func:`open_tool`)."""
+OPEN_ROUNDS = 400
+"""Default rounds of the open tool's loop (a load, a store and a conditional branch per
+iteration, 2048 iterations a round)."""
+PERF_ATTR_SIZE_VER8 = 136      # struct perf_event_attr up to config3 (Linux 6.3+ uapi)
+OPEN_AUX_PAGES = 16            # AUX area pages (a power of two)
+
+
+def open_tool() -> bytes:
+    """``spe-open TYPE CONFIG CONFIG1 CONFIG2 CONFIG3 [ROUNDS]`` (decimal): a static
+    executable (:func:`static_elf`) that opens a sampling perf event of PMU TYPE on itself
+    with those config words (perf_event_open, 241; ``struct perf_event_attr`` of
+    :data:`PERF_ATTR_SIZE_VER8` bytes, sample_period 4096, disabled), maps its ring buffer
+    (one data page) and an AUX area of :data:`OPEN_AUX_PAGES` pages (mmap, 222; the page size
+    from AT_PAGESZ), enables it (ioctl PERF_EVENT_IOC_ENABLE), runs ROUNDS (default
+    :data:`OPEN_ROUNDS`) rounds of ``spe_loop`` (a store, a load and a conditional branch per
+    word of a 16 KiB array), disables it and exits with status 0; 2-5 when
+    perf_event_open, the mmap of the ring buffer, of the AUX area, or the ioctl failed.
+
+    Debian 12's perf (6.1) has no ``config3`` (Linux 6.12's ``inv_event_filter``, FEAT_SPEv1p2):
+    with this tool the guest programs any field the driver offers; the SPU's records reach
+    the host with ``spe-emu run --perf-data`` (``spe.trace``)."""
+    array = PUT_BASE + 0x100000
+    attr = array + 8 * WORKLOAD_WORDS        # (bss after the array)
+    mov = lambda reg, value: (f"movz {reg}, #{value & 0xFFFF:#x}\n"
+                              f"    movk {reg}, #{value >> 16:#x}, lsl #16")
+    functions = [
+        ("_start", f"""
+    ldr x0, [sp]                // argc
+    cmp x0, #6
+    b.lt bad
+    mov x20, sp                 // argv[1..]: x21-x25, rounds x26
+    {mov('x27', attr)}
+    add x1, x20, #8
+    ldr x0, [x1], #8            // (argv[0])
+    mov x2, #0
+args:                           // parse argv[1]..argv[5] (and argv[6]) as decimal
+    cmp x2, #6
+    b.eq parsed
+    ldr x3, [x1], #8
+    cbz x3, parsed
+    mov x4, #0
+    mov x5, #10
+digit:
+    ldrb w6, [x3], #1
+    cbz w6, store
+    sub w6, w6, #0x30
+    madd x4, x4, x5, x6
+    b digit
+store:
+    str x4, [x27, x2, lsl #3]   // (parsed values in the attr area's tail first)
+    add x2, x2, #1
+    b args
+parsed:
+    cmp x2, #6
+    mov x26, #{OPEN_ROUNDS}
+    b.lt noround
+    ldr x26, [x27, #40]
+noround:
+    ldp x21, x22, [x27]         // type, config
+    ldp x23, x24, [x27, #16]    // config1, config2
+    ldr x25, [x27, #32]         // config3
+    stp xzr, xzr, [x27]         // (clear the attr: {PERF_ATTR_SIZE_VER8} bytes)
+    stp xzr, xzr, [x27, #16]
+    stp xzr, xzr, [x27, #32]
+    str w21, [x27]              // type
+    mov w0, #{PERF_ATTR_SIZE_VER8}
+    str w0, [x27, #4]           // size
+    str x22, [x27, #8]          // config
+    mov x0, #4096
+    str x0, [x27, #16]          // sample_period
+    mov x0, #1
+    str x0, [x27, #40]          // flags: disabled
+    str x23, [x27, #56]         // config1
+    str x24, [x27, #64]         // config2
+    str x25, [x27, #128]        // config3
+    // the page size: AT_PAGESZ (6) in the auxiliary vector after argv and envp
+    ldr x0, [x20]
+    add x1, x20, #16
+    add x1, x1, x0, lsl #3      // envp
+env:
+    ldr x0, [x1], #8
+    cbnz x0, env
+aux:
+    ldp x0, x2, [x1], #16
+    cbz x0, bad
+    cmp x0, #6
+    b.ne aux
+    mov x28, x2                 // page size
+    mov x0, x27                 // perf_event_open(attr, 0, -1, -1, 0)
+    mov x1, #0
+    mov x2, #-1
+    mov x3, #-1
+    mov x4, #0
+    mov x8, #241
+    svc #0
+    neg x9, x0                  // (failed: exit status 100 + errno)
+    add x9, x9, #100
+    tbnz x0, #63, fail
+    mov x19, x0                 // fd
+    mov x0, #0                  // mmap(0, 2 pages, RW, SHARED, fd, 0)
+    lsl x1, x28, #1
+    mov x2, #3
+    mov x3, #1
+    mov x4, x19
+    mov x5, #0
+    mov x8, #222
+    svc #0
+    mov x9, #3
+    tbnz x0, #63, fail
+    lsl x1, x28, #1             // aux_offset = 2 pages, aux_size = {OPEN_AUX_PAGES} pages
+    str x1, [x0, #1072]
+    mov x2, #{OPEN_AUX_PAGES}
+    mul x2, x2, x28
+    str x2, [x0, #1080]
+    mov x5, x1                  // mmap(0, aux_size, RW, SHARED, fd, aux_offset)
+    mov x1, x2
+    mov x0, #0
+    mov x2, #3
+    mov x3, #1
+    mov x4, x19
+    mov x8, #222
+    svc #0
+    mov x9, #4
+    tbnz x0, #63, fail
+    mov x0, x19                 // ioctl(fd, PERF_EVENT_IOC_ENABLE, 0)
+    mov x1, #0x2400
+    mov x2, #0
+    mov x8, #29
+    svc #0
+    mov x9, #5
+    cbnz x0, fail
+rounds:
+    cbz x26, done
+    bl {{spe_loop}}
+    sub x26, x26, #1
+    b rounds
+done:
+    mov x0, x19                 // ioctl(fd, PERF_EVENT_IOC_DISABLE, 0)
+    mov x1, #0x2401
+    mov x2, #0
+    mov x8, #29
+    svc #0
+    mov x0, #0
+    mov x8, #93
+    svc #0
+bad:
+    mov x9, #1
+fail:
+    mov x0, x9
+    mov x8, #93
+    svc #0
+"""),
+        ("spe_loop", f"""
+    {mov('x0', array)}
+    mov x1, #{WORKLOAD_WORDS}
+    mov x2, #0
+loop:
+    str x1, [x0]
+    ldr x3, [x0], #8
+    tbz x3, #0, even
+    add x2, x2, x3
+even:
+    subs x1, x1, #1
+    b.ne loop
+    ret
+"""),
+    ]
+    return static_elf(functions, 8 * WORKLOAD_WORDS + 256, data_at=array)
+
+
 # -- initramfs -----------------------------------------------------------------------------
 UPTIME_MS = "t() { awk '{ printf \"%d %d\\n\", $1 * 1000, $2 * 1000 }' /proc/uptime; }"
 """A shell function printing /proc/uptime's two columns in ms: the time since boot and the
@@ -636,6 +809,18 @@ def init_script(variant: str, modules: list[str], workload: str) -> str:
             f"if {PUT_TOOL.removeprefix('usr/bin/')} perf.data < /tmp/perf.data; "
             f"then echo '{MARK} perf.data sent'; else echo '{MARK} perf.data not sent'; fi",
         ]
+    elif variant == "open":
+        # spe-open with arm_spe_0's type from sysfs and the config words from the kernel
+        # command line (spe_config=, spe_config1=, spe_config2=, spe_config3=, spe_rounds=;
+        # decimal; 0 when absent)
+        lines += [
+            f"echo \"{MARK} spe-open config=${{spe_config:-0}} config1=${{spe_config1:-0}} "
+            f"config2=${{spe_config2:-0}} config3=${{spe_config3:-0}}\"",
+            f"{OPEN_TOOL.removeprefix('usr/bin/')} $(cat $d/type) ${{spe_config:-0}} "
+            f"${{spe_config1:-0}} ${{spe_config2:-0}} ${{spe_config3:-0}} "
+            f"${{spe_rounds:-{OPEN_ROUNDS}}}",
+            f"echo \"{MARK} spe-open exit $?\"",
+        ]
     elif variant != "probe":
         raise BuildError(f"unknown initramfs variant {variant!r} (one of {VARIANTS})")
     lines += [f"echo '{MARK} power off'", "poweroff -f", ""]
@@ -680,6 +865,8 @@ def initramfs(variant: str, root: Path, modules: list[Path], workload: str) -> b
         a.directory(d)
     a.char_device("dev/console", 5, 1)
     a.file("bin/busybox", (root / "bin/busybox").read_bytes(), mode=0o755)
+    if variant == "open":
+        a.file(OPEN_TOOL, open_tool(), mode=0o755)
     for ko in modules:
         a.file(f"lib/modules/{module_name(ko)}", module_bytes(ko))
     if variant == "perf":
@@ -759,6 +946,7 @@ def build(cache: Path, out: Path, workload: str, log=print,
     # the guest's own programs where perf report --symfs looks for them
     outputs[f"symfs/{WORKLOAD_TOOL}"] = workload_tool()
     outputs[f"symfs/{PUT_TOOL}"] = put_tool()
+    outputs[f"symfs/{OPEN_TOOL}"] = open_tool()
     for name, data in outputs.items():
         (out / name).parent.mkdir(parents=True, exist_ok=True)
         (out / name).write_bytes(data)

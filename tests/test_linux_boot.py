@@ -51,22 +51,60 @@ APPEND = "console=ttyAMA0"
 MARK = blg.MARK
 
 
-def _cached() -> bool:
-    return all((GUEST / n).is_file() for n in ("vmlinuz", "probe.cpio.gz", "manifest.json"))
+KERNEL_612 = "linux-image-6.12-arm64"
+KERNEL_612_16K = "linux-image-6.12-arm64-16k"
+"""Debian 12's 6.12 kernels (metapackages: the build follows them to the newest image)."""
+
+
+def _cached(directory: Path) -> bool:
+    return all((directory / n).is_file()
+               for n in ("vmlinuz", "probe.cpio.gz", "perf.cpio.gz", "manifest.json"))
+
+
+def _need_guest(directory: Path, package: str | None) -> Path:
+    """``directory`` holding the guest of kernel ``package`` (None: the default 6.1 kernel),
+    built first under SPE_EMU_LINUX=1 or SPE_EMU_LINUX_BUILD=1 when it is not cached (a
+    failed build -- no network, no apt -- skips)."""
+    if not _cached(directory) and BUILD:
+        try:
+            blg.build(blg.default_cache(), directory, blg.DEFAULT_WORKLOAD,
+                      log=lambda _: None, kernel_package=package)
+        except (blg.BuildError, OSError) as exc:
+            pytest.skip(f"cannot build the Linux guest ({package or 'default'}): {exc}")
+    if not _cached(directory):
+        pytest.skip(f"no Linux guest in {directory} (python scripts/build_linux_guest.py"
+                    + (f" --kernel-package {package})" if package else ")"))
+    return directory
 
 
 @pytest.fixture(scope="module")
 def guest() -> Path:
-    """The guest directory, built first under SPE_EMU_LINUX=1 or SPE_EMU_LINUX_BUILD=1 when
-    it is not cached (a failed build -- no network, no apt -- skips)."""
-    if not _cached() and BUILD:
-        try:
-            blg.build(blg.default_cache(), GUEST, blg.DEFAULT_WORKLOAD, log=lambda _: None)
-        except (blg.BuildError, OSError) as exc:
-            pytest.skip(f"cannot build the Linux guest: {exc}")
-    if not _cached():
-        pytest.skip(f"no Linux guest in {GUEST} (python scripts/build_linux_guest.py)")
-    return GUEST
+    """Debian 12's 6.1 guest (scripts/build_linux_guest.py's default kernel)."""
+    return _need_guest(GUEST, None)
+
+
+@pytest.fixture(scope="module")
+def guest_612() -> Path:
+    """Debian 12's 6.12 kernel with 4 KiB pages."""
+    return _need_guest(blg.guest_dir(blg.default_cache(), KERNEL_612), KERNEL_612)
+
+
+@pytest.fixture(scope="module")
+def guest_612_16k() -> Path:
+    """Debian 12's 6.12 kernel with 16 KiB pages."""
+    return _need_guest(blg.guest_dir(blg.default_cache(), KERNEL_612_16K), KERNEL_612_16K)
+
+
+IMAGE_PAGE_SIZE = {1: 4 << 10, 2: 16 << 10, 3: 64 << 10}
+"""The arm64 Image header's flags bits 2:1 (Linux Documentation/arch/arm64/booting.rst): the
+kernel's page size."""
+
+
+def image_page_size(vmlinuz: Path) -> int:
+    """The page size the kernel Image (gzip-compressed) was built for, from its header (the
+    64-bit flags at offset 0x18)."""
+    header = gzip.decompress(vmlinuz.read_bytes())[:0x40]
+    return IMAGE_PAGE_SIZE[int.from_bytes(header[0x18:0x20], "little") >> 1 & 3]
 
 
 # -- the build script's own pieces (no download) ---------------------------------------------
@@ -78,8 +116,10 @@ def test_init_scripts():
     assert probe.rstrip().endswith("poweroff -f")
     assert "perf record" not in probe
     perf = blg.init_script("perf", ["arm_spe_pmu.ko"], "sha256sum /bin/busybox")
-    assert (f"perf record -e {blg.SPE_EVENT} -c 4096 -o /tmp/perf.data -- "
-            f"sha256sum /bin/busybox") in perf
+    assert ('perf record -e "$event" -c 4096 -o /tmp/perf.data -- '
+            'sha256sum /bin/busybox') in perf
+    assert f'event="${{spe_event:-{blg.SPE_EVENT}}}"' in perf   # (spe_event=EVENT: the cmdline)
+    assert "ls $d/format" in probe
     assert "perf report --stdio" in perf and "perf script" in perf
     assert blg.SPE_EVENT == ("arm_spe_0/ts_enable=1,pa_enable=1,load_filter=1,"
                              "store_filter=1,branch_filter=1/")
@@ -170,13 +210,13 @@ COUNT_SIZE_BITS = {0b0010: 12, 0b0011: 16}
 
 
 def _boot_on_spe_emu(guest: Path, out: Path, append: str,
-                     *options: str) -> tuple[str, dict]:
+                     *options: str, initrd: str = "probe.cpio.gz") -> tuple[str, dict]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     t0 = time.monotonic()
     done = subprocess.run([sys.executable, "-m", "spe_emu.tools.cli", "run", "--machine",
                            "virt", "-m", "1G", "--kernel", guest / "vmlinuz",
-                           "--initrd", guest / "probe.cpio.gz", "--append", append,
-                           "--max-insns", "4000000000", "-o", out, *options],
+                           "--initrd", guest / initrd, "--append", append,
+                           "--max-insns", "20000000000", "-o", out, *options],
                           capture_output=True, text=True, env=env, timeout=3600,
                           stdin=subprocess.DEVNULL)
     wall = time.monotonic() - t0
@@ -191,21 +231,35 @@ def _boot_on_spe_emu(guest: Path, out: Path, append: str,
     return console, summary
 
 
-def _assert_driver_probed(console: str) -> None:
+def _assert_driver_probed(console: str, features_given: tuple[str, ...] = ()) -> None:
+    """The driver's probe line and caps/* match the board's PMSIDR_EL1/PMBIDR_EL1 (SpeConfig
+    with ``--spe-feature`` ``features_given``); 6.12's line names the SPE version
+    (SPEv1.<PMSVer - 1>) and has FEAT_SPEv1p2's inverted event filter (INV_FILT_EVT)."""
     from spe_emu.spe.config import SpeConfig
     from spe_emu.spe.registers import spe_registers
 
-    regs = spe_registers(SpeConfig())
+    spe = SpeConfig().with_features(features_given)
+    regs = spe_registers(spe)
     pmsidr, pmbidr = regs["PMSIDR_EL1"], regs["PMBIDR_EL1"]
     sidr, bidr = pmsidr.reset, pmbidr.reset
     # the driver's feature bits (drivers/perf/arm_spe_pmu.c SPE_PMU_FEAT_*): FILT_EVT,
-    # FILT_TYP, FILT_LAT, ARCH_INST, LDS, ERND
+    # FILT_TYP, FILT_LAT, ARCH_INST, LDS, ERND; 6.12: INV_FILT_EVT (PMSVer >= 3)
     features = sum(pmsidr.get(sidr, name) << bit for bit, name in
                    enumerate(("FE", "FT", "FL", "ArchInst", "LDS", "ERnd")))
-    assert (f"arm_spe_pmu spe: probed for CPUs 0 [max_record_sz "
+    v612 = re.search(r"arm_spe_pmu spe: probed SPEv1\.(\d) for", console)
+    if v612:
+        assert int(v612.group(1)) == spe.pmsver - 1
+        features |= (spe.pmsver >= 3) << 6
+    version = f"SPEv1.{spe.pmsver - 1} " if v612 else ""
+    assert (f"arm_spe_pmu spe: probed {version}for CPUs 0 [max_record_sz "
             f"{1 << pmsidr.get(sidr, 'MaxSize')}, align {1 << pmbidr.get(bidr, 'Align')}, "
-            f"features {features:#x}]" in console)
+            f"features {features:#x}]" in console), console[-3000:]
     assert "profiling buffer inaccessible" not in console
+    formats = [line.split(" = ", 1)[1].split() for line in console.splitlines()
+               if line.startswith(f"{MARK} format = ")]
+    if formats:   # (a guest built before the probe listed them prints none)
+        assert ("inv_event_filter" in formats[0]) == bool(v612 and spe.pmsver >= 3)
+        assert {"event_filter", "load_filter", "ts_enable"} <= set(formats[0])
     caps = dict(line.split(" caps/", 1)[1].split(" = ") for line in console.splitlines()
                 if line.startswith(f"{MARK} caps/"))
     assert caps == {
@@ -244,6 +298,98 @@ def test_spe_emu_boots_with_pauth_hidden(guest, tmp_path):
     assert "Address authentication" not in console
     assert "Generic authentication" not in console
     _assert_driver_probed(console)
+
+
+MAX_PYTHON_PER_MILLION = 100
+"""What a 6.12 boot (probe initramfs) may cost in Python calls per million instructions:
+returns of emu_start plus calls into Python from inside it (hooks' fallbacks, Unicorn's
+Python hooks: MMIO of the Python devices, the PL011 above all). Measured: about 32 (2026-11;
+with a Python hook on every instruction, as the SIMD&FP trap check once was, it would be
+about 1,000,000). docs/linux.md "Debian 12's 6.12 kernels"."""
+
+
+def test_spe_emu_boots_612_natively(guest_612, tmp_path):
+    """Debian 12's 6.12 kernel (4 KiB pages) boots in this process with the stock command
+    line, its arm_spe_pmu probes, and Python is called at most MAX_PYTHON_PER_MILLION times
+    per million instructions: the SIMD&FP access traps the kernel takes (it leaves
+    CPACR_EL1.FPEN trapping) are taken by QEMU and the native INTR hook, not by a hook on
+    every instruction."""
+    import unicorn.unicorn_py3.unicorn as uc_module
+
+    from spe_emu.session import KernelOptions, RunOptions, run_kernel
+    assert image_page_size(guest_612 / "vmlinuz") == 4 << 10
+    emu_start = uc_module.Uc.emu_start.__code__
+    calls = {"starts": 0, "entries": 0}
+
+    def profile(frame, event, _arg):
+        if event == "call":
+            if frame.f_code is emu_start:
+                calls["starts"] += 1
+            elif frame.f_back is not None and frame.f_back.f_code is emu_start:
+                calls["entries"] += 1
+    kopts = KernelOptions(board="virt", kernel=guest_612 / "vmlinuz",
+                          initrd=guest_612 / "probe.cpio.gz", append=APPEND)
+    kopts.ram_size = 1 << 30
+    console = bytearray()
+    sys.setprofile(profile)
+    try:
+        session = run_kernel(kopts, RunOptions(firmware=False, outdir=tmp_path / "out"),
+                             console=console.extend)
+    finally:
+        sys.setprofile(None)
+    text = console.decode(errors="replace")
+    _probe_ok(text)
+    _assert_driver_probed(text)
+    insns = session.result.instructions
+    per_million = (calls["starts"] + calls["entries"]) * 1e6 / insns
+    print(f"6.12: {insns} instructions, {calls}, {per_million:.1f} Python calls per million")
+    assert calls["starts"] > 10 and per_million <= MAX_PYTHON_PER_MILLION
+
+
+def test_spe_emu_boots_612_16k_probe(guest_612_16k, tmp_path):
+    """Debian 12's 6.12 kernel with 16 KiB pages boots (the board presents
+    ID_AA64MMFR0_EL1.TGran16) and its arm_spe_pmu probes."""
+    assert image_page_size(guest_612_16k / "vmlinuz") == 16 << 10
+    console, _ = _boot_on_spe_emu(guest_612_16k, tmp_path / "out", APPEND)
+    assert "CPU features: detected: E0PD" in console
+    _assert_driver_probed(console)
+
+
+NOT_TAKEN = 1 << 6
+"""E[6], Not taken (FEAT_SPEv1p1): set in the record of a conditional branch that was not
+taken; filterable by PMSEVFR_EL1/PMSNEVFR_EL1 (E[4], TLB access, is RES0 there)."""
+OPEN_CONFIG = 1 | 0b111 << 32
+"""spe-open's config: ts_enable (config:0), branch_filter, load_filter, store_filter
+(config:32-34) as the 6.12 driver's format/ says."""
+
+
+def _open_records(guest: Path, out: Path, config3: int) -> list:
+    """The records the SPU wrote while spe-open (the ``open`` initramfs) ran its loop with
+    ``config3`` (inv_event_filter) on 6.12 with ``--spe-feature PMSVer=3``."""
+    from spe_emu.spe.packets import iter_records
+    console, summary = _boot_on_spe_emu(
+        guest, out, f"{APPEND} spe_config={OPEN_CONFIG} spe_config3={config3}",
+        "--spe-feature", "PMSVer=3", "--perf-data", initrd="open.cpio.gz")
+    _assert_driver_probed(console, ("PMSVer=3",))
+    assert f"{MARK} spe-open exit 0" in console, console[-2000:]
+    records = list(iter_records((out / "spe.trace").read_bytes()))
+    assert len(records) == summary["records_written"] > 100
+    return records
+
+
+def test_spe_emu_612_inv_event_filter(guest_612, tmp_path):
+    """6.12 with ``--spe-feature PMSVer=3`` (FEAT_SPEv1p2): the driver probes SPEv1.2 and
+    offers inv_event_filter (config3); an event opened with inv_event_filter = E[6] (Not
+    taken) programs PMSNEVFR_EL1 and PMSFCR_EL1.FnE, and no record the SPU writes then has
+    E[6], where the same loop without it gives many. (Debian 12's perf 6.1 has no config3:
+    spe-open, build_linux_guest.open_tool, opens the event.)"""
+    if not (guest_612 / "open.cpio.gz").is_file():
+        pytest.skip(f"{guest_612} predates open.cpio.gz: rebuild it")
+    plain = _open_records(guest_612, tmp_path / "plain", 0)
+    filtered = _open_records(guest_612, tmp_path / "filtered", NOT_TAKEN)
+    assert sum(bool(r.events & NOT_TAKEN) for r in plain) > 0.1 * len(plain)
+    assert not any(r.events & NOT_TAKEN for r in filtered)
+    assert sum(r.branch_target is not None for r in filtered) > 0.1 * len(filtered)
 
 
 def test_put_tool_elf(tmp_path):
@@ -314,20 +460,26 @@ def _between(console: str, start: str, end: str) -> str:
     return console.split(f"{MARK} {start}", 1)[1].split(f"{MARK} {end}", 1)[0]
 
 
-def test_spe_emu_perf_record(guest, tmp_path):
+@pytest.fixture(params=["6.1", "6.12"])
+def perf_guest(request) -> Path:
+    """The guests whose perf variant is recorded: Debian 12's 6.1 and 6.12 (4 KiB)."""
+    return request.getfixturevalue("guest" if request.param == "6.1" else "guest_612")
+
+
+def test_spe_emu_perf_record(perf_guest, tmp_path):
     """perf.cpio.gz: Linux's arm_spe_pmu driver and perf record arm_spe_0 on the SPU
     (docs/linux.md): perf in the guest decodes the records with the workload's symbols and
     PIDs, perf.data reaches the output directory by semihosting and the host's perf decodes
     it too, record for record."""
-    if not (guest / "symfs" / blg.WORKLOAD_TOOL).is_file():
-        pytest.skip(f"{guest} predates spe-workload: python scripts/build_linux_guest.py")
+    if not (perf_guest / "symfs" / blg.WORKLOAD_TOOL).is_file():
+        pytest.skip(f"{perf_guest} predates spe-workload: python scripts/build_linux_guest.py")
     out = tmp_path / "out"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     marks: dict[str, float] = {}
     t0 = time.monotonic()
     with subprocess.Popen([sys.executable, "-m", "spe_emu.tools.cli", "run", "--machine",
-                           "virt", "-m", "1G", "--kernel", guest / "vmlinuz",
-                           "--initrd", guest / "perf.cpio.gz", "--append",
+                           "virt", "-m", "1G", "--kernel", perf_guest / "vmlinuz",
+                           "--initrd", perf_guest / "perf.cpio.gz", "--append",
                            APPEND, "--semihosting-userspace",
                            "--max-insns", "20000000000", "-o", out],
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
@@ -386,7 +538,7 @@ def test_spe_emu_perf_record(guest, tmp_path):
     records = len(re.findall(r"^\.\s+[0-9a-f]+:\s+71 ", dump.stdout, re.M))
     assert 0.98 * summary["records_written"] <= records <= summary["records_written"]
     rep = subprocess.run([PERF, "report", "-i", data, "--stdio", "--symfs",
-                          str(guest / "symfs"), "--sort", "comm,dso,sym"], **host)
+                          str(perf_guest / "symfs"), "--sort", "comm,dso,sym"], **host)
     assert rep.returncode == 0, rep.stderr[-2000:]
     assert {e: n for e, n in _perf_events(rep.stdout).items() if e in events} == events
     assert {"fill_array", "sum_array"} <= set(WORKLOAD_ROW.findall(rep.stdout))
