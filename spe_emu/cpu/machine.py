@@ -762,9 +762,10 @@ class Machine:
             self._install_intr_hook()
         else:
             uc.hook_add(UC_HOOK_INTR, self._on_intr)
-        if self.cfg.mode == "fast":
+        if self.cfg.mode in ("fast", "raw"):
             # Counter reads (CNTPCT_EL0/CNTVCT_EL0) answered natively; every other MRS, and a
-            # read the table does not cover, goes to _on_mrs (_mrs_fallback).
+            # read the table does not cover, goes to _on_mrs (_mrs_fallback). (The raw loop
+            # too: a speed baseline must not call Python at every counter read.)
             reads = self.counter_reads = native.SpeCounterReads()
             reads.counter = ctypes.pointer(self.counter)
             reads.model = ctypes.addressof(exception_model())
@@ -2455,7 +2456,7 @@ class Machine:
         self.uc.reg_write(A.UC_ARM64_REG_PC, pc + 4)
 
     def _mrs_fallback(self, _uch, reg: int, cp_ptr, _data) -> int:
-        """The native MRS hook's fallback (fast mode): fills the counter-read table when it is
+        """The native MRS hook's fallback (fast and raw modes): fills the counter-read table when it is
         invalid and this is a counter read, then :meth:`_on_mrs` (:meth:`_guarded`)."""
         def body() -> int:
             cp = self._cp_reg(cp_ptr)
