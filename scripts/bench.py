@@ -134,26 +134,36 @@ linux-perf). One row:
 Target: decode and report at least as fast as ``perf report -D`` on the same machine (issue
 17); skipped with its reason when perf is not installed.
 
-Linux boot (guest ``linux-boot``): Debian 12's stock arm64 kernel and the ``probe``
-initramfs that scripts/build_linux_guest.py cached (``$SPE_EMU_LINUX_GUEST``, default
-~/.cache/spe_emu/linux/guest), command line ``console=ttyAMA0``, booted to PSCI SYSTEM_OFF by
-``spe-emu run --machine virt -m 1G`` and by ``qemu-system-aarch64 -M virt,gic-version=3 -m 1G
--nographic -nic none``, both as subprocesses, in two configurations: PAuth hidden on both
-(``--cpu-feature pauth=off`` / ``-cpu max,pauth=off``) and each CPU's default (``-cpu max``).
-spe-emu's run must show the SPE driver's probe line, both must print "reboot: Power down" and
-exit with status 0. --boot-repeats (default 1, no warm-up) repeats, each booting both sides
-back to back. Rows (one per configuration):
+Linux boot (guest ``linux-boot``): Debian 12's stock arm64 kernels and the ``probe``
+initramfs that scripts/build_linux_guest.py cached, one kernel per BOOT_KERNELS entry (key
+``kernel``): ``6.1`` (the default build: ``$SPE_EMU_LINUX_GUEST``, default
+~/.cache/spe_emu/linux/guest), ``6.12`` and ``6.12-16k`` (``--kernel-package
+linux-image-6.12-arm64`` and ``linux-image-6.12-arm64-16k``: build_linux_guest.guest_dir, in
+``$SPE_EMU_LINUX_CACHE``, default ~/.cache/spe_emu/linux, then guest-PACKAGE). Command line
+``console=ttyAMA0``, booted to PSCI SYSTEM_OFF by ``spe-emu run --machine virt -m 1G`` (with a
+generous --max-insns, a hang guard: --machine has no budget by default) and by
+``qemu-system-aarch64 -M virt,gic-version=3 -m 1G -nographic -nic none``, both as subprocesses,
+in two configurations per kernel: PAuth hidden on both (``--cpu-feature pauth=off`` / ``-cpu
+max,pauth=off``) and each CPU's default (``-cpu max``). spe-emu's run must show the SPE
+driver's probe line (BOOT_PROBED: 6.1's "probed for CPUs", 6.12's "probed SPEv1.0 for CPUs"),
+both must print "reboot: Power down" and exit with status 0. --boot-repeats (default 1, no
+warm-up) repeats, each booting both sides back to back. Rows (one per kernel and
+configuration):
 
     spe_emu_wall_s, qemu_wall_s    median wall seconds (process start-up included)
     spe_emu_cpu_s, qemu_cpu_s      median CPU seconds, user + system (getrusage of children)
     wall_ratio, cpu_ratio          median over the repeats of spe-emu's / QEMU's
 
-Target (issue 14): wall_ratio <= 2 with PAuth hidden. Skipped, with the reason, without the
-guest (and its QEMU half without QEMU); --no-linux-boot leaves it out.
+Target (issue 27; issue 14's was 2x on 6.1): wall_ratio <= 1.5 with PAuth hidden, one target
+per kernel. A kernel whose guest is not built has its rows skipped with the command that
+builds it (and QEMU's half without QEMU); --no-linux-boot leaves the rows out.
 
-perf record in the Linux guest (guest ``linux-perf``): the same guest's ``perf.cpio.gz`` with a
-timing ``/init`` appended (build_linux_guest.timing_init and init_overlay), booted as above on
-spe-emu and on QEMU with PAuth hidden on both (PERF_CONFIG, the boot row's first).
+perf record in the Linux guest (guest ``linux-perf``), two parts, both on the 6.1 guest's
+files unless said otherwise and PAuth hidden on both sides (PERF_CONFIG, the boot row's first
+configuration):
+
+1. Phases: the guest's ``perf.cpio.gz`` with a timing ``/init`` appended
+(build_linux_guest.timing_init and init_overlay), booted as above on spe-emu and on QEMU.
 The guest runs each phase twice and times the second run: the workload alone, then for each
 event of PERF_EVENTS ``perf record -e EVENT -c N -o /tmp/perf.data -- true`` (perf's own cost)
 and ``... -- WORKLOAD``; QEMU has no SPE, so its row is the software event's. --boot-repeats
@@ -166,8 +176,22 @@ boots of each side. Rows (one per side and event), medians:
     record_ratio_*, true_ratio_*   perf record of the workload, of ``true``, / the workload
     added_ratio_host  (record - true) / the workload, host wall: what recording adds
 
-Target (issue 14): record_ratio_host <= 3 for arm_spe_0 at -c 4096. --no-linux-perf leaves it
-out.
+Target (issue 14): record_ratio_host <= 3 for arm_spe_0 at -c 4096.
+
+2. The perf variant end to end (mode ``perf-variant``, one row per VARIANT_KERNELS entry: 6.1
+and 6.12, 4 KiB pages): ``perf.cpio.gz`` as built, with its own ``/init`` (insmod, the
+workload alone, ``perf record -- true`` twice, ``perf record`` of the workload, ``perf
+report`` twice, ``perf script``, ``semihost-put perf.data``), booted to power-off on spe-emu
+(arm_spe_0, the /init's default event; ``--semihosting-userspace``) and on QEMU running the
+same /init with ``spe_event=task-clock`` on its command line (``-semihosting-config
+enable=on,userspace=on,target=native``), --boot-repeats boots of each side, back to back.
+Each boot must record its event (perf record exit 0), run perf script, send perf.data and
+power off with status 0. Columns as the boot rows' (wall and CPU seconds, paired ratios),
+plus ``*_init_s``: host seconds to the /init's first console line.
+
+Target (issue 27): wall_ratio <= 3 (spe-emu arm_spe_0 against QEMU task-clock), one per
+kernel; a kernel without its guest is skipped with its build command. --no-linux-perf leaves
+both parts out.
 
 Targets (SPE enabled at interval 4096): at least 0.6x raw MIPS and at least 25x reference MIPS
 on every guest, per-sample cost at most 15 us; profiling disabled at least 0.9x raw; peak RSS
@@ -180,7 +204,8 @@ Usage:
     python scripts/bench.py --guest exceptions --repeats 3   # the exceptions row alone
     python scripts/bench.py --no-reference --check       # exit 1 if a target fails
     python scripts/bench.py --guest linux-boot           # the Linux boot rows alone
-    python scripts/bench.py --guest linux-perf           # the perf record rows alone
+    python scripts/bench.py --guest linux-perf           # the perf record rows and the perf
+                                                         # variant end to end alone
 
 Exit status: 0 (the benchmark is a report) unless --check is given and a target failed (1);
 2 on a usage error or a run that fails (bad image, guest error, non-zero guest exit status).
@@ -277,11 +302,17 @@ BOOT_CONFIGS = (("pauth-hidden", ("--cpu-feature", "pauth=off"), "max,pauth=off"
                 ("default", (), "max"))
 """(name, spe-emu options, QEMU -cpu) of the boot row's two configurations."""
 BOOT_QEMU_ARGS = ("-M", "virt,gic-version=3", "-m", BOOT_MEMORY, "-nographic", "-nic", "none")
+BOOT_KERNELS = (("6.1", None), ("6.12", "linux-image-6.12-arm64"),
+                ("6.12-16k", "linux-image-6.12-arm64-16k"))
+"""(kernel key, build_linux_guest.py --kernel-package; None: its default, Debian 12's 6.1) of
+the boot rows' guests."""
 BOOT_DONE = "reboot: Power down"
-BOOT_PROBED = "arm_spe_pmu spe: probed for CPUs"
-MAX_BOOT_RATIO = 2.0
-BOOT_JSON_KEYS = ("guest", "mode", "config", "instructions", "spe_emu_wall_s", "spe_emu_cpu_s",
-                  "qemu_wall_s", "qemu_cpu_s", "wall_ratio", "cpu_ratio", "skipped")
+BOOT_PROBED = re.compile(r"arm_spe_pmu spe: probed (?:SPEv\d+\.\d+ )?for CPUs")
+"""The SPE driver's probe line: "probed for CPUs" (6.1), "probed SPEv1.0 for CPUs" (6.12)."""
+MAX_BOOT_RATIO = 1.5   # issue 27 (issue 14's was 2.0, on 6.1)
+BOOT_JSON_KEYS = ("guest", "mode", "kernel", "config", "instructions", "spe_emu_wall_s",
+                  "spe_emu_cpu_s", "qemu_wall_s", "qemu_cpu_s", "wall_ratio", "cpu_ratio",
+                  "skipped")
 
 PERF_GUEST = "linux-perf"
 PERF_EVENTS = (("arm_spe_0", None, 4096), ("task-clock", "task-clock", 1_000_000))
@@ -297,6 +328,17 @@ PERF_JSON_KEYS = ("guest", "mode", "side", "event", "workload_host_s", "workload
                   "record_host_s", "record_guest_ms", "record_busy_ms", "record_ratio_host",
                   "record_ratio_guest", "record_ratio_busy", "true_ratio_host",
                   "true_ratio_guest", "true_ratio_busy", "added_ratio_host", "skipped")
+VARIANT_KERNELS = ("6.1", "6.12")
+"""The kernels (BOOT_KERNELS keys) whose perf variant the linux-perf row boots end to end."""
+VARIANT_QEMU_EVENT = "task-clock"
+"""The event QEMU's boot of the perf variant records (``spe_event=`` on its command line)."""
+VARIANT_SEMIHOSTING = ("-semihosting-config", "enable=on,userspace=on,target=native")
+"""QEMU's options for the variant's ``semihost-put perf.data`` (spe-emu:
+``--semihosting-userspace``): perf.data lands in the working directory on both sides."""
+MAX_VARIANT_RATIO = 3.0   # issue 27
+VARIANT_JSON_KEYS = ("guest", "mode", "kernel", "spe_emu_event", "qemu_event", "instructions",
+                     "spe_emu_wall_s", "spe_emu_cpu_s", "spe_emu_init_s", "qemu_wall_s",
+                     "qemu_cpu_s", "qemu_init_s", "wall_ratio", "cpu_ratio", "skipped")
 
 DECODER_GUEST = "decoder"
 DECODE_MIB = 18
@@ -922,28 +964,56 @@ def boot_guest_dir() -> Path:
     return (Path(cache) if cache else Path.home() / ".cache" / "spe_emu" / "linux") / "guest"
 
 
+def kernel_guest_dir(kernel: str) -> Path:
+    """The guest directory of a BOOT_KERNELS key: the default (6.1) guest's is
+    :func:`boot_guest_dir`; the others' build_linux_guest.guest_dir(default_cache(), PACKAGE)
+    (``$SPE_EMU_LINUX_CACHE``, else ~/.cache/spe_emu/linux, then guest-PACKAGE)."""
+    package = dict(BOOT_KERNELS)[kernel]
+    if package is None:
+        return boot_guest_dir()
+    blg = _build_script()
+    return blg.guest_dir(blg.default_cache(), package)
+
+
+def build_command(kernel: str) -> str:
+    """The command that builds a BOOT_KERNELS key's guest (for a skip's reason)."""
+    package = dict(BOOT_KERNELS)[kernel]
+    return ("python scripts/build_linux_guest.py"
+            + ("" if package is None else f" --kernel-package {package}"))
+
+
+def missing_guest(kernel: str, files: tuple[str, ...]) -> str | None:
+    """Why a kernel's guest cannot be booted (None: every one of ``files`` is there)."""
+    guest = kernel_guest_dir(kernel)
+    if all((guest / n).is_file() for n in files):
+        return None
+    return f"no Linux {kernel} guest in {guest} ({build_command(kernel)})"
+
+
+def _children_cpu() -> float:
+    """User + system seconds of the waited-for children so far."""
+    u = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return u.ru_utime + u.ru_stime
+
+
 def timed_child(cmd: list[str], timeout: float, **kw) -> tuple[float, float, str, int]:
     """Run ``cmd`` to its exit: (wall seconds, CPU seconds (user + system of the child and
     its children), stdout, exit status). Raises BenchError on a timeout."""
-    def cpu() -> float:
-        u = resource.getrusage(resource.RUSAGE_CHILDREN)
-        return u.ru_utime + u.ru_stime
-
-    c0, t0 = cpu(), time.perf_counter()
+    c0, t0 = _children_cpu(), time.perf_counter()
     try:
         proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True,
                               timeout=timeout, **kw)
     except subprocess.TimeoutExpired:
         raise BenchError(f"{BOOT_GUEST}: {cmd[0]} did not exit within {timeout:.0f} s") from None
-    wall, used = time.perf_counter() - t0, cpu() - c0
+    wall, used = time.perf_counter() - t0, _children_cpu() - c0
     return wall, used, proc.stdout.decode(errors="replace"), proc.returncode
 
 
-def boot_side(runner: Runner, guest: Path, config: tuple, side: str) -> dict:
+def boot_side(runner: Runner, guest: Path, kernel: str, config: tuple, side: str) -> dict:
     """One boot of ``guest``'s vmlinuz + probe.cpio.gz to PSCI SYSTEM_OFF on ``side``
     ("spe-emu": ``spe-emu run --machine virt`` as a subprocess; "qemu"): wall and CPU
     seconds, guest instructions (spe-emu). Raises BenchError unless the guest powered off
-    with exit status 0 (and, on spe-emu, the SPE driver probed)."""
+    with exit status 0 (and, on spe-emu, the SPE driver probed: BOOT_PROBED)."""
     name, options, qemu_cpu = config
     files = ["--kernel", str(guest / "vmlinuz"), "--initrd", str(guest / "probe.cpio.gz"),
              "--append", BOOT_APPEND]
@@ -952,7 +1022,8 @@ def boot_side(runner: Runner, guest: Path, config: tuple, side: str) -> dict:
         wall, cpu, out, status = timed_child(cmd, BOOT_TIMEOUT)
         insns = None
     else:
-        outdir = runner.workdir / BOOT_GUEST / name
+        outdir = runner.workdir / BOOT_GUEST / f"{kernel}-{name}"
+        # (--max-insns: --machine has no budget by default; this one only guards a hang)
         cmd = [sys.executable, "-m", "spe_emu.tools.cli", "run", "--machine", "virt", "-m",
                BOOT_MEMORY, *files, "--max-insns", str(BOOT_MAX_INSNS), "-o", str(outdir),
                *options]
@@ -960,40 +1031,45 @@ def boot_side(runner: Runner, guest: Path, config: tuple, side: str) -> dict:
                                              env={**os.environ, "PYTHONPATH": str(ROOT)})
         summary = outdir / "summary.json"
         insns = json.loads(summary.read_text())["instructions"] if summary.exists() else None
-    if status != 0 or BOOT_DONE not in out or (side == "spe-emu" and BOOT_PROBED not in out):
-        raise BenchError(f"{BOOT_GUEST} {name} {side}: exit status {status}, console "
+    if (status != 0 or BOOT_DONE not in out
+            or (side == "spe-emu" and not BOOT_PROBED.search(out))):
+        raise BenchError(f"{BOOT_GUEST} {kernel} {name} {side}: exit status {status}, console "
                          f"{out[-300:]!r}")
     return {"wall": wall, "cpu": cpu, "instructions": insns}
 
 
 def measure_boot(runner: Runner, repeats: int) -> list[dict]:
-    """The Linux boot rows (keys BOOT_JSON_KEYS), one per BOOT_CONFIGS entry: the cached
-    Debian guest (scripts/build_linux_guest.py) booted to power-off on spe-emu and on
-    qemu-system-aarch64 with the same kernel, initramfs and command line; medians over
-    ``repeats`` (each repeat boots both sides back to back; no warm-up: a boot is long).
-    Skipped, with the reason, when the guest is not built (or QEMU's half without QEMU)."""
-    guest = boot_guest_dir()
-    rows = [{"guest": BOOT_GUEST, "mode": "linux-boot", "config": c[0], "instructions": None,
-             "spe_emu_wall_s": None, "spe_emu_cpu_s": None, "qemu_wall_s": None,
-             "qemu_cpu_s": None, "wall_ratio": None, "cpu_ratio": None, "skipped": None}
-            for c in BOOT_CONFIGS]
-    missing = [n for n in ("vmlinuz", "probe.cpio.gz") if not (guest / n).is_file()]
-    if missing:
-        for row in rows:
-            row["skipped"] = (f"no Linux guest in {guest} (python scripts/build_linux_guest.py)")
-        runner.say(f"[yellow]{BOOT_GUEST}: skipped, {rows[0]['skipped']}[/yellow]")
-        return rows
+    """The Linux boot rows (keys BOOT_JSON_KEYS), one per BOOT_KERNELS and BOOT_CONFIGS
+    entry: each cached Debian guest (scripts/build_linux_guest.py) booted to power-off on
+    spe-emu and on qemu-system-aarch64 with the same kernel, initramfs and command line;
+    medians over ``repeats`` (each repeat boots both sides back to back; no warm-up: a boot
+    is long). A kernel's rows are skipped, with the reason (the command that builds the
+    guest), when its guest is not built; QEMU's half without QEMU."""
+    rows = [{"guest": BOOT_GUEST, "mode": "linux-boot", "kernel": kernel, "config": c[0],
+             "instructions": None, "spe_emu_wall_s": None, "spe_emu_cpu_s": None,
+             "qemu_wall_s": None, "qemu_cpu_s": None, "wall_ratio": None, "cpu_ratio": None,
+             "skipped": None}
+            for kernel, _ in BOOT_KERNELS for c in BOOT_CONFIGS]
+    configs = {c[0]: c for c in BOOT_CONFIGS}
     sides = ["spe-emu"] + (["qemu"] if shutil.which(QEMU) else [])
-    for row, config in zip(rows, BOOT_CONFIGS):
+    for row in rows:
+        kernel, config = row["kernel"], configs[row["config"]]
+        why = missing_guest(kernel, ("vmlinuz", "probe.cpio.gz"))
+        if why:
+            row["skipped"] = why
+            if config is BOOT_CONFIGS[0]:
+                runner.say(f"[yellow]{BOOT_GUEST} {kernel}: skipped, {why}[/yellow]")
+            continue
+        guest = kernel_guest_dir(kernel)
         if "qemu" not in sides:
             row["skipped"] = f"QEMU half not run: {QEMU} not found"
         runs: dict[str, list[dict]] = {side: [] for side in sides}
         for i in range(repeats):
             for side in (sides if i % 2 == 0 else sides[::-1]):
-                r = boot_side(runner, guest, config, side)
+                r = boot_side(runner, guest, kernel, config, side)
                 runs[side].append(r)
-                runner.say(f"{BOOT_GUEST} {config[0]} {side}: {r['wall']:.1f} s wall, "
-                           f"{r['cpu']:.1f} s CPU")
+                runner.say(f"{BOOT_GUEST} {kernel} {config[0]} {side}: {r['wall']:.1f} s "
+                           f"wall, {r['cpu']:.1f} s CPU")
         spe = runs["spe-emu"]
         row["instructions"] = spe[0]["instructions"]
         row["spe_emu_wall_s"] = round(statistics.median(r["wall"] for r in spe), 2)
@@ -1012,28 +1088,40 @@ def measure_boot(runner: Runner, repeats: int) -> list[dict]:
 
 
 def boot_targets(rows: list[dict] | None) -> list[Target]:
-    """Issue 14: booting to power-off with PAuth hidden on both sides takes spe-emu at most
-    MAX_BOOT_RATIO times QEMU's wall time."""
+    """Issue 27 (issue 14's 2x on 6.1 before): booting each kernel of BOOT_KERNELS to
+    power-off with PAuth hidden on both sides takes spe-emu at most MAX_BOOT_RATIO times
+    QEMU's wall time; one target per kernel."""
     if rows is None:
         return []
-    row = next(r for r in rows if r["config"] == "pauth-hidden")
-    name = f"Linux boot to power-off <= {MAX_BOOT_RATIO:g}x QEMU wall time (PAuth hidden)"
-    if row["wall_ratio"] is None:
-        return [Target(name, "SKIP", row["skipped"] or "not run")]
-    return [Target(name, "PASS" if row["wall_ratio"] <= MAX_BOOT_RATIO else "FAIL",
-                   f"{row['wall_ratio']:.2f}x ({row['spe_emu_wall_s']} s against "
-                   f"{row['qemu_wall_s']} s; CPU {row['cpu_ratio']}x)")]
+    out = []
+    for kernel, _ in BOOT_KERNELS:
+        row = next(r for r in rows if r["kernel"] == kernel and r["config"] == "pauth-hidden")
+        name = (f"Linux {kernel} boot to power-off <= {MAX_BOOT_RATIO:g}x QEMU wall time "
+                f"(PAuth hidden)")
+        if row["wall_ratio"] is None:
+            out.append(Target(name, "SKIP", row["skipped"] or "not run"))
+            continue
+        out.append(Target(name, "PASS" if row["wall_ratio"] <= MAX_BOOT_RATIO else "FAIL",
+                          f"{row['wall_ratio']:.2f}x ({row['spe_emu_wall_s']} s against "
+                          f"{row['qemu_wall_s']} s; CPU {row['cpu_ratio']}x)"))
+    return out
 
 
 def print_boot(console: Console, rows: list[dict], repeats: int) -> None:
     print_row_table(console, f"Linux boot to power-off, virt board (median of {repeats})",
-                    ("config", "instructions", "spe-emu wall s", "spe-emu CPU s",
+                    ("kernel", "config", "instructions", "spe-emu wall s", "spe-emu CPU s",
                      "QEMU wall s", "QEMU CPU s", "wall ratio", "CPU ratio"),
-                    [(r["config"], fmt(r["instructions"], ","), fmt(r["spe_emu_wall_s"], ".1f"),
-                      fmt(r["spe_emu_cpu_s"], ".1f"), fmt(r["qemu_wall_s"], ".2f"),
-                      fmt(r["qemu_cpu_s"], ".2f"), fmt(r["wall_ratio"], ".1f"),
-                      fmt(r["cpu_ratio"], ".1f")) for r in rows], rows[0])
-    console.print(f"  {boot_guest_dir()}: vmlinuz, probe.cpio.gz, --append {BOOT_APPEND!r}; "
+                    [(r["kernel"], r["config"], fmt(r["instructions"], ","),
+                      fmt(r["spe_emu_wall_s"], ".1f"), fmt(r["spe_emu_cpu_s"], ".1f"),
+                      fmt(r["qemu_wall_s"], ".2f"), fmt(r["qemu_cpu_s"], ".2f"),
+                      fmt(r["wall_ratio"], ".2f"), fmt(r["cpu_ratio"], ".2f")) for r in rows],
+                    {"skipped": None}, left=2)
+    for kernel, _ in BOOT_KERNELS:
+        why = next((r["skipped"] for r in rows if r["kernel"] == kernel and r["skipped"]), None)
+        if why:
+            console.print(f"  [yellow]{BOOT_GUEST} {kernel}: {why}[/yellow]", highlight=False)
+    console.print(f"  {', '.join(f'{k} {kernel_guest_dir(k)}' for k, _ in BOOT_KERNELS)}: "
+                  f"vmlinuz, probe.cpio.gz, --append {BOOT_APPEND!r}; "
                   f"spe-emu run --machine virt -m {BOOT_MEMORY} [--cpu-feature pauth=off]; "
                   f"{QEMU} {' '.join(BOOT_QEMU_ARGS)} -cpu max[,pauth=off]", highlight=False)
 
@@ -1215,6 +1303,132 @@ def print_perf(console: Console, rows: list[dict], repeats: int) -> None:
                   "column) in the JSON. The second of two runs of each command; "
                   f"spe-emu {' '.join(PERF_CONFIG[1])}, QEMU -cpu {PERF_CONFIG[2]} (no SPE: "
                   "task-clock only)", highlight=False)
+
+
+def variant_side(runner: Runner, guest: Path, kernel: str, side: str) -> dict:
+    """One boot of ``guest``'s perf variant as built (vmlinuz + perf.cpio.gz and its own
+    ``/init``: insmod, the workload, ``perf record`` of ``true`` twice and of the workload,
+    ``perf report`` twice, ``perf script``, ``semihost-put perf.data``) to power-off on
+    ``side``: spe-emu records arm_spe_0 (the /init's default event), QEMU
+    VARIANT_QEMU_EVENT (``spe_event=`` on its command line); PAuth hidden on both
+    (PERF_CONFIG). Returns wall and CPU seconds, the host seconds to ``/init`` and the guest
+    instructions (spe-emu). Raises BenchError unless the guest recorded the expected event
+    (perf record exit 0), ran perf script, sent perf.data and powered off with status 0."""
+    blg = _build_script()
+    where = runner.workdir / PERF_GUEST / f"variant-{kernel}-{side}"
+    where.mkdir(parents=True, exist_ok=True)
+    files = ["--kernel", str(guest / "vmlinuz"), "--initrd", str(guest / "perf.cpio.gz")]
+    if side == "qemu":
+        event = VARIANT_QEMU_EVENT
+        cmd = [QEMU, *BOOT_QEMU_ARGS, "-cpu", PERF_CONFIG[2], *VARIANT_SEMIHOSTING, *files,
+               "-append", f"{BOOT_APPEND} spe_event={event}"]
+        kw = dict(cwd=where)
+    else:
+        event = blg.SPE_EVENT
+        cmd = [sys.executable, "-m", "spe_emu.tools.cli", "run", "--machine", "virt", "-m",
+               BOOT_MEMORY, *files, "--append", BOOT_APPEND, "--semihosting-userspace",
+               "--max-insns", str(PERF_MAX_INSNS), "-o", str(where), *PERF_CONFIG[1]]
+        kw = dict(cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    c0 = _children_cpu()
+    wall, marks, tail, status = streamed_child(cmd, BOOT_TIMEOUT, blg.MARK, **kw)
+    cpu = _children_cpu() - c0
+    mark = lambda key: marks.get(f"{blg.MARK} {key}", (None, ""))   # noqa: E731
+    shown = mark(f"event {event}")[1]
+    ok = (status == 0 and BOOT_DONE in tail and shown == f"{blg.MARK} event {event}"
+          and " exit 0 took " in mark("perf record exit")[1]
+          and mark("perf script done")[0] is not None and mark("perf.data sent")[0] is not None)
+    if not ok:
+        raise BenchError(f"{PERF_GUEST} perf variant {kernel} {side}: exit status {status}, "
+                         f"marks {sorted(marks)}, console {tail[-300:]!r}")
+    summary = where / "summary.json"
+    insns = (json.loads(summary.read_text())["instructions"]
+             if side == "spe-emu" and summary.exists() else None)
+    return {"wall": wall, "cpu": cpu, "init": mark("/init reached")[0], "instructions": insns}
+
+
+def measure_variant(runner: Runner, repeats: int) -> list[dict]:
+    """The perf variant end to end (keys VARIANT_JSON_KEYS), one row per VARIANT_KERNELS
+    entry: :func:`variant_side` on spe-emu (arm_spe_0) and on QEMU (VARIANT_QEMU_EVENT, the
+    same /init), medians over ``repeats`` (both sides back to back, alternating). Skipped,
+    with the reason, without the guest (or QEMU's half without QEMU)."""
+    sides = ["spe-emu"] + (["qemu"] if shutil.which(QEMU) else [])
+    rows = []
+    for kernel in VARIANT_KERNELS:
+        row = {k: None for k in VARIANT_JSON_KEYS}
+        row.update(guest=PERF_GUEST, mode="perf-variant", kernel=kernel,
+                   spe_emu_event=PERF_EVENTS[0][0], qemu_event=VARIANT_QEMU_EVENT)
+        rows.append(row)
+        why = missing_guest(kernel, ("vmlinuz", "perf.cpio.gz"))
+        if why:
+            row["skipped"] = why
+            runner.say(f"[yellow]{PERF_GUEST} perf variant {kernel}: skipped, {why}[/yellow]")
+            continue
+        if "qemu" not in sides:
+            row["skipped"] = f"QEMU half not run: {QEMU} not found"
+        guest = kernel_guest_dir(kernel)
+        runs: dict[str, list[dict]] = {side: [] for side in sides}
+        for i in range(repeats):
+            for side in (sides if i % 2 == 0 else sides[::-1]):
+                r = variant_side(runner, guest, kernel, side)
+                runs[side].append(r)
+                runner.say(f"{PERF_GUEST} perf variant {kernel} {side}: {r['wall']:.1f} s "
+                           f"wall, {r['cpu']:.1f} s CPU, /init at {r['init']:.1f} s")
+        for side, prefix in (("spe-emu", "spe_emu"), ("qemu", "qemu")):
+            if side not in runs:
+                continue
+            for key in ("wall", "cpu", "init"):
+                row[f"{prefix}_{key}_s"] = round(statistics.median(r[key] for r in runs[side]),
+                                                 2)
+        row["instructions"] = runs["spe-emu"][0]["instructions"]
+        if "qemu" in runs:
+            for key in ("wall", "cpu"):
+                row[f"{key}_ratio"] = round(paired_median(
+                    [r[key] for r in runs["spe-emu"]], [r[key] for r in runs["qemu"]],
+                    lambda a, b: a / b), 2)
+    return rows
+
+
+def variant_targets(rows: list[dict] | None) -> list[Target]:
+    """Issue 27: the perf variant (insmod, perf record of the workload, perf report, perf
+    script) end to end on spe-emu with arm_spe_0 within MAX_VARIANT_RATIO times QEMU's wall
+    time running the same /init with VARIANT_QEMU_EVENT; one target per VARIANT_KERNELS
+    entry."""
+    if rows is None:
+        return []
+    out = []
+    for row in rows:
+        name = (f"Linux {row['kernel']} perf variant end to end <= {MAX_VARIANT_RATIO:g}x QEMU "
+                f"({row['qemu_event']})")
+        if row["wall_ratio"] is None:
+            out.append(Target(name, "SKIP", row["skipped"] or "not run"))
+            continue
+        out.append(Target(name, "PASS" if row["wall_ratio"] <= MAX_VARIANT_RATIO else "FAIL",
+                          f"{row['wall_ratio']:.2f}x ({row['spe_emu_wall_s']} s against "
+                          f"{row['qemu_wall_s']} s; CPU {row['cpu_ratio']}x; after /init: "
+                          f"{row['spe_emu_wall_s'] - row['spe_emu_init_s']:.2f} s against "
+                          f"{row['qemu_wall_s'] - row['qemu_init_s']:.2f} s)"))
+    return out
+
+
+def print_variant(console: Console, rows: list[dict], repeats: int) -> None:
+    print_row_table(console, f"perf variant end to end, boot to power-off (median of {repeats})",
+                    ("kernel", "instructions", "spe-emu wall s", "spe-emu CPU s",
+                     "spe-emu /init s", "QEMU wall s", "QEMU CPU s", "QEMU /init s",
+                     "wall ratio", "CPU ratio"),
+                    [(r["kernel"], fmt(r["instructions"], ","), fmt(r["spe_emu_wall_s"], ".1f"),
+                      fmt(r["spe_emu_cpu_s"], ".1f"), fmt(r["spe_emu_init_s"], ".1f"),
+                      fmt(r["qemu_wall_s"], ".2f"), fmt(r["qemu_cpu_s"], ".2f"),
+                      fmt(r["qemu_init_s"], ".2f"), fmt(r["wall_ratio"], ".2f"),
+                      fmt(r["cpu_ratio"], ".2f")) for r in rows], {"skipped": None})
+    for r in rows:
+        if r["skipped"]:
+            console.print(f"  [yellow]{PERF_GUEST} perf variant {r['kernel']}: "
+                          f"{r['skipped']}[/yellow]", highlight=False)
+    console.print(f"  GUEST/perf.cpio.gz as built (its /init); spe-emu {' '.join(PERF_CONFIG[1])}"
+                  f" --semihosting-userspace, event arm_spe_0 (the /init's default); QEMU -cpu "
+                  f"{PERF_CONFIG[2]} {' '.join(VARIANT_SEMIHOSTING)}, --append '{BOOT_APPEND} "
+                  f"spe_event={VARIANT_QEMU_EVENT}'; /init s: host seconds to the /init's "
+                  "first line", highlight=False)
 
 
 # ------------------------------------------------------------------------ decoder --------
@@ -1624,13 +1838,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--linux-n", type=int, default=LINUX_N, metavar="N",
                    help=f"argument of examples/linux-user/bench.c (default {LINUX_N})")
     p.add_argument("--no-linux-boot", action="store_true",
-                   help=f"skip the {BOOT_GUEST} row (Linux boot against QEMU; minutes)")
+                   help=f"skip the {BOOT_GUEST} rows (Linux boot of each kernel against "
+                        "QEMU; minutes)")
     p.add_argument("--boot-repeats", type=int, default=1, metavar="N",
                    help=f"repeats of the {BOOT_GUEST} and {PERF_GUEST} rows (default 1: a boot "
                         "takes minutes)")
     p.add_argument("--no-linux-perf", action="store_true",
-                   help=f"skip the {PERF_GUEST} row (perf record in the Linux guest against "
-                        "the workload alone; minutes)")
+                   help=f"skip the {PERF_GUEST} rows (perf record in the Linux guest against "
+                        "the workload alone, and the perf variant end to end against QEMU; "
+                        "minutes)")
     p.add_argument("--no-decoder", action="store_true",
                    help=f"skip the {DECODER_GUEST} row (when no --guest names it)")
     p.add_argument("--decode-mib", type=int, default=DECODE_MIB, metavar="MIB",
@@ -1701,7 +1917,7 @@ def main(argv: list[str] | None = None) -> int:
         boot_wanted = wanted(BOOT_GUEST, args.no_linux_boot)
         boot = None
         perf_wanted = wanted(PERF_GUEST, args.no_linux_perf)
-        perf = None
+        perf = variant = None
         rss = RssMeter()
         rows: list[dict] = []
         memory = None
@@ -1730,6 +1946,7 @@ def main(argv: list[str] | None = None) -> int:
                 boot = measure_boot(runner, args.boot_repeats)
             if perf_wanted:
                 perf = measure_perf(runner, args.boot_repeats)
+                variant = measure_variant(runner, args.boot_repeats)
     except (BenchError, SpeEmuError) as exc:
         print(f"bench: {exc}", file=sys.stderr)
         return 2
@@ -1740,8 +1957,12 @@ def main(argv: list[str] | None = None) -> int:
     targets += decoder_targets(decoder)
     targets += boot_targets(boot)
     targets += perf_targets(perf)
+    targets += variant_targets(variant)
     if perf is not None:
         print_perf(console, perf, args.boot_repeats)
+        console.print()
+    if variant is not None:
+        print_variant(console, variant, args.boot_repeats)
         console.print()
     if boot is not None:
         print_boot(console, boot, args.boot_repeats)
@@ -1765,6 +1986,8 @@ def main(argv: list[str] | None = None) -> int:
             data.append({k: row[k] for k in BOOT_JSON_KEYS})
         for row in perf or ():
             data.append({k: row[k] for k in PERF_JSON_KEYS})
+        for row in variant or ():
+            data.append({k: row[k] for k in VARIANT_JSON_KEYS})
         args.json.write_text(json.dumps(data, indent=2) + "\n")
     if args.check and any(t.status == "FAIL" for t in targets):
         return 1

@@ -299,3 +299,99 @@ def test_perf_phases_time_each_event_on_true_and_on_the_workload():
     assert phases["arm_spe_0:true"].endswith(" -c 4096 -o /tmp/perf.data -- true")
     assert phases["task-clock:record"] == ("perf record -e task-clock -c 1000000 "
                                            "-o /tmp/perf.data -- spe-workload")
+
+
+def _boot_row(kernel: str, config: str, wall: float | None, **values) -> dict:
+    bench = import_bench()
+    row = dict.fromkeys(bench.BOOT_JSON_KEYS)
+    row.update(guest="linux-boot", mode="linux-boot", kernel=kernel, config=config)
+    if wall is not None:
+        row.update(spe_emu_wall_s=wall, qemu_wall_s=1.0, wall_ratio=wall, cpu_ratio=wall)
+    row.update(values)
+    return row
+
+
+def test_boot_targets_one_per_kernel_with_pauth_hidden():
+    # issue 27: each kernel's boot within 1.5x QEMU's wall time, PAuth hidden on both; the
+    # default configuration's rows only inform
+    bench = import_bench()
+    assert [k for k, _ in bench.BOOT_KERNELS] == ["6.1", "6.12", "6.12-16k"]
+    rows = [_boot_row("6.1", "pauth-hidden", 1.5), _boot_row("6.1", "default", 9.0),
+            _boot_row("6.12", "pauth-hidden", 1.51), _boot_row("6.12", "default", 1.0),
+            _boot_row("6.12-16k", "pauth-hidden", None, skipped="no Linux 6.12-16k guest"),
+            _boot_row("6.12-16k", "default", None, skipped="no Linux 6.12-16k guest")]
+    targets = bench.boot_targets(rows)
+    assert [t.name for t in targets] == [
+        f"Linux {k} boot to power-off <= 1.5x QEMU wall time (PAuth hidden)"
+        for k in ("6.1", "6.12", "6.12-16k")]
+    assert [t.status for t in targets] == ["PASS", "FAIL", "SKIP"]
+    assert targets[0].detail.startswith("1.50x (1.5 s against 1.0 s")
+    assert targets[2].detail == "no Linux 6.12-16k guest"
+    assert bench.boot_targets(None) == []
+
+
+def test_boot_probe_line_of_each_kernel():
+    bench = import_bench()
+    assert bench.BOOT_PROBED.search("[    1.2] arm_spe_pmu spe: probed for CPUs 0 [max_record")
+    assert bench.BOOT_PROBED.search("arm_spe_pmu spe: probed SPEv1.0 for CPUs 0 [max_record")
+    assert bench.BOOT_PROBED.search("arm_spe_pmu spe: probed SPEv1.2 for CPUs 0")
+    assert not bench.BOOT_PROBED.search("arm_spe_pmu spe: failed to probe")
+
+
+def test_boot_rows_skip_each_kernel_without_its_guest(tmp_path, monkeypatch):
+    # the 6.1 guest from $SPE_EMU_LINUX_GUEST, the 6.12 ones from build_linux_guest's
+    # guest_dir in $SPE_EMU_LINUX_CACHE; none built: every row skipped with its build command
+    bench = import_bench()
+    monkeypatch.setenv("SPE_EMU_LINUX_GUEST", str(tmp_path / "none"))
+    monkeypatch.setenv("SPE_EMU_LINUX_CACHE", str(tmp_path / "cache"))
+    assert bench.kernel_guest_dir("6.1") == tmp_path / "none"
+    assert bench.kernel_guest_dir("6.12") == tmp_path / "cache" / "guest-linux-image-6.12-arm64"
+    assert bench.kernel_guest_dir("6.12-16k") == (tmp_path / "cache"
+                                                  / "guest-linux-image-6.12-arm64-16k")
+    rows = bench.measure_boot(bench.Runner(tmp_path, bench.RssMeter(), None), 1)
+    assert [(r["kernel"], r["config"]) for r in rows] == [
+        (k, c) for k in ("6.1", "6.12", "6.12-16k") for c in ("pauth-hidden", "default")]
+    assert all(set(r) == set(bench.BOOT_JSON_KEYS) for r in rows)
+    by = {r["kernel"]: r["skipped"] for r in rows}
+    assert by["6.1"].endswith("(python scripts/build_linux_guest.py)")
+    assert by["6.12"].endswith("(python scripts/build_linux_guest.py --kernel-package "
+                               "linux-image-6.12-arm64)")
+    assert "--kernel-package linux-image-6.12-arm64-16k" in by["6.12-16k"]
+    assert [t.status for t in bench.boot_targets(rows)] == ["SKIP"] * 3
+
+
+def _variant_row(kernel: str, spe: float, qemu: float) -> dict:
+    bench = import_bench()
+    row = dict.fromkeys(bench.VARIANT_JSON_KEYS)
+    row.update(guest="linux-perf", mode="perf-variant", kernel=kernel, spe_emu_event="arm_spe_0",
+               qemu_event="task-clock", spe_emu_wall_s=spe, qemu_wall_s=qemu,
+               spe_emu_init_s=1.0, qemu_init_s=0.5, wall_ratio=round(spe / qemu, 2),
+               cpu_ratio=round(spe / qemu, 2))
+    return row
+
+
+def test_variant_target_is_end_to_end_against_qemu_task_clock():
+    # issue 27: the perf variant, boot to power-off, within 3x QEMU running the same /init
+    # with task-clock; one target per kernel
+    bench = import_bench()
+    assert bench.VARIANT_KERNELS == ("6.1", "6.12")
+    rows = [_variant_row("6.1", 30.0, 10.0), _variant_row("6.12", 31.0, 10.0)]
+    targets = bench.variant_targets(rows)
+    assert [t.name for t in targets] == [
+        f"Linux {k} perf variant end to end <= 3x QEMU (task-clock)" for k in ("6.1", "6.12")]
+    assert [t.status for t in targets] == ["PASS", "FAIL"]
+    assert targets[0].detail.startswith("3.00x (30.0 s against 10.0 s")
+    assert targets[0].detail.endswith("after /init: 29.00 s against 9.50 s)")
+    assert bench.variant_targets(None) == []
+
+
+def test_variant_rows_skip_without_the_guest(tmp_path, monkeypatch):
+    bench = import_bench()
+    monkeypatch.setenv("SPE_EMU_LINUX_GUEST", str(tmp_path / "none"))
+    monkeypatch.setenv("SPE_EMU_LINUX_CACHE", str(tmp_path / "cache"))
+    rows = bench.measure_variant(bench.Runner(tmp_path, bench.RssMeter(), None), 1)
+    assert [r["kernel"] for r in rows] == ["6.1", "6.12"]
+    assert all(set(r) == set(bench.VARIANT_JSON_KEYS) for r in rows)
+    assert all(r["mode"] == "perf-variant" and r["qemu_event"] == "task-clock" for r in rows)
+    assert "build_linux_guest.py --kernel-package linux-image-6.12-arm64)" in rows[1]["skipped"]
+    assert [t.status for t in bench.variant_targets(rows)] == ["SKIP", "SKIP"]
