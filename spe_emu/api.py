@@ -55,6 +55,8 @@ class Result:
         console: bytes the guest printed: a Linux program's stdout, a firmware guest's or
             bare-metal image's semihosting console, a board's PL011 output.
         stderr: a Linux program's stderr (bytes; empty otherwise).
+        firmware_console: what spe_emu's firmware printed itself (its ``spe_fw:`` banner,
+            exit and fatal lines; bytes), never part of ``console``.
         registers: the PE's registers when the run ended, name -> int: ``X0``..``X30``,
             ``SP`` (the current stack pointer), ``PC``, ``PSTATE`` (SPSR layout, Arm ARM
             C5.2.18), ``EL`` (PSTATE.EL), and the SPE state ``PMBSR_EL1``, ``PMBPTR_EL1``,
@@ -85,6 +87,7 @@ class Result:
     trace: bytes
     summary: dict
     guest_errors: list[str] = field(default_factory=list)
+    firmware_console: bytes = b""
     ground_truth: Optional[dict[int, int]] = None
     ground_truth_events: Optional[dict[int, dict[str, int]]] = None
     outdir: Optional[Path] = None
@@ -295,6 +298,8 @@ def run(program: Optional[PathLike] = None, args: Sequence[str] = (), *,
             counts={k: getattr(rr, k) for k in COUNTS}, console=bytes(console),
             stderr=stderr, registers=_registers(m, rr), trace=trace, summary=summary,
             guest_errors=list(rr.guest_errors), ground_truth=exact,
+            firmware_console=(rr.firmware_console
+                              or str(summary.get("firmware_console", "")).encode()),
             ground_truth_events=events,
             outdir=None if tmp is not None else out, image=image, _machine=m)
     finally:

@@ -289,7 +289,8 @@ def config_block(opts: RunOptions, entry: int, flags: int = 0) -> bytes:
 
 
 def prepare_machine(image_path: Path, opts: RunOptions,
-                    console: Callable[[bytes], None] | None = None) -> Machine:
+                    console: Callable[[bytes], None] | None = None,
+                    firmware_console: Callable[[bytes], None] | None = None) -> Machine:
     """A machine with ``image_path`` loaded and reset, ready to run: under the firmware (its
     config block filled in from ``opts``), or booted directly at ``opts.boot_el``.
 
@@ -301,7 +302,8 @@ def prepare_machine(image_path: Path, opts: RunOptions,
     mcfg = MachineConfig(boot_el=opts.boot_el, mode=opts.mode,
                          spe=opts.spe.with_(seed=opts.seed), outdir=Path(opts.outdir),
                          max_insns=(BARE_METAL_MAX_INSNS if opts.max_insns is None
-                                    else opts.max_insns), console=console, cpu=opts.cpu)
+                                    else opts.max_insns), console=console,
+                         firmware_console=firmware_console, cpu=opts.cpu)
     machine = Machine(mcfg)
     if opts.firmware:
         if not GUEST_REGION[0] <= guest.entry < GUEST_REGION[1]:
@@ -318,6 +320,9 @@ def prepare_machine(image_path: Path, opts: RunOptions,
                                   f"{nxt[0]:#x}-{nxt[1]:#x} overlap")
         firmware = load_elf(opts.firmware_path or default_firmware())
         machine.load(firmware)
+        # (its semihosting console lines are its own: firmware_console, not the guest's)
+        machine.firmware_span = (min(seg.vaddr for seg in firmware.segments),
+                                 max(seg.vaddr + seg.memsz for seg in firmware.segments))
         machine.load(guest)
         machine.uc.mem_write(firmware.symbol(FIRMWARE_CONFIG_SYMBOL),
                              config_block(opts, guest.entry))
@@ -487,10 +492,12 @@ def exit_reason(result: RunResult, error: GuestError | EmulatorError | None = No
 
 def result_summary(result: RunResult, error: GuestError | None = None,
                    killed: bool = False) -> dict:
-    """The run's part of summary.json: the :class:`RunResult` fields but the console,
-    ``exit_reason`` named (:func:`exit_reason`; the semihosting ADP_Stopped_* code, if any,
+    """The run's part of summary.json: the :class:`RunResult` fields but the console (the
+    firmware's console as text, ``firmware_console``), ``exit_reason`` named
+    (:func:`exit_reason`; the semihosting ADP_Stopped_* code, if any,
     in ``semihosting_exit_reason``) and, for a run the guest stopped, ``error`` (one line)."""
     out = {k: v for k, v in asdict(result).items() if k != "console"}
+    out["firmware_console"] = result.firmware_console.decode("utf-8", "replace")
     out["semihosting_exit_reason"] = out.pop("exit_reason")
     out["exit_reason"] = exit_reason(result, error, killed)
     if error is not None:
@@ -506,9 +513,12 @@ def write_summary(outdir: Path, summary: dict) -> None:
 @staged_run
 def run_image(image_path: Path, opts: RunOptions,
               console: Callable[[bytes], None] | None = None,
-              progress: Callable[[int], None] | None = None) -> Session:
+              progress: Callable[[int], None] | None = None,
+              firmware_console: Callable[[bytes], None] | None = None) -> Session:
     """Run ``image_path`` (a guest under the firmware, or a bare-metal image) and write the
-    trace and ``summary.json`` into ``opts.outdir``.
+    trace and ``summary.json`` into ``opts.outdir``. ``console`` receives the guest's console
+    bytes, ``firmware_console`` the firmware's own lines (``spe_fw: ...``; also in
+    ``RunResult.firmware_console`` and summary.json's ``firmware_console``).
 
     Raises:
         ImageError: bad image; ConfigError: bad option; GuestRunaway / GuestError.
@@ -516,7 +526,7 @@ def run_image(image_path: Path, opts: RunOptions,
     opts.validate()
     outdir = Path(opts.outdir)
     trace_path = outdir / TRACE_NAME
-    machine = prepare_machine(image_path, opts, console)
+    machine = prepare_machine(image_path, opts, console, firmware_console)
 
     def summarise(result: RunResult, error: GuestError | None = None) -> dict:
         summary = {

@@ -39,7 +39,10 @@ def test_counts_trace_and_records_agree(sort_run):
     # the records are the reference decoder's, with their packets
     assert [x.offset for x in r.records] == [x.offset for x in iter_records(r.trace)]
     assert all(x.packets for x in r.records)
-    assert b"spe_fw:" in r.console        # the firmware's semihosting console
+    # the firmware's own lines are its console, never the guest's (issue 29 item 6)
+    assert r.firmware_console.startswith(b"spe_fw: guest_entry=0x48000000 spe=on")
+    assert b"spe_fw: exit status=0" in r.firmware_console
+    assert b"spe_fw" not in r.console and r.console.startswith(b"sort: 8192 values")
     assert r.outdir is None                 # a temporary directory, removed
 
 

@@ -48,6 +48,7 @@ class Run:
         self.summary = summarize(self.trace)
         self.console = self.result.console.decode("utf-8", errors="replace")
         self.lines = self.console.splitlines()
+        self.firmware_lines = self.result.firmware_console.decode().splitlines()
         self.chunks = chunks  # sizes of the firmware's SYS_WRITEs to spe.trace, if spied
 
 
@@ -76,9 +77,10 @@ def _run(tmp_path_factory, guest: str, spy_chunks: bool = False, **kw) -> Run:
 
 def _exit_line(run: Run) -> tuple[int, int, int]:
     """(status, pmbirq, bytes) of the firmware's final line, which must be the last line."""
-    exits = [line for line in run.lines if line.startswith("spe_fw: exit")]
-    assert len(exits) == 1, run.console
-    assert run.lines[-1] == exits[0], "the firmware's exit line is not the last console line"
+    exits = [line for line in run.firmware_lines if line.startswith("spe_fw: exit")]
+    assert len(exits) == 1, run.firmware_lines
+    assert run.firmware_lines[-1] == exits[0], "the firmware's exit line is not its last"
+    assert not any("spe_fw" in line for line in run.lines)   # (its own console)
     m = EXIT_RE.match(exits[0])
     assert m, exits[0]
     return int(m[1]), int(m[2]), int(m[3])

@@ -113,6 +113,28 @@ def test_console_writes(env):
     assert env.sh.files_written == {}
 
 
+def test_the_firmwares_own_lines_are_its_console(tmp_path):
+    """SYS_WRITEC/SYS_WRITE0 called from spe_emu's firmware (caller_is_firmware, set by the
+    machine from the PC) go to the firmware's console; its SYS_WRITE to :tt relays the
+    guest's output, which stays the console (issue 29 item 6)."""
+    fw: list[bytes] = []
+    e = Env(tmp_path)
+    e.sh = Semihosting(e.outdir, e.mem.read, e.mem.write, console=e.chunks.append,
+                       firmware_console=fw.append)
+    e.sh.caller_is_firmware = True
+    assert e.sh.call(SYS_WRITE0, e.mem.put(b"spe_fw: banner\n\0")) == 0
+    assert e.sh.call(SYS_WRITEC, e.mem.put(b"!")) == 0
+    tt = e.open(":tt", MODE_W)
+    assert e.write(tt, b"guest line\n") == 0
+    e.sh.caller_is_firmware = False
+    assert e.sh.call(SYS_WRITE0, e.mem.put(b"bare metal\n\0")) == 0
+    assert fw == [b"spe_fw: banner\n", b"!"]
+    assert e.sh.firmware_output == b"spe_fw: banner\n!"
+    assert e.sh.console_output == b"guest line\nbare metal\n" and e.chunks == [
+        b"guest line\n", b"bare metal\n"]
+    e.sh.close_all()
+
+
 def test_write0_across_chunks(env):
     text = b"x" * 700
     assert env.sh.call(SYS_WRITE0, env.mem.put(text + b"\0")) == 0

@@ -246,6 +246,8 @@ class MachineConfig:
         allow_el0_semihosting: treat HLT #0xF000 at EL0 as a semihosting call (QEMU's default
             is to UNDEF it, which this model follows unless set).
         console: receives guest console bytes as they are written.
+        firmware_console: receives the console bytes spe_emu's firmware writes (its banner,
+            exit and fatal lines; :attr:`Machine.firmware_span`), which are not the guest's.
         tcg_buffer_mb: size of Unicorn's translated-code buffer in MiB (QEMU flushes all
             translations when it is full); bounds the emulator's memory.
         board: the board description (memory map, devices, interrupt assignment); RAM is
@@ -270,6 +272,7 @@ class MachineConfig:
     max_insns: int | None = 2_000_000_000
     allow_el0_semihosting: bool = False
     console: Callable[[bytes], None] | None = None
+    firmware_console: Callable[[bytes], None] | None = None
     tcg_buffer_mb: int = 4
     board: BoardSpec = VIRT
     stdin: object = None
@@ -335,6 +338,8 @@ class RunResult:
     driver_rules: list = field(default_factory=list)
     """The SPE programming rules the guest broke, first time each (spe.driver_rules.RuleBreak
     as dicts: rule, section, text, pc, registers)."""
+    firmware_console: bytes = b""
+    """What spe_emu's firmware wrote to the console (never part of :attr:`console`)."""
     pmu_events: dict = field(default_factory=dict)
     """The SPE PMU events over the run, as the guest's PMU counts them unfiltered (SPE
     supplement §2.6: SAMPLE_POP, SAMPLE_FEED, SAMPLE_FILTRATE, SAMPLE_COLLISION)."""
@@ -481,7 +486,11 @@ class Machine:
         self.budget = NEVER if config.max_insns is None else config.max_insns
         self.watchpoints = Watchpoints(self)
         self.semihost = Semihosting(Path(config.outdir), self._read_current, self._write_current,
-                                    console=config.console, clock=self.clock.centiseconds)
+                                    console=config.console, clock=self.clock.centiseconds,
+                                    firmware_console=config.firmware_console)
+        # [start, end) of spe_emu's firmware image, whose semihosting console writes are its
+        # own lines, not the guest's (set by whoever loads the firmware)
+        self.firmware_span: tuple[int, int] | None = None
         self.exit: MachineExit | None = None
         self.psci = Psci() if config.psci else None
         self._py_irqs_taken = 0        # (taken in Python; the native ones are in self.intr)
@@ -2445,6 +2454,8 @@ class Machine:
         op = self.uc.reg_read(A.UC_ARM64_REG_X0) & 0xFFFFFFFF
         param = self.uc.reg_read(A.UC_ARM64_REG_X1)
         self._account(self._retired_before(pc) + 1)
+        span = self.firmware_span
+        self.semihost.caller_is_firmware = span is not None and span[0] <= pc < span[1]
         try:
             result = self.semihost.call(op, param)
         except SemihostExit as done:
@@ -3220,6 +3231,7 @@ class Machine:
             filtered_out=st.filtered_out, management_events=len(st.management_events),
             irqs_taken=self.irqs_taken, exceptions_taken=self.exceptions_taken,
             console=self.semihost.console_output, guest_errors=list(self.guest_errors),
+            firmware_console=self.semihost.firmware_output,
             driver_rules=[asdict(b) for b in self.spu.rules.breaks],
             pmu_events=self.pmu_events.event_totals(),
             model={"feed": self.cfg.spe.model_feed, **self.spu.builder.model.stats()},

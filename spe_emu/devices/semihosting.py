@@ -8,7 +8,12 @@ word.
 
 Behaviour that is fixed here so runs are reproducible:
 
-* The console is ``:tt`` (and ``SYS_WRITEC`` / ``SYS_WRITE0``); stdin is always empty.
+* The console is ``:tt`` (and ``SYS_WRITEC`` / ``SYS_WRITE0``); stdin is always empty. What
+  spe_emu's own firmware prints itself, with SYS_WRITEC / SYS_WRITE0 (the caller sets
+  :attr:`Semihosting.caller_is_firmware` from the calling PC), goes to the firmware's console
+  instead (:attr:`Semihosting.firmware_output`, the ``firmware_console`` callback): it is never
+  the guest's output. (The firmware relays the guest's own writes with SYS_WRITE, which stay
+  the guest's.)
 * Files live inside ``outdir`` only: a name that is absolute, contains ``..`` components that
   leave ``outdir``, or resolves outside it through a symlink is refused (``-1``, errno EACCES,
   logged). Files are always opened in binary mode.
@@ -138,7 +143,8 @@ class Semihosting:
                  write_mem: Callable[[int, bytes], None],
                  console: Callable[[bytes], None] | None = None,
                  clock: Callable[[], int] | None = None, cmdline: str = "",
-                 log: Callable[[str], None] | None = None):
+                 log: Callable[[str], None] | None = None,
+                 firmware_console: Callable[[bytes], None] | None = None):
         try:
             pathlib.Path(outdir).mkdir(parents=True, exist_ok=True)
             self._outdir = pathlib.Path(outdir).resolve(strict=True)
@@ -152,6 +158,11 @@ class Semihosting:
         self._cmdline = cmdline
         self._log = log
         self._console_out = bytearray()
+        self._firmware_console = firmware_console
+        self._firmware_out = bytearray()
+        self.caller_is_firmware = False
+        """Set by the machine before each call: the calling instruction is spe_emu's
+        firmware's, whose console writes are not the guest's (:attr:`firmware_output`)."""
         self._handles: dict[int, _Handle] = {}
         self._next_handle = 1
         self._errno = 0
@@ -176,8 +187,14 @@ class Semihosting:
 
     @property
     def console_output(self) -> bytes:
-        """Everything written to the console so far."""
+        """Everything the guest wrote to the console so far."""
         return bytes(self._console_out)
+
+    @property
+    def firmware_output(self) -> bytes:
+        """Everything spe_emu's firmware wrote to the console so far
+        (:attr:`caller_is_firmware`)."""
+        return bytes(self._firmware_out)
 
     def call(self, op: int, param: int) -> int:
         """Perform semihosting operation ``op`` (W0) with parameter ``param`` (X1).
@@ -237,8 +254,16 @@ class Semihosting:
         if self._log is not None:
             self._log(f"semihosting: {message}")
 
-    def _to_console(self, data: bytes) -> None:
+    def _to_console(self, data: bytes, own: bool = False) -> None:
+        """``data`` to the console; ``own``: written by SYS_WRITEC/SYS_WRITE0, which the
+        firmware prints its own lines with (it relays the guest's writes with SYS_WRITE):
+        from the firmware, they go to its console."""
         if not data:
+            return
+        if own and self.caller_is_firmware:
+            self._firmware_out += data
+            if self._firmware_console is not None:
+                self._firmware_console(data)
             return
         self._console_out += data
         if self._console is not None:
@@ -313,7 +338,7 @@ class Semihosting:
 
     def _sys_writec(self, param: int) -> int:
         """SYS_WRITEC: the byte at ``param`` to the console."""
-        self._to_console(self._read_mem(param, 1))
+        self._to_console(self._read_mem(param, 1), own=True)
         return 0
 
     def _sys_write0(self, param: int) -> int:
@@ -334,7 +359,7 @@ class Semihosting:
         else:
             self._guest_error(f"SYS_WRITE0: string at {param:#x} not terminated within "
                               f"{MAX_NAME * 16} bytes; truncated")
-        self._to_console(bytes(out))
+        self._to_console(bytes(out), own=True)
         return 0
 
     def _sys_write(self, param: int) -> int:

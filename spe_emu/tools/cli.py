@@ -306,11 +306,16 @@ def _run(image, args, share, env_set, env_unset, clear_env, machine, kernel, ini
         sys.stdout.write(data.decode("utf-8", errors="replace"))
         sys.stdout.flush()
 
+    def echo_firmware(data: bytes) -> None:   # (the firmware's own lines: never stdout)
+        sys.stderr.write(data.decode("utf-8", errors="replace"))
+        sys.stderr.flush()
+
     try:
         with console.status("running...") as status:
             def progress(n: int) -> None:
                 status.update(f"running... {n / 1e6:.0f} M instructions")
-            session = run_image(image, opts, console=echo, progress=progress)
+            session = run_image(image, opts, console=echo, progress=progress,
+                                firmware_console=echo_firmware)
     except SpeEmuError as exc:
         _fail_with(exc)
     r = session.result
