@@ -479,3 +479,22 @@ def test_committed_guests(tmp_path, firmware, guest):
     assert checksums[0] == f"checksum: {want}"
     assert lines[-1] == "spe_fw: exit status=0 pmbirq=0 bytes=0"
     assert proc.returncode == 0
+
+
+@needs_cc
+def test_spe_emu_cli_says_why_the_firmware_ended_the_run(tmp_path):
+    """On spe-emu the firmware's own lines are its console, not the guest's stdout (issue 29
+    item 6): the CLI repeats only the line saying why it ended the run, as ``spe-emu: LINE``
+    on stderr, and summary.json's firmware_console holds them all."""
+    from click.testing import CliRunner
+
+    from spe_emu.tools.cli import main
+    guest = _build_guest(tmp_path, "fault", FAULT_S, "UDF")
+    r = CliRunner().invoke(main, ["run", str(guest), "-o", str(tmp_path / "out")])
+    assert r.exit_code == 71, r.output
+    assert "spe_fw" not in r.stdout
+    said = [line for line in r.stderr.splitlines() if line.startswith("spe-emu: spe_fw:")]
+    assert len(said) == 1 and said[0].startswith(
+        "spe-emu: spe_fw: guest exception ESR=0x2000000 ELR=0x48000004 FAR=0x"), r.stderr
+    fw = json.loads((tmp_path / "out" / "summary.json").read_text())["firmware_console"]
+    assert fw.splitlines()[-1] == "spe_fw: exit status=71 pmbirq=0 bytes=0"

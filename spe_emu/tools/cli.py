@@ -306,19 +306,15 @@ def _run(image, args, share, env_set, env_unset, clear_env, machine, kernel, ini
         sys.stdout.write(data.decode("utf-8", errors="replace"))
         sys.stdout.flush()
 
-    def echo_firmware(data: bytes) -> None:   # (the firmware's own lines: never stdout)
-        sys.stderr.write(data.decode("utf-8", errors="replace"))
-        sys.stderr.flush()
-
     try:
         with console.status("running...") as status:
             def progress(n: int) -> None:
                 status.update(f"running... {n / 1e6:.0f} M instructions")
-            session = run_image(image, opts, console=echo, progress=progress,
-                                firmware_console=echo_firmware)
+            session = run_image(image, opts, console=echo, progress=progress)
     except SpeEmuError as exc:
         _fail_with(exc)
     r = session.result
+    _say_firmware_failure(session.summary)
     table = Table(title=f"spe-emu run {image}", show_header=False)
     for name, value in [("instructions retired", r.instructions),
                         ("sample population", r.population),
@@ -339,6 +335,19 @@ def _run(image, args, share, env_set, env_unset, clear_env, machine, kernel, ini
         images = [image] + ([firmware_path or default_firmware()] if not no_firmware else [])
         click.echo(f"perf.data: {_write_perf_data(session, images, interval)}")
     _exit_with(r.exit_status)
+
+
+FIRMWARE_FAILURES = ("spe_fw: fatal", "spe_fw: guest exception")
+"""The firmware's lines that say why it ended a run (docs/design.md): the CLI repeats them on
+stderr; its other lines stay in summary.json's ``firmware_console``."""
+
+
+def _say_firmware_failure(summary: dict) -> None:
+    """Repeat on stderr, as ``spe-emu: LINE``, the firmware's lines that say why it ended the
+    run (:data:`FIRMWARE_FAILURES`), if any."""
+    for line in summary.get("firmware_console", "").splitlines():
+        if line.startswith(FIRMWARE_FAILURES):
+            click.echo(f"spe-emu: {line}", err=True)
 
 
 def _refuse_given(names: tuple[str, ...], why: str) -> None:
@@ -397,10 +406,7 @@ def _run_linux(program, program_name, args, share, env_set, env_unset, clear_env
         click.echo(f"spe-emu: guest killed by {fault['signal']} at PC {fault['elr']:#x} "
                    f"(ESR {fault['esr']:#x}, FAR {fault['far']:#x})", err=True)
     elif session.process.exit_status is None and session.process.killed_by is None:
-        # the firmware ended the run (a fatal buffer event): say why
-        for line in session.summary["firmware_console"].splitlines():
-            if line.startswith("spe_fw: fatal"):
-                click.echo(f"spe-emu: {line}", err=True)
+        _say_firmware_failure(session.summary)   # (the firmware ended the run)
     if perf_data:
         _write_perf_data(session, [program, opts.firmware_path or default_firmware()],
                          opts.interval)
