@@ -221,3 +221,18 @@ def test_cli_runaway_keeps_its_summary(tmp_path):
     assert (summary["exit_reason"], summary["instructions"]) == ("max-insns", 20000)
     trace = out / "spe.trace"
     assert summary["trace_bytes"] == (trace.stat().st_size if trace.exists() else 0)
+
+
+def test_record_operation_class_is_named(sort_run):
+    """Record.op_class is an OpClass (§5.3.8 CLASS: OTHER, LOAD_STORE, BRANCH) that still
+    compares as its value; Record.operation is the Operation Type packet in words (issue 29
+    item 6)."""
+    from spe_emu.spe.packets import OpClass
+    r = sort_run
+    classes = {rec.op_class for rec in r.records}
+    assert classes <= set(OpClass) and OpClass.LOAD_STORE in classes
+    load = next(rec for rec in r.records if rec.op_class is OpClass.LOAD_STORE)
+    assert load.op_class == 1 and load.op_class.name == "LOAD_STORE"
+    assert load.operation.split()[0] in ("LD", "ST")
+    branch = next(rec for rec in r.records if rec.op_class is OpClass.BRANCH)
+    assert branch.operation.startswith("B")

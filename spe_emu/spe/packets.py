@@ -59,9 +59,17 @@ COUNTER_ISSUE = 1
 COUNTER_XLAT = 2
 
 # Operation Type packet CLASS (§5.3.8).
-OP_CLASS_OTHER = 0
-OP_CLASS_LDST = 1
-OP_CLASS_BRANCH = 2
+class OpClass(enum.IntEnum):
+    """The Operation Type packet's CLASS (§5.3.8): what kind of operation a record is of
+    (an int: compares and serialises as its value)."""
+    OTHER = 0
+    LOAD_STORE = 1
+    BRANCH = 2
+
+
+OP_CLASS_OTHER = OpClass.OTHER
+OP_CLASS_LDST = OpClass.LOAD_STORE
+OP_CLASS_BRANCH = OpClass.BRANCH
 
 # Context packet INDEX (§5.3.3).
 CONTEXT_EL1 = 0
@@ -901,7 +909,9 @@ class Record:
         branch_target, target_el, target_ns: the same for Address index 1.
         data_va: data virtual address without its tag, sign-extended from bit 55;
             data_va_tag: the top-byte tag. data_pa, pa_ns: Address index 3.
-        op_class, op_subclass: Operation Type CLASS and SUBCLASS.
+        op_class, op_subclass: Operation Type CLASS (an :class:`OpClass`: OTHER, LOAD_STORE,
+            BRANCH; a plain int for the reserved value 3) and SUBCLASS; ``operation``: the
+            Operation Type packet in words (:func:`describe`: ``LD GP-REG``, ``B COND``...).
         events: the Events payload (bit n = E[n]).
         latency_total, latency_issue, latency_xlat: Counter indexes 0, 1, 2 (cycles).
         timestamp: the Timestamp payload (None for a record ended by End).
@@ -922,7 +932,7 @@ class Record:
     data_va_tag: Optional[int] = None
     data_pa: Optional[int] = None
     pa_ns: Optional[int] = None
-    op_class: Optional[int] = None
+    op_class: Optional[Union[OpClass, int]] = None
     op_subclass: Optional[int] = None
     events: int = 0
     latency_total: Optional[int] = None
@@ -932,6 +942,13 @@ class Record:
     context: Optional[int] = None
     context_el2: Optional[int] = None
     data_source: Optional[int] = None
+
+    @property
+    def operation(self) -> Optional[str]:
+        """The record's Operation Type packet in words (:func:`describe`, e.g. ``LD GP-REG``,
+        ``B COND IND``, ``OTHER INSN-OTHER``); None without one."""
+        ops = [p for p in self.packets if p.type is PacketType.OP_TYPE]
+        return describe(ops[-1]) if ops else None
 
     @classmethod
     def from_packets(cls, offset: int, packets: list[Packet]) -> "Record":
@@ -959,7 +976,9 @@ class Record:
                 elif p.index == COUNTER_XLAT:
                     rec.latency_xlat = v
             elif p.type is PacketType.OP_TYPE:
-                rec.op_class, rec.op_subclass = p.index, v
+                rec.op_subclass = v
+                rec.op_class = (OpClass(p.index) if p.index in OpClass._value2member_map_
+                                else p.index)
             elif p.type is PacketType.EVENTS:
                 rec.events = v
             elif p.type is PacketType.TIMESTAMP:
