@@ -25,7 +25,7 @@ from __future__ import annotations
 import pytest
 from unicorn import UC_HOOK_MEM_READ, UC_HOOK_MEM_WRITE
 
-from asmrun import SPE_DRAIN, drained, run_asm, spe_prologue
+from asmrun import EXIT, SPE_DRAIN, drained, run_asm, spe_prologue
 from spe_emu.errors import ConfigError
 from spe_emu.spe import packets as P
 from spe_emu.spe.config import SpeConfig
@@ -293,3 +293,41 @@ def test_the_feed_starts_when_the_buffer_is_first_enabled(tmp_path, mode):
     fast = run_asm(EARLY, tmp_path / "f", spe=SpeConfig(**TINY))
     ref = run_asm(EARLY, tmp_path / "r", mode="reference", spe=SpeConfig(**TINY))
     assert drained(fast, BUF)[3] == drained(ref, BUF)[3]
+
+
+# LOOP's profiling session, then the Profiling Buffer disabled and 500 loads of distinct lines
+# (1,500 instructions)
+LATE = LOOP.split(SPE_DRAIN)[0] + SPE_DRAIN.replace(EXIT, "") + f"""
+    msr pmblimitr_el1, xzr
+    isb
+    ldr x5, ={LINE_A + 0x10000:#x}
+    mov x4, #500
+late:
+    ldr x1, [x5], #64
+    subs x4, x4, #1
+    b.ne late
+    mov x0, #0
+""" + EXIT + """
+    .balign 2048
+vectors:
+"""
+
+
+def test_the_feed_lingers_after_the_buffer_is_disabled(tmp_path):
+    # model_feed_linger: after the write that clears PMBLIMITR_EL1.E the model is still fed
+    # for that many instructions (an event on the virtual clock, so both run loops pause it
+    # at the same instruction), then not until the next enable; -1 never pauses
+    counts = {}
+    for linger in (-1, 0, 600):
+        for mode in ("fast", "reference"):
+            m = run_asm(LATE, tmp_path / f"{linger}{mode}", mode=mode,
+                        spe=SpeConfig(model_feed_linger=linger))
+            assert m.result.exit_status == 0
+            counts[linger, mode] = m.result.model["accesses"]
+    for linger in (-1, 0, 600):
+        assert counts[linger, "fast"] == counts[linger, "reference"], counts
+    late = counts[-1, "fast"] - counts[0, "fast"]
+    assert 500 <= late <= 505    # (the late loop's loads, its literal load, the exit's)
+    assert 150 < counts[600, "fast"] - counts[0, "fast"] < 250   # (600 of 1,500 instructions)
+    with pytest.raises(ConfigError, match="model_feed_linger"):
+        SpeConfig(model_feed_linger=-2)

@@ -150,7 +150,7 @@ INTERRUPT_CONTROLLER = "gicv3"  # the device kind the PE's IRQ/FIQ inputs come f
 TCG_MAX_INSNS = 256      # the longest translated block seen from Unicorn 2.1 (instructions)
 RUNTIME_CODE_PAGES = 64  # pages scanned either side of run-time loaded code (_follow_runtime_code)
 PAGE_BYTES = 0x1000
-EXCEPTION_LOOP_LIMIT = 10_000  # exceptions in a row with no instruction retired: a guest error
+EXCEPTION_LOOP_LIMIT = 10_000  # exceptions in a row raised by their vector's first instruction
 MASKED_IRQ_POLL = 4096   # instructions between checks while an interrupt is asserted but masked
 PREDICT_NO, PREDICT_START, PREDICT_NEXT_PC, PREDICT_END, PREDICT_EVAL = 0, 1, 2, 3, 4
 # SYS with CRn == 7 and CRm == 1 or 5 is an instruction cache invalidation (IC IALLUIS,
@@ -507,8 +507,9 @@ class Machine:
         self._stop_requested = False
         self._unmapped: tuple[int, int] | None = None  # (UC_MEM_*, VA) of a failed access
         # The native INTR hook's state (fast mode), also where every mode keeps the exception-
-        # loop guard: synchronous exceptions taken in a row with no instruction retired (at
-        # count entry_retired): an abort whose vector aborts again retires nothing.
+        # loop guard (spe_exception_guard): synchronous exceptions taken in a row with no
+        # instruction completed in between (the last at count entry_retired): an abort whose
+        # vector aborts again retires nothing, an UNDEFINED vector only its own instruction.
         self.intr = native.SpeIntr(entry_retired=NEVER, loop_limit=EXCEPTION_LOOP_LIMIT,
                                    enabled_els=ALL_ELS)
         self.sysreg_filter = native.SpeSysregFilter()
@@ -550,6 +551,8 @@ class Machine:
         self._ref_sites: dict[int, int] = {}   # reference loop: PC -> kind (_feed_branch)
         self._model_hook: int | None = None    # (model_hook_last)
         self._feeding = False   # every access and branch feeds the model (_start_model_feed)
+        self._feed_paused = False   # ... but not now: model_feed_linger ran out (_on_buffer_write)
+        self._linger_event = None
         self._feed_flush = False   # translated code to flush before the run goes on
         self.hold_irq_until = 0  # the sampled instruction completes before an IRQ is taken
         self._budget_spent = False
@@ -761,6 +764,7 @@ class Machine:
         self.counter = native.SpeCounter(
             emu_stop=ctypes.cast(uclib.uc_emu_stop, ctypes.c_void_p).value)
         self.counter.stop_at = self.counter.event_at = self.counter.poll_at = NEVER
+        self.counter.feed_until = NEVER
         self.counter.reg_read_batch = ctypes.cast(uclib.uc_reg_read_batch, ctypes.c_void_p).value
         self.counter.vmem_translate = ctypes.cast(uclib.uc_vmem_translate, ctypes.c_void_p).value
         self.counter.mem_read = ctypes.cast(uclib.uc_mem_read, ctypes.c_void_p).value
@@ -847,8 +851,39 @@ class Machine:
             c.pc_id = A.UC_ARM64_REG_PC
             if self.cfg.spe.model_feed_from == "reset":
                 self._start_model_feed()
-            else:
-                self.spu.on_buffer_enable = self._start_model_feed
+            self.spu.on_buffer_write = self._on_buffer_write
+
+    def _on_buffer_write(self, enabled: bool) -> None:
+        """After a write of PMBLIMITR_EL1 (model_feed "every"): E = 1 starts the feed
+        (model_feed_from "enable") or resumes it; E = 0 lets it go on for
+        SpeConfig.model_feed_linger instructions more (virtual time, an event on the clock,
+        at which both run loops stop exactly, so they pause it at the same instruction), then
+        pauses it: accesses and branches long after profiling (a guest's perf report) do not
+        feed the model, and run at sampled-mode speed but for the trace calls themselves."""
+        if enabled:
+            self.clock.cancel(self._linger_event)
+            self._linger_event = None
+            if not self._feeding:
+                self._start_model_feed()
+            elif self._feed_paused:
+                self._feed_paused = False
+                self.counter.feed_until = NEVER
+            return
+        linger = self.cfg.spe.model_feed_linger
+        if (not self._feeding or self._feed_paused or linger < 0
+                or self._linger_event is not None):
+            return
+        now = self.clock.ticks(self._retired_before(self.pc))
+        self._linger_event = self.clock.schedule(now + linger, "model feed linger",
+                                                 self._linger_over)
+        self._request_stop()   # (the run loop plans its stops again)
+
+    def _linger_over(self, _now: int) -> None:
+        """model_feed_linger ran out with the Profiling Buffer still disabled: pause the feed
+        (the native hooks: feed_until; the reference loop: _feed_paused)."""
+        self._linger_event = None
+        self._feed_paused = True
+        self.counter.feed_until = 0
 
     def _start_model_feed(self) -> None:
         """From now on every data access and branch feeds the model (idempotent): at reset,
@@ -860,7 +895,6 @@ class Machine:
         if self._feeding:
             return
         self._feeding = True
-        self.spu.on_buffer_enable = None
         self.counter.feed = self.spu.builder.model.ptr
         try:   # (the patched library's trace: patches/unicorn/0002)
             trace_set = uclib.uc_mem_trace_set
@@ -2289,10 +2323,15 @@ class Machine:
             retired = self._retired_before(insn) + 1
         self._account(retired)
         if native.exception_guard(self.intr, retired):
+            # (in place: the faulting instruction is the first after the previous entry, so
+            # insn is the vector that entry went to)
+            ec = ESR.get(syndrome, "EC")
+            name = EC(ec).name if ec in EC._value2member_map_ else "not named"
             raise GuestError(
-                f"exception loop: {EXCEPTION_LOOP_LIMIT} synchronous exceptions taken with no "
-                f"instruction retired (last at PC {preferred:#x}, ESR {syndrome:#x}, to "
-                f"EL{target}); is the vector table mapped?")
+                f"exception loop: the EL{target} vector at {insn:#x} raised "
+                f"{EXCEPTION_LOOP_LIMIT} synchronous exceptions in a row with its first "
+                f"instruction (EC {ec:#04x} {name}, ESR {syndrome:#x}); is the vector table "
+                f"mapped and code?")
         self.pe.take(target, VectorKind.SYNC, preferred, syndrome, far)
         self._ctx = None
         self._py_exceptions_taken += 1
@@ -2877,7 +2916,7 @@ class Machine:
             return
         if self._pbt_on and address != self._last_insn + 4:   # (a taken branch)
             self._ref_pbt = (address, self.ref_insns + 1)
-        if self._feeding and self._last_insn >= 0:
+        if self._feeding and not self._feed_paused and self._last_insn >= 0:
             self._feed_branch(self._last_insn, address)
         self.ref_insns += 1
         self._last_insn = address

@@ -95,7 +95,8 @@ class SpeCounter(ctypes.Structure):
                 ("armed_pc", ctypes.c_uint64), ("reg_read", ctypes.c_void_p),
                 ("pc_id", ctypes.c_int32), ("pad2", ctypes.c_int32),
                 ("gt_events", ctypes.c_void_p), ("gt_events_cap", ctypes.c_uint64),
-                ("gt_events_used", ctypes.c_uint64), ("gt_last_pc", ctypes.c_uint64)]
+                ("gt_events_used", ctypes.c_uint64), ("gt_last_pc", ctypes.c_uint64),
+                ("feed_until", ctypes.c_uint64)]
 
     @property
     def stop_at(self) -> int:

@@ -450,7 +450,7 @@ static uint32_t site_kind(void *uc, struct spe_counter *c, uint64_t pc)
  * which is no branch. */
 static void feed_branch(void *uc, struct spe_counter *c, uint64_t next)
 {
-    if (!c->block_insns)
+    if (!c->block_insns || c->insns >= c->feed_until)
         return;
     uint64_t pc = c->block_start + 4 * (c->block_insns - 1);
     uint32_t kind = site_kind(uc, c, pc);

@@ -508,6 +508,8 @@ static void feed_access(void *uc, struct spe_counter *c, uint64_t pc, uint64_t a
                         uint64_t size)
 {
     struct spe_model *m = c->feed;
+    if (c->insns >= c->feed_until)   /* (the Profiling Buffer disabled long enough) */
+        return;
     uint64_t last = address + (size ? size - 1 : 0);
     uint64_t line = address >> 6;
     if (c->armed | (uint64_t)c->gt_events) {

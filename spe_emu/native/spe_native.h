@@ -187,6 +187,10 @@ struct spe_counter {
     struct spe_gt_event *gt_events;
     uint64_t gt_events_cap, gt_events_used;
     uint64_t gt_last_pc;
+    /* model_feed "every": accesses and branches feed `feed` while insns < feed_until (the
+     * Profiling Buffer enabled: NEVER; disabled: SpeConfig.model_feed_linger instructions more;
+     * the reference loop, which counts no blocks here, sets 0 when that has run out) */
+    uint64_t feed_until;
 };
 
 /* What the model gave the executions of the instruction at pc (SPE_GTE_* counts). */

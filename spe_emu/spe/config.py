@@ -144,6 +144,12 @@ MODEL_PARAMETERS = {
                        "write that enables the Profiling Buffer, PMBLIMITR_EL1.E = 1, before "
                        "any sample) or reset (from the first instruction: every access of a "
                        "Linux boot too, about 4x its time)",
+    "model_feed_linger": "with model_feed=every, instructions the model is still fed after "
+                         "the Profiling Buffer is disabled (PMBLIMITR_EL1.E = 0), so that "
+                         "what runs between a profiled task's time slices still evicts its "
+                         "lines, while work long after profiling (perf report in a guest) "
+                         "runs at sampled-mode speed; fed again from the next enable "
+                         "(default 100000000: 0.1 s at the board's 1 GHz; -1: never stop)",
     "tlb_entries": "TLB entries, 4 KiB pages (default 48)",
     "tlb_ways": "TLB ways per set (default 0: fully associative)",
     "l1d_lines": "L1D size in 64-byte lines (default 512: 32 KiB)",
@@ -282,6 +288,9 @@ class SpeConfig:
     Model parameters (:data:`MODEL_PARAMETERS`, documented in docs/model.md "Events and
     latency model"):
         model_feed: ``"sampled"`` or ``"every"`` (:data:`MODEL_FEEDS`).
+        model_feed_from: ``"enable"`` or ``"reset"`` (:data:`MODEL_FEED_FROM`).
+        model_feed_linger: instructions ``"every"`` still feeds the model after the Profiling
+            Buffer is disabled (-1: never stops); fed again from the next enable.
         tlb_entries, l1d_lines, l2_lines, llc_lines: sizes, in 4 KiB pages (TLB) and 64-byte
             lines; l2_lines 0: no L2.
         tlb_ways, l1d_ways, l2_ways, llc_ways: ways per set, 0 for fully associative; the
@@ -314,6 +323,7 @@ class SpeConfig:
     exception_record_detail: bool = True
     model_feed: str = "every"
     model_feed_from: str = "enable"
+    model_feed_linger: int = 100_000_000
     tlb_entries: int = 48
     tlb_ways: int = 0
     l1d_lines: int = 512
@@ -385,6 +395,8 @@ class SpeConfig:
              f"must be one of {', '.join(MODEL_FEEDS)}")
         need(self.model_feed_from in MODEL_FEED_FROM, "model_feed_from", self.model_feed_from,
              f"must be one of {', '.join(MODEL_FEED_FROM)}")
+        need(self.model_feed_linger >= -1, "model_feed_linger", self.model_feed_linger,
+             "must be -1 (never stop) or a count of instructions >= 0")
         need(1 <= self.gshare_bits <= 24, "gshare_bits", self.gshare_bits, "must be 1..24")
         need(0 <= self.ras_entries <= 1024, "ras_entries", self.ras_entries,
              "must be 0..1024")

@@ -62,9 +62,9 @@ class Spu:
         self.rules = DriverRules(self.regs, self.table, config)
         self.buffer = ProfilingBuffer(self.regs, self.table, config, write_va, on_serror)
         self.on_irq = on_irq
-        # called after each write that sets PMBLIMITR_EL1.E (the machine starts feeding the
-        # micro-architecture model there: SpeConfig.model_feed_from "enable")
-        self.on_buffer_enable: Callable[[], None] | None = None
+        self.on_buffer_write: Callable[[bool], None] | None = None
+        """Called after each write of PMBLIMITR_EL1 with its E bit (the machine's model feed:
+        SpeConfig.model_feed_from, model_feed_linger)."""
         self.stats = SpuStats()
         self._pmbsr_s = self.table["PMBSR_EL1"].field("S")
         # PSTATE.PM with FEAT_SPE_EXC (the machine keeps it: Machine._pm_on_entry, _restore_pm)
@@ -134,9 +134,8 @@ class Spu:
             getattr(self, spec.on_write)(name, new, ctx)
         else:
             self.regs[name] = new
-        if (name == "PMBLIMITR_EL1" and self.on_buffer_enable is not None
-                and spec.get(new, "E")):
-            self.on_buffer_enable()
+        if name == "PMBLIMITR_EL1" and self.on_buffer_write is not None:
+            self.on_buffer_write(bool(spec.get(new, "E")))
 
     def read_pmsicr(self, name: str, ctx: AccessContext) -> int:
         return self.interval.value
