@@ -27,7 +27,13 @@ class BuildExtAndUnicorn(build_ext):
 
     def run(self):
         super().run()
-        dest = Path(self.get_ext_fullpath("spe_emu.native._counter")).parent.parent / "_unicorn"
+        package = Path(self.get_ext_fullpath("spe_emu.native._counter")).parent.parent
+        # The bundled guests (guests/*.elf) go into the package, so that an installed spe_emu
+        # runs them from anywhere (spe_emu.bundled_guest)
+        (package / "guests").mkdir(parents=True, exist_ok=True)
+        for elf in sorted((ROOT / "guests").glob("*.elf")):
+            (package / "guests" / elf.name).write_bytes(elf.read_bytes())
+        dest = package / "_unicorn"
         if os.environ.get("SPE_EMU_STOCK_UNICORN"):
             print("spe_emu: SPE_EMU_STOCK_UNICORN is set: the unicorn binding's own library "
                   "is used", file=sys.stderr)

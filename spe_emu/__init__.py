@@ -20,7 +20,27 @@ from .errors import (ConfigError, GuestError, GuestRunaway, ImageError, SpeEmuEr
                      TraceDecodeError)
 
 __all__ = ["run", "Result", "EXIT_REASONS", "SpeEmuError", "ConfigError", "ImageError",
-           "GuestError", "GuestRunaway", "TraceDecodeError"]
+           "GuestError", "GuestRunaway", "TraceDecodeError", "bundled_guest"]
+
+
+def bundled_guest(name: str) -> str:
+    """The path (str) of the bundled guest ``name`` ("sort", "interp", "matmul",
+    "pointer_chase", "asm_loop"; guests/README.md): the copy ``pip install`` puts in the
+    package, else, in a source checkout, ``guests/NAME.elf`` beside it. Usable from any
+    directory (the pytest plugin's example).
+
+    Raises:
+        ImageError: no bundled guest of that name.
+    """
+    from pathlib import Path
+    here = Path(__file__).resolve().parent
+    for folder in (here / "guests", here.parent / "guests"):
+        path = folder / f"{name}.elf"
+        if path.is_file():
+            return str(path)
+    known = sorted({p.stem for folder in (here / "guests", here.parent / "guests")
+                    if folder.is_dir() for p in folder.glob("*.elf")})
+    raise ImageError(f"no bundled guest {name!r} (bundled: {', '.join(known) or 'none'})")
 
 
 def __getattr__(name: str):
