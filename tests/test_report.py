@@ -225,3 +225,22 @@ def test_html_page_shows_intervals_and_exact_rates():
                      r"<td>[\d.]+</td><td>[\d.]+</td><td>[\d.]+ \([\d.]+-[\d.]+\)</td>", page)
     assert re.search(r"<td>quick_sort\.constprop\.0</td><td>L1D miss</td><td>[\d.]+</td>"
                      r"<td>[\d.]+-[\d.]+</td><td>[\d.]+</td><td>yes</td>", page)
+
+
+def test_data_sources_are_named():
+    """With PMSIDR_EL1.LDS = 1 the text report names each Data Source value by the encoding
+    the model emits (perf's Neoverse names: L1D, L2, sys-cache, DRAM), not its raw code
+    (issue 29 item 5)."""
+    from pathlib import Path
+
+    import spe_emu
+    from spe_emu.spe.packets import data_source_name
+    from spe_emu.spe.records import DATA_SOURCE
+    assert [data_source_name(v) for v in DATA_SOURCE] == ["L1D", "L2", "sys-cache", "DRAM"]
+    assert data_source_name(0x3) == "0x3"
+    guest = Path(__file__).resolve().parent.parent / "guests" / "pointer_chase.elf"
+    result = spe_emu.run(str(guest), spe_features={"LDS": 1})
+    console = Console(record=True, width=200, color_system=None)
+    render_report(result.report(), console)
+    text = console.export_text()
+    assert "L1D:" in text and "sys-cache:" in text and ":0x" not in text

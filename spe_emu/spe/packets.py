@@ -71,6 +71,20 @@ OP_CLASS_OTHER = OpClass.OTHER
 OP_CLASS_LDST = OpClass.LOAD_STORE
 OP_CLASS_BRANCH = OpClass.BRANCH
 
+# Data Source packet values as Arm's Neoverse and Cortex cores encode them (§5.3.5 leaves them
+# IMPLEMENTATION DEFINED; Linux perf's arm_spe_common_data_source: L1D, L2, PEER_CORE,
+# LOCAL_CLUSTER, SYS_CACHE, PEER_CLUSTER, REMOTE, DRAM), the encoding spe_emu's model uses
+# (spe.records.DATA_SOURCE).
+DATA_SOURCE_NAMES = {0x0: "L1D", 0x8: "L2", 0x9: "peer-core", 0xA: "local-cluster",
+                     0xB: "sys-cache", 0xC: "peer-cluster", 0xD: "remote", 0xE: "DRAM"}
+
+
+def data_source_name(value: int) -> str:
+    """The name of a Data Source packet value (:data:`DATA_SOURCE_NAMES`), or the value in
+    hex for one that encoding does not define."""
+    return DATA_SOURCE_NAMES.get(value, f"{value:#x}")
+
+
 # Context packet INDEX (§5.3.3).
 CONTEXT_EL1 = 0
 CONTEXT_EL2 = 1

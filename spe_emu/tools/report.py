@@ -22,7 +22,7 @@ from ..spe.packets import (
     BRANCH_COND, EV_L1D_ACCESS, EV_L1D_REFILL, EV_LLC_ACCESS, EV_LLC_MISS, EV_MISPRED,
     EV_TLB_ACCESS, EV_TLB_WALK, LDST_ST, OP_CLASS_BRANCH, OP_CLASS_LDST, OP_CLASS_OTHER,
     OTHER_COND, BadPacket, PacketIncomplete, branch_is_indirect, iter_packets, iter_records,
-    ldst_is_extended, ldst_is_simd_fp,
+    ldst_is_extended, ldst_is_simd_fp, data_source_name,
 )
 
 UNKNOWN_SYMBOL = "[unknown]"
@@ -1187,7 +1187,8 @@ def render_report(report: Report, console, top: int = 10) -> None:
                   _fmt(lat.get("XLAT", {}).get("mean")), format_rate(s, "l1d_refill"),
                   format_rate(s, "llc_miss"), format_rate(s, "tlb_refill"),
                   format_rate(s, "mispredict"),
-                  Text(" ".join(f"{k}:{v}" for k, v in s["data_source"].items()) or "-"))
+                  Text(" ".join(f"{data_source_name(int(k, 16))}:{v}"
+                                for k, v in s["data_source"].items()) or "-"))
     console.print(t)
 
     if report.lines:
