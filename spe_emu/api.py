@@ -115,9 +115,11 @@ class Result:
         PCs, latency, operation mix ...) against ``image`` (default: the program run; a
         board's kernel only when it is an ELF). Raises ImageError for a bad image."""
         from .tools.report import build_report
-        return build_report(self.trace, image if image is not None else self.image,
-                            ground_truth=self.ground_truth,
-                            ground_truth_events=self.ground_truth_events)
+        rep = build_report(self.trace, image if image is not None else self.image,
+                           ground_truth=self.ground_truth,
+                           ground_truth_events=self.ground_truth_events)
+        rep.model_config = self.summary.get("model_config")   # (stated first)
+        return rep
 
     def read_memory(self, address: int, size: int) -> bytes:
         """``size`` bytes of guest physical memory at ``address`` as the run left it.

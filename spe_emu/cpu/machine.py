@@ -340,6 +340,9 @@ class RunResult:
     as dicts: rule, section, text, pc, registers)."""
     firmware_console: bytes = b""
     """What spe_emu's firmware wrote to the console (never part of :attr:`console`)."""
+    model_config: dict = field(default_factory=dict)
+    """The model's parameters (SpeConfig.model_config) and the PE's MIDR_EL1 (``midr``, hex,
+    None: Unicorn's CPU's): what the events and latencies of the records come from."""
     pmu_events: dict = field(default_factory=dict)
     """The SPE PMU events over the run, as the guest's PMU counts them unfiltered (SPE
     supplement §2.6: SAMPLE_POP, SAMPLE_FEED, SAMPLE_FILTRATE, SAMPLE_COLLISION)."""
@@ -3274,6 +3277,8 @@ class Machine:
             driver_rules=[asdict(b) for b in self.spu.rules.breaks],
             pmu_events=self.pmu_events.event_totals(),
             model={"feed": self.cfg.spe.model_feed, **self.spu.builder.model.stats()},
+            model_config={**self.cfg.spe.model_config(),
+                          "midr": self.cfg.cpu.describe()["midr"]},
             pmbsr=self.spu.regs["PMBSR_EL1"], pmbptr=self.spu.regs["PMBPTR_EL1"],
             pmsicr=self.spu.interval.value)
 

@@ -530,6 +530,11 @@ class SpeConfig:
                 raise ConfigError(f"--spe-model {text!r}: {value!r} is not a number") from None
         return self.with_(**changes)
 
+    def model_config(self) -> dict:
+        """The micro-architecture model's parameters (:data:`MODEL_PARAMETERS`) by name, as
+        summary.json's ``model_config`` states them (``spe-emu report`` prints them)."""
+        return {name: getattr(self, name) for name in MODEL_PARAMETERS}
+
     def with_(self, **changes: object) -> "SpeConfig":
         """A copy with some fields changed (validated)."""
         known = {f.name for f in fields(self)}

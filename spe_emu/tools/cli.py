@@ -521,6 +521,12 @@ def report(trace: Path, image: Path | None, top: int, as_json: bool, function: s
         events = load_ground_truth_events(ground_truth) if ground_truth is not None else None
         rep = build_report(data, image, ground_truth=exact, check_image=True,
                            ground_truth_events=events)
+        summary_path = trace.parent / "summary.json"   # (the run's: the model it used)
+        if summary_path.is_file():
+            try:
+                rep.model_config = json.loads(summary_path.read_text()).get("model_config")
+            except (OSError, ValueError):
+                rep.model_config = None
         if plot_dir is not None or html_file is not None:
             from .plots import write_html, write_plots
             if plot_dir is not None:

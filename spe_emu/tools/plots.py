@@ -121,9 +121,12 @@ def html_page(report, top: int = 20) -> str:
 
     def rate(s: dict, name: str) -> str:   # (with its 95% confidence interval)
         return format_rate(s, name, inline=True)
+    from .report import describe_model
+    model = describe_model(getattr(report, "model_config", None))
     parts = [f"<h1>SPE report</h1><p id='summary'>{report.total_records} records from "
              f"{html.escape(str(report.image_path or 'no image'))}, {report.bad_packets} "
-             f"bad packets</p>"]
+             f"bad packets</p>"
+             + (f"<p id='model'>{html.escape(model)}</p>" if model else "")]
     rows = []
     for name, count, pct in report.hot_functions[:top]:
         s = report.functions[name]

@@ -498,6 +498,9 @@ class Report:
     timeline: list[tuple[int, int]] = field(default_factory=list)
     latencies: dict[str, list[int]] = field(default_factory=dict)
     data_vas: list[int] = field(default_factory=list)
+    model_config: Optional[dict] = None
+    """The run's model parameters (summary.json ``model_config``), when known: the report
+    states them first (:func:`describe_model`)."""
     ground_truth: Optional[dict] = None
     event_truth: Optional[dict] = None
     bad_packets: int = 0
@@ -1151,6 +1154,37 @@ def _table(title: str, columns, console_width: int):
     return t
 
 
+def describe_model(config: Optional[dict]) -> Optional[str]:
+    """One line naming the model configuration a trace's events and latencies come from
+    (summary.json ``model_config``), or None when unknown."""
+    if not config:
+        return None
+
+    def level(name: str, lines: str, unit: str, scale: int = 64) -> str:
+        n, ways = config.get(lines, 0), config.get(name + "_ways", 0)
+        if not n:
+            return ""
+        size = n * scale
+        size_text = f"{size >> 20} MiB" if size >= 1 << 20 else f"{size >> 10} KiB"
+        assoc = "fully assoc." if not ways or ways >= n else f"{ways}-way"
+        return f"{name.upper()} {size_text if unit == 'bytes' else f'{n} entries'} ({assoc})"
+    feed = config.get("model_feed")
+    if feed == "every":
+        linger = config.get("model_feed_linger", -1)
+        feed += (f" from {config.get('model_feed_from')}"
+                 + (f", linger {linger:,} insns" if linger >= 0 else ""))
+    levels = ", ".join(x for x in (level("tlb", "tlb_entries", "entries"),
+                                   level("l1d", "l1d_lines", "bytes"),
+                                   level("l2", "l2_lines", "bytes"),
+                                   level("llc", "llc_lines", "bytes")) if x)
+    lat = "/".join(str(config.get(k)) for k in ("l1d_latency", "l2_latency", "llc_latency",
+                                                  "dram_latency"))
+    midr = config.get("midr")
+    return (f"Model: feed {feed}; {levels}; load latency L1D/L2/LLC/DRAM {lat} cycles, walk "
+            f"{config.get('walk_latency')}; gshare {config.get('gshare_bits')} bits, RAS "
+            f"{config.get('ras_entries')}; MIDR_EL1 {midr or 'Unicorn max'}")
+
+
 def render_report(report: Report, console, top: int = 10) -> None:
     """Print ``report`` on the rich ``console`` (tables sized to its width: long symbols are
     shortened in the middle, their ``+0x`` offsets kept): a summary line, then the ``top``
@@ -1165,6 +1199,9 @@ def render_report(report: Report, console, top: int = 10) -> None:
     source = f" from {report.image_path}" if report.image_path else ""
     console.print(Text(f"SPE report{source}: {report.total_records} records, "
                        f"{report.bad_packets} bad packets"))
+    model = describe_model(report.model_config)
+    if model:
+        console.print(Text(model))
 
     t = _table(f"Hot functions (top {top}; load/store latency in cycles, mean ±95% CI)", [
         "Function", ("Samples", 1), ("%", 1), ("Ld/St", 1), ("TOT mean", 1), ("p50", 1),
