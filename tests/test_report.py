@@ -269,3 +269,23 @@ def test_the_report_states_the_model_first(tmp_path):
                              "TLB 48 entries (fully assoc.), L1D 32 KiB (4-way), "
                              "LLC 1 MiB (fully assoc.); load latency L1D/L2/LLC/DRAM 4/12/20/120")
     assert "<p id='model'>Model: feed every" in (tmp_path / "r.html").read_text()
+
+
+def test_report_piped_is_wide_and_says_where_files_went(tmp_path):
+    """Piped, spe-emu report is REPORT_PIPE_WIDTH columns wide (names not cut at rich's 80);
+    --html and --plot say on stderr where they wrote; no false-sharing claim for a trace
+    that cannot show one (issue 29 item 5)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+    sort = Path(__file__).resolve().parent.parent / "guests" / "sort.elf"
+    out = tmp_path / "out"
+    run = [sys.executable, "-m", "spe_emu.tools.cli"]
+    subprocess.run([*run, "run", str(sort), "-o", str(out)], check=True, capture_output=True)
+    done = subprocess.run([*run, "report", str(out / "spe.trace"), "--image", str(sort),
+                           "--html", str(tmp_path / "r.html")], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "quick_sort.constprop.0" in done.stdout          # (not shortened in the middle)
+    assert max(len(line) for line in done.stdout.splitlines()) > 80
+    assert "false sharing" not in done.stdout
+    assert done.stderr.strip() == f"spe-emu: wrote HTML page {tmp_path / 'r.html'}"

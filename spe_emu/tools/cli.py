@@ -337,6 +337,9 @@ def _run(image, args, share, env_set, env_unset, clear_env, machine, kernel, ini
     _exit_with(r.exit_status)
 
 
+REPORT_PIPE_WIDTH = 200
+"""Columns of ``spe-emu report`` when its output is not a terminal (rich's default is 80)."""
+
 FIRMWARE_FAILURES = ("spe_fw: fatal", "spe_fw: guest exception")
 """The firmware's lines that say why it ended a run (docs/design.md): the CLI repeats them on
 stderr; its other lines stay in summary.json's ``firmware_console``."""
@@ -527,18 +530,24 @@ def report(trace: Path, image: Path | None, top: int, as_json: bool, function: s
                 rep.model_config = json.loads(summary_path.read_text()).get("model_config")
             except (OSError, ValueError):
                 rep.model_config = None
+        wrote = []
         if plot_dir is not None or html_file is not None:
             from .plots import write_html, write_plots
             if plot_dir is not None:
-                write_plots(rep, plot_dir)
+                paths = write_plots(rep, plot_dir)
+                wrote.append(f"{len(paths)} plot files in {plot_dir}")
             if html_file is not None:
-                write_html(rep, html_file, top=top)
+                wrote.append(f"HTML page {write_html(rep, html_file, top=top)}")
     except SpeEmuError as exc:
         _fail_with(exc)
     if as_json:
         click.echo(json.dumps(rep.to_json(), indent=1))
-        return
-    render_report(rep, Console(), top=top)
+    else:
+        # (piped: wide enough that names are not shortened at 80 columns)
+        render_report(rep, Console(width=None if sys.stdout.isatty() else REPORT_PIPE_WIDTH),
+                      top=top)
+    for what in wrote:   # (on stderr: the report, or its JSON, stays clean on stdout)
+        click.echo(f"spe-emu: wrote {what}", err=True)
 
 
 @main.command("perf-data")

@@ -1266,8 +1266,8 @@ def render_report(report: Report, console, top: int = 10) -> None:
         for a, c, lo, st, m, f in report.data_addresses[:top]:
             t.add_row(f"{a:#x}", str(c), str(lo), str(st), _fmt(m), Text(shorten(f, sym_w)))
         console.print(t)
-        t = _table(f"Hot cache lines ({CACHE_LINE} bytes, top {top}): several offsets "
-                   f"stored to by several functions suggest false sharing", [
+        t = _table(f"Hot cache lines ({CACHE_LINE} bytes, top {top}; the offsets and "
+                   f"functions that share each)", [
                        ("Line VA", 1), ("Samples", 1), ("Loads", 1), ("Stores", 1),
                        ("Offsets", 1), "Functions", ("TOT mean", 1)], width)
         for a, c, lo, st, o, fs, m in report.cache_lines[:top]:
