@@ -82,7 +82,8 @@ def test_layout(sort_run):
     ids_off, ids_size = PD._SECTION.unpack_from(blob, attrs_off + 128)
     assert struct.unpack_from("<Q", blob, ids_off)[0] == PD.SAMPLE_ID and ids_size == 8
     assert words[0] == sum(1 << b for b in (PD.HEADER_ARCH, PD.HEADER_NRCPUS, PD.HEADER_CPUID,
-                                            PD.HEADER_EVENT_DESC, PD.HEADER_PMU_MAPPINGS))
+                                            PD.HEADER_EVENT_DESC, PD.HEADER_PMU_MAPPINGS,
+                                            PD.HEADER_CPU_TOPOLOGY, PD.HEADER_NUMA_TOPOLOGY))
     recs = list(_records(blob))
     types = [r[0] for r in recs]
     assert types[:3] == [PD.PERF_RECORD_TIME_CONV, PD.PERF_RECORD_AUXTRACE_INFO,
@@ -182,3 +183,15 @@ def test_build_id_is_written_and_checked_by_perf(sort_run, tmp_path):
     subprocess.run([OBJCOPY, "--add-section", f".note.gnu.build-id={note}", str(SORT),
                     str(img)], check=True, capture_output=True)
     assert "quick_sort" not in perf(*report)
+
+
+@needs_perf
+def test_perf_c2c_report_reads_the_topology(sort_run):
+    """perf c2c report sets its nodes up from HEADER_CPU_TOPOLOGY/HEADER_NUMA_TOPOLOGY (it
+    said "Failed setup nodes" without them, issue 29 item 5) and counts the sampled loads
+    (at most the records with a data address)."""
+    text = perf("c2c", "report", "-i", str(sort_run / "perf.data"), "--stdio")
+    assert "Failed setup nodes" not in text
+    loads = int(re.search(r"Load Operations\s+:\s+(\d+)", text).group(1))
+    recs = list(iter_records((sort_run / "spe.trace").read_bytes()))
+    assert 0 < loads <= sum(r.data_va is not None for r in recs)

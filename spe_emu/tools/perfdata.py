@@ -18,7 +18,9 @@ file with perf's own Arm SPE decoder and name the guest's functions. Layout (per
 * feature sections: HEADER_BUILD_ID (images that carry an ``NT_GNU_BUILD_ID`` note; perf
   finds the others by path, the MMAP2 records name the images' absolute paths), HEADER_ARCH
   (``aarch64``), HEADER_NRCPUS, HEADER_CPUID (the emulated PE's MIDR_EL1, as arm64 perf
-  writes it), HEADER_EVENT_DESC (the event name ``arm_spe_0//``) and HEADER_PMU_MAPPINGS.
+  writes it), HEADER_EVENT_DESC (the event name ``arm_spe_0//``), HEADER_PMU_MAPPINGS, and
+  HEADER_CPU_TOPOLOGY / HEADER_NUMA_TOPOLOGY (one PE, core, socket and node: what ``perf c2c
+  report`` sets its nodes up from).
 
 Nothing host-dependent (time, host name, pid) is written: the same trace and images give
 the same bytes.
@@ -87,6 +89,9 @@ HEADER_ARCH = 6
 HEADER_NRCPUS = 7
 HEADER_CPUID = 9
 HEADER_EVENT_DESC = 12
+HEADER_CPU_TOPOLOGY = 13
+HEADER_NUMA_TOPOLOGY = 14
+NUMA_MEM_KIB = 1 << 20   # the one node's memory in HEADER_NUMA_TOPOLOGY (KiB: 1 GiB)
 HEADER_PMU_MAPPINGS = 16
 FEATURE_BITS = 256
 
@@ -283,6 +288,15 @@ def perf_data_bytes(trace: Union[bytes, Sequence[bytes]], images: Sequence[PathL
                             + _header_string(f"{ARM_SPE_PMU_NAME}//") + _U64.pack(SAMPLE_ID)),
         HEADER_PMU_MAPPINGS: (_U32.pack(1) + _U32.pack(ARM_SPE_PMU_TYPE)
                               + _header_string(ARM_SPE_PMU_NAME)),
+        # One PE, one core, one socket, one NUMA node (perf c2c sets its nodes up from
+        # these: "Failed setup nodes" without them). CPU_TOPOLOGY: core siblings, thread
+        # siblings (counted lists of CPU-list strings), then core_id, socket_id per CPU.
+        HEADER_CPU_TOPOLOGY: (_U32.pack(1) + _header_string("0") + _U32.pack(1)
+                              + _header_string("0") + _U32.pack(0) + _U32.pack(0)),
+        # NUMA_TOPOLOGY: node count, then per node its id, memory total and free (KiB) and
+        # CPU list
+        HEADER_NUMA_TOPOLOGY: (_U32.pack(1) + _U32.pack(0) + _U64.pack(NUMA_MEM_KIB)
+                               + _U64.pack(NUMA_MEM_KIB) + _header_string("0")),
     }
     with_ids = {}
     for m in maps:
