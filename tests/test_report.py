@@ -280,12 +280,40 @@ def test_report_piped_is_wide_and_says_where_files_went(tmp_path):
     from pathlib import Path
     sort = Path(__file__).resolve().parent.parent / "guests" / "sort.elf"
     out = tmp_path / "out"
+    import os
     run = [sys.executable, "-m", "spe_emu.tools.cli"]
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
     subprocess.run([*run, "run", str(sort), "-o", str(out)], check=True, capture_output=True)
     done = subprocess.run([*run, "report", str(out / "spe.trace"), "--image", str(sort),
-                           "--html", str(tmp_path / "r.html")], capture_output=True, text=True)
+                           "--html", str(tmp_path / "r.html")], capture_output=True, text=True,
+                          env=env)
     assert done.returncode == 0, done.stderr
     assert "quick_sort.constprop.0" in done.stdout          # (not shortened in the middle)
     assert max(len(line) for line in done.stdout.splitlines()) > 80
     assert "false sharing" not in done.stdout
     assert done.stderr.strip() == f"spe-emu: wrote HTML page {tmp_path / 'r.html'}"
+
+
+def test_data_addresses_are_named_by_data_symbol():
+    """Hot data addresses carry the data object they lie in (perf mem's symbol_daddr:
+    ``values+0x640``, from the image's STT_OBJECT symbols), and the samples are summed per
+    data object (issue 29 item 5)."""
+    from pathlib import Path
+
+    from elftools.elf.elffile import ELFFile
+
+    import spe_emu
+    sort = Path(__file__).resolve().parent.parent / "guests" / "sort.elf"
+    with sort.open("rb") as f:
+        (values,) = ELFFile(f).get_section_by_name(".symtab").get_symbol_by_name("values")
+        start, size = values["st_value"], values["st_size"]
+    rep = spe_emu.run(str(sort)).report()
+    inside = [a for a, *_ in rep.data_addresses if start <= a < start + size]
+    assert inside and all(rep.data_symbols[a] == f"values+{a - start:#x}" for a in inside)
+    by_object = dict((name, n) for name, n, _pct in rep.data_objects)
+    assert by_object["values"] == sum(start <= va < start + size for va in rep.data_vas)
+    assert sum(by_object.values()) == len(rep.data_vas)
+    js = rep.to_json()
+    assert js["data_objects"][0] == {"object": rep.data_objects[0][0],
+                                     "samples": rep.data_objects[0][1],
+                                     "percent": rep.data_objects[0][2]}

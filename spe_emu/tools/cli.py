@@ -11,6 +11,7 @@ summary.json's ``exit_reason`` tells which) or :data:`EXIT_STRICT` (123: under
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -338,7 +339,8 @@ def _run(image, args, share, env_set, env_unset, clear_env, machine, kernel, ini
 
 
 REPORT_PIPE_WIDTH = 200
-"""Columns of ``spe-emu report`` when its output is not a terminal (rich's default is 80)."""
+"""Columns of ``spe-emu report`` when its output is not a terminal and COLUMNS is not set
+(rich's default is then 80)."""
 
 FIRMWARE_FAILURES = ("spe_fw: fatal", "spe_fw: guest exception")
 """The firmware's lines that say why it ended a run (docs/design.md): the CLI repeats them on
@@ -543,9 +545,9 @@ def report(trace: Path, image: Path | None, top: int, as_json: bool, function: s
     if as_json:
         click.echo(json.dumps(rep.to_json(), indent=1))
     else:
-        # (piped: wide enough that names are not shortened at 80 columns)
-        render_report(rep, Console(width=None if sys.stdout.isatty() else REPORT_PIPE_WIDTH),
-                      top=top)
+        # (piped, with no COLUMNS: wide enough that names are not shortened at 80 columns)
+        wide = not sys.stdout.isatty() and not os.environ.get("COLUMNS")
+        render_report(rep, Console(width=REPORT_PIPE_WIDTH if wide else None), top=top)
     for what in wrote:   # (on stderr: the report, or its JSON, stays clean on stdout)
         click.echo(f"spe-emu: wrote {what}", err=True)
 

@@ -52,12 +52,15 @@ class _Image:
             exec_ranges = [(sections[i]["sh_addr"],
                             sections[i]["sh_addr"] + sections[i]["sh_size"])
                            for i in exec_index]
-            funcs, labels = [], []
+            funcs, labels, objects = [], [], []
             for sec in sections:
                 if not isinstance(sec, SymbolTableSection):
                     continue
                 for sym in sec.iter_symbols():
                     kind = sym["st_info"]["type"]
+                    if kind == "STT_OBJECT" and sym.name and sym["st_size"]:
+                        objects.append((sym["st_value"], sym["st_size"], sym.name))
+                        continue
                     # only symbols defined in an executable section (no ABS/UNDEF/data)
                     if sym["st_shndx"] not in exec_index or not sym.name:
                         continue
@@ -71,6 +74,8 @@ class _Image:
                 OverflowError) as err:
             raise ImageError(f"{self.path}: not a valid ELF file: {err}") from err
         self.exec_ranges = sorted(exec_ranges)
+        self.objects = sorted(objects)   # (data symbols: start, size, name)
+        self.object_starts = [v for v, _, _ in self.objects]
         # Sized functions win; a function of size 0 and a plain label (assembly without
         # .type/.size) extend to the next symbol, within the same executable section.
         self.funcs = sorted(funcs)
@@ -85,6 +90,16 @@ class _Image:
         self.func_starts = [v for v, _, _ in self.funcs]
         self._raw = raw
         self._lines: Optional[tuple[list[int], list[tuple[str, int]]]] = None
+
+    def data_symbol(self, va: int) -> Optional[tuple[str, int]]:
+        """The data object (STT_OBJECT symbol) holding ``va`` and the offset in it, as
+        ``perf mem`` names data addresses (``values+0x1638``); None outside every one."""
+        i = bisect.bisect_right(self.object_starts, va) - 1
+        if i >= 0:
+            start, size, name = self.objects[i]
+            if va < start + size:
+                return name, va - start
+        return None
 
     def text_contains(self, pc: int) -> bool:
         """``pc`` is inside one of the image's executable sections."""
@@ -498,6 +513,12 @@ class Report:
     timeline: list[tuple[int, int]] = field(default_factory=list)
     latencies: dict[str, list[int]] = field(default_factory=dict)
     data_vas: list[int] = field(default_factory=list)
+    data_symbols: dict[int, str] = field(default_factory=dict)
+    """Of the hot data addresses, the data object each lies in (``name+0xoff``, perf mem's
+    symbol_daddr; from the image's STT_OBJECT symbols)."""
+    data_objects: list[tuple[str, int, float]] = field(default_factory=list)
+    """``(data object, samples, percent of the samples with a data address)``, most sampled
+    first (``[unknown]``: outside every data symbol)."""
     model_config: Optional[dict] = None
     """The run's model parameters (summary.json ``model_config``), when known: the report
     states them first (:func:`describe_model`)."""
@@ -520,8 +541,11 @@ class Report:
                        for d, k, c, p in self.op_mix],
             "el_mix": self.el_mix,
             "data_addresses": [{"va": h(a), "samples": c, "loads": lo, "stores": st,
-                                "mean_latency": m, "function": f}
+                                "mean_latency": m, "function": f,
+                                "symbol": self.data_symbols.get(a)}
                                for a, c, lo, st, m, f in self.data_addresses],
+            "data_objects": [{"object": n, "samples": c, "percent": p}
+                             for n, c, p in self.data_objects],
             "cache_lines": [{"line": h(a), "samples": c, "loads": lo, "stores": st,
                              "offsets": o, "functions": fs, "mean_latency": m}
                             for a, c, lo, st, o, fs, m in self.cache_lines],
@@ -619,6 +643,15 @@ def build_report(trace: bytes, image_path: Optional[Union[str, os.PathLike]],
         raise ConfigError(f"report engine {engine!r}: use one of {', '.join(ENGINES)}")
     image = _Image(image_path) if image_path is not None else None
     rep = _build(bytes(trace), image, max_pcs, ground_truth, check_image, engine)
+    if image is not None and image.objects:
+        for a, *_ in rep.data_addresses:
+            hit = image.data_symbol(a)
+            if hit is not None:
+                rep.data_symbols[a] = f"{hit[0]}+{hit[1]:#x}"
+        objects = Counter((image.data_symbol(va) or (UNKNOWN_SYMBOL, 0))[0]
+                          for va in rep.data_vas)
+        rep.data_objects = [(name, n, _percent(n, len(rep.data_vas)))
+                            for name, n in sorted(objects.items(), key=lambda kv: -kv[1])]
     if ground_truth_events:
         rep.event_truth = _compare_events(rep, ground_truth_events, image)
     return rep
@@ -1259,12 +1292,19 @@ def render_report(report: Report, console, top: int = 10) -> None:
         t.add_row(el, str(count), f"{_percent(count, report.total_records):.2f}")
     console.print(t)
 
+    if report.data_objects:
+        t = _table(f"Hot data objects (top {top}; samples with a data address)",
+                   ["Data object", ("Samples", 1), ("%", 1)], width)
+        for name, c, p in report.data_objects[:top]:
+            t.add_row(Text(shorten(name, sym_w)), str(c), f"{p:.2f}")
+        console.print(t)
     if report.data_addresses:
         t = _table(f"Hot data addresses (top {top})", [
-            ("Data VA", 1), ("Samples", 1), ("Loads", 1), ("Stores", 1), ("TOT mean", 1),
-            "Function"], width)
+            ("Data VA", 1), "Data symbol", ("Samples", 1), ("Loads", 1), ("Stores", 1),
+            ("TOT mean", 1), "Function"], width)
         for a, c, lo, st, m, f in report.data_addresses[:top]:
-            t.add_row(f"{a:#x}", str(c), str(lo), str(st), _fmt(m), Text(shorten(f, sym_w)))
+            t.add_row(f"{a:#x}", Text(shorten(report.data_symbols.get(a, "-"), sym_w)),
+                      str(c), str(lo), str(st), _fmt(m), Text(shorten(f, sym_w)))
         console.print(t)
         t = _table(f"Hot cache lines ({CACHE_LINE} bytes, top {top}; the offsets and "
                    f"functions that share each)", [
