@@ -115,7 +115,7 @@ def test_report_symbols_disassembly_and_mixes(image):
     assert [(d, k, n) for d, k, n, _ in r.op_mix] == [
         (0, "load/store", 7), (1, "load", 5), (2, "load gp", 4), (2, "load extended", 1),
         (1, "store", 2), (2, "store gp", 2), (0, "branch", 1), (1, "direct unconditional", 1),
-        (0, "other", 3), (1, "unconditional", 2), (1, "conditional select", 1),
+        (0, "other", 3), (1, "other instruction", 2), (1, "conditional select", 1),
         (0, "no operation type", 1)]
     assert sum(p for d, _, _, p in r.op_mix if d == 0) == pytest.approx(100.0)
     assert r.el_mix == {"EL0": 10, "EL1": 1, "no-pc": 1}

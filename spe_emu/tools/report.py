@@ -236,7 +236,7 @@ OP_TREE = (
                     ("store", ("store gp", "store simd-fp", "store extended")))),
     ("branch", (("direct unconditional", ()), ("direct conditional", ()),
                 ("indirect", ()))),
-    ("other", (("unconditional", ()), ("conditional select", ()))),
+    ("other", (("other instruction", ()), ("conditional select", ()))),
     ("no operation type", ()),
     ("reserved class", ()),
 )
@@ -257,7 +257,8 @@ def _op_leaf(op_class: Optional[int], sub: Optional[int]) -> str:
             return "indirect"
         return "direct conditional" if sub & BRANCH_COND else "direct unconditional"
     if op_class == OP_CLASS_OTHER:
-        return "conditional select" if sub & OTHER_COND else "unconditional"
+        # (perf's INSN-OTHER and COND-SELECT: SUBCLASS COND says a conditional instruction)
+        return "conditional select" if sub & OTHER_COND else "other instruction"
     return "reserved class"
 
 
