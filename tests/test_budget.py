@@ -99,6 +99,22 @@ vectors:
     "virq-profiled-random": (2, spe_prologue(0x3, 0x4080_0000, pmsirr=0x101).replace(
         "adr x0, vectors\n    msr vbar_el1, x0\n", "") + VIRQ_PAST_LOOP),
 }
+# Guests the exception-loop guard stops (GuestError) before the budget: name: (boot EL, program)
+LOOPS = {
+    # (issue 29 item 7) the synchronous vector at VBAR_EL1 + 0x200 is itself UNDEFINED: each
+    # entry retires that one instruction, which the guard once took for progress
+    "undefined-vector": (1, """
+    adr x0, vectors
+    msr vbar_el1, x0
+    isb
+    .word 0                     // UDF #0: Undefined Instruction, to EL1's vector ...
+    .balign 2048
+vectors:
+    .skip 0x200
+    .word 0                     // ... which is UDF #0 again
+"""),
+}
+UNDEFINED_VECTOR = 0x4000_0A00   # (asmrun's BASE + 0x800, the table, + 0x200)
 MODES = ("fast", "reference", "raw")
 PROFILED = {"virq-profiled", "virq-profiled-random"}   # not raw: it has no SPE model
 
@@ -109,7 +125,7 @@ def modes(name: str) -> tuple[str, ...]:
 
 def _run(name: str, mode: str, outdir: str, budget: int, conn) -> None:
     """Child: run the guest, send (exception name, instructions, PC)."""
-    boot_el, text = GUESTS[name]
+    boot_el, text = GUESTS[name] if name in GUESTS else LOOPS[name]
     m = asm_machine(text, Path(outdir), boot_el=boot_el, mode=mode, stack=STACK,
                     max_insns=budget)
     try:
@@ -190,3 +206,43 @@ def test_default_budget_per_kind_of_run(tmp_path):
         m = prepare_machine(guest, RunOptions(max_insns=given, outdir=tmp_path / "fw"))
         assert m.budget == want
     assert BARE_METAL_MAX_INSNS == 2_000_000_000
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_an_undefined_vector_is_a_named_exception_loop(mode, tmp_path):
+    """A synchronous vector that is itself an UNDEFINED instruction took exceptions at about
+    2 M instructions/s until the budget (the default one: about 15 minutes); the guard stops
+    it after EXCEPTION_LOOP_LIMIT entries in every loop, naming the vector and the EC."""
+    from spe_emu.cpu.machine import EXCEPTION_LOOP_LIMIT
+    kind, message, insns, pc = run_guarded("undefined-vector", mode, tmp_path)
+    assert kind == "GuestError", (kind, message)
+    assert message.startswith(f"exception loop: the EL1 vector at {UNDEFINED_VECTOR:#x} "
+                              f"raised {EXCEPTION_LOOP_LIMIT} synchronous exceptions in a "
+                              f"row with its first instruction (EC 0x00 UNKNOWN, ESR "
+                              f"0x2000000)"), message
+    assert EXCEPTION_LOOP_LIMIT <= insns < EXCEPTION_LOOP_LIMIT + 20 and pc == UNDEFINED_VECTOR
+
+
+def test_undefined_vector_from_the_cli_is_one_line_with_status_126(tmp_path):
+    """``spe-emu run --no-firmware`` of that guest: one line naming the loop, status 126, and
+    summary.json kept with the error."""
+    import json
+
+    from click.testing import CliRunner
+
+    from asmrun import BASE
+    from spe_emu.asm import assemble
+    from spe_emu.tools.cli import EXIT_EMULATION, main
+    from test_loader import PT_LOAD, elf64
+    code = assemble(LOOPS["undefined-vector"][1], BASE)
+    image = tmp_path / "undefined-vector.elf"
+    image.write_bytes(elf64(entry=BASE, segments=[(PT_LOAD, 7, BASE, code, len(code))]))
+    out = tmp_path / "out"
+    res = CliRunner().invoke(main, ["run", "--no-firmware", str(image), "-o", str(out),
+                                    "--max-insns", str(BUDGET)])
+    assert res.exit_code == EXIT_EMULATION, res.output
+    lines = res.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(
+        f"spe-emu: error: exception loop: the EL1 vector at {BASE + 0x800 + 0x200:#x}"), lines
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["exit_reason"] == "guest-error" and "EC 0x00" in summary["error"]

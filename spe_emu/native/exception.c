@@ -127,18 +127,22 @@ void spe_take_exception(const struct spe_exc_model *m, void *uc, uint32_t target
 }
 
 /* The exception-loop guard (Machine._take_sync and spe_intr_hook): a synchronous exception
- * after `retired` instructions. 1, with nothing counted, when it would be the loop_limit-th in
- * a row with no instruction retired (an abort whose vector aborts again: a guest error);
- * otherwise counts it and returns 0. */
+ * raised by the instruction that ends `retired` instructions. It is "in place" when no
+ * instruction completed since the previous entry: none retired (an abort fetching the vector)
+ * or only the one raising it (the vector's first instruction: UNDEFINED, an SVC to the same
+ * vector, a trapped access), so the handler never ran a single instruction. 1, with nothing
+ * counted, when it would be the loop_limit-th in place in a row (a guest error: the vector
+ * table is not mapped or not code); otherwise counts it and returns 0. */
 int spe_exception_guard(struct spe_intr *h, uint64_t retired)
 {
-    if (retired != h->entry_retired) {
-        h->entry_retired = retired;
+    if (retired < h->entry_retired || retired - h->entry_retired > 1) {
+        h->entry_retired = retired;   /* (also the first entry: entry_retired is NEVER) */
         h->entries_in_place = 0;
         return 0;
     }
     if (h->entries_in_place + 1 >= h->loop_limit)
         return 1;
+    h->entry_retired = retired;
     h->entries_in_place++;
     return 0;
 }
