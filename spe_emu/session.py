@@ -17,6 +17,8 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
+from unicorn import UC_ERR_NOMEM, UcError
+
 from . import native
 from .arch.cpu_features import CpuFeatures
 from .cpu.a64 import X_REGS
@@ -171,11 +173,20 @@ class KernelOptions:
     counter_hz: int | None = None
 
     def board_spec(self) -> BoardSpec:
+        """The board (``--counter-hz`` applied), checked against the options: a RAM size
+        the board's memory map cannot hold is refused.
+
+        Raises:
+            ConfigError: an unknown board, a bad ``-m`` or ``--counter-hz``."""
         try:
             board = BOARDS[self.board]
         except KeyError:
             raise ConfigError(f"--machine {self.board!r}: known boards are "
                               f"{', '.join(sorted(BOARDS))}") from None
+        if not 0 < self.ram_size <= board.ram_max:
+            raise ConfigError(f"-m {ram_size_text(self.ram_size)}: the {board.name} board "
+                              f"has at most {ram_size_text(board.ram_max)} of RAM (from "
+                              f"{board.ram_base:#x})")
         if self.counter_hz is None:
             return board
         if not 0 < self.counter_hz <= MAX_COUNTER_HZ:   # (CNTFRQ_EL0.ClockFreq)
@@ -204,6 +215,30 @@ def board_dtb(kopts: KernelOptions, opts: "RunOptions",
     return build_dtb(kopts.board_spec(), ram_size=kopts.ram_size, bootargs=kopts.append,
                      initrd=initrd, psci_method=psci_conduit(opts.boot_el),
                      spe=opts.spe.pmsver != 0 and opts.mode != "raw", pmu=False)
+
+
+def ram_size_text(size: int) -> str:
+    """``size`` bytes as ``-m`` takes it: ``<n>G`` when a whole number of GiB, else ``<n>M``
+    (bytes when not a whole number of MiB)."""
+    if size % (1 << 30) == 0:
+        return f"{size >> 30}G"
+    return f"{size >> 20}M" if size % (1 << 20) == 0 else f"{size}B"
+
+
+def new_machine(mcfg: MachineConfig, ram_option: str | None = None) -> Machine:
+    """``Machine(mcfg)``, with what Unicorn refuses while it is set up as one line: the host
+    unable to provide the memory (UC_ERR_NOMEM: the guest's RAM, the translated-code buffer)
+    a :class:`ConfigError` naming the RAM size (as ``ram_option``, e.g. ``-m``, when the user
+    chose it), any other Unicorn error an :class:`EmulatorError`."""
+    try:
+        return Machine(mcfg)
+    except UcError as exc:
+        if exc.errno == UC_ERR_NOMEM:
+            size = ram_size_text(mcfg.ram_size)
+            what = f"{ram_option} {size}" if ram_option else f"guest RAM of {size}"
+            raise ConfigError(f"{what}: the host cannot provide the memory for the machine "
+                              f"(Unicorn: {exc})") from None
+        raise EmulatorError(f"emulator error: setting up the machine: {exc}") from exc
 
 
 KERNEL_TCG_BUFFER_MB = 256
@@ -240,7 +275,7 @@ def prepare_kernel_machine(kopts: KernelOptions, opts: "RunOptions",
                          max_insns=opts.max_insns, console=console, board=board,
                          psci=psci_conduit(opts.boot_el), stdin=stdin,
                          allow_el0_semihosting=kopts.semihosting_userspace, cpu=opts.cpu)
-    machine = Machine(mcfg)
+    machine = new_machine(mcfg, "-m")
     for addr, data in boot.segments:
         machine.uc.mem_write(addr, data)
     # The kernel's code, for the control-instruction scan (ERET, PSB CSYNC) and
@@ -304,7 +339,7 @@ def prepare_machine(image_path: Path, opts: RunOptions,
                          max_insns=(BARE_METAL_MAX_INSNS if opts.max_insns is None
                                     else opts.max_insns), console=console,
                          firmware_console=firmware_console, cpu=opts.cpu)
-    machine = Machine(mcfg)
+    machine = new_machine(mcfg)
     if opts.firmware:
         if not GUEST_REGION[0] <= guest.entry < GUEST_REGION[1]:
             raise ConfigError(f"{image_path}: entry {guest.entry:#x} is outside the guest "
@@ -553,7 +588,8 @@ def parse_ram_size(text: str) -> int:
     T suffix (bytes). Returns bytes.
 
     Raises:
-        ConfigError: not a size, or not a positive multiple of 2 MiB.
+        ConfigError: not a size, or not a positive multiple of 2 MiB (the board's limit is
+            :meth:`KernelOptions.board_spec`'s).
     """
     units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
     t = text.strip().upper().removesuffix("B")

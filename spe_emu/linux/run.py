@@ -12,7 +12,7 @@ from ..cpu.machine import Machine, MachineConfig, RunResult
 from ..errors import ConfigError, GuestError, ImageError
 from ..platform.loader import load_elf
 from ..session import (FIRMWARE_CONFIG_SYMBOL, FLAG_LINUX, GUEST_REGION, TRACE_NAME,
-                       RunOptions, config_block, default_firmware,
+                       RunOptions, config_block, default_firmware, new_machine,
                        result_summary, run_recorded, staged_run, write_summary)
 from .elf import load_linux_program
 from .hwcap import hwcaps
@@ -72,7 +72,7 @@ def run_program(program_path: Path, lopts: LinuxOptions, opts: RunOptions,
     mcfg = MachineConfig(ram_size=LINUX_RAM_SIZE, mode=opts.mode,
                          spe=opts.spe.with_(seed=opts.seed), outdir=outdir,
                          max_insns=opts.max_insns, console=fw_console, cpu=opts.cpu)
-    machine = Machine(mcfg)
+    machine = new_machine(mcfg)
     firmware = load_elf(opts.firmware_path or default_firmware())
     machine.load(firmware)
     machine.uc.mem_write(firmware.symbol(FIRMWARE_CONFIG_SYMBOL),

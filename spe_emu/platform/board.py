@@ -80,6 +80,8 @@ class BoardSpec:
         name: e.g. ``"virt"``.
         ram_base: physical address of RAM (bytes).
         ram_size: default RAM size (bytes; ``-m``).
+        ram_max: the largest RAM the board's memory map holds from ``ram_base`` (bytes; a
+            larger ``-m`` is refused).
         devices: the memory-mapped devices.
         ppis: the PE's private interrupts by name (INTIDs): the generic timers, PMBIRQ, the
             PMU overflow interrupt.
@@ -96,6 +98,7 @@ class BoardSpec:
     name: str
     ram_base: int
     ram_size: int
+    ram_max: int
     devices: tuple[DeviceSpec, ...]
     ppis: tuple[tuple[str, int], ...]
     kernel_offset: int = 0x8_0000
@@ -117,6 +120,7 @@ VIRT = BoardSpec(
     name="virt",
     ram_base=0x4000_0000,
     ram_size=256 << 20,
+    ram_max=255 << 30,
     devices=(
         DeviceSpec("gicv3", "intc", 0x0800_0000, 0x1_0000,
                    regions=((0x0800_0000, 0x1_0000), (0x080A_0000, 0x2_0000)),
@@ -133,7 +137,9 @@ VIRT = BoardSpec(
 """QEMU's ``virt`` board (``hw/arm/virt.c`` base_memmap and a15irqmap): GICv3 distributor at
 0x0800_0000 and redistributor at 0x080A_0000, PL011 at 0x0900_0000 on SPI 1, RAM at
 0x4000_0000; generic timer PPIs 13/14/11/10 and 12 (INTIDs 29/30/27/26, 28), SPE's PMBIRQ
-on PPI 5 (INTID 21) and the PMU on PPI 7 (INTID 23)."""
+on PPI 5 (INTID 21) and the PMU on PPI 7 (INTID 23). RAM is at most 255 GiB, up to 256 GiB
+(QEMU's LEGACY_RAMLIMIT_GB: its legacy memory map; QEMU goes beyond it by moving its high IO
+regions above RAM, which this board does not have)."""
 
 
 @dataclass
