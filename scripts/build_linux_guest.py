@@ -483,6 +483,22 @@ WORKLOAD_ROUNDS = 4600
 WORKLOAD_WORDS = 2048          # 64-bit words of its array (16 KiB, in its bss)
 
 
+def decimal_asm(ptr: str, out: str, ch: str, ten: str, loop: str, end: str) -> str:
+    """Assembly that reads the NUL-terminated decimal string at register ``ptr`` (advanced
+    past it) into ``out`` and branches to ``end`` (``ch``, ``ten``: scratch registers, 32-bit
+    ``ch`` view used for the byte; ``loop``: a label name for the loop)."""
+    return f"""
+    mov {out}, #0
+    mov {ten}, #10
+{loop}:
+    ldrb w{ch[1:]}, [{ptr}], #1
+    cbz w{ch[1:]}, {end}
+    sub w{ch[1:]}, w{ch[1:]}, #0x30
+    madd {out}, {out}, {ten}, {ch}
+    b {loop}
+"""
+
+
 def workload_tool() -> bytes:
     """The default perf workload, a static executable (:func:`static_elf`) whose functions
     perf names: ``_start`` calls, ROUNDS times (argv[1] in decimal, default
@@ -499,14 +515,7 @@ def workload_tool() -> bytes:
     cmp x0, #2
     b.lt rounds
     ldr x1, [sp, #16]           // argv[1]: decimal
-    mov x19, #0
-    mov x3, #10
-digit:
-    ldrb w2, [x1], #1
-    cbz w2, rounds
-    sub w2, w2, #0x30
-    madd x19, x19, x3, x2
-    b digit
+{decimal_asm("x1", "x19", "x2", "x3", "digit", "rounds")}
 rounds:
     cbz x19, done
     bl {{fill_array}}
@@ -599,14 +608,7 @@ args:                           // parse argv[1]..argv[5] (and argv[6]) as decim
     b.eq parsed
     ldr x3, [x1], #8
     cbz x3, parsed
-    mov x4, #0
-    mov x5, #10
-digit:
-    ldrb w6, [x3], #1
-    cbz w6, store
-    sub w6, w6, #0x30
-    madd x4, x4, x5, x6
-    b digit
+{decimal_asm("x3", "x4", "x6", "x5", "digit", "store")}
 store:
     str x4, [x27, x2, lsl #3]   // (parsed values in the attr area's tail first)
     add x2, x2, #1
