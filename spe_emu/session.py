@@ -24,6 +24,7 @@ from .arch.cpu_features import CpuFeatures
 from .cpu.a64 import X_REGS
 from .cpu.machine import Machine, MachineConfig, RunResult
 from .errors import ConfigError, DebuggerKill, EmulatorError, GuestError, GuestRunaway
+from .platform.inputs import read_input
 from .platform.board import VIRT, BoardSpec
 from .devices.generic_timer import MAX_COUNTER_HZ
 from .devices.psci import psci_conduit
@@ -202,16 +203,12 @@ def board_dtb(kopts: KernelOptions, opts: "RunOptions",
     SPU is present (PMSVer != 0, not the raw run loop).
 
     Raises:
-        ConfigError: an unreadable or oversized ``--dtb`` file, or a bad board option.
+        ConfigError: a ``--dtb`` that is missing, unreadable, not a regular file
+            (:mod:`spe_emu.platform.inputs`) or larger than :data:`MAX_DTB_FILE`; a bad
+            board option.
     """
-    if kopts.dtb is not None:
-        try:
-            size = kopts.dtb.stat().st_size
-            if size > MAX_DTB_FILE:
-                raise ConfigError(f"--dtb {kopts.dtb}: {size} bytes (at most {MAX_DTB_FILE})")
-            return kopts.dtb.read_bytes()
-        except OSError as exc:
-            raise ConfigError(f"--dtb {kopts.dtb}: {exc.strerror or exc}") from None
+    if kopts.dtb is not None:   # (a regular file, /dev/zero or a named pipe refused)
+        return read_input(kopts.dtb, MAX_DTB_FILE, "a device tree blob", "--dtb", ConfigError)
     return build_dtb(kopts.board_spec(), ram_size=kopts.ram_size, bootargs=kopts.append,
                      initrd=initrd, psci_method=psci_conduit(opts.boot_el),
                      spe=opts.spe.pmsver != 0 and opts.mode != "raw", pmu=False)

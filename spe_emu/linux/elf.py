@@ -12,9 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import ImageError
+from ..errors import ImageError, SpeEmuError
+from ..platform.inputs import open_input, read_input
 from ..platform.loader import (PF_R, PF_W, PF_X, Image, Segment, elf_errors, open_elf,
-                               read_limited, read_symbols, segment_bytes)
+                               read_symbols, segment_bytes)
 
 MAX_PROGRAM_BYTES = 256 << 20
 """Largest program file accepted (bytes): a bigger file, or one that is not a regular file
@@ -69,7 +70,7 @@ def load_linux_program(path: str | Path, va_limit: int) -> LinuxProgram:
             segment outside ``[0, va_limit)``; overlapping segments.
     """
     path = Path(path)
-    raw = read_limited(path, MAX_PROGRAM_BYTES, "a program")
+    raw = read_input(path, MAX_PROGRAM_BYTES, "a program")
     if raw[:4] == b"\x7fELF" and (len(raw) < 64 or raw[4] != 2 or raw[5] != 1):
         raise ImageError(f"{path}: not a little-endian ELF64 file")
     with elf_errors(path):
@@ -126,12 +127,13 @@ def load_linux_program(path: str | Path, va_limit: int) -> LinuxProgram:
 def is_linux_program(path: Path, guest_region: tuple[int, int]) -> bool:
     """Whether ``run`` treats ``path`` as a Linux program (rather than a guest linked for the
     firmware's guest region): a static-pie (``ET_DYN``), or an ELF whose entry point is
-    outside ``guest_region``. Unreadable or non-ELF files answer False (the guest loader
-    then names the problem)."""
+    outside ``guest_region``. Unreadable or non-ELF files, and what is not a regular file
+    (never waited on: :func:`spe_emu.platform.inputs.open_input`), answer False (the guest
+    loader then names the problem)."""
     try:
-        with path.open("rb") as f:
+        with open_input(path) as f:
             head = f.read(64)
-    except OSError:
+    except (SpeEmuError, OSError):
         return False
     if len(head) < 64 or head[:4] != b"\x7fELF" or head[4] != 2 or head[5] != 1:
         return False

@@ -43,6 +43,7 @@ from isal import isal_zlib   # ISA-L's zlib: a kernel's gzip in less than half z
 
 from ..platform.loader import ELF_MAGIC, load_elf
 from ..errors import ConfigError, ImageError
+from .inputs import check_input, open_input, read_input
 from ..sysreg import layout
 from .board import BoardSpec
 
@@ -168,7 +169,7 @@ def load_kernel(path: str | os.PathLike, board: BoardSpec, ram_size: int,
     size = _file_size(path)
     if size > ram_size:
         raise ConfigError(f"{path}: {size} bytes do not fit in {ram_size} bytes of RAM")
-    data = _read(path)
+    data = _read(path, ram_size)
     fmt = ""
     if data.startswith(GZIP_MAGIC):
         data, fmt = _gunzip(path, data, ram_size), "+gzip"
@@ -206,7 +207,7 @@ def load_kernel(path: str | os.PathLike, board: BoardSpec, ram_size: int,
             raise ConfigError(f"{initrd_path}: {size} bytes do not fit in RAM after the "
                               f"kernel ({max(room, 0)} bytes from {initrd_start:#x})")
         initrd = (initrd_start, initrd_start + size)
-        segments.append((initrd_start, _read(initrd_path)))
+        segments.append((initrd_start, _read(initrd_path, room)))
     dtb_addr = _align_up(initrd[1] if initrd else initrd_start, DTB_ALIGN)
     if dtb_addr >= ram_end:
         raise ConfigError(f"no room for the DTB after the kernel and initrd: "
@@ -275,7 +276,7 @@ def _check_elf_fits(path: Path, ram_size: int) -> None:
     """Refuse an ELF whose ``PT_LOAD`` memory sizes add up to more than RAM, reading only its
     headers (an ELF with debug information may be larger than RAM and still fit)."""
     try:
-        with path.open("rb") as f:
+        with open_input(path) as f:
             total = sum(seg["p_memsz"] for seg in ELFFile(f).iter_segments()
                         if seg["p_type"] == "PT_LOAD")
     except OSError as exc:
@@ -287,33 +288,23 @@ def _check_elf_fits(path: Path, ram_size: int) -> None:
                           f"{ram_size} bytes of RAM")
 
 
-# -- files -------------------------------------------------------------------------------------
+# -- files (regular files only, never waited on: spe_emu.platform.inputs) ----------------------
 def _file_size(path: Path) -> int:
-    try:
-        st = path.stat()
-    except FileNotFoundError:
-        raise ImageError(f"{path}: no such file") from None
-    except OSError as exc:
-        raise ImageError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    if not path.is_file():
-        raise ImageError(f"{path}: not a regular file")
-    return st.st_size
+    return check_input(path).st_size
 
 
 def _read_head(path: Path, n: int) -> bytes:
-    _file_size(path)
     try:
-        with path.open("rb") as f:
+        with open_input(path) as f:
             return f.read(n)
     except OSError as exc:
         raise ImageError(f"{path}: cannot read: {exc.strerror or exc}") from None
 
 
-def _read(path: Path) -> bytes:
-    try:
-        return path.read_bytes()
-    except OSError as exc:
-        raise ImageError(f"{path}: cannot read: {exc.strerror or exc}") from None
+def _read(path: Path, limit: int) -> bytes:
+    """The file's bytes, refused beyond ``limit`` (what RAM has room for; its size was
+    checked before, this holds if the file grew since)."""
+    return read_input(path, limit, "a file loaded into RAM")
 
 
 def _gunzip(path: Path, data: bytes, limit: int) -> bytes:

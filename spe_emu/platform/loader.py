@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import bisect
 import io
-import stat
 import struct
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -24,6 +23,7 @@ from elftools.elf.elffile import ELFFile
 from elftools.elf.sections import SymbolTableSection
 
 from ..errors import ImageError
+from .inputs import read_input
 
 PF_X, PF_W, PF_R = P_FLAGS.PF_X, P_FLAGS.PF_W, P_FLAGS.PF_R
 ELF_MAGIC = b"\x7fELF"
@@ -134,33 +134,6 @@ MAX_IMAGE_BYTES = 256 << 20
 """Largest ELF file accepted (bytes)."""
 
 
-def read_limited(path: Path, limit: int = MAX_IMAGE_BYTES, what: str = "an image") -> bytes:
-    """The bytes of a regular file of at most ``limit`` bytes, checked before reading (a
-    device such as /dev/zero is never read).
-
-    Raises:
-        ImageError: missing, unreadable, not a regular file, or larger than ``limit``.
-    """
-    path = Path(path)
-    try:
-        st = path.stat()
-        if not stat.S_ISREG(st.st_mode):
-            raise _fail(path, "not a regular file")
-        if st.st_size > limit:
-            raise _fail(path, f"{st.st_size} bytes ({what} may have at most {limit})")
-        with path.open("rb") as f:
-            data = f.read(limit + 1)
-    except FileNotFoundError:
-        raise _fail(path, "no such file") from None
-    except IsADirectoryError:
-        raise _fail(path, "not a regular file") from None
-    except OSError as exc:
-        raise _fail(path, f"cannot read: {exc.strerror or exc}") from None
-    if len(data) > limit:
-        raise _fail(path, f"more than {limit} bytes ({what} may have at most {limit})")
-    return data
-
-
 def load_elf(path: str | Path) -> Image:
     """Read an AArch64 little-endian ELF64 executable (``ET_EXEC``).
 
@@ -172,7 +145,7 @@ def load_elf(path: str | Path) -> Image:
             problem.
     """
     path = Path(path)
-    raw = read_limited(path)
+    raw = read_input(path, MAX_IMAGE_BYTES, "an image")   # (a regular file only: .inputs)
     with elf_errors(path):
         elf = open_elf(path, raw, ("ET_EXEC",),
                        "ET_EXEC; link with a fixed address, not -pie/-shared")

@@ -82,9 +82,20 @@ MAX_TRACE_BYTES = 1 << 30
 
 def _read_trace(trace: Path) -> bytes:
     """A trace file's bytes: a regular file of at most MAX_TRACE_BYTES (one-line error)."""
-    from ..platform.loader import read_limited
+    from ..platform.inputs import read_input
     try:
-        return read_limited(trace, MAX_TRACE_BYTES, "a trace")
+        return read_input(trace, MAX_TRACE_BYTES, "a trace")
+    except SpeEmuError as exc:
+        _fail_with(exc)
+
+
+def _check_inputs(*named: tuple[str, Path | None]) -> None:
+    """The input files given to options, ``(option, path)``, checked before anything is
+    read (spe_emu.platform.inputs: a missing file, or one that is not a regular file such as a named
+    pipe or /dev/zero, is one line naming the option)."""
+    from ..platform.inputs import check_inputs
+    try:
+        check_inputs(*named)
     except SpeEmuError as exc:
         _fail_with(exc)
 
@@ -285,6 +296,7 @@ def _run(image, args, share, env_set, env_unset, clear_env, machine, kernel, ini
                       "loaded)")
     if perf_data and mode == "raw":
         _fail("--perf-data needs a trace: not with --mode raw")
+    _check_inputs(("--firmware", firmware_path))
     linux = not no_firmware and is_linux_program(image, GUEST_REGION)
     if not linux and (args or share or env_set or env_unset or clear_env):
         _fail(f"{image}: arguments, --share and the environment options apply to Linux "
@@ -455,6 +467,7 @@ def _run_machine(board, kernel, initrd, append, dtb, memory, dumpdtb, boot_el, m
         if memory is not None:
             kopts.ram_size = parse_ram_size(memory)
         kopts.board_spec()  # (an unknown --machine is refused before anything is read)
+        _check_inputs(("--kernel", kernel), ("--initrd", initrd), ("--dtb", dtb))
         opts = RunOptions(boot_el=boot_el, firmware=False, max_insns=max_insns, mode=mode,
                           outdir=outdir, seed=seed, spe=spe or SpeConfig(),
                           ground_truth=ground_truth, attach=attach,
@@ -514,6 +527,7 @@ def report(trace: Path, image: Path | None, top: int, as_json: bool, function: s
     from .report import (GROUND_TRUTH_NAME, annotate, build_report, load_ground_truth,
                          load_ground_truth_events, render_report)
     data = _read_trace(trace)
+    _check_inputs(("--image", image), ("--ground-truth", ground_truth))
     try:
         if function is not None:
             if image is None:
@@ -564,6 +578,7 @@ def perf_data(trace: Path, images: tuple[Path, ...], output: Path, comm: str | N
     """Wrap TRACE into a perf.data file for perf report, perf script and perf report -D."""
     from .perfdata import write_perf_data
     data = _read_trace(trace)
+    _check_inputs(*(("--image", path) for path in images))
     try:
         write_perf_data(output, data, images, comm=comm)
     except SpeEmuError as exc:

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Optional, Sequence, Union
 
 from ..errors import ImageError
+from ..platform.inputs import open_input
 from ..platform.loader import PF_R, PF_W, PF_X
 
 PathLike = Union[str, os.PathLike]
@@ -148,15 +149,16 @@ def image_maps(path: PathLike) -> list[ImageMap]:
     """The loadable segments of the AArch64 ELF at ``path`` (code and data: perf names the
     data addresses of ``--mem-mode`` from the data segments' symbols).
 
-    Raises ImageError (message starting with the path) when the file is missing, not an ELF
-    or not AArch64.
+    Raises ImageError (message starting with the path) when the file is missing, not a
+    regular file (spe_emu.platform.inputs: a named pipe is never waited on), not an ELF or
+    not AArch64.
     """
     from elftools.common.exceptions import ELFError
     from elftools.elf.elffile import ELFFile
 
     full = os.path.abspath(os.fspath(path))
     try:
-        with open(full, "rb") as fh:
+        with open_input(path) as fh:
             elf = ELFFile(fh)
             if elf["e_machine"] != "EM_AARCH64":
                 raise ImageError(f"{path}: not an AArch64 ELF image "

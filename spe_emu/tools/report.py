@@ -11,13 +11,13 @@ import bisect
 import io
 import math
 import os
-from pathlib import Path
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Optional, Union
 
-from ..errors import ConfigError, ImageError
-from ..platform.loader import load_elf, read_limited
+from ..errors import ConfigError, ImageError, SpeEmuError
+from ..platform.inputs import read_input
+from ..platform.loader import MAX_IMAGE_BYTES, load_elf
 from ..spe.packets import (
     BRANCH_COND, EV_L1D_ACCESS, EV_L1D_REFILL, EV_LLC_ACCESS, EV_LLC_MISS, EV_MISPRED,
     EV_TLB_ACCESS, EV_TLB_WALK, LDST_ST, OP_CLASS_BRANCH, OP_CLASS_LDST, OP_CLASS_OTHER,
@@ -42,7 +42,7 @@ class _Image:
         self.path = os.fspath(path)
         # the same validation as ``run`` (a bad file is one ImageError line), then its bytes
         # (load_elf checks EM_AARCH64 and gives the PT_LOAD segments' file bytes)
-        raw = read_limited(Path(self.path))
+        raw = read_input(self.path, MAX_IMAGE_BYTES, "an image")
         self.segments = [(seg.vaddr, seg.data) for seg in load_elf(self.path).segments]
         try:
             elf = ELFFile(io.BytesIO(raw))
@@ -555,13 +555,25 @@ class Report:
         }
 
 
+MAX_GROUND_TRUTH_BYTES = 1 << 30
+"""Largest ``ground_truth.json`` read (bytes)."""
+MAX_SOURCE_BYTES = 64 << 20
+"""Largest source file ``--annotate`` shows lines of (bytes; a larger one is left out)."""
+
+
+def _read_ground_truth(path: Union[str, os.PathLike]) -> bytes:
+    return read_input(path, MAX_GROUND_TRUTH_BYTES, "a ground-truth file")
+
+
 def load_ground_truth(path: Union[str, os.PathLike]) -> dict[int, int]:
     """``{pc: executions}`` from a ``ground_truth.json`` (``spe-emu run --ground-truth``).
-    Raises ImageError naming the file when it is unreadable or malformed."""
+    Raises ImageError naming the file when it is unreadable or malformed (or not a regular
+    file, or larger than :data:`MAX_GROUND_TRUTH_BYTES`: spe_emu.platform.inputs)."""
     import json
 
+    raw = _read_ground_truth(path)
     try:
-        data = json.loads(Path(path).read_text())
+        data = json.loads(raw)
         return {int(pc, 16): int(n) for pc, n in data["pcs"].items()}
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
         raise ImageError(f"{path}: not a ground-truth file: {err}") from err
@@ -578,11 +590,12 @@ def load_ground_truth_events(path: Union[str, os.PathLike]) -> dict[int, dict[st
     """``{pc: {count name: value}}`` from a ``ground_truth.json``'s ``events`` (what the
     model gave every execution of each instruction: ``spe_emu.native.GT_EVENTS``; empty when
     the run had no such record, model_feed "sampled"). Raises ImageError naming the file when
-    it is unreadable or malformed."""
+    it is unreadable or malformed (as :func:`load_ground_truth`)."""
     import json
 
+    raw = _read_ground_truth(path)
     try:
-        data = json.loads(Path(path).read_text()).get("events") or {}
+        data = json.loads(raw).get("events") or {}
         names = data.get("names", [])
         return {int(pc, 16): dict(zip(names, map(int, n)))
                 for pc, n in data.get("pcs", {}).items()}
@@ -1391,9 +1404,10 @@ def annotate(trace: bytes, image_path: Union[str, os.PathLike], function: str,
             last = loc
             path, line = loc
             if path not in sources:
-                try:
-                    sources[path] = Path(path).read_text(errors="replace").splitlines()
-                except OSError:
+                try:   # (only a regular file: the line table may name anything)
+                    sources[path] = read_input(path, MAX_SOURCE_BYTES, "a source file").decode(
+                        errors="replace").splitlines()
+                except SpeEmuError:
                     sources[path] = None
             text = sources[path]
             src = text[line - 1].strip() if text and 0 < line <= len(text) else ""
