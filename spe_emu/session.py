@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import stat
 import struct
 import tempfile
 from contextlib import contextmanager
@@ -368,6 +369,84 @@ def prepare_machine(image_path: Path, opts: RunOptions,
 SUMMARY_NAME = "summary.json"
 
 
+MAX_OUTDIR_ENTRIES = 10_000
+"""Most files and directories an existing output directory may hold (each run copies them)."""
+MAX_OUTDIR_BYTES = 8 << 30
+"""Most bytes of files an existing output directory may hold (each run copies them)."""
+OWN_DIRECTORY = "give a directory of its own, e.g. -o spe-out"
+
+
+def check_outdir(outdir: Path, *stale: str) -> None:
+    """Refuse an output directory :func:`staged_outdir` cannot replace safely, in bounded
+    time, before anything is made: ``.``, ``..``, a file system root or mount point, the home
+    directory, or one that holds the current directory (none can be renamed safely, and the
+    run's directory, made next to it, may land inside it); one whose files a run's copy would
+    not keep as they are (an entry of another owner or group than the run's files get, a named
+    pipe, device or socket) or could not make quickly (more than :data:`MAX_OUTDIR_ENTRIES`
+    entries or :data:`MAX_OUTDIR_BYTES` bytes, not counting the ``stale`` names at its top).
+    The scan stops at the first entry refused.
+
+    Raises:
+        ConfigError: naming the directory and why (one line)."""
+    final = Path(outdir)
+    where = f"output directory {final}"
+    try:
+        real = final.resolve()
+        home = os.path.expanduser("~")   # (unchanged when there is none)
+        if (final.name in ("", "..") or real == real.parent or os.path.ismount(real)
+                or (os.path.isabs(home) and real == Path(home).resolve())):
+            raise ConfigError(f"{where}: a run replaces its output directory as a whole, "
+                              f"which a file system root, a mount point, the home directory, "
+                              f"'.' or '..' cannot be: {OWN_DIRECTORY}")
+        cwd = Path.cwd().resolve()
+        if real == cwd or real in cwd.parents:
+            raise ConfigError(f"{where}: holds the current directory, which the run "
+                              f"would replace as a whole: {OWN_DIRECTORY}")
+        if not final.is_dir():
+            return
+        # (who owns what the run makes: its user, and its group or the setgid parent's)
+        parent = os.stat(real.parent)
+        owner = (os.geteuid(), parent.st_gid if parent.st_mode & stat.S_ISGID
+                 else os.getegid())
+        entries = size = 0
+        pending = [(os.fspath(real), True)]
+        here = os.stat(real)
+        if (here.st_uid, here.st_gid) != owner:
+            raise ConfigError(f"{where}: owned by {here.st_uid}:{here.st_gid}, not by the "
+                              f"run's user and group ({owner[0]}:{owner[1]}), which its copy "
+                              f"would get: {OWN_DIRECTORY}")
+        while pending:
+            directory, top = pending.pop()
+            with os.scandir(directory) as listing:
+                for entry in listing:
+                    if top and entry.name in stale:
+                        continue
+                    entries += 1
+                    st = entry.stat(follow_symlinks=False)
+                    if (st.st_uid, st.st_gid) != owner:
+                        raise ConfigError(
+                            f"{where}: {entry.path} is owned by {st.st_uid}:{st.st_gid}, not "
+                            f"by the run's user and group ({owner[0]}:{owner[1]}), which its "
+                            f"copy would get: {OWN_DIRECTORY}")
+                    if stat.S_ISDIR(st.st_mode):
+                        pending.append((entry.path, False))
+                    elif stat.S_ISREG(st.st_mode):
+                        size += st.st_size
+                    elif not stat.S_ISLNK(st.st_mode):
+                        raise ConfigError(f"{where}: {entry.path} is not a file, directory "
+                                          f"or symbolic link a run can copy: "
+                                          f"{OWN_DIRECTORY}")
+                    if entries > MAX_OUTDIR_ENTRIES or size > MAX_OUTDIR_BYTES:
+                        raise ConfigError(
+                            f"{where}: more than "
+                            + (f"{MAX_OUTDIR_ENTRIES} files and directories"
+                               if entries > MAX_OUTDIR_ENTRIES else f"{MAX_OUTDIR_BYTES} bytes")
+                            + f" in it, which each run would copy (not an spe-emu output "
+                              f"directory?): {OWN_DIRECTORY}")
+    except OSError as exc:
+        raise ConfigError(f"{where}: {exc.strerror or exc}") from None
+
+
 @contextmanager
 def staged_outdir(outdir: Path, *stale: str):
     """The output directory of one run, written in a fresh sibling and renamed into place.
@@ -378,14 +457,21 @@ def staged_outdir(outdir: Path, *stale: str):
     in it, the previous ``outdir`` is renamed aside, the new one renamed to ``outdir`` and the
     previous one removed; without summary.json (the run never started: a bad image, a bad
     option) the new directory is removed and ``outdir`` is left as it was, byte for byte.
+    A directory that cannot be replaced so, or copied in bounded time, is refused first
+    (:func:`check_outdir`).
 
     Raises:
-        ConfigError: ``outdir`` is not a directory, or the host refused to make, copy or
-            rename (naming the directory and the host's reason)."""
+        ConfigError: ``outdir`` is not a directory, is refused by :func:`check_outdir`, or
+            the host refused to make, copy or rename (naming the directory and the host's
+            reason)."""
     final = Path(outdir)
     try:
         if final.exists() and not final.is_dir():
             raise NotADirectoryError(20, "not a directory")
+    except OSError as exc:
+        raise ConfigError(f"output directory {final}: {exc.strerror or exc}") from None
+    check_outdir(final, *stale)
+    try:
         final.parent.mkdir(parents=True, exist_ok=True)
         stage = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".run",
                                       dir=final.parent))

@@ -114,3 +114,94 @@ def test_fresh_output_directory_and_no_strays(tmp_path):
     assert "trace: " + str(out / "spe.trace") in result.output
     assert (out / "summary.json").exists() and (out / "spe.trace").exists()
     assert _siblings(out) == []
+
+
+# -- an output directory a run cannot replace safely (issue 29 item 7) ------------------------
+# ('-o /' ran for more than 30 s: the run's directory was made next to / -- inside it -- and
+# every file of the host copied into it.) Nothing may be made or copied for these: the staging
+# calls fail the test if reached.
+
+def _no_staging(monkeypatch):
+    from spe_emu import session
+
+    def reached(*args, **kwargs):
+        pytest.fail(f"staged a run for an output directory it cannot replace: {args} {kwargs}")
+    monkeypatch.setattr(session.tempfile, "mkdtemp", reached)
+    monkeypatch.setattr(session.shutil, "copytree", reached)
+
+
+def _refused(result, line: str) -> None:
+    assert result.exit_code == EXIT_ERROR, result.output
+    assert result.stderr.splitlines() == [f"spe-emu: error: {line}"]
+
+
+OWN = "give a directory of its own, e.g. -o spe-out"
+WHOLE = ("a run replaces its output directory as a whole, which a file system root, a mount "
+         "point, the home directory, '.' or '..' cannot be: " + OWN)
+
+
+@pytest.mark.parametrize("where", ["/", ".", "..", "sub/..", "home", "mount"])
+def test_roots_mounts_home_and_dots_are_refused_before_anything_is_made(where, tmp_path,
+                                                                         monkeypatch):
+    import os
+    work = tmp_path / "work"
+    (work / "sub").mkdir(parents=True)
+    monkeypatch.chdir(work)
+    if where == "home":
+        monkeypatch.setenv("HOME", str(tmp_path / "home"))
+        (tmp_path / "home").mkdir()
+        where = tmp_path / "home"
+    elif where == "mount":
+        if not os.path.ismount("/proc"):
+            pytest.skip("/proc is not a mount point here")
+        where = "/proc"
+    _no_staging(monkeypatch)
+    _refused(invoke("run", SORT, "-o", where), f"output directory {where}: {WHOLE}")
+
+
+def test_a_directory_holding_the_current_one_is_refused(tmp_path, monkeypatch):
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path / "a" / "b")
+    _no_staging(monkeypatch)
+    _refused(invoke("run", SORT, "-o", tmp_path / "a"),
+             f"output directory {tmp_path / 'a'}: holds the current directory, which the run "
+             f"would replace as a whole: {OWN}")
+
+
+def test_too_many_files_to_copy_are_refused(tmp_path, monkeypatch):
+    from spe_emu import session
+    out = tmp_path / "out"
+    (out / "d").mkdir(parents=True)
+    for n in range(3):
+        (out / "d" / str(n)).write_text("x")
+    monkeypatch.setattr(session, "MAX_OUTDIR_ENTRIES", 3)   # (out: d and its three files)
+    _no_staging(monkeypatch)
+    _refused(invoke("run", SORT, "-o", out),
+             f"output directory {out}: more than 3 files and directories in it, which each "
+             f"run would copy (not an spe-emu output directory?): {OWN}")
+    monkeypatch.setattr(session, "MAX_OUTDIR_ENTRIES", 10_000)
+    monkeypatch.setattr(session, "MAX_OUTDIR_BYTES", 2)
+    _refused(invoke("run", SORT, "-o", out),
+             f"output directory {out}: more than 2 bytes in it, which each run would copy (not "
+             f"an spe-emu output directory?): {OWN}")
+
+
+def test_files_a_copy_would_change_are_refused(tmp_path, monkeypatch):
+    """A named pipe (the copy would wait on it), a file of another owner or group (the copy
+    would be the run's: /etc's /etc/shadow, group shadow)."""
+    import os
+    out = tmp_path / "out"
+    out.mkdir()
+    os.mkfifo(out / "pipe")
+    _no_staging(monkeypatch)
+    _refused(invoke("run", SORT, "-o", out),
+             f"output directory {out}: {out / 'pipe'} is not a file, directory or symbolic "
+             f"link a run can copy: {OWN}")
+    (out / "pipe").unlink()
+    if os.geteuid() != 0:
+        return
+    (out / "theirs").write_text("x")
+    os.chown(out / "theirs", 0, 42)
+    _refused(invoke("run", SORT, "-o", out),
+             f"output directory {out}: {out / 'theirs'} is owned by 0:42, not by the run's "
+             f"user and group (0:{os.getegid()}), which its copy would get: {OWN}")
