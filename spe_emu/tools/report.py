@@ -91,15 +91,19 @@ class _Image:
         self._raw = raw
         self._lines: Optional[tuple[list[int], list[tuple[str, int]]]] = None
 
+    def data_object(self, va: int) -> Optional[tuple[int, int, str]]:
+        """(start, size, name) of the data object (STT_OBJECT symbol) holding ``va``; None
+        outside every one."""
+        i = bisect.bisect_right(self.object_starts, va) - 1
+        if i >= 0 and va < self.objects[i][0] + self.objects[i][1]:
+            return self.objects[i]
+        return None
+
     def data_symbol(self, va: int) -> Optional[tuple[str, int]]:
         """The data object (STT_OBJECT symbol) holding ``va`` and the offset in it, as
         ``perf mem`` names data addresses (``values+0x1638``); None outside every one."""
-        i = bisect.bisect_right(self.object_starts, va) - 1
-        if i >= 0:
-            start, size, name = self.objects[i]
-            if va < start + size:
-                return name, va - start
-        return None
+        obj = self.data_object(va)
+        return None if obj is None else (obj[2], va - obj[0])
 
     def text_contains(self, pc: int) -> bool:
         """``pc`` is inside one of the image's executable sections."""
@@ -288,6 +292,24 @@ def _op_mix(leaves: Counter, total: int) -> list[tuple[int, str, int, float]]:
 
     walk(OP_TREE, 0)
     return rows
+
+
+STORE_LEVEL = "store"
+EVENT_LEVELS = ("L1D hit", "L1D miss, LLC hit", "LLC miss")
+
+
+def served_by(store: bool, data_source: Optional[int], events: int) -> str:
+    """The level that served a load, as the latency histograms split them: the Data Source
+    packet's level name (:func:`~spe_emu.spe.packets.data_source_name`) when the record has
+    one, else from its Events (:data:`EVENT_LEVELS`: no L1D refill, an L1D refill, an LLC
+    miss); :data:`STORE_LEVEL` for a store."""
+    if store:
+        return STORE_LEVEL
+    if data_source is not None:
+        return data_source_name(data_source)
+    if events >> EV_LLC_MISS & 1:
+        return EVENT_LEVELS[2]
+    return EVENT_LEVELS[1] if events >> EV_L1D_REFILL & 1 else EVENT_LEVELS[0]
 
 
 def _percent(count: int, total: int) -> float:
@@ -492,6 +514,9 @@ class Report:
             (empty when the trace has no PA packets).
         timeline: ``(timestamp, pc)`` of every record with both (virtual time in ticks).
         latencies: per function, the TOT latencies (cycles) of its loads/stores.
+        latency_levels: per function, per level that served the access (:func:`served_by`),
+            the TOT latencies (cycles) of its loads/stores, ascending.
+        pc_functions: the function of every sampled PC (what ``timeline`` is drawn by).
         data_vas: every sampled data virtual address (for the heat map).
         ground_truth: with a ground-truth file: ``functions`` and ``op_classes`` rows
             ``(name, estimated %, exact %, error in points)``, and ``error_functions`` /
@@ -513,6 +538,8 @@ class Report:
     pages: list[tuple[int, int, float]] = field(default_factory=list)
     timeline: list[tuple[int, int]] = field(default_factory=list)
     latencies: dict[str, list[int]] = field(default_factory=dict)
+    latency_levels: dict[str, dict[str, list[int]]] = field(default_factory=dict)
+    pc_functions: dict[int, str] = field(default_factory=dict)
     data_vas: list[int] = field(default_factory=list)
     data_symbols: dict[int, str] = field(default_factory=dict)
     """Of the hot data addresses, the data object each lies in (``name+0xoff``, perf mem's
@@ -520,6 +547,9 @@ class Report:
     data_objects: list[tuple[str, int, float]] = field(default_factory=list)
     """``(data object, samples, percent of the samples with a data address)``, most sampled
     first (``[unknown]``: outside every data symbol)."""
+    data_object_spans: list[tuple[int, int, str]] = field(default_factory=list)
+    """``(start, size, name)`` of the data objects with samples, by address (the heat map
+    marks them)."""
     model_config: Optional[dict] = None
     """The run's model parameters (summary.json ``model_config``), when known: the report
     states them first (:func:`describe_model`)."""
@@ -662,8 +692,11 @@ def build_report(trace: bytes, image_path: Optional[Union[str, os.PathLike]],
             hit = image.data_symbol(a)
             if hit is not None:
                 rep.data_symbols[a] = f"{hit[0]}+{hit[1]:#x}"
-        objects = Counter((image.data_symbol(va) or (UNKNOWN_SYMBOL, 0))[0]
-                          for va in rep.data_vas)
+        found = Counter(map(image.data_object, rep.data_vas))
+        rep.data_object_spans = sorted(o for o in found if o is not None)
+        objects = Counter()
+        for obj, n in found.items():
+            objects[UNKNOWN_SYMBOL if obj is None else obj[2]] += n
         rep.data_objects = [(name, n, _percent(n, len(rep.data_vas)))
                             for name, n in sorted(objects.items(), key=lambda kv: -kv[1])]
     if ground_truth_events:
@@ -713,6 +746,7 @@ def _build(trace: bytes, image: Optional[_Image], max_pcs: int,
     clines: dict[int, _Group] = {}
     pages: Counter[int] = Counter()
     timeline, latencies, data_vas = [], {}, []
+    levels: dict[str, dict[str, list[int]]] = {}
     line_cache: dict[int, Optional[str]] = {}
     for rec in records:
         name = sym[rec.pc] if rec.pc is not None else UNKNOWN_SYMBOL
@@ -727,6 +761,8 @@ def _build(trace: bytes, image: Optional[_Image], max_pcs: int,
                 line_func.setdefault(ln, name)
         if rec.op_class == OP_CLASS_LDST and rec.latency_total is not None:
             latencies.setdefault(name, []).append(rec.latency_total)
+            level = served_by(bool(rec.op_subclass & LDST_ST), rec.data_source, rec.events)
+            levels.setdefault(name, {}).setdefault(level, []).append(rec.latency_total)
         if rec.data_va is not None:
             data_vas.append(rec.data_va)
             addrs.setdefault(rec.data_va, _Group()).add(rec, name)
@@ -756,7 +792,8 @@ def _build(trace: bytes, image: Optional[_Image], max_pcs: int,
         pages=[(a, c, _percent(c, total)) for a, c in
                sorted(pages.items(), key=lambda kv: (-kv[1], kv[0]))[:max_pcs]],
         timeline=sorted(timeline), latencies=latencies, data_vas=data_vas,
-        bad_packets=bad, image_path=None if image is None else image.path)
+        latency_levels={n: {k: sorted(v) for k, v in d.items()} for n, d in levels.items()},
+        pc_functions=sym, bad_packets=bad, image_path=None if image is None else image.path)
     if ground_truth:
         rep.ground_truth = _compare(pcs, ground_truth, image, md)
     return rep
@@ -1024,6 +1061,33 @@ def _build_vectorised(rows, bad: int, image: Optional[_Image], max_pcs: int,
             i = int(ids[k])
             latencies[names[i]] = per[i]
 
+    # per function and level that served the access (served_by), the TOT latencies
+    latency_levels: dict[str, dict[str, list[int]]] = {}
+    if len(lat_names):
+        ev = c.events[has_tot]
+        bit = lambda b: (ev >> np.uint64(b)) & np.uint64(1)
+        # (every combination the rule reads, one row each; the rule applied once per row)
+        ukeys, key_of = np.unique(np.stack([
+            c.store[has_tot].astype(np.uint64), c.has_ds[has_tot].astype(np.uint64),
+            bit(EV_L1D_REFILL), bit(EV_LLC_MISS),
+            c.data_source[has_tot].astype(np.uint64)], axis=1), axis=0, return_inverse=True)
+        key_of = key_of.reshape(-1)
+        level_names = [served_by(bool(st), ds if has_ds else None,
+                                 l1d << EV_L1D_REFILL | llc << EV_LLC_MISS)
+                       for st, has_ds, l1d, llc, ds in ukeys.tolist()]
+        order = np.lexsort((lat_vals, key_of, lat_names))
+        pair = (lat_names * len(level_names) + key_of)[order]
+        upair, start = np.unique(pair, return_index=True)
+        vals = lat_vals[order].tolist()
+        bounds = start.tolist() + [len(vals)]
+        for k, p in enumerate(upair.tolist()):
+            fn, lv = divmod(p, len(level_names))
+            latency_levels.setdefault(names[fn], {}).setdefault(level_names[lv], []).extend(
+                vals[bounds[k]:bounds[k + 1]])
+        for d in latency_levels.values():
+            for v in d.values():
+                v.sort()
+
     def address_groups(keys, offsets: bool):
         """(key, samples, loads, stores, distinct offsets, sorted functions, mean TOT) of
         the ``max_pcs`` most sampled values of ``keys`` (records with a data VA)."""
@@ -1083,6 +1147,8 @@ def _build_vectorised(rows, bad: int, image: Optional[_Image], max_pcs: int,
         op_mix=_op_mix(leaves, total), el_mix=dict(sorted(els.items())),
         data_addresses=data_addresses, cache_lines=cache_lines, pages=pages,
         timeline=timeline, latencies=latencies, data_vas=c.va[c.has_va].tolist(),
+        latency_levels=latency_levels,
+        pc_functions={pc: names[i] for pc, i in zip(upcs_l, pc_func.tolist())},
         bad_packets=bad, image_path=None if image is None else image.path)
     if ground_truth:
         rep.ground_truth = _compare(Counter(pcs), ground_truth, image, md)
@@ -1232,132 +1298,183 @@ def describe_model(config: Optional[dict]) -> Optional[str]:
             f"{config.get('ras_entries')}; MIDR_EL1 {midr or 'Unicorn max'}")
 
 
-def render_report(report: Report, console, top: int = 10) -> None:
-    """Print ``report`` on the rich ``console`` (tables sized to its width: long symbols are
-    shortened in the middle, their ``+0x`` offsets kept): a summary line, then the ``top``
-    functions (samples, load/store latency, event rates), source lines, PCs, the operation
-    hierarchy, Exception levels, data addresses, cache lines, PA pages and, with ground
-    truth, the estimated-against-exact tables. Names are printed literally (never as rich
-    markup)."""
-    from rich.text import Text
+FIT_SYMBOL, FIT_HALF, FIT_NAMES, FIT_TEXT = "symbol", "half", "names", "text"
+"""How a terminal fits a :class:`ReportTable` column's cells (:func:`render_report`): a
+symbol shortened in its middle to the symbol width (or about half of it), a list of names
+(the first three, each shortened), literal text (never rich markup); None: a number."""
 
-    width = console.width
-    sym_w = max(16, min(48, width // 3 - 2))
+
+@dataclass
+class ReportTable:
+    """One table of the report, as the text and the HTML renderer both show it.
+
+    Fields:
+        key: its name (the HTML table's id).
+        title: the title above it.
+        columns: ``(header, right-aligned, fit)``, fit one of FIT_* or None.
+        rows: per row its cells: text, or a list of names for a FIT_NAMES column.
+    """
+
+    key: str
+    title: str
+    columns: list[tuple[str, bool, Optional[str]]]
+    rows: list[list]
+
+
+@dataclass
+class ReportLine:
+    """A line of text between the tables (``key``: the HTML paragraph's id)."""
+
+    key: str
+    text: str
+
+
+def data_sources_text(s: dict) -> str:
+    """The data sources of a summary by level name and records (``L1D:126 DRAM:3``)."""
+    return " ".join(f"{data_source_name(int(k, 16))}:{v}"
+                    for k, v in s["data_source"].items()) or "-"
+
+
+def summary_line(report: Report) -> str:
+    """The report's first line: the image, records and bad packets."""
     source = f" from {report.image_path}" if report.image_path else ""
-    console.print(Text(f"SPE report{source}: {report.total_records} records, "
-                       f"{report.bad_packets} bad packets"))
-    model = describe_model(report.model_config)
-    if model:
-        console.print(Text(model))
+    return (f"SPE report{source}: {report.total_records} records, "
+            f"{report.bad_packets} bad packets")
 
-    t = _table(f"Hot functions (top {top}; load/store latency in cycles, mean ±95% CI)", [
-        "Function", ("Samples", 1), ("%", 1), ("Ld/St", 1), ("TOT mean", 1), ("p50", 1),
-        ("p90", 1), ("p99", 1)], width)
-    for name, count, pct in report.hot_functions[:top]:
-        s = report.functions[name]
+
+def report_parts(report: Report, top: int = 10, inline: bool = False) -> list:
+    """The report after its summary and model lines, in order: :class:`ReportTable` and
+    :class:`ReportLine` items (what both :func:`render_report` and the HTML page show).
+    Rates with their interval on a second line, or after them with ``inline``."""
+    S, H, T = FIT_SYMBOL, FIT_HALF, FIT_TEXT
+    num = lambda name: (name, True, None)
+    parts: list = []
+
+    def table(key, title, columns, rows):
+        parts.append(ReportTable(key, title, columns, rows))
+
+    hot = [(name, count, pct, report.functions[name])
+           for name, count, pct in report.hot_functions[:top]]
+    rows = []
+    for name, count, pct, s in hot:
         tot = s["latency"].get("TOT", {})
-        t.add_row(Text(shorten(name, sym_w)), str(count), f"{pct:.2f}",
-                  str(s["loads"] + s["stores"]), _fmt_mean(tot), _fmt(tot.get("p50"), 0),
-                  _fmt(tot.get("p90"), 0), _fmt(tot.get("p99"), 0))
-    console.print(t)
-    t = _table(f"Events per function (top {top}; percent of accesses, of branches; under "
-               f"each, its 95% confidence interval)", [
-        "Function", ("ISSUE mean", 1), ("XLAT mean", 1), ("L1D miss%", 1), ("LLC miss%", 1),
-        ("TLB miss%", 1), ("Mispred%", 1), "Data source"], width)
-    for name, count, pct in report.hot_functions[:top]:
-        s = report.functions[name]
+        rows.append([name, str(count), f"{pct:.2f}", str(s["loads"] + s["stores"]),
+                     _fmt_mean(tot), _fmt(tot.get("p50"), 0), _fmt(tot.get("p90"), 0),
+                     _fmt(tot.get("p99"), 0)])
+    table("hot-functions",
+          f"Hot functions (top {top}; load/store latency in cycles, mean ±95% CI)",
+          [("Function", False, S), num("Samples"), num("%"), num("Ld/St"), num("TOT mean"),
+           num("p50"), num("p90"), num("p99")], rows)
+    rows = []
+    for name, _, _, s in hot:
         lat = s["latency"]
-        t.add_row(Text(shorten(name, sym_w)), _fmt(lat.get("ISSUE", {}).get("mean")),
-                  _fmt(lat.get("XLAT", {}).get("mean")), format_rate(s, "l1d_refill"),
-                  format_rate(s, "llc_miss"), format_rate(s, "tlb_refill"),
-                  format_rate(s, "mispredict"),
-                  Text(" ".join(f"{data_source_name(int(k, 16))}:{v}"
-                                for k, v in s["data_source"].items()) or "-"))
-    console.print(t)
-
+        rows.append([name, _fmt(lat.get("ISSUE", {}).get("mean")),
+                     _fmt(lat.get("XLAT", {}).get("mean"))]
+                    + [format_rate(s, r, inline) for r, _, _ in RATES] + [data_sources_text(s)])
+    table("events", f"Events per function (top {top}; percent of accesses, of branches; "
+          + ("after each, its 95% confidence interval)" if inline else
+             "under each, its 95% confidence interval)"),
+          [("Function", False, S), num("ISSUE mean"), num("XLAT mean"), num("L1D miss%"),
+           num("LLC miss%"), num("TLB miss%"), num("Mispred%"), ("Data source", False, T)],
+          rows)
     if report.lines:
-        t = _table(f"Hot source lines (top {top})", [
-            "Line", "Function", ("Samples", 1), ("%", 1), ("TOT mean", 1), ("ISSUE", 1),
-            ("L1D miss%", 1)], width)
+        rows = []
         for ln, func, s in report.lines[:top]:
             lat = s["latency"]
-            t.add_row(Text(shorten(ln, sym_w)), Text(shorten(func, sym_w // 2 + 4)),
-                      str(s["samples"]), f"{s['percent']:.2f}",
-                      _fmt(lat.get("TOT", {}).get("mean")),
-                      _fmt(lat.get("ISSUE", {}).get("mean")),
-                      _fmt(s["rates"].get("l1d_refill")))
-        console.print(t)
-
-    t = _table(f"Hot PCs (top {top})", [("PC", 1), "Location", "Instruction", ("Samples", 1),
-                                         ("%", 1)], width)
-    for pc, where, disasm, count, pct in report.hot_pcs[:top]:
-        t.add_row(f"{pc:#x}", Text(shorten(where, sym_w)), Text(disasm), str(count),
-                  f"{pct:.2f}")
-    console.print(t)
-
-    t = _table("Operation mix (each level adds up to its parent)",
-               ["Kind", ("Samples", 1), ("%", 1)], width)
-    for depth, kind, count, pct in report.op_mix:
-        t.add_row(Text("  " * depth + kind), str(count), f"{pct:.2f}")
-    console.print(t)
-
-    t = _table("Exception level", ["EL", ("Samples", 1), ("%", 1)], width)
-    for el, count in report.el_mix.items():
-        t.add_row(el, str(count), f"{_percent(count, report.total_records):.2f}")
-    console.print(t)
-
+            rows.append([ln, func, str(s["samples"]), f"{s['percent']:.2f}",
+                         _fmt(lat.get("TOT", {}).get("mean")),
+                         _fmt(lat.get("ISSUE", {}).get("mean")),
+                         _fmt(s["rates"].get("l1d_refill"))])
+        table("lines", f"Hot source lines (top {top})",
+              [("Line", False, S), ("Function", False, H), num("Samples"), num("%"),
+               num("TOT mean"), num("ISSUE"), num("L1D miss%")], rows)
+    table("pcs", f"Hot PCs (top {top})",
+          [num("PC"), ("Location", False, S), ("Instruction", False, T), num("Samples"),
+           num("%")],
+          [[f"{pc:#x}", where, disasm, str(count), f"{pct:.2f}"]
+           for pc, where, disasm, count, pct in report.hot_pcs[:top]])
+    table("op-mix", "Operation mix (each level adds up to its parent)",
+          [("Kind", False, T), num("Samples"), num("%")],
+          [["  " * depth + kind, str(count), f"{pct:.2f}"]
+           for depth, kind, count, pct in report.op_mix])
+    table("el-mix", "Exception level", [("EL", False, None), num("Samples"), num("%")],
+          [[el, str(count), f"{_percent(count, report.total_records):.2f}"]
+           for el, count in report.el_mix.items()])
     if report.data_objects:
-        t = _table(f"Hot data objects (top {top}; samples with a data address)",
-                   ["Data object", ("Samples", 1), ("%", 1)], width)
-        for name, c, p in report.data_objects[:top]:
-            t.add_row(Text(shorten(name, sym_w)), str(c), f"{p:.2f}")
-        console.print(t)
+        table("data-objects", f"Hot data objects (top {top}; samples with a data address)",
+              [("Data object", False, S), num("Samples"), num("%")],
+              [[name, str(c), f"{p:.2f}"] for name, c, p in report.data_objects[:top]])
     if report.data_addresses:
-        t = _table(f"Hot data addresses (top {top})", [
-            ("Data VA", 1), "Data symbol", ("Samples", 1), ("Loads", 1), ("Stores", 1),
-            ("TOT mean", 1), "Function"], width)
-        for a, c, lo, st, m, f in report.data_addresses[:top]:
-            t.add_row(f"{a:#x}", Text(shorten(report.data_symbols.get(a, "-"), sym_w)),
-                      str(c), str(lo), str(st), _fmt(m), Text(shorten(f, sym_w)))
-        console.print(t)
-        t = _table(f"Hot cache lines ({CACHE_LINE} bytes, top {top}; the offsets and "
-                   f"functions that share each)", [
-                       ("Line VA", 1), ("Samples", 1), ("Loads", 1), ("Stores", 1),
-                       ("Offsets", 1), "Functions", ("TOT mean", 1)], width)
-        for a, c, lo, st, o, fs, m in report.cache_lines[:top]:
-            names = ", ".join(shorten(f, 20) for f in fs[:3]) + (" …" if len(fs) > 3 else "")
-            t.add_row(f"{a:#x}", str(c), str(lo), str(st), str(o), Text(names), _fmt(m))
-        console.print(t)
+        table("data-addresses", f"Hot data addresses (top {top})",
+              [num("Data VA"), ("Data symbol", False, S), num("Samples"), num("Loads"),
+               num("Stores"), num("TOT mean"), ("Function", False, S)],
+              [[f"{a:#x}", report.data_symbols.get(a, "-"), str(c), str(lo), str(st),
+                _fmt(m), f] for a, c, lo, st, m, f in report.data_addresses[:top]])
+        table("cache-lines", f"Hot cache lines ({CACHE_LINE} bytes, top {top}; the offsets "
+              f"and functions that share each)",
+              [num("Line VA"), num("Samples"), num("Loads"), num("Stores"), num("Offsets"),
+               ("Functions", False, FIT_NAMES), num("TOT mean")],
+              [[f"{a:#x}", str(c), str(lo), str(st), str(o), list(fs), _fmt(m)]
+               for a, c, lo, st, o, fs, m in report.cache_lines[:top]])
     if report.pages:
-        t = _table(f"Hot physical pages ({PAGE} bytes, top {top})",
-                   [("Page PA", 1), ("Samples", 1), ("%", 1)], width)
-        for a, c, p in report.pages[:top]:
-            t.add_row(f"{a:#x}", str(c), f"{p:.2f}")
-        console.print(t)
+        table("pages", f"Hot physical pages ({PAGE} bytes, top {top})",
+              [num("Page PA"), num("Samples"), num("%")],
+              [[f"{a:#x}", str(c), f"{p:.2f}"] for a, c, p in report.pages[:top]])
 
     gt = report.ground_truth
     if gt:
         for key, title in (("functions", "Function"), ("op_classes", "Operation class")):
-            if not gt.get(key):
-                continue
-            t = _table(f"Sampled against exact ({title.lower()}, top {top})", [
-                title, ("SPE %", 1), ("Exact %", 1), ("Error (points)", 1)], width)
-            for name, est, ex, err in gt[key][:top]:
-                t.add_row(Text(shorten(name, sym_w)), f"{est:.2f}", f"{ex:.2f}", f"{err:+.2f}")
-            console.print(t)
-        console.print(Text(
-            f"Sampling error ({gt['scope']}): {gt['samples']} samples of {gt['instructions']} "
-            f"instructions: "
-            f"total variation {gt['error_functions']:.2f} points over functions, "
-            f"{gt['error_pcs']:.2f} over PCs"))
+            if gt.get(key):
+                table(f"truth-{key.replace('_', '-')}",
+                      f"Sampled against exact ({title.lower()}, top {top})",
+                      [(title, False, S), num("SPE %"), num("Exact %"),
+                       num("Error (points)")],
+                      [[name, f"{est:.2f}", f"{ex:.2f}", f"{err:+.2f}"]
+                       for name, est, ex, err in gt[key][:top]])
+        parts.append(ReportLine("sampling-error", (
+            f"Sampling error ({gt['scope']}): {gt['samples']} samples of "
+            f"{gt['instructions']} instructions: total variation {gt['error_functions']:.2f} "
+            f"points over functions, {gt['error_pcs']:.2f} over PCs")))
     et = report.event_truth
     if et and et["rates"]:
-        t = _table("Event rates, SPE's estimate against the model's exact rate (percent; "
-                   "95% confidence interval)", ["Function", "Event", ("SPE %", 1),
-                                                 ("Interval", 1), ("Exact %", 1), "In"], width)
-        for func, rate, est, lo, hi, exact, inside in et["rates"][:4 * top]:
-            t.add_row(Text(shorten(func, sym_w)), RATE_TITLES[rate], f"{est:.1f}",
-                      f"{lo:.1f}-{hi:.1f}", f"{exact:.1f}", "yes" if inside else "no")
+        table("event-truth", "Event rates, SPE's estimate against the model's exact rate "
+              "(percent; 95% confidence interval)",
+              [("Function", False, S), ("Event", False, None), num("SPE %"),
+               num("Interval"), num("Exact %"), ("In", False, None)],
+              [[func, RATE_TITLES[rate], f"{est:.1f}", f"{lo:.1f}-{hi:.1f}", f"{exact:.1f}",
+                "yes" if inside else "no"]
+               for func, rate, est, lo, hi, exact, inside in et["rates"][:4 * top]])
+    return parts
+
+
+def render_report(report: Report, console, top: int = 10) -> None:
+    """Print ``report`` on the rich ``console`` (tables sized to its width: long symbols are
+    shortened in the middle, their ``+0x`` offsets kept): a summary line, the model
+    configuration, then :func:`report_parts`: the ``top`` functions (samples, load/store
+    latency, event rates), source lines, PCs, the operation hierarchy, Exception levels,
+    data objects and addresses, cache lines, PA pages and, with ground truth, the
+    estimated-against-exact tables. Names are printed literally (never as rich markup)."""
+    from rich.text import Text
+
+    width = console.width
+    sym_w = max(16, min(48, width // 3 - 2))
+    fits = {FIT_SYMBOL: lambda v: Text(shorten(v, sym_w)),
+            FIT_HALF: lambda v: Text(shorten(v, sym_w // 2 + 4)),
+            FIT_TEXT: Text,
+            FIT_NAMES: lambda v: Text(", ".join(shorten(f, 20) for f in v[:3])
+                                      + (" …" if len(v) > 3 else "")),
+            None: str}
+    console.print(Text(summary_line(report)))
+    model = describe_model(report.model_config)
+    if model:
+        console.print(Text(model))
+    for part in report_parts(report, top):
+        if isinstance(part, ReportLine):
+            console.print(Text(part.text))
+            continue
+        t = _table(part.title, [(h, 1) if right else h for h, right, _ in part.columns], width)
+        for row in part.rows:
+            t.add_row(*(fits[fit](v) for (_, _, fit), v in zip(part.columns, row)))
         console.print(t)
 
 
