@@ -17,7 +17,7 @@ import pytest
 from click.testing import CliRunner
 
 from spe_emu.errors import ImageError
-from spe_emu.session import RunOptions, default_firmware, run_image
+from spe_emu.session import default_firmware
 from spe_emu.spe.packets import iter_records
 from spe_emu.tools import perfdata as PD
 from spe_emu.tools.cli import main
