@@ -240,8 +240,8 @@ def _html_table(t: ReportTable) -> str:
 def _html_style(tables) -> str:
     """The page's CSS: numbers right-aligned, every text column (Report column not
     right-aligned) left-aligned, the operation mix's indentation kept."""
-    rules = [f"#{t.key} td:nth-child({i + 1})" for t in tables
-             for i, (_, right, _) in enumerate(t.columns) if not right]
+    rules = [f"#{t.key} {cell}:nth-child({i + 1})" for t in tables
+             for i, (_, right, _) in enumerate(t.columns) if not right for cell in ("td", "th")]
     return ("body{font-family:sans-serif;margin:1em}table{border-collapse:collapse;"
             "margin-bottom:.5em}td,th{border:1px solid #ccc;padding:2px 6px;"
             "text-align:right;vertical-align:top}th{background:#eee}"
