@@ -1087,6 +1087,17 @@ def measure_boot(runner: Runner, repeats: int) -> list[dict]:
     return rows
 
 
+def wall_ratio_target(name: str, row: dict, limit: float, more: str = "") -> Target:
+    """A Target on a row's ``wall_ratio`` (spe-emu's wall time / QEMU's) <= ``limit``: SKIP
+    with the row's reason when it was not measured; the detail names both times, the CPU
+    ratio and ``more``."""
+    if row["wall_ratio"] is None:
+        return Target(name, "SKIP", row["skipped"] or "not run")
+    return Target(name, "PASS" if row["wall_ratio"] <= limit else "FAIL",
+                  f"{row['wall_ratio']:.2f}x ({row['spe_emu_wall_s']} s against "
+                  f"{row['qemu_wall_s']} s; CPU {row['cpu_ratio']}x{more})")
+
+
 def boot_targets(rows: list[dict] | None) -> list[Target]:
     """Issue 27 (issue 14's 2x on 6.1 before): booting each kernel of BOOT_KERNELS to
     power-off with PAuth hidden on both sides takes spe-emu at most MAX_BOOT_RATIO times
@@ -1096,14 +1107,8 @@ def boot_targets(rows: list[dict] | None) -> list[Target]:
     out = []
     for kernel, _ in BOOT_KERNELS:
         row = next(r for r in rows if r["kernel"] == kernel and r["config"] == "pauth-hidden")
-        name = (f"Linux {kernel} boot to power-off <= {MAX_BOOT_RATIO:g}x QEMU wall time "
-                f"(PAuth hidden)")
-        if row["wall_ratio"] is None:
-            out.append(Target(name, "SKIP", row["skipped"] or "not run"))
-            continue
-        out.append(Target(name, "PASS" if row["wall_ratio"] <= MAX_BOOT_RATIO else "FAIL",
-                          f"{row['wall_ratio']:.2f}x ({row['spe_emu_wall_s']} s against "
-                          f"{row['qemu_wall_s']} s; CPU {row['cpu_ratio']}x)"))
+        out.append(wall_ratio_target(f"Linux {kernel} boot to power-off <= {MAX_BOOT_RATIO:g}x "
+                                     f"QEMU wall time (PAuth hidden)", row, MAX_BOOT_RATIO))
     return out
 
 
@@ -1399,14 +1404,10 @@ def variant_targets(rows: list[dict] | None) -> list[Target]:
     for row in rows:
         name = (f"Linux {row['kernel']} perf variant end to end <= {MAX_VARIANT_RATIO:g}x QEMU "
                 f"({row['qemu_event']})")
-        if row["wall_ratio"] is None:
-            out.append(Target(name, "SKIP", row["skipped"] or "not run"))
-            continue
-        out.append(Target(name, "PASS" if row["wall_ratio"] <= MAX_VARIANT_RATIO else "FAIL",
-                          f"{row['wall_ratio']:.2f}x ({row['spe_emu_wall_s']} s against "
-                          f"{row['qemu_wall_s']} s; CPU {row['cpu_ratio']}x; after /init: "
-                          f"{row['spe_emu_wall_s'] - row['spe_emu_init_s']:.2f} s against "
-                          f"{row['qemu_wall_s'] - row['qemu_init_s']:.2f} s)"))
+        after = ("" if row["wall_ratio"] is None else
+                 f"; after /init: {row['spe_emu_wall_s'] - row['spe_emu_init_s']:.2f} s against "
+                 f"{row['qemu_wall_s'] - row['qemu_init_s']:.2f} s")
+        out.append(wall_ratio_target(name, row, MAX_VARIANT_RATIO, after))
     return out
 
 
