@@ -24,6 +24,7 @@ trapped by them.
 from __future__ import annotations
 
 from ..arch.context import HCR_EL2, SCR_EL3, AccessContext
+from ..platform.sysregs import AlwaysPresent
 from ..sysreg import Access, RegisterTable, reg
 
 PRESENTED_RAS = 0b0001
@@ -88,7 +89,7 @@ def redirect(name: str, ctx: AccessContext) -> str | None:
     return name
 
 
-class RasRegisters:
+class RasRegisters(AlwaysPresent):
     """The RAS registers' state (module docstring): a system-register owner the machine
     registers (:class:`spe_emu.platform.sysregs.SysregRegistry`), and the virtual SError's
     syndrome (:meth:`virtual_serror_syndrome`) for :class:`~spe_emu.cpu.pe.ProcessingElement`.
@@ -101,15 +102,6 @@ class RasRegisters:
 
     def __init__(self) -> None:
         self.values = RAS_REGISTERS.reset_values()
-
-    @staticmethod
-    def present() -> bool:
-        return True
-
-    @staticmethod
-    def context(ctx: AccessContext) -> AccessContext:
-        """The access checks need nothing beyond the PE's context."""
-        return ctx
 
     def sysreg_read(self, name: str, ctx: AccessContext) -> int:
         """MRS of ``name`` whose access check passed (:func:`redirect`)."""

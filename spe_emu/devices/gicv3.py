@@ -70,6 +70,7 @@ from ..arch.context import AccessContext
 from ..errors import ConfigError, DeviceError
 from ..platform.device import Device
 from ..platform.mmio import MmioRegister, PerItem, RegisterMap, raz_wi
+from ..platform.sysregs import AlwaysPresent
 from ..sysreg import Access, Field, RegisterSpec, RegisterTable, parse_fields, reg
 
 if TYPE_CHECKING:
@@ -927,7 +928,9 @@ class GicV3:
 # ---------------------------------------------------------------------------------------------
 
 
-class GicDevice(Device, kind="gicv3"):
+class GicDevice(Device, AlwaysPresent, kind="gicv3"):
+    # (AlwaysPresent: the ICC_* access checks need nothing beyond the PE's context,
+    # IHI 0069 §12.1)
     """The GIC as a board device (:mod:`spe_emu.platform.device`): a thin wrapper of
     :class:`GicV3`.
 
@@ -1022,15 +1025,6 @@ class GicDevice(Device, kind="gicv3"):
     # -- the CPU interface's system registers (a :class:`~spe_emu.platform.sysregs.SysregOwner`)
     via_undef = True
     """QEMU does not know the ICC_* registers: every access arrives through UNDEF."""
-
-    @staticmethod
-    def present() -> bool:
-        return True
-
-    @staticmethod
-    def context(ctx: AccessContext) -> AccessContext:
-        """The ICC_* access checks need nothing beyond the PE's context (IHI 0069 §12.1)."""
-        return ctx
 
     def sysreg_read(self, name: str, ctx: AccessContext | None = None) -> int:
         """An MRS of CPU interface register ``name`` (:meth:`GicV3.sysreg_read`)."""

@@ -17,6 +17,19 @@ from ..errors import RegisterTableError
 from ..sysreg import Access, RegisterSpec, RegisterTable, Replan
 
 
+class AlwaysPresent:
+    """The :class:`SysregOwner` defaults of an owner whose registers always exist and whose
+    access checks need nothing beyond the PE's context (the GIC's ICC_*, FEAT_RAS)."""
+
+    @staticmethod
+    def present() -> bool:
+        return True
+
+    @staticmethod
+    def context(ctx: Any) -> Any:
+        return ctx
+
+
 class SysregOwner(Protocol):
     """What an owner of system registers provides.
 
