@@ -43,13 +43,18 @@ starts with ``spe-guest:``):
   values and the names in its ``format/``, then ``poweroff -f`` (PSCI SYSTEM_OFF).
 * ``perf``: as ``probe``, then WORKLOAD alone and ``perf record -e arm_spe_0/ts_enable=1,
   pa_enable=1,load_filter=1,store_filter=1,branch_filter=1/ -c 4096 -o /tmp/perf.data --
-  WORKLOAD`` (``spe_event=EVENT`` on the kernel command line replaces the event), each timed with the guest's clock, ``perf report --stdio`` (also ``--sort
-  pid``), ``perf script | head``, ``semihost-put perf.data < /tmp/perf.data`` (the file to the
+  WORKLOAD`` (``spe_event=EVENT`` on the kernel command line replaces the event), each
+  timed with the guest's clock, ``perf report --stdio`` (also ``--sort pid``), ``perf
+  script | head``, ``semihost-put perf.data < /tmp/perf.data`` (the file to the
   host's output directory: ``spe-emu run --semihosting-userspace``), then powers off.
   ``--workload`` replaces the default WORKLOAD, ``/usr/bin/spe-workload`` (:func:`workload_tool`:
   about 100 M instructions in the functions ``fill_array``, ``sum_array`` and ``branchy``).
   ``symfs/usr/bin`` in the output directory holds the guest's own programs for the host's
   ``perf report --symfs``.
+* ``open``: as ``probe``, then ``spe-open`` (:func:`open_tool`) with arm_spe_0's type and the
+  config words ``spe_config=``, ``spe_config1=``, ``spe_config2=``, ``spe_config3=`` (and
+  ``spe_rounds=``) of the kernel command line: any format attribute the driver offers, e.g.
+  6.12's ``inv_event_filter`` (config3), which Debian 12's perf 6.1 cannot set.
 
 Exit status: 0 built; 1 a step failed (one line on stderr naming it).
 """

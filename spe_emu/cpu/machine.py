@@ -2509,8 +2509,9 @@ class Machine:
         self.uc.reg_write(A.UC_ARM64_REG_PC, pc + 4)
 
     def _mrs_fallback(self, _uch, reg: int, cp_ptr, _data) -> int:
-        """The native MRS hook's fallback (fast and raw modes): fills the counter-read table when it is
-        invalid and this is a counter read, then :meth:`_on_mrs` (:meth:`_guarded`)."""
+        """The native MRS hook's fallback (fast and raw modes): fills the counter-read table
+        when it is invalid and this is a counter read, then :meth:`_on_mrs`
+        (:meth:`_guarded`)."""
         def body() -> int:
             cp = self._cp_reg(cp_ptr)
             if (not self.counter_reads.valid
