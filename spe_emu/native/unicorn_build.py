@@ -98,6 +98,9 @@ def build(dest: Path) -> Path:
             shutil.copy2(built, partial)
             partial.replace(cached)
     dest.mkdir(parents=True, exist_ok=True)
-    shutil.copy2(cached, dest / LIB_NAME)
+    # (a new file renamed over the old one: a process running on the old library keeps it)
+    partial = dest / (LIB_NAME + ".partial")
+    shutil.copy2(cached, partial)
+    partial.replace(dest / LIB_NAME)
     (dest / PATCH_LIST).write_text("".join(f"{p.name}\n" for p in patches()))
     return dest / LIB_NAME
