@@ -17,10 +17,13 @@ differs between the two: spe_emu's counts include its EL1 firmware (about 16,500
 instructions of start-up, system call entry and exit and exit for an empty program; the
 program's own instructions are qemu-aarch64's), so the counts of an empty program
 (``base.c``) are subtracted on both sides. QEMU gives plugins
-virtual addresses and spe_emu's model physical ones: with the default fully associative
-levels any one-to-one mapping gives the same outcomes, and the programs never unmap memory
-(qsort's buffer comes from the heap: ``mallopt``), so no physical page is used for two
-virtual ones. QEMU runs ``-cpu cortex-a57`` (no SVE, whose string functions glibc would pick
+virtual addresses and spe_emu's model physical ones, so the geometries compared are ones where
+any one-to-one mapping of pages gives the same outcomes: fully associative levels, and
+set-associative ones whose set index comes from address bits [11:6] only (64 sets of 64-byte
+lines, as a VIPT L1D's index; the default L1D's 128 and LLC's 1024 sets take page-number bits
+a VA and its PA need not share). The programs never unmap memory (qsort's buffer comes from
+the heap: ``mallopt``), so no physical page is used for two virtual ones. The two geometries
+cover both kinds of set model.c keeps (a row of at most 64 ways, a hashed LRU list above). QEMU runs ``-cpu cortex-a57`` (no SVE, whose string functions glibc would pick
 otherwise) with an empty environment, as ``spe_emu.run`` gives the program.
 
 Skipped without Debian's cross gcc, qemu-aarch64 or a host C compiler.
@@ -62,26 +65,41 @@ def built(tmp_path_factory) -> Path:
     return out
 
 
-def plugin_counts(built: Path, name: str) -> dict[str, int]:
-    """The plugin's counts for a run of ``name`` on qemu-aarch64 (default geometry)."""
+# (level: (lines, ways)) -- TLB in 4 KiB pages, the others in 64-byte lines; no L2
+GEOMETRIES = {
+    "fully-associative": {"tlb": (48, 0), "l1d": (512, 0), "llc": (16384, 0)},
+    "page-offset-sets": {"tlb": (48, 0), "l1d": (256, 4), "llc": (4096, 64)},
+}
+
+
+def plugin_counts(built: Path, name: str, geometry: dict) -> dict[str, int]:
+    """The plugin's counts for a run of ``name`` on qemu-aarch64."""
     out = built / f"{name}.json"
+    levels = ",".join(f"{level}={lines}:{ways}" for level, (lines, ways) in geometry.items())
     subprocess.run([QEMU_USER, "-cpu", "cortex-a57", "-plugin",
-                    f"{built / 'cache_plugin.so'},out={out}", str(built / name)],
+                    f"{built / 'cache_plugin.so'},out={out},{levels},l2=0:0", str(built / name)],
                    check=True, env={}, capture_output=True, timeout=120)
     return json.loads(out.read_text())
 
 
-def model_counts(built: Path, name: str) -> dict[str, int]:
-    result = spe_emu.run(str(built / name))
+def model_counts(built: Path, name: str, geometry: dict) -> dict[str, int]:
+    model = {"l2_lines": 0}
+    for level, (lines, ways) in geometry.items():
+        model["tlb_entries" if level == "tlb" else f"{level}_lines"] = lines
+        model[f"{level}_ways"] = ways
+    result = spe_emu.run(str(built / name), spe_model=model)
     assert result.status == 0 and result.summary["model"]["feed"] == "every"
     return result.summary["model"]
 
 
-def test_plugin_model_agrees_with_spe_emu(built):
-    spe_base, qemu_base = model_counts(built, "base"), plugin_counts(built, "base")
+@pytest.mark.parametrize("geometry", sorted(GEOMETRIES))
+def test_plugin_model_agrees_with_spe_emu(built, geometry):
+    geometry = GEOMETRIES[geometry]
+    spe_base, qemu_base = model_counts(built, "base", geometry), plugin_counts(built, "base",
+                                                                              geometry)
     seen = {}
     for name in PROGRAMS:
-        spe, qemu = model_counts(built, name), plugin_counts(built, name)
+        spe, qemu = model_counts(built, name, geometry), plugin_counts(built, name, geometry)
         seen[name] = qemu
         assert qemu["accesses"] > 1_000_000, name
         for key in COUNTS:

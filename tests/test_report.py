@@ -259,16 +259,16 @@ def test_the_report_states_the_model_first(tmp_path):
     sort = Path(__file__).resolve().parent.parent / "guests" / "sort.elf"
     out = tmp_path / "out"
     assert CliRunner().invoke(main, ["run", str(sort), "-o", str(out),
-                                     "--spe-model", "l1d_ways=4"]).exit_code == 0
+                                     "--spe-model", "l1d_ways=8"]).exit_code == 0
     config = json.loads((out / "summary.json").read_text())["model_config"]
-    assert config["l1d_ways"] == 4 and config["model_feed"] == "every"
+    assert config["l1d_ways"] == 8 and config["model_feed"] == "every"
     r = CliRunner().invoke(main, ["report", str(out / "spe.trace"), "--image", str(sort),
                                   "--html", str(tmp_path / "r.html")], env={"COLUMNS": "300"})
     assert r.exit_code == 0, r.output
     second = r.stdout.splitlines()[1]
     assert second.startswith("Model: feed every from enable, linger 100,000,000 insns; "
-                             "TLB 48 entries (fully assoc.), L1D 32 KiB (4-way), "
-                             "LLC 1 MiB (fully assoc.); load latency L1D/L2/LLC/DRAM 4/12/20/120")
+                             "TLB 48 entries (fully assoc.), L1D 32 KiB (8-way), "
+                             "LLC 1 MiB (16-way); load latency L1D/L2/LLC/DRAM 4/12/20/120")
     assert "<p id='model'>Model: feed every" in (tmp_path / "r.html").read_text()
 
 

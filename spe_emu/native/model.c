@@ -217,10 +217,17 @@ static int targets_swap(struct spe_targets *t, uint64_t pc, uint64_t target, uin
 /* ---- levels and the model ------------------------------------------------------------ */
 
 /* One level: `sets` LRU sets (a power of two) of `ways` entries; a key goes to set
- * key & (sets - 1). */
+ * key & (sets - 1). A set of at most SPE_ARRAY_WAYS ways is a row of keys[], newest first
+ * (key + 1; 0: an empty way), looked up by a scan and reordered by a shift; a larger one (a
+ * big fully associative level) is an spe_lru. Both keep the same LRU order, so the outcomes
+ * do not depend on which a level uses. */
+#define SPE_ARRAY_WAYS 64
+
 struct spe_level {
     uint32_t sets;          /* 0: the level is absent */
-    struct spe_lru **set;
+    uint32_t ways;
+    uint64_t *keys;         /* sets * ways keys (ways <= SPE_ARRAY_WAYS), else NULL */
+    struct spe_lru **set;   /* sets spe_lru sets (ways > SPE_ARRAY_WAYS), else NULL */
 };
 
 struct spe_model {
@@ -254,7 +261,9 @@ static void level_free(struct spe_level *v)
         for (uint32_t i = 0; i < v->sets; i++)
             lru_free(v->set[i]);
     free(v->set);
+    free(v->keys);
     v->set = 0;
+    v->keys = 0;
     v->sets = 0;
 }
 
@@ -265,6 +274,7 @@ static int level_init(struct spe_level *v, uint32_t lines, uint32_t ways)
 {
     v->sets = 0;
     v->set = 0;
+    v->keys = 0;
     if (lines == 0)
         return 1;
     if (ways == 0 || ways > lines)
@@ -272,6 +282,12 @@ static int level_init(struct spe_level *v, uint32_t lines, uint32_t ways)
     uint32_t sets = lines / ways;
     if (sets * ways != lines || (sets & (sets - 1)))
         return 0;
+    v->ways = ways;
+    if (ways <= SPE_ARRAY_WAYS) {
+        v->keys = calloc((size_t)sets * ways, sizeof *v->keys);
+        v->sets = v->keys ? sets : 0;
+        return v->keys != 0;
+    }
     v->set = calloc(sets, sizeof *v->set);
     if (!v->set)
         return 0;
@@ -283,8 +299,21 @@ static int level_init(struct spe_level *v, uint32_t lines, uint32_t ways)
 }
 
 /* 1 if key is in the level; with update, the access is recorded (LRU order, fill on a miss). */
-static int level_access(struct spe_level *v, uint64_t key, int update)
+static inline int level_access(struct spe_level *v, uint64_t key, int update)
 {
+    if (v->keys) {
+        uint64_t *row = v->keys + (size_t)(key & (v->sets - 1)) * v->ways, want = key + 1;
+        uint32_t i = 0;
+        while (i < v->ways && row[i] != want)
+            i++;
+        int hit = i < v->ways;
+        if (update) {   /* the key becomes the newest; a miss drops the oldest way */
+            for (i -= !hit; i > 0; i--)
+                row[i] = row[i - 1];
+            row[0] = want;
+        }
+        return hit;
+    }
     struct spe_lru *l = v->set[key & (v->sets - 1)];
     return update ? lru_touch(l, key) : lru_contains(l, key);
 }

@@ -153,11 +153,11 @@ MODEL_PARAMETERS = {
     "tlb_entries": "TLB entries, 4 KiB pages (default 48)",
     "tlb_ways": "TLB ways per set (default 0: fully associative)",
     "l1d_lines": "L1D size in 64-byte lines (default 512: 32 KiB)",
-    "l1d_ways": "L1D ways per set (default 0: fully associative)",
+    "l1d_ways": "L1D ways per set (default 4; 0: fully associative)",
     "l2_lines": "L2 size in 64-byte lines (default 0: no L2)",
     "l2_ways": "L2 ways per set (default 0: fully associative)",
     "llc_lines": "last level cache size in 64-byte lines (default 16384: 1 MiB)",
-    "llc_ways": "last level cache ways per set (default 0: fully associative)",
+    "llc_ways": "last level cache ways per set (default 16; 0: fully associative)",
     "l1d_latency": "cycles of a load that hits the L1D (default 4)",
     "l2_latency": "cycles of a load that misses the L1D and hits the L2 (default 12)",
     "llc_latency": "cycles of a load that hits the last level cache (default 20)",
@@ -327,11 +327,11 @@ class SpeConfig:
     tlb_entries: int = 48
     tlb_ways: int = 0
     l1d_lines: int = 512
-    l1d_ways: int = 0
+    l1d_ways: int = 4
     l2_lines: int = 0
     l2_ways: int = 0
     llc_lines: int = 16384
-    llc_ways: int = 0
+    llc_ways: int = 16
     l1d_latency: int = 4
     l2_latency: int = 12
     llc_latency: int = 20

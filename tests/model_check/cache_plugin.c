@@ -13,7 +13,8 @@
  * fully associative levels (one set) the outcomes are the same for any one-to-one mapping.
  *
  * Arguments: tlb=LINES:WAYS, l1d=..., l2=..., llc=... (ways 0: fully associative; l2 lines
- * 0: no L2), out=PATH (the JSON counts).
+ * 0: no L2; each defaults to spe_emu's default geometry, SpeConfig), out=PATH (the JSON
+ * counts).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -183,7 +184,7 @@ __attribute__((visibility("default")))
 int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t *info, int argc, char **argv)
 {
     (void)info;
-    uint64_t g[4][2] = {{48, 0}, {512, 0}, {0, 0}, {16384, 0}};
+    uint64_t g[4][2] = {{48, 0}, {512, 4}, {0, 0}, {16384, 16}};
     static const char *names[4] = {"tlb=", "l1d=", "l2=", "llc="};
     for (int a = 0; a < argc; a++) {
         if (!strncmp(argv[a], "out=", 4)) {
