@@ -23,7 +23,7 @@ set-associative ones whose set index comes from address bits [11:6] only (64 set
 lines, as a VIPT L1D's index; the default L1D's 128 and LLC's 1024 sets take page-number bits
 a VA and its PA need not share). The programs never unmap memory (qsort's buffer comes from
 the heap: ``mallopt``), so no physical page is used for two virtual ones. The two geometries
-cover both kinds of set model.c keeps (a row of at most 64 ways, a hashed LRU list above). QEMU runs ``-cpu cortex-a57`` (no SVE, whose string functions glibc would pick
+cover both kinds of set model.c keeps (a row of at most 16 ways, a hashed LRU list above). QEMU runs ``-cpu cortex-a57`` (no SVE, whose string functions glibc would pick
 otherwise) with an empty environment, as ``spe_emu.run`` gives the program.
 
 Skipped without Debian's cross gcc, qemu-aarch64 or a host C compiler.

@@ -67,8 +67,8 @@ class _Oracle:
         return hit
 
 
-# (model.c keeps a set of at most 64 ways as a row of keys, a larger one as a hashed LRU
-# list: (96, 0) and (128, 0) are the second kind)
+# (model.c keeps a set of at most 16 ways as a row of keys, a larger one as a hashed LRU
+# list: (20, 0), (64, 0), (96, 0) and (128, 0) are of the second kind, the rest the first)
 GEOMETRIES = st.sampled_from([(1, 0), (7, 0), (20, 0), (16, 4), (16, 1), (64, 8), (32, 2),
                               (8, 8), (8, 64), (64, 0), (96, 0), (128, 0)])
 

@@ -221,7 +221,7 @@ static int targets_swap(struct spe_targets *t, uint64_t pc, uint64_t target, uin
  * (key + 1; 0: an empty way), looked up by a scan and reordered by a shift; a larger one (a
  * big fully associative level) is an spe_lru. Both keep the same LRU order, so the outcomes
  * do not depend on which a level uses. */
-#define SPE_ARRAY_WAYS 64
+#define SPE_ARRAY_WAYS 16
 
 struct spe_level {
     uint32_t sets;          /* 0: the level is absent */
