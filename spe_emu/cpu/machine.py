@@ -25,7 +25,7 @@ from __future__ import annotations
 import bisect
 import ctypes
 import struct
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Iterator, NamedTuple
@@ -46,9 +46,8 @@ from .. import native
 from ..arch import mmu
 from ..arch.context import (CONTEXTIDR_EL1, CONTEXTIDR_EL2, CPACR_EL1, HCR_EL2, MDCR_EL2, MDCR_EL3,
                             SCR_EL3, SCTLR_ENC, TTBR0_ENC, TTBR1_EL1, AccessContext, banked)
-from ..arch.faults import ExternalAbort, TranslationFault, page_chunks
+from ..arch.faults import TranslationFault
 from ..arch.firmware_regs import CPTR_EL2, CPTR_EL3
-from ..arch.cpu_features import CpuFeatures
 # (registers QEMU implements whose value spe_emu presents: the MRS hook returns it)
 from ..arch.id_regs import (ID_AA64DFR0_EL1, ID_AA64DFR2_EL1, ID_AA64PFR0_EL1, MIDR_EL1,
                            VPIDR_EL2)
@@ -57,7 +56,7 @@ from ..devices.gicv3 import ICC_REGISTERS, GicDevice
 from ..devices.psci import Psci, PsciAction
 from ..devices.semihosting import SemihostExit, Semihosting
 from ..errors import ConfigError, GuestError, GuestRunaway
-from ..platform.board import VIRT, BoardSpec, Platform
+from ..platform.board import Platform
 from ..platform.bus import Bus
 from ..platform.clock import VirtualClock
 from ..platform.console import ConsoleInput, poll_ticks, usable_input
@@ -66,26 +65,25 @@ from ..platform.loader import PF_X, Image, Segment
 from ..platform.sysregs import SysregEntry, SysregRegistry
 from ..spe import exc as spe_exc
 from ..spe import packets as P
-from ..spe.config import SpeConfig
 from ..spe.interval import Xorshift64
 from ..spe.records import Sample
 from ..spe.spu import Spu
-from ..sysreg import MASK64, Access, Replan, reg
+from ..sysreg import MASK64, Access, Replan
 from . import a64
-from .exceptions import (ABORT_ISS, EC, ELR_REG, ESR, PSTATE, SPSR_ENC, VectorKind, current_pstate, esr,
-                         exception_model,
-                         set_pstate, sysreg_trap_iss)
+from .exceptions import (ABORT_ISS, EC, ELR_REG, ESR, PSTATE, SPSR_ENC, VectorKind, esr,
+                         exception_model, set_pstate, sysreg_trap_iss)
 from .fastuc import FastAccess
 from .native_records import (CAPTURE_REGS, CAPTURE_SLOT, NativeRecords, block_templates, plan_steps)
 from .pe import ISR_EL1, ProcessingElement
 from .qemu_state import ExceptionReader, exception_layout
 from .ras import PRESENTED_RAS
 from .watchpoints import DEBUG_WRITES, SHADOWED, Watchpoints
+from .config import NEVER, MachineConfig, MachineExit, RunResult
+from .translation import Translation
 from .sync_checks import (ABORT_ECS, ERET_WORD, INSN_BYTES, PSTATE_EL, SP_ALIGN,
                           SP_ELX_WRITES,
                           SPSR, SyncChecks)
 
-NEVER = (1 << 64) - 1
 PSTATE_IL = PSTATE.field("IL")
 SEMIHOST_IMM = 0xF000
 INTNO_UNDEF, INTNO_SVC, INTNO_PREFETCH_ABORT, INTNO_DATA_ABORT = 1, 2, 3, 4
@@ -225,133 +223,6 @@ def _block_writes(code: bytes) -> tuple | None:
     return words, writes, before, after
 
 
-@dataclass
-class MachineConfig:
-    """How to build and run the machine.
-
-    Attributes:
-        ram_base, ram_size: RAM (bytes); QEMU virt puts RAM at 0x4000_0000.
-        boot_el: Exception level the reset state enters (1, 2 or 3).
-        mode: "fast" (native run loop), "reference" (Python hook on every instruction) or
-            "raw" (no SPE model attached: PMSVer reads 0; the native block hook counts
-            instructions for the budget and virtual time; the exception model, GIC and
-            semihosting still work; for speed baselines: the exceptions spe_emu raises with
-            an instruction or alignment hook -- SIMD&FP traps, alignment faults, SP
-            alignment, Illegal Execution state -- are not raised, see docs/model.md).
-        spe: the SPU implementation choices.
-        outdir: where semihosting files land (the run's output directory).
-        max_insns: instruction budget; exceeding it raises :class:`GuestRunaway`. None: no
-            budget (the run ends when the guest exits, or on a guest error such as a WFI
-            nothing can wake).
-        allow_el0_semihosting: treat HLT #0xF000 at EL0 as a semihosting call (QEMU's default
-            is to UNDEF it, which this model follows unless set).
-        console: receives guest console bytes as they are written.
-        firmware_console: receives the console bytes spe_emu's firmware writes (its banner,
-            exit and fatal lines; :attr:`Machine.firmware_span`), which are not the guest's.
-        tcg_buffer_mb: size of Unicorn's translated-code buffer in MiB (QEMU flushes all
-            translations when it is full); bounds the emulator's memory.
-        board: the board description (memory map, devices, interrupt assignment); RAM is
-            placed at ``ram_base`` with ``ram_size`` bytes whatever the board's default size.
-        stdin: where the console's input comes from (a binary file object), or None.
-        psci: the PSCI conduit the emulator answers (``"hvc"`` or ``"smc"``: calls through
-            it are PSCI calls, not exceptions), or None.
-        cpu: the CPU feature choices (:class:`spe_emu.arch.cpu_features.CpuFeatures`: CSV3,
-            E0PD presented by default; PAuth may be hidden).
-        device_alignment: a data access not aligned to its size where stage 1 is disabled
-            (Device-nGnRnE memory) takes an Alignment fault, as the architecture says
-            (default). False: it completes as to Normal memory, as on QEMU 7.2 (for test
-            programs that rely on it; docs/model.md "Exceptions and interrupts").
-    """
-
-    ram_base: int = 0x4000_0000
-    ram_size: int = 256 << 20
-    boot_el: int = 1
-    mode: str = "fast"
-    spe: SpeConfig = field(default_factory=SpeConfig)
-    outdir: Path = Path("spe-out")
-    max_insns: int | None = 2_000_000_000
-    allow_el0_semihosting: bool = False
-    console: Callable[[bytes], None] | None = None
-    firmware_console: Callable[[bytes], None] | None = None
-    tcg_buffer_mb: int = 4
-    board: BoardSpec = VIRT
-    stdin: object = None
-    psci: str | None = None
-    cpu: CpuFeatures = field(default_factory=CpuFeatures)
-    device_alignment: bool = True
-
-    def __post_init__(self) -> None:
-        if self.boot_el not in (1, 2, 3):
-            raise ConfigError(f"boot_el={self.boot_el!r}: must be 1, 2 or 3")
-        if self.mode not in ("fast", "reference", "raw"):
-            raise ConfigError(f"mode={self.mode!r}: must be 'fast', 'reference' or 'raw'")
-        if self.mode == "raw":
-            self.spe = replace(self.spe, pmsver=0)
-        if self.ram_size <= 0 or self.ram_size % 0x1000 or self.ram_base % 0x1000:
-            raise ConfigError("RAM base and size must be positive multiples of 4 KiB")
-        if not 4 <= self.tcg_buffer_mb <= 1024:
-            raise ConfigError(f"tcg_buffer_mb={self.tcg_buffer_mb!r}: must be 4..1024")
-        if self.max_insns is not None and self.max_insns <= 0:
-            raise ConfigError(f"max_insns={self.max_insns!r}: must be positive")
-        if self.psci not in (None, "hvc", "smc"):
-            raise ConfigError(f"psci={self.psci!r}: must be 'hvc', 'smc' or None")
-
-
-@dataclass(frozen=True)
-class MachineExit:
-    """How the guest ended its run.
-
-    Attributes:
-        status: the exit status (semihosting: the guest's; PSCI SYSTEM_OFF: 0).
-        reason: the semihosting ADP_Stopped_* reason code, or None.
-        via: ``"semihosting"``, ``"psci-system-off"``, ``"psci-system-reset"`` or
-            ``"psci-cpu-off"``.
-    """
-
-    status: int
-    reason: int | None
-    via: str
-
-
-@dataclass
-class RunResult:
-    """What a run produced (counts in instructions unless named otherwise)."""
-
-    exit_status: int | None
-    exit_reason: int | None
-    instructions: int
-    population: int
-    samples: int
-    records_written: int
-    bytes_written: int
-    filtered_out: int
-    management_events: int
-    irqs_taken: int
-    exceptions_taken: int
-    console: bytes
-    guest_errors: list[str]
-    pmbsr: int
-    pmbptr: int
-    pmsicr: int
-    exit_via: str | None = None
-    """How the run ended (:attr:`MachineExit.via`)."""
-    driver_rules: list = field(default_factory=list)
-    """The SPE programming rules the guest broke, first time each (spe.driver_rules.RuleBreak
-    as dicts: rule, section, text, pc, registers)."""
-    firmware_console: bytes = b""
-    """What spe_emu's firmware wrote to the console (never part of :attr:`console`)."""
-    model_config: dict = field(default_factory=dict)
-    """The model's parameters (SpeConfig.model_config) and the PE's MIDR_EL1 (``midr``, hex,
-    None: Unicorn's CPU's): what the events and latencies of the records come from."""
-    pmu_events: dict = field(default_factory=dict)
-    """The SPE PMU events over the run, as the guest's PMU counts them unfiltered (SPE
-    supplement §2.6: SAMPLE_POP, SAMPLE_FEED, SAMPLE_FILTRATE, SAMPLE_COLLISION)."""
-    model: dict = field(default_factory=dict)
-    """The micro-architecture model behind record events (docs/model.md): ``feed`` (its
-    ``model_feed``) and the counts of the accesses it recorded (:data:`native.MODEL_STATS`:
-    by the level that held the line, all, TLB walks)."""
-
-
 @lru_cache(maxsize=1 << 16)
 def _ends_block(word: int) -> bool:
     """Whether QEMU ends a translated block after this instruction (as far as the guess of
@@ -437,7 +308,7 @@ class LearntCode:
 LEARNT_CODE = LearntCode(LEARNT_PAGES_MAX)
 
 
-class Machine:
+class Machine(Translation):
     """One AArch64 PE with SPE, a GICv3 subset and semihosting, on Unicorn."""
 
     def __init__(self, config: MachineConfig):
@@ -1243,87 +1114,6 @@ class Machine:
             return self._retired_before(addr)
         return c.insns
 
-    def _regime_el(self, el: int) -> int:
-        return max(el, 1)
-
-    def _translate(self, va: int, regime: int, write: bool = False,
-                   manage_flags: bool = False) -> int:
-        """Translation for host-side accesses on the guest's behalf (the fetch of a trapped
-        instruction, semihosting blocks, Profiling Buffer writes, PA packets): stage 1 and,
-        for the EL1&0 regime with HCR_EL2.VM == 1, stage 2 by the emulator's own walker
-        (:func:`mmu.translate`, with the Address size and External abort checks), whatever
-        EL the PE is at; cached per 4 KiB page (flushed on SCTLR/TTBR/TCR/VTTBR_EL2/VTCR_EL2
-        writes, an HCR_EL2 or SCR_EL3 write that turns stage 2 on or off or changes
-        HCR_EL2.E2H, and TLBI). With ``manage_flags`` the walk sets Access flags and dirty
-        state where the regime enables their hardware management (:func:`mmu.translate`'s
-        ``write_desc``: the SPU with PMBIDR_EL1.F == 1).
-
-        Raises:
-            TranslationFault: the access does not translate (its ``stage``, FSC with the
-                level, and for stage 2 the IPA).
-        """
-        key = (regime, va >> 12, write)
-        page = self._xlate.get(key)
-        if page is None:
-            try:
-                page = mmu.translate(self.fast, va & ~0xFFF, regime, write=write,
-                                     checked_read=self._descriptor,
-                                     write_desc=self._store_descriptor if manage_flags
-                                     else None) & ~0xFFF
-            except TranslationFault as fault:
-                ipa = fault.ipa
-                if ipa is not None and not fault.s1ptw:
-                    ipa |= va & 0xFFF
-                raise TranslationFault(va, fault.fsc, stage=fault.stage, ipa=ipa,
-                                       s1ptw=fault.s1ptw) from None  # (the address that faulted)
-            self._xlate[key] = page
-            self.sysreg_filter.sys_cache = 1   # (a TLBI must reach _on_sys now)
-        return page | (va & 0xFFF)
-
-    def _descriptor(self, pa: int) -> int:
-        """One translation table descriptor at ``pa`` (a host-side walk's read).
-
-        Raises:
-            ExternalAbort: no RAM or device at ``pa``.
-        """
-        try:
-            return int.from_bytes(self.fast.read(pa, 8), "little")
-        except UcError:
-            raise ExternalAbort(pa) from None
-
-    def _store_descriptor(self, pa: int, desc: int) -> None:
-        """A hardware update of the descriptor at ``pa`` (Access flag, dirty state).
-
-        Raises:
-            ExternalAbort: no RAM or device at ``pa``."""
-        try:
-            self.fast.write(pa, desc.to_bytes(8, "little"))
-        except UcError:
-            raise ExternalAbort(pa) from None
-
-    def _stage2_switch(self, enc: tuple[int, ...], value: int) -> bool:
-        """Whether writing ``value`` to the register ``enc`` (HCR_EL2, SCR_EL3) turns stage 2
-        of the EL1&0 regime on or off or changes HCR_EL2.E2H (the EL2 or EL2&0 regime):
-        :func:`mmu.regime_controls`."""
-        cpr = self.fast.cpr
-        return mmu.regime_controls(cpr) != mmu.regime_controls(
-            lambda e: value if e == enc else cpr(e))
-
-    def _flush_translations(self) -> None:
-        """Forget host-side translations (SCTLR/TTBR/TCR write, TLBI), and the native hook's
-        verdicts, which are kept by virtual address."""
-        self._xlate.clear()
-        if self.records is not None:
-            self.records.clear_translations()
-        self._headroom_pages.clear()
-        self._forget_code()
-        if self.watchpoints.follows_translation:   # (hooked where watched pages mapped)
-            self.watchpoints.dirty = True
-            self._stop_at_block_boundary()
-        # Nothing is cached now (learnt code and records are only made while profiling is
-        # enabled): TLBI and IC stay native until something is.
-        self.sysreg_filter.sys_cache = int(self.enabled)
-
     def _forget_code(self) -> None:
         """Code or its mapping may have changed: drop the native hook's verdicts and the
         instruction words and code pages remembered for captured samples and learning."""
@@ -1344,48 +1134,6 @@ class Machine:
         if self.cfg.mode == "fast" and (self.counter.step_count or self._verdicts_added):
             native.verdicts_clear(self.counter)
             self._verdicts_added = False
-
-    def _fetch(self, pc: int, el: int) -> int:
-        """The instruction word at ``pc`` in the regime of ``el`` (memory is re-read every time,
-        so code written by the guest is seen)."""
-        return self.fast.word(self._translate(pc, self._regime_el(el)))
-
-    def _read_current(self, va: int, n: int) -> bytes:
-        """Guest memory by VA in the current regime (semihosting, instruction fetch)."""
-        regime = self._regime_el(PSTATE.get(current_pstate(self.fast), "EL"))
-        out = bytearray()
-        for page_va, start, end in page_chunks(va, n):
-            try:
-                pa = self._translate(page_va, regime)
-            except TranslationFault as fault:
-                raise GuestError(f"host read of unmapped guest VA {fault.va:#x}") from None
-            out += self.uc.mem_read(pa, end - start)
-        return bytes(out)
-
-    def _write_current(self, va: int, data: bytes) -> None:
-        regime = self._regime_el(PSTATE.get(current_pstate(self.fast), "EL"))
-        for page_va, start, end in page_chunks(va, len(data)):
-            self._write_regime(page_va, data[start:end], regime)
-
-    def _write_regime(self, va: int, data: bytes, regime: int) -> None:
-        """Write ``data`` (within one page) at ``va`` through ``regime``, privileged."""
-        self.fast.write(self._translate(va, regime, write=True), data)
-
-    def _spu_write(self, va: int, data: bytes) -> None:
-        """Profiling Buffer writes (within one page): privileged, owning regime, through
-        stage 2 when it applies to it (§3.4; Arm ARM D17.8.3). A write that reaches no memory
-        or device is an External abort (§3.5.4), which the buffer handles as
-        ``SpeConfig.external_abort`` says.
-
-        Raises:
-            TranslationFault: a stage 1 or stage 2 fault (including an External abort on a
-                walk); ExternalAbort: no memory behind the write."""
-        _, owner_el = self.spu.owner(self.context())
-        pa = self._translate(va, owner_el, write=True,
-                             manage_flags=self.spu.config.flag_updates == 1)
-        if self.bus.find(pa) is None:
-            raise ExternalAbort(va)
-        self.fast.write(pa, data)
 
     def _spu_serror(self) -> None:
         """An External abort on a Profiling Buffer write is a physical SError exception
@@ -1899,35 +1647,6 @@ class Machine:
         elif n > 1:
             add_predicted(n - 1)
         return found, b"".join(entries)
-
-    def _in_ram(self, pa: int, size: int) -> bool:
-        """Whether ``size`` bytes at physical address ``pa`` are RAM (not MMIO)."""
-        return self.cfg.ram_base <= pa <= self.cfg.ram_base + self.cfg.ram_size - size
-
-    def _ram_at(self, va: int, size: int, regime: int) -> int | None:
-        """The physical address of ``size`` bytes at ``va`` (within one page) in ``regime``,
-        or None when they do not translate or are not RAM."""
-        if (va & 0xFFF) + size > 0x1000:
-            return None
-        try:
-            pa = self._translate(va, regime)
-        except TranslationFault:
-            return None
-        return pa if self._in_ram(pa, size) else None
-
-    def _code_page(self, va: int, regime: int) -> bytes | None:
-        """The 4 KiB page of code holding ``va`` in ``regime`` (None: it does not translate or
-        is not RAM), read once until code or its mapping may have changed
-        (:meth:`_forget_code`, as the verdicts learnt from it)."""
-        key = (va >> 12, regime)
-        page = self._code_pages.get(key)
-        if page is None:
-            pa = self._ram_at(va & ~0xFFF, 0x1000, regime)
-            if pa is None:
-                return None
-            page = self._code_pages[key] = self.fast.read(pa, 0x1000)
-            self.sysreg_filter.sys_cache = self.sysreg_filter.sys_code = 1
-        return page
 
     def _block_code(self, block: int, n: int, ctx: AccessContext) -> bytes | None:
         """The code of the ``n``-instruction block at ``block`` (None: it crosses a page,
@@ -3282,4 +3001,3 @@ class Machine:
                           "midr": self.cfg.cpu.describe()["midr"]},
             pmbsr=self.spu.regs["PMBSR_EL1"], pmbptr=self.spu.regs["PMBPTR_EL1"],
             pmsicr=self.spu.interval.value)
-
