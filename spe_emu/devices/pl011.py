@@ -71,10 +71,14 @@ implemented):
 
 from __future__ import annotations
 
+import ctypes
 from collections import deque
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, Callable
 
+from unicorn.unicorn_py3.unicorn import uccallback
+
+from .. import native
 from ..errors import RegisterTableError
 from ..platform.device import Device
 from ..platform.mmio import MmioRegister, RegisterMap
@@ -90,6 +94,8 @@ ACCESS_SIZES = frozenset({1, 2, 4})
 """Access sizes (bytes) every register accepts."""
 CONSOLE_LOG = "console.log"
 """File in the run's output directory that receives every character sent."""
+_FLUSH = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+"""uart.c's flush callback: ``void (*)(uc_engine *)``."""
 
 # The interrupt sources (§3.3.10-§3.3.13): UARTIMSC, UARTRIS, UARTMIS and UARTICR have the
 # same layout, one bit per source, with the TRM's names for each register's field.
@@ -215,18 +221,22 @@ class Pl011(Device, kind="pl011"):
         self._log: IO[bytes] | None = None
         self._log_started = False
         self._fr_values: dict[tuple, int] = {}   # UARTFR per (FIFO state, modem levels)
+        self._native: native.SpeUart | None = None
         super().__init__(spec, platform)
 
     # -- life cycle -----------------------------------------------------------------------
     def reset(self) -> None:
         """Registers to their TRM reset values, both FIFOs empty, UARTINTR low."""
+        self._take_native()
         super().reset()
         self._rx.clear()
         self._tx.clear()
         self._update()
+        self._sync_native()
 
     def close(self) -> None:
-        """Flush and close ``console.log``."""
+        """Send what the native path holds; flush and close ``console.log``."""
+        self._take_native()
         if self._log is not None:
             self._log.close()
             self._log = None
@@ -234,7 +244,9 @@ class Pl011(Device, kind="pl011"):
     # -- host side: input -----------------------------------------------------------------
     def rx_space(self) -> int:
         """Characters :meth:`feed` can take now without overrunning the receive FIFO (0 when
-        the receiver is disabled or in loopback)."""
+        the receiver is disabled or in loopback). (The machine asks before it offers input:
+        a prompt the native path holds is sent first.)"""
+        self._take_native()
         if not self._receiving_external():
             return 0
         return self._depth() - len(self._rx)
@@ -253,6 +265,56 @@ class Pl011(Device, kind="pl011"):
             self._receive(self.REGISTERS["UARTDR"].make(DATA=byte))
         self._line_idle()
         self._update()
+        self._sync_native()
+
+    # -- the native path (spe_emu/native/uart.c) --------------------------------------------
+    def native_mmio(self, uc: Any) -> tuple[int, int, Any, Callable[[int, int], None]]:
+        """uart.c's callbacks: while :meth:`_sync_native` finds the transmit path steady, a
+        UARTDR write sends its character and a UARTFR read answers the flags without a
+        Python call (what the Python path would do: the character out, the state unchanged);
+        every other access is :meth:`read`/:meth:`write`."""
+        u = self._native = native.SpeUart()
+        u.dr_offset = self.REGISTERS["UARTDR"].offset
+        u.fr_offset = self.REGISTERS["UARTFR"].offset
+        self._flush_callback = uccallback(uc, _FLUSH)(lambda _uc: self._take_native())
+        u.flush = ctypes.cast(self._flush_callback, ctypes.c_void_p).value
+
+        def set_fallbacks(read: int, write: int) -> None:
+            u.read_fallback, u.write_fallback = read, write
+        self._sync_native()
+        read_cb, write_cb = native.uart_callbacks()
+        return read_cb, write_cb, ctypes.byref(u), set_fallbacks
+
+    def _sync_native(self) -> None:
+        """Tell the native path whether a UARTDR write would only send its character: the
+        transmitter runs, no loopback, the transmit FIFO empty and TXRIS already set (the
+        write clears it or not, its drain sets it again: _write_dr); and UARTFR's value."""
+        u = self._native
+        if u is None:
+            return
+        u.steady = int(self._transmitting() and not self._loopback() and not self._tx
+                       and bool(self.field("UARTRIS", "TXRIS")))
+        u.fr = self.regs["UARTFR"][0]
+
+    def _take_native(self) -> None:
+        """Send the characters the native path collected, and store its last UARTDR write."""
+        u = self._native
+        if u is None or not u.len:
+            return
+        data = bytes(u.buf[:u.len])
+        u.len = 0
+        dr = self.REGISTERS["UARTDR"]
+        dr.write(self._storage(dr), 0, u.last_value, 0, u.last_size)
+        self._output(data)
+
+    def read(self, offset: int, size: int) -> int:
+        value = super().read(offset, size)
+        self._sync_native()
+        return value
+
+    def write(self, offset: int, size: int, value: int) -> None:
+        super().write(offset, size, value)
+        self._sync_native()
 
     # -- state ----------------------------------------------------------------------------
     def _depth(self) -> int:
@@ -305,7 +367,13 @@ class Pl011(Device, kind="pl011"):
         self._raise("TX")  # the FIFO is empty now: at or below every trigger level
 
     def _send(self, byte: int) -> None:
-        out = bytes((byte,))
+        self._output(bytes((byte,)))
+        if self._loopback() and self._receiving():
+            self._receive(self.REGISTERS["UARTDR"].make(DATA=byte))
+            self._line_idle()
+
+    def _output(self, out: bytes) -> None:
+        """Characters sent: to the console and ``console.log``."""
         if self.platform.console is not None:
             self.platform.console(out)
         if self._log is None:
@@ -314,9 +382,6 @@ class Pl011(Device, kind="pl011"):
             self._log = open(path, "ab" if self._log_started else "wb")
             self._log_started = True
         self._log.write(out)
-        if self._loopback() and self._receiving():
-            self._receive(self.REGISTERS["UARTDR"].make(DATA=byte))
-            self._line_idle()
 
     # -- receive --------------------------------------------------------------------------
     def _receive(self, entry: int) -> None:

@@ -308,6 +308,30 @@ class SpeGicIrq(ctypes.Structure):
         return bool(self.latch or (self.level and not self.edge))
 
 
+UART_BUF = 4096       # SPE_UART_BUF
+
+
+class SpeUart(ctypes.Structure):
+    """Mirror of ``struct spe_uart`` (uart.c): the console UART's native transmit path (the
+    PL011 model sets ``steady`` and ``fr``; ``buf[:len]`` are characters sent and not yet
+    taken by its ``flush`` callback)."""
+
+    _fields_ = [("steady", ctypes.c_uint32), ("fr", ctypes.c_uint32),
+                ("dr_offset", ctypes.c_uint64), ("fr_offset", ctypes.c_uint64),
+                ("len", ctypes.c_uint32), ("last_size", ctypes.c_uint32),
+                ("last_value", ctypes.c_uint64), ("sent", ctypes.c_uint64),
+                ("read_fallback", ctypes.c_void_p), ("write_fallback", ctypes.c_void_p),
+                ("flush", ctypes.c_void_p), ("buf", ctypes.c_uint8 * UART_BUF)]
+
+
+def uart_callbacks() -> tuple[int, int]:
+    """Addresses of ``spe_uart_read`` and ``spe_uart_write`` for ``uc_mmio_map`` (user data:
+    a :class:`SpeUart`)."""
+    lib = library()
+    return (ctypes.cast(lib.spe_uart_read, ctypes.c_void_p).value,
+            ctypes.cast(lib.spe_uart_write, ctypes.c_void_p).value)
+
+
 class SpeGic(ctypes.Structure):
     """Mirror of ``struct spe_gic`` (gic.c): the GICv3 model's interrupt state and the ICC
     registers its prioritisation reads."""
@@ -524,7 +548,7 @@ def _layout_matches(lib: ctypes.CDLL) -> bool:
         sizes = [ctypes.c_uint64.in_dll(lib, name).value for name in (
             "spe_counter_size", "spe_recorder_size", "spe_template_size",
             "spe_counter_reads_size", "spe_sysreg_filter_size", "spe_exc_model_size",
-            "spe_intr_size", "spe_control_size", "spe_gic_size")]
+            "spe_intr_size", "spe_control_size", "spe_gic_size", "spe_uart_size")]
         stats = ctypes.c_uint64.in_dll(lib, "spe_model_stats_count").value
     except ValueError:
         return False
@@ -532,7 +556,7 @@ def _layout_matches(lib: ctypes.CDLL) -> bool:
         return False
     return sizes == [ctypes.sizeof(t) for t in (SpeCounter, SpeRecorder, SpeTemplate,
                                                 SpeCounterReads, SpeSysregFilter, SpeExcModel,
-                                                SpeIntr, SpeControl, SpeGic)]
+                                                SpeIntr, SpeControl, SpeGic, SpeUart)]
 
 
 def verdict_add(counter: SpeCounter, pc: int, n: int, k: int, mode: int) -> bool:

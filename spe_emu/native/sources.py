@@ -12,7 +12,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 SOURCES = (HERE / "counter.c", HERE / "record.c", HERE / "model.c", HERE / "exception.c",
-           HERE / "gic.c", HERE / "decode.c")
+           HERE / "gic.c", HERE / "decode.c", HERE / "uart.c")
 HEADER = HERE / "spe_native.h"
 # where ``pip install .`` puts the patched libunicorn (unicorn_build.py) and its PATCHES list
 UNICORN_DIR = HERE.parent / "_unicorn"

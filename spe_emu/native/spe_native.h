@@ -628,4 +628,30 @@ uint32_t spe_gic_lines(const struct spe_gic *g);
 uint32_t spe_gic_acknowledge(struct spe_gic *g, uint32_t group);
 uint32_t spe_gic_eoi(struct spe_gic *g, uint32_t group, uint32_t intid, int commit);
 
+/* ---- the console UART's transmit path (uart.c) ---------------------------------------- */
+
+#define SPE_UART_BUF 4096
+
+/* A PL011 (spe_emu.devices.pl011) mapped with spe_uart_read/spe_uart_write: while `steady`
+ * (Python sets it when a UARTDR write would only send its character, the FIFO empty and the
+ * transmit interrupt already raised, and clears it otherwise) a write to UARTDR appends the
+ * character to buf and a read of UARTFR answers fr; every other access, and those while not
+ * steady, go to Python's fallbacks (the binding's MMIO callbacks), after `flush` has taken
+ * buf. flush is also called at a newline and when buf is full. Read with uart.c. */
+struct spe_uart {
+    uint32_t steady;
+    uint32_t fr;                   /* UARTFR while steady */
+    uint64_t dr_offset, fr_offset; /* Python's register map */
+    uint32_t len;                  /* characters in buf */
+    uint32_t last_size;            /* the last native UARTDR write: its size (bytes) ... */
+    uint64_t last_value;           /* ... and value (Python stores it in UARTDR at flush) */
+    uint64_t sent;                 /* characters sent natively */
+    void *read_fallback, *write_fallback, *flush;
+    uint8_t buf[SPE_UART_BUF];
+};
+
+uint64_t spe_uart_read(void *uc, uint64_t offset, unsigned size, struct spe_uart *u);
+void spe_uart_write(void *uc, uint64_t offset, unsigned size, uint64_t value,
+                    struct spe_uart *u);
+
 #endif

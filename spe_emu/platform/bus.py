@@ -8,7 +8,10 @@ import bisect
 from dataclasses import dataclass
 from typing import Callable
 
-from unicorn import UC_PROT_ALL, Uc
+import ctypes
+
+from unicorn import UC_PROT_ALL, Uc, UcError
+from unicorn.unicorn_py3.unicorn import MMIO_READ_CFUNC, MMIO_WRITE_CFUNC, uccallback, uclib
 
 from ..errors import ConfigError
 from .device import Device
@@ -64,8 +67,24 @@ class Bus:
         for base, size in regions or ((device.base, device.size),):
             self._add(Mapping(device.name, base, size, device))
             delta = base - device.base
-            self.uc.mmio_map(base, size, self._reader(device, delta), None,
-                             self._writer(device, delta), None)
+            native = device.native_mmio(self.uc) if delta == 0 else None
+            if native is None:
+                self.uc.mmio_map(base, size, self._reader(device, delta), None,
+                                 self._writer(device, delta), None)
+                continue
+            # The device's own C callbacks, which call these (the binding's callbacks for the
+            # Python accessors: a Python exception stops the run and is raised by emu_start)
+            # for what they leave to Python.
+            read_cb, write_cb, user_data, set_fallbacks = native
+            read_py = uccallback(self.uc, MMIO_READ_CFUNC)(self._reader(device, 0))
+            write_py = uccallback(self.uc, MMIO_WRITE_CFUNC)(self._writer(device, 0))
+            set_fallbacks(ctypes.cast(read_py, ctypes.c_void_p).value,
+                          ctypes.cast(write_py, ctypes.c_void_p).value)
+            status = uclib.uc_mmio_map(self.uc._uch, base, size, ctypes.c_void_p(read_cb),
+                                       user_data, ctypes.c_void_p(write_cb), user_data)
+            if status:
+                raise UcError(status)
+            self.uc._mmio_callbacks[(base, base + size)] = (read_py, write_py)
 
     @staticmethod
     def _reader(device: Device, delta: int) -> Callable:

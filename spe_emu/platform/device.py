@@ -80,6 +80,15 @@ class Device:
         self.platform.guest_error(f"{self.name}: {message}")
 
     # -- MMIO -------------------------------------------------------------------------------
+    def native_mmio(self, uc: Any) -> tuple[int, int, Any, Callable[[int, int], None]] | None:
+        """A device whose common accesses have a C path returns its ``uc_mmio_map`` read and
+        write callbacks (addresses), their user data (a ctypes pointer) and a function the bus
+        calls with the addresses of the Python fallbacks (MMIO callbacks of the binding's
+        kind, calling :meth:`read` and :meth:`write`); the callbacks leave every access they
+        do not handle to those. Default None: every access goes to :meth:`read` and
+        :meth:`write`."""
+        return None
+
     def read(self, offset: int, size: int) -> int:
         """A guest read of ``size`` bytes at ``offset`` in the device's region (bytes)."""
         found = self.REGISTERS.decode(offset, size) if self.REGISTERS else None
