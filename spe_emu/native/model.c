@@ -251,6 +251,12 @@ struct spe_model {
     uint64_t last_line;
     /* the same for the page of the last recorded access (a TLB hit that changes nothing) */
     uint64_t last_page;
+    /* With a TLB of one hashed LRU set (tlb_list): the page recorded before last_page + 1
+     * (0: none), and the nodes of both in that list. A hit on prev_page -- the second newest
+     * page -- makes it the newest by relinking its node, without a hash probe. */
+    struct spe_lru *tlb_list;
+    uint64_t prev_page;
+    int32_t last_node, prev_node;
 };
 
 const uint64_t spe_model_stats_count = SPE_MODEL_STATS;
@@ -350,6 +356,8 @@ struct spe_model *spe_model_new(const uint32_t *g, const uint32_t *p)
         return 0;
     }
     memset(m->pht, 2, (size_t)1 << p[0]);   /* weakly taken */
+    if (m->tlb.set && m->tlb.sets == 1 && m->tlb.ways >= 2)
+        m->tlb_list = m->tlb.set[0];
     return m;
 }
 
@@ -368,8 +376,22 @@ int spe_model_access(struct spe_model *m, uint64_t line, int update)
         }
         return SPE_LEVEL_L1D << SPE_OUT_LEVEL_SHIFT;
     }
-    int out = page + 1 == m->last_page || level_access(&m->tlb, page, update)
-              ? 0 : SPE_OUT_WALK;
+    int out = 0;
+    if (page + 1 == m->last_page) {
+        /* (the newest page: a hit that changes nothing) */
+    } else if (update && m->tlb_list && page + 1 == m->prev_page) {
+        lru_unlink(m->tlb_list, m->prev_node);   /* (the second newest becomes the newest) */
+        lru_append(m->tlb_list, m->prev_node);
+        int32_t node = m->prev_node;
+        m->prev_page = m->last_page, m->prev_node = m->last_node;
+        m->last_node = node;
+    } else {
+        out = level_access(&m->tlb, page, update) ? 0 : SPE_OUT_WALK;
+        if (update && m->tlb_list) {
+            m->prev_page = m->last_page, m->prev_node = m->last_node;
+            m->last_node = m->tlb_list->newest;
+        }
+    }
     int level = SPE_LEVEL_L1D;
     if (!level_access(&m->l1d, line, update)) {
         level = SPE_LEVEL_L2;
@@ -396,7 +418,7 @@ int spe_model_touch(struct spe_model *m, uint32_t which, uint64_t key, int updat
     struct spe_level *v = which == 0 ? &m->tlb : which == 1 ? &m->l1d
                           : which == 2 ? &m->l2 : &m->llc;
     if (update)
-        m->last_line = m->last_page = 0;
+        m->last_line = m->last_page = m->prev_page = 0;
     return v->sets ? level_access(v, key, update) : -1;
 }
 
