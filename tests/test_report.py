@@ -144,7 +144,7 @@ def test_render_report_tables(image):
     render_report(build_report(TRACE, image), console, top=3)
     text = console.export_text()
     assert text.startswith(f"SPE report from {image}: 12 records, 3 bad packets\n")
-    assert "Hot functions (top 3;" in text and "Hot PCs (top 3)" in text
+    assert "Hot functions (top 3;" in text and "Hot PCs (top 3;" in text
     assert "[unknown]" in text                      # printed literally, not eaten as markup
     assert "ldr x0, [x1]" in text and "work+0x0" in text
     assert "ldar" not in text                       # 5th hottest PC: cut by top=3
@@ -318,3 +318,89 @@ def test_data_addresses_are_named_by_data_symbol():
     assert js["data_objects"][0] == {"object": rep.data_objects[0][0],
                                      "samples": rep.data_objects[0][1],
                                      "percent": rep.data_objects[0][2]}
+
+
+def mem_rec(pc, cls, sub, tot, events=0, source=None):
+    """A load/store record at ``pc`` with its TOT latency, Events and Data Source."""
+    packets = [P.address_packet(P.ADDR_PC, pc, el=0, ns=1), P.op_type_packet(cls, sub),
+               P.address_packet(P.ADDR_DATA_VA, 0x4900_0000), P.events_packet(events)]
+    if source is not None:
+        packets.append(P.data_source_packet(source))
+    packets += [P.counter_packet(P.COUNTER_TOTAL, tot), P.end_packet()]
+    return b"".join(encode(p) for p in packets)
+
+
+EV = lambda *bits: sum(1 << b for b in bits)
+L1D_HIT = EV(P.EV_RETIRED, P.EV_L1D_ACCESS)
+LLC_HIT = EV(P.EV_RETIRED, P.EV_L1D_ACCESS, P.EV_L1D_REFILL, P.EV_LLC_ACCESS)
+LLC_MISS = LLC_HIT | EV(P.EV_LLC_MISS)
+# the ldr at work+0x0: TOT 4, 4 (L1D hits), 8 (L1D miss, LLC hit), 20 (LLC miss); the str
+# at work+0x8: TOT 2, 2 (L1D hits); the add between them, an ordinary instruction
+ACCESS_TRACE = (mem_rec(BASE + 0x08, *LD_GP, 4, L1D_HIT) * 2
+                + mem_rec(BASE + 0x08, *LD_GP, 8, LLC_HIT)
+                + mem_rec(BASE + 0x08, *LD_GP, 20, LLC_MISS)
+                + mem_rec(BASE + 0x10, *ST_GP, 2, L1D_HIT) * 2 + rec(BASE + 0x0C, *OTHER) * 3)
+
+
+@pytest.fixture(scope="module")
+def image_g(tmp_path_factory):
+    """The test image assembled with -g: a DWARF line per instruction of t.s."""
+    if not (AS and LD):
+        pytest.skip("aarch64-linux-gnu-as/ld not installed")
+    d = tmp_path_factory.mktemp("img_g")
+    (d / "t.s").write_text(SOURCE)
+    subprocess.run([AS, "-g", "-o", str(d / "t.o"), str(d / "t.s")], check=True)
+    subprocess.run([LD, f"-Ttext={BASE:#x}", "-e", "_start", "-o", str(d / "t.elf"),
+                    str(d / "t.o")], check=True)
+    return d / "t.elf"
+
+
+@needs_binutils
+@pytest.mark.parametrize("engine", ["vectorised", "reference"])
+def test_source_lines_and_pcs_carry_latency_percentiles_and_miss_rates(image_g, engine):
+    """Per source line and per hot PC (issue 29 item 5): samples, TOT latency mean ±95% CI,
+    p50/p90/p99 (cycles) and the L1D and LLC miss rates with their Wilson intervals; blank
+    latency and rates for a PC that is no load/store."""
+    from spe_emu.tools.report import ReportTable, report_parts
+    r = build_report(ACCESS_TRACE, image_g, engine=engine)
+    line = lambda n: f"{image_g.parent / 't.s'}:{n}"    # (SOURCE's lines, 1-based)
+    ldr, add, st = (SOURCE.splitlines().index(next(s for s in SOURCE.splitlines() if k in s))
+                    + 1 for k in ("ldr x0", "add x0", "str x0"))
+    parts = {p.key: p for p in report_parts(r, top=3) if isinstance(p, ReportTable)}
+    # TOT 4, 4, 8, 20: mean 9.0, half-width 1.96 * sqrt(57.33 / 4) = 7.4; nearest-rank
+    # p50 4, p90 20, p99 20; L1D refill 2 of 4 accesses (Wilson 15-85), LLC miss 1 of 2 LLC
+    # accesses (9.5-90.5)
+    assert parts["lines"].rows == [
+        [line(ldr), "work", "4", "44.44", "9.0 ±7.4", "4", "20", "20", "50.0\n15-85",
+         "50.0\n9.5-91", "-"],
+        [line(add), "work", "3", "33.33", "-", "-", "-", "-", "-", "-", "-"],
+        [line(st), "work", "2", "22.22", "2.0 ±0.0", "2", "2", "2", "0.0\n0-66", "0.0\n0-66",
+         "-"]]
+    assert [h for h, _, _ in parts["lines"].columns] == [
+        "Line", "Function", "Samples", "%", "TOT mean", "p50", "p90", "p99", "L1D miss%",
+        "LLC miss%", "ISSUE"]
+    assert parts["pcs"].rows == [
+        [f"{BASE + 0x08:#x}", "work+0x0", "ldr x0, [x1]", "4", "44.44", "9.0 ±7.4", "4", "20",
+         "20", "50.0\n15-85", "50.0\n9.5-91"],
+        [f"{BASE + 0x0C:#x}", "work+0x4", "add x0, x0, #1", "3", "33.33", "", "", "", "", "",
+         ""],
+        [f"{BASE + 0x10:#x}", "work+0x8", "str x0, [x1, #8]", "2", "22.22", "2.0 ±0.0", "2",
+         "2", "2", "0.0\n0-66", "0.0\n0-66"]]
+    # the HTML page's form: each interval inline
+    inline = {p.key: p for p in report_parts(r, top=3, inline=True)
+              if isinstance(p, ReportTable)}
+    assert inline["pcs"].rows[0][-2:] == ["50.0 (15.0-85.0)", "50.0 (9.5-90.5)"]
+    js = r.to_json()["pcs"][0]
+    assert (js["pc"], js["samples"], js["loads"], js["latency"]["TOT"]["p90"],
+            js["rates"]["l1d_refill"]) == (f"{BASE + 0x08:#x}", 4, 4, 20.0, 50.0)
+
+
+@needs_binutils
+def test_line_and_pc_tables_render_within_200_columns(image_g):
+    console = Console(record=True, width=200, color_system=None)
+    render_report(build_report(ACCESS_TRACE, image_g), console, top=3)
+    text = console.export_text()
+    assert max(map(len, text.splitlines())) <= 200
+    assert re.search(r"│0x48000008 │work\+0x0 +│ldr x0, \[x1\] +│ +4 │44\.44 │9\.0 ±7\.4 │ +4 │"
+                     r" +20 │ +20 │ +50\.0 │ +50\.0│\n│ +│ +│ +│ +│ +│ +│ +│ +│ +│ +15-85 │"
+                     r" +9\.5-91│", text), text

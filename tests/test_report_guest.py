@@ -256,9 +256,24 @@ def _check_page(parser, data, text_report, records):
                 assert cell == f"{f['rates'][rate]:.1f} ({lo:.1f}-{hi:.1f})", (f["name"], rate)
             else:
                 assert cell == "-"
+    def access(s):   # TOT mean ±CI, p50/p90/p99, L1D and LLC miss% (interval inline)
+        tot = s["latency"].get("TOT")
+        cells = ([f"{tot['mean']:.1f} ±{tot['ci95']:.1f}"]
+                 + [f"{tot[f'p{q}']:.0f}" for q in (50, 90, 99)] if tot else ["-"] * 4)
+        for rate in ("l1d_refill", "llc_miss"):
+            lo, hi = s["rates_ci95"].get(rate, (0, 0))
+            cells.append(f"{s['rates'][rate]:.1f} ({lo:.1f}-{hi:.1f})"
+                         if rate in s["rates"] else "-")
+        return cells
+    assert tables["pcs"]["headers"][5:] == tables["lines"]["headers"][4:10] == [
+        "TOT mean", "p50", "p90", "p99", "L1D miss%", "LLC miss%"]
     for pc, row in zip(data["pcs"], tables["pcs"]["rows"]):
         assert row[:4] == [pc["pc"], pc["location"], pc["instruction"], str(pc["samples"])]
         assert pc["instruction"]                                  # (the disassembly)
+        assert row[5:] == (access(pc) if pc["loads"] + pc["stores"] else [""] * 6), pc
+    assert any(pc["loads"] for pc in data["pcs"][:TOP])
+    for ln, row in zip(data["lines"], tables["lines"]["rows"]):
+        assert row[2:10] == [str(ln["samples"]), f"{ln['percent']:.2f}", *access(ln)], ln
     for da, row in zip(data["data_addresses"], tables["data-addresses"]["rows"]):
         assert row[:3] == [da["va"], da["symbol"] or "-", str(da["samples"])]
     assert any(row[1].startswith("values+0x") for row in tables["data-addresses"]["rows"])

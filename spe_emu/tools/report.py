@@ -326,6 +326,7 @@ def _wilson(count: int, n: int, z: float = CONFIDENCE_Z) -> tuple[float, float]:
     approximation does not)."""
     if not n:
         return 0.0, 100.0
+    count = min(count, n)   # (a malformed trace may set an event without the one it refines)
     p = count / n
     centre = (p + z * z / (2 * n)) / (1 + z * z / n)
     half = z / (1 + z * z / n) * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
@@ -540,6 +541,9 @@ class Report:
     latencies: dict[str, list[int]] = field(default_factory=dict)
     latency_levels: dict[str, dict[str, list[int]]] = field(default_factory=dict)
     pc_functions: dict[int, str] = field(default_factory=dict)
+    pc_summaries: dict[int, dict] = field(default_factory=dict)
+    """Per PC of ``hot_pcs``, :meth:`_Group.summary` of its records (samples, load/store
+    latency in cycles, event rates in percent with their 95% intervals)."""
     data_vas: list[int] = field(default_factory=list)
     data_symbols: dict[int, str] = field(default_factory=dict)
     """Of the hot data addresses, the data object each lies in (``name+0xoff``, perf mem's
@@ -565,7 +569,8 @@ class Report:
             "image": self.image_path, "total_records": self.total_records,
             "bad_packets": self.bad_packets,
             "functions": [dict(name=n, **self.functions[n]) for n, _, _ in self.hot_functions],
-            "pcs": [{"pc": h(pc), "location": w, "instruction": d, "samples": c, "percent": p}
+            "pcs": [{"pc": h(pc), "location": w, "instruction": d,
+                     **self.pc_summaries.get(pc, {}), "samples": c, "percent": p}
                     for pc, w, d, c, p in self.hot_pcs],
             "lines": [dict(line=ln, function=f, **s) for ln, f, s in self.lines],
             "op_mix": [{"depth": d, "kind": k, "samples": c, "percent": p}
@@ -748,10 +753,12 @@ def _build(trace: bytes, image: Optional[_Image], max_pcs: int,
     timeline, latencies, data_vas = [], {}, []
     levels: dict[str, dict[str, list[int]]] = {}
     line_cache: dict[int, Optional[str]] = {}
+    by_pc: dict[int, _Group] = {}
     for rec in records:
         name = sym[rec.pc] if rec.pc is not None else UNKNOWN_SYMBOL
         if rec.pc is not None:
             funcs.setdefault(name, _Group()).add(rec)
+            by_pc.setdefault(rec.pc, _Group()).add(rec)
         if image is not None and rec.pc is not None:
             if rec.pc not in line_cache:
                 line_cache[rec.pc] = _line_key(image, rec.pc)
@@ -780,9 +787,11 @@ def _build(trace: bytes, image: Optional[_Image], max_pcs: int,
 
     by_count = lambda d: sorted(d.items(), key=lambda kv: (-kv[1].samples, kv[0]))
     functions = {n: g.summary(total) for n, g in funcs.items()}
+    hot_pcs = _hot_pcs(pcs, where, md, image, total, max_pcs)
     rep = Report(
         total_records=total, hot_functions=_hot_functions(functions, total),
-        hot_pcs=_hot_pcs(pcs, where, md, image, total, max_pcs), functions=functions,
+        hot_pcs=hot_pcs, functions=functions,
+        pc_summaries={pc: by_pc[pc].summary(total) for pc, *_ in hot_pcs},
         lines=[(ln, line_func[ln], g.summary(total)) for ln, g in by_count(lines)],
         op_mix=_op_mix(leaves, total), el_mix=dict(sorted(els.items())),
         data_addresses=[(a, g.samples, g.loads, g.stores, mean_tot(g), sorted(g.funcs)[0])
@@ -1140,9 +1149,20 @@ def _build_vectorised(rows, bad: int, image: Optional[_Image], max_pcs: int,
     order = np.lexsort((tpc, ts))
     timeline = list(zip(ts[order].tolist(), tpc[order].tolist()))
 
+    # per hot PC, the summary of its records
+    hot_pcs = _hot_pcs(pcs, where, md, image, total, max_pcs)
+    pc_group = np.full(len(upcs_l), -1, dtype=np.int64)
+    at = {pc: i for i, pc in enumerate(upcs_l)}
+    for k, (pc, *_) in enumerate(hot_pcs):
+        pc_group[at[pc]] = k
+    pgidx = np.full(total, -1, dtype=np.int64)
+    pgidx[c.has_pc] = pc_group[pc_rank]
+    pc_summaries = dict(zip([pc for pc, *_ in hot_pcs],
+                            c.summaries(pgidx, len(hot_pcs), total, np)))
+
     rep = Report(
         total_records=total, hot_functions=_hot_functions(functions, total),
-        hot_pcs=_hot_pcs(pcs, where, md, image, total, max_pcs), functions=functions,
+        hot_pcs=hot_pcs, functions=functions, pc_summaries=pc_summaries,
         lines=lines_out,
         op_mix=_op_mix(leaves, total), el_mix=dict(sorted(els.items())),
         data_addresses=data_addresses, cache_lines=cache_lines, pages=pages,
@@ -1313,12 +1333,15 @@ class ReportTable:
         title: the title above it.
         columns: ``(header, right-aligned, fit)``, fit one of FIT_* or None.
         rows: per row its cells: text, or a list of names for a FIT_NAMES column.
+        optional: indexes of the columns a terminal too narrow for the whole table leaves
+            out, the first left out first (the HTML page shows every column).
     """
 
     key: str
     title: str
     columns: list[tuple[str, bool, Optional[str]]]
     rows: list[list]
+    optional: tuple[int, ...] = ()
 
 
 @dataclass
@@ -1342,6 +1365,16 @@ def summary_line(report: Report) -> str:
             f"{report.bad_packets} bad packets")
 
 
+def access_cells(s: dict, inline: bool = False) -> list[str]:
+    """The load/store cells of a summary: TOT latency mean ±95% CI, p50, p90, p99 (cycles)
+    and the L1D and LLC miss rates with their intervals (:func:`format_rate`); ``-`` for
+    what the group has not."""
+    tot = s["latency"].get("TOT", {})
+    return [_fmt_mean(tot), _fmt(tot.get("p50"), 0), _fmt(tot.get("p90"), 0),
+            _fmt(tot.get("p99"), 0), format_rate(s, "l1d_refill", inline),
+            format_rate(s, "llc_miss", inline)]
+
+
 def report_parts(report: Report, top: int = 10, inline: bool = False) -> list:
     """The report after its summary and model lines, in order: :class:`ReportTable` and
     :class:`ReportLine` items (what both :func:`render_report` and the HTML page show).
@@ -1350,8 +1383,8 @@ def report_parts(report: Report, top: int = 10, inline: bool = False) -> list:
     num = lambda name: (name, True, None)
     parts: list = []
 
-    def table(key, title, columns, rows):
-        parts.append(ReportTable(key, title, columns, rows))
+    def table(key, title, columns, rows, optional=()):
+        parts.append(ReportTable(key, title, columns, rows, tuple(optional)))
 
     hot = [(name, count, pct, report.functions[name])
            for name, count, pct in report.hot_functions[:top]]
@@ -1377,22 +1410,28 @@ def report_parts(report: Report, top: int = 10, inline: bool = False) -> list:
           [("Function", False, S), num("ISSUE mean"), num("XLAT mean"), num("L1D miss%"),
            num("LLC miss%"), num("TLB miss%"), num("Mispred%"), ("Data source", False, T)],
           rows)
+    access_columns = [num("TOT mean"), num("p50"), num("p90"), num("p99"), num("L1D miss%"),
+                      num("LLC miss%")]
+    interval_note = "95% CI after each rate" if inline else "95% CI under each rate"
     if report.lines:
         rows = []
         for ln, func, s in report.lines[:top]:
-            lat = s["latency"]
             rows.append([ln, func, str(s["samples"]), f"{s['percent']:.2f}",
-                         _fmt(lat.get("TOT", {}).get("mean")),
-                         _fmt(lat.get("ISSUE", {}).get("mean")),
-                         _fmt(s["rates"].get("l1d_refill"))])
-        table("lines", f"Hot source lines (top {top})",
+                         *access_cells(s, inline),
+                         _fmt(s["latency"].get("ISSUE", {}).get("mean"))])
+        table("lines", f"Hot source lines (top {top}; load/store latency in cycles, mean "
+              f"±95% CI; miss % of accesses, {interval_note})",
               [("Line", False, S), ("Function", False, H), num("Samples"), num("%"),
-               num("TOT mean"), num("ISSUE"), num("L1D miss%")], rows)
-    table("pcs", f"Hot PCs (top {top})",
+               *access_columns, num("ISSUE")], rows, optional=(10, 6, 5, 9, 7))
+    rows = []
+    for pc, where, disasm, count, pct in report.hot_pcs[:top]:
+        s = report.pc_summaries.get(pc)
+        cells = access_cells(s, inline) if s and s["loads"] + s["stores"] else [""] * 6
+        rows.append([f"{pc:#x}", where, disasm, str(count), f"{pct:.2f}", *cells])
+    table("pcs", f"Hot PCs (top {top}; loads/stores: latency in cycles, mean ±95% CI; "
+          f"miss % of accesses, {interval_note})",
           [num("PC"), ("Location", False, S), ("Instruction", False, T), num("Samples"),
-           num("%")],
-          [[f"{pc:#x}", where, disasm, str(count), f"{pct:.2f}"]
-           for pc, where, disasm, count, pct in report.hot_pcs[:top]])
+           num("%"), *access_columns], rows, optional=(7, 6, 10, 9, 8, 5))
     table("op-mix", "Operation mix (each level adds up to its parent)",
           [("Kind", False, T), num("Samples"), num("%")],
           [["  " * depth + kind, str(count), f"{pct:.2f}"]
@@ -1472,10 +1511,31 @@ def render_report(report: Report, console, top: int = 10) -> None:
         if isinstance(part, ReportLine):
             console.print(Text(part.text))
             continue
-        t = _table(part.title, [(h, 1) if right else h for h, right, _ in part.columns], width)
-        for row in part.rows:
-            t.add_row(*(fits[fit](v) for (_, _, fit), v in zip(part.columns, row)))
-        console.print(t)
+        console.print(_fitted_table(part, fits, console))
+
+
+def _fitted_table(part: "ReportTable", fits: dict, console):
+    """``part`` as a rich table for ``console``: its optional columns left out, in their
+    order, while the table would be wider than the console (the title says which)."""
+    from rich.measure import Measurement
+
+    cells = [[fits[fit](v) for (_, _, fit), v in zip(part.columns, row)] for row in part.rows]
+    dropped: list[int] = []
+    while True:
+        keep = [i for i in range(len(part.columns)) if i not in dropped]
+        title = part.title
+        if dropped:
+            title += (" [" + ", ".join(part.columns[i][0] for i in sorted(dropped))
+                      + f" left out to fit {console.width} columns]")
+        t = _table(title, [(part.columns[i][0], 1) if part.columns[i][1] else
+                           part.columns[i][0] for i in keep], console.width)
+        for row in cells:
+            t.add_row(*(row[i] for i in keep))
+        rest = [i for i in part.optional if i not in dropped]
+        wide = console.options.update_width(1 << 20)   # (the width it wants, uncut)
+        if not rest or Measurement.get(console, wide, t).maximum <= console.width:
+            return t
+        dropped.append(rest[0])
 
 
 def _pcs_in(trace: bytes, lo: int, hi: int) -> Counter:
