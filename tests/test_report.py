@@ -3,6 +3,7 @@
 import re
 import shutil
 import subprocess
+from collections import Counter
 
 import pytest
 from rich.console import Console
@@ -245,6 +246,16 @@ def test_data_sources_are_named():
     render_report(result.report(), console)
     text = console.export_text()
     assert "L1D:" in text and "sys-cache:" in text and ":0x" not in text
+    assert "from events" not in text
+    # the loads by level: named by their Data Source packets, as many as the records say
+    rep = result.report()
+    loads = Counter(data_source_name(r.data_source) for r in result.records
+                    if r.op_class == P.OP_CLASS_LDST and not r.op_subclass & P.LDST_ST
+                    and r.latency_total is not None)
+    assert rep.load_levels_from == "data source"
+    assert {lv: n for lv, n, _, _ in rep.load_levels} == dict(loads)
+    assert ("Loads by the level that served them (level from the Data Source packets;"
+            in " ".join(text.split()))   # (the title wrapped to its table)
 
 
 def test_the_report_states_the_model_first(tmp_path):
@@ -404,3 +415,59 @@ def test_line_and_pc_tables_render_within_200_columns(image_g):
     assert re.search(r"│0x48000008 │work\+0x0 +│ldr x0, \[x1\] +│ +4 │44\.44 │9\.0 ±7\.4 │ +4 │"
                      r" +20 │ +20 │ +50\.0 │ +50\.0│\n│ +│ +│ +│ +│ +│ +│ +│ +│ +│ +15-85 │"
                      r" +9\.5-91│", text), text
+
+
+@needs_binutils
+@pytest.mark.parametrize("engine", ["vectorised", "reference"])
+def test_loads_by_level_from_events_without_data_source_packets(image, engine):
+    """Without Data Source packets (PMSIDR_EL1.LDS = 0) the loads' levels come from their
+    Events (L1D refill, LLC miss), the table says so, and the events table's Data source
+    column shows that mix marked as derived (issue 29 item 5)."""
+    from spe_emu.tools.report import ReportTable, report_parts
+    r = build_report(ACCESS_TRACE, image, engine=engine)
+    assert r.load_levels_from == "events"
+    parts = {p.key: p for p in report_parts(r) if isinstance(p, ReportTable)}
+    t = parts["load-levels"]
+    assert t.title.startswith("Loads by the level that served them (level from events: no "
+                              "Data Source packets, PMSIDR_EL1.LDS = 0;")
+    assert [h for h, _, _ in t.columns] == ["Level", "Loads", "% of loads", "TOT mean", "p50",
+                                            "p90", "p99"]
+    assert t.rows == [["L1D hit", "2", "50.00", "4.0 ±0.0", "4", "4", "4"],
+                      ["L1D miss, LLC hit", "1", "25.00", "8.0 ±0.0", "8", "8", "8"],
+                      ["LLC miss", "1", "25.00", "20.0 ±0.0", "20", "20", "20"]]
+    assert parts["events"].rows[0][0] == "work"
+    assert parts["events"].rows[0][-1] == ("from events: L1D hit:2; L1D miss, LLC hit:1; "
+                                           "LLC miss:1")
+    assert r.to_json()["load_levels"][2] == {
+        "level": "LLC miss", "loads": 1, "percent": 25.0,
+        "latency": {"mean": 20.0, "ci95": 0.0, "max": 20, "p50": 20.0, "p90": 20.0,
+                    "p99": 20.0}}
+
+
+@needs_binutils
+@pytest.mark.parametrize("engine", ["vectorised", "reference"])
+def test_loads_by_level_from_data_source_packets(image, engine):
+    """With Data Source packets (LDS = 1) their level names the row, whatever the Events
+    say; a load without one (here the last) falls back to its Events and the title says
+    both."""
+    from spe_emu.tools.report import ReportTable, report_parts
+    trace = (mem_rec(BASE + 0x08, *LD_GP, 4, L1D_HIT, source=0x0) * 3
+             + mem_rec(BASE + 0x08, *LD_GP, 30, LLC_HIT, source=0xB)
+             + mem_rec(BASE + 0x08, *LD_GP, 130, LLC_MISS, source=0xE) * 2
+             + mem_rec(BASE + 0x08, *LD_GP, 150, LLC_MISS, source=0xE)
+             + mem_rec(BASE + 0x10, *ST_GP, 2, L1D_HIT))
+    r = build_report(trace, image, engine=engine)
+    parts = {p.key: p for p in report_parts(r) if isinstance(p, ReportTable)}
+    assert r.load_levels_from == "data source"
+    assert "(level from the Data Source packets;" in parts["load-levels"].title
+    # DRAM: 130, 130, 150: mean 136.7, half-width 1.96 * 11.55 / sqrt(3) = 13.1
+    assert parts["load-levels"].rows == [
+        ["L1D", "3", "42.86", "4.0 ±0.0", "4", "4", "4"],
+        ["sys-cache", "1", "14.29", "30.0 ±0.0", "30", "30", "30"],
+        ["DRAM", "3", "42.86", "136.7 ±13.1", "130", "150", "150"]]
+    assert parts["events"].rows[0][-1] == "L1D:3 sys-cache:1 DRAM:3"
+    mixed = build_report(trace + mem_rec(BASE + 0x08, *LD_GP, 8, LLC_HIT), image,
+                         engine=engine)
+    assert mixed.load_levels_from == "both"
+    assert [row[:2] for row in mixed.load_levels] == [
+        ("L1D", 3), ("sys-cache", 1), ("DRAM", 3), ("L1D miss, LLC hit", 1)]

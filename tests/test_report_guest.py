@@ -223,14 +223,15 @@ def _check_page(parser, data, text_report, records):
                 "lines": data["lines"], "pcs": data["pcs"], "op-mix": data["op_mix"],
                 "el-mix": data["el_mix"], "data-objects": data["data_objects"],
                 "data-addresses": data["data_addresses"], "cache-lines": data["cache_lines"],
-                "pages": data["pages"],
+                "pages": data["pages"], "load-levels": data["load_levels"],
                 "truth-functions": data["ground_truth"]["functions"],
                 "truth-op-classes": data["ground_truth"]["op_classes"]}
     if data["event_truth"] and data["event_truth"]["rates"]:
         expected["event-truth"] = data["event_truth"]["rates"][:4 * TOP]
     assert set(tables) == set(expected)
     for key, rows in expected.items():
-        n = len(rows) if key in ("op-mix", "el-mix", "event-truth") else min(TOP, len(rows))
+        n = (len(rows) if key in ("op-mix", "el-mix", "event-truth", "load-levels")
+             else min(TOP, len(rows)))
         assert n and len(tables[key]["rows"]) == n, key
         assert all(len(r) == len(tables[key]["headers"]) for r in tables[key]["rows"]), key
     # (each table's title and headers are the text report's)
@@ -304,6 +305,19 @@ def _check_page(parser, data, text_report, records):
                and r.latency_total is not None and not r.events >> 3 & 1)
     legend = [re.fullmatch(r"L1D hit \((\d+)\)", t) for t in lat]
     assert hits and sum(int(m[1]) for m in legend if m) == hits
+    # the loads-by-level table splits the loads by the same rule: no Data Source packets,
+    # so the level is from the events (and the title says so)
+    level = {}
+    for r in records:
+        if r.op_class == 1 and not r.op_subclass & 1 and r.latency_total is not None:
+            name = ("LLC miss" if r.events >> 9 & 1 else
+                    "L1D miss, LLC hit" if r.events >> 3 & 1 else "L1D hit")
+            level.setdefault(name, []).append(r.latency_total)
+    assert {row[0]: int(row[1]) for row in tables["load-levels"]["rows"]} == {
+        k: len(v) for k, v in level.items()}
+    assert tables["load-levels"]["rows"][0][:2] == ["L1D hit", str(hits)]
+    assert ("level from events: no Data Source packets, PMSIDR_EL1.LDS = 0"
+            in " ".join(text_report.split()))   # (the title wrapped to its table)
     assert any(re.fullmatch(r"store \(\d+\)", t) for t in lat)
     # timeline: every function its own entry in the legend, with its samples (every record
     # here has a timestamp)

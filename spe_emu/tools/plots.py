@@ -15,10 +15,8 @@ from pathlib import Path
 from typing import Union
 
 from ..errors import ConfigError
-from ..spe.packets import DATA_SOURCE_NAMES
 from .report import (
-    EVENT_LEVELS, PAGE, STORE_LEVEL, ReportLine, ReportTable, describe_model, report_parts,
-    summary_line,
+    PAGE, ReportLine, ReportTable, describe_model, level_key, report_parts, summary_line,
 )
 
 PLOTS = ("latency", "timeline", "data_heatmap")
@@ -30,15 +28,9 @@ OTHER = "other"
 PLOT_TITLES = {"latency": "Load/store latency by the level that served it",
                "timeline": "Samples over virtual time, by function",
                "data_heatmap": "Data addresses, by data object"}
-# the order the latency histograms stack and list the levels that served a load: nearest
-# first (Data Source names, then the levels the Events give), stores last
-LEVEL_ORDER = (*DATA_SOURCE_NAMES.values(), *EVENT_LEVELS)
-
-
-def _level_key(level: str) -> tuple:
-    if level == STORE_LEVEL:
-        return (2, 0, level)
-    return (0, LEVEL_ORDER.index(level), level) if level in LEVEL_ORDER else (1, 0, level)
+# (the latency histograms stack and list the levels that served a load as the report's
+# load-levels table does: report.served_by, in report.level_key order)
+_level_key = level_key
 
 
 def _legend(ax, series, colours, title: str, **where) -> None:

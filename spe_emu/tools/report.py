@@ -22,7 +22,7 @@ from ..spe.packets import (
     BRANCH_COND, EV_L1D_ACCESS, EV_L1D_REFILL, EV_LLC_ACCESS, EV_LLC_MISS, EV_MISPRED,
     EV_TLB_ACCESS, EV_TLB_WALK, LDST_ST, OP_CLASS_BRANCH, OP_CLASS_LDST, OP_CLASS_OTHER,
     OTHER_COND, BadPacket, PacketIncomplete, branch_is_indirect, iter_packets, iter_records,
-    ldst_is_extended, ldst_is_simd_fp, data_source_name,
+    ldst_is_extended, ldst_is_simd_fp, data_source_name, DATA_SOURCE_NAMES,
 )
 
 UNKNOWN_SYMBOL = "[unknown]"
@@ -312,6 +312,48 @@ def served_by(store: bool, data_source: Optional[int], events: int) -> str:
     return EVENT_LEVELS[1] if events >> EV_L1D_REFILL & 1 else EVENT_LEVELS[0]
 
 
+# the order levels are listed and stacked in: nearest first (the Data Source names, then
+# the levels the Events give), a Data Source value without a name after them, stores last
+LEVEL_ORDER = (*DATA_SOURCE_NAMES.values(), *EVENT_LEVELS)
+
+
+def level_key(level: str) -> tuple:
+    """Sort key of a :func:`served_by` level: :data:`LEVEL_ORDER`, then unnamed Data
+    Source values, then :data:`STORE_LEVEL`."""
+    if level == STORE_LEVEL:
+        return (2, 0, level)
+    return (0, LEVEL_ORDER.index(level), level) if level in LEVEL_ORDER else (1, 0, level)
+
+
+LEVELS_FROM_DATA_SOURCE, LEVELS_FROM_EVENTS, LEVELS_FROM_BOTH = "data source", "events", "both"
+
+
+def _load_levels(latency_levels: dict[str, dict[str, list[int]]],
+                 ) -> tuple[list[tuple[str, int, float, dict]], Optional[str]]:
+    """The sampled loads (with a TOT counter) of every function by the level that served
+    them (:func:`served_by`): ``(level, loads, percent of loads, TOT latency: mean, ci95,
+    p50, p90, p99, max in cycles)`` in :func:`level_key` order, and where the levels came
+    from: :data:`LEVELS_FROM_DATA_SOURCE`, :data:`LEVELS_FROM_EVENTS`,
+    :data:`LEVELS_FROM_BOTH` (None without loads)."""
+    merged: dict[str, list[int]] = {}
+    for per in latency_levels.values():
+        for level, values in per.items():
+            if level != STORE_LEVEL:
+                merged.setdefault(level, []).extend(values)
+    total = sum(map(len, merged.values()))
+    rows = []
+    for level in sorted(merged, key=level_key):
+        values = sorted(merged[level])
+        n = len(values)
+        rows.append((level, n, _percent(n, total), {
+            "mean": sum(values) / n, "ci95": _mean_interval(values), "max": values[-1],
+            **{f"p{q}": _pctl(values, q) for q in PERCENTILES}}))
+    derived = {level in EVENT_LEVELS for level in merged}
+    source = (None if not derived else LEVELS_FROM_BOTH if len(derived) == 2 else
+              LEVELS_FROM_EVENTS if True in derived else LEVELS_FROM_DATA_SOURCE)
+    return rows, source
+
+
 def _percent(count: int, total: int) -> float:
     return 100.0 * count / total if total else 0.0
 
@@ -554,6 +596,14 @@ class Report:
     data_object_spans: list[tuple[int, int, str]] = field(default_factory=list)
     """``(start, size, name)`` of the data objects with samples, by address (the heat map
     marks them)."""
+    load_levels: list[tuple[str, int, float, dict]] = field(default_factory=list)
+    """The sampled loads by the level that served them: ``(level, loads, percent of loads,
+    TOT latency in cycles: mean, ci95, p50, p90, p99, max)``, nearest level first
+    (:func:`served_by`: the Data Source packet's level, else the level the Events give)."""
+    load_levels_from: Optional[str] = None
+    """Where ``load_levels`` came from: ``"data source"`` (Data Source packets),
+    ``"events"`` (none: PMSIDR_EL1.LDS = 0, levels from the L1D refill and LLC miss
+    events) or ``"both"``; None without loads."""
     model_config: Optional[dict] = None
     """The run's model parameters (summary.json ``model_config``), when known: the report
     states them first (:func:`describe_model`)."""
@@ -586,6 +636,9 @@ class Report:
                              "offsets": o, "functions": fs, "mean_latency": m}
                             for a, c, lo, st, o, fs, m in self.cache_lines],
             "pages": [{"pa": h(a), "samples": c, "percent": p} for a, c, p in self.pages],
+            "load_levels": [{"level": lv, "loads": n, "percent": p, "latency": lat}
+                            for lv, n, p, lat in self.load_levels],
+            "load_levels_from": self.load_levels_from,
             "ground_truth": self.ground_truth, "event_truth": self.event_truth,
         }
 
@@ -692,6 +745,7 @@ def build_report(trace: bytes, image_path: Optional[Union[str, os.PathLike]],
         raise ConfigError(f"report engine {engine!r}: use one of {', '.join(ENGINES)}")
     image = _Image(image_path) if image_path is not None else None
     rep = _build(bytes(trace), image, max_pcs, ground_truth, check_image, engine)
+    rep.load_levels, rep.load_levels_from = _load_levels(rep.latency_levels)
     if image is not None and image.objects:
         for a, *_ in rep.data_addresses:
             hit = image.data_symbol(a)
@@ -1352,10 +1406,17 @@ class ReportLine:
     text: str
 
 
-def data_sources_text(s: dict) -> str:
-    """The data sources of a summary by level name and records (``L1D:126 DRAM:3``)."""
-    return " ".join(f"{data_source_name(int(k, 16))}:{v}"
-                    for k, v in s["data_source"].items()) or "-"
+def data_sources_text(s: dict, levels: Optional[dict[str, list[int]]] = None) -> str:
+    """The data sources of a summary by level name and records (``L1D:126 DRAM:3``); without
+    Data Source packets, the levels the Events give its loads (``levels``: a function's
+    :attr:`Report.latency_levels`), marked as derived (``from events: L1D hit:39; L1D miss,
+    LLC hit:1``); ``-`` when there is neither."""
+    text = " ".join(f"{data_source_name(int(k, 16))}:{v}" for k, v in s["data_source"].items())
+    if text or not levels:
+        return text or "-"
+    derived = [(lv, len(v)) for lv, v in sorted(levels.items(), key=lambda kv: level_key(kv[0]))
+               if lv in EVENT_LEVELS and v]
+    return ("from events: " + "; ".join(f"{lv}:{n}" for lv, n in derived)) if derived else "-"
 
 
 def summary_line(report: Report) -> str:
@@ -1403,13 +1464,27 @@ def report_parts(report: Report, top: int = 10, inline: bool = False) -> list:
         lat = s["latency"]
         rows.append([name, _fmt(lat.get("ISSUE", {}).get("mean")),
                      _fmt(lat.get("XLAT", {}).get("mean"))]
-                    + [format_rate(s, r, inline) for r, _, _ in RATES] + [data_sources_text(s)])
+                    + [format_rate(s, r, inline) for r, _, _ in RATES]
+                    + [data_sources_text(s, report.latency_levels.get(name))])
     table("events", f"Events per function (top {top}; percent of accesses, of branches; "
           + ("after each, its 95% confidence interval)" if inline else
              "under each, its 95% confidence interval)"),
           [("Function", False, S), num("ISSUE mean"), num("XLAT mean"), num("L1D miss%"),
            num("LLC miss%"), num("TLB miss%"), num("Mispred%"), ("Data source", False, T)],
           rows)
+    if report.load_levels:
+        where = {LEVELS_FROM_DATA_SOURCE: "level from the Data Source packets",
+                 LEVELS_FROM_EVENTS: "level from events: no Data Source packets, "
+                                     "PMSIDR_EL1.LDS = 0",
+                 LEVELS_FROM_BOTH: "level from the Data Source packets, from events for "
+                                   "loads without one"}[report.load_levels_from]
+        table("load-levels", f"Loads by the level that served them ({where}; TOT latency in "
+              "cycles, mean ±95% CI)",
+              [("Level", False, T), num("Loads"), num("% of loads"), num("TOT mean"),
+               num("p50"), num("p90"), num("p99")],
+              [[level, str(n), f"{pct:.2f}", _fmt_mean(lat), _fmt(lat["p50"], 0),
+                _fmt(lat["p90"], 0), _fmt(lat["p99"], 0)]
+               for level, n, pct, lat in report.load_levels])
     access_columns = [num("TOT mean"), num("p50"), num("p90"), num("p99"), num("L1D miss%"),
                       num("LLC miss%")]
     interval_note = "95% CI after each rate" if inline else "95% CI under each rate"
