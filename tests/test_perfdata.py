@@ -7,6 +7,7 @@ the same order, the same per-function counts as ``spe-emu report``.
 """
 
 import re
+import shlex
 import shutil
 import struct
 import subprocess
@@ -18,7 +19,7 @@ from click.testing import CliRunner
 
 from spe_emu.errors import ImageError
 from spe_emu.session import default_firmware
-from spe_emu.spe.packets import iter_records
+from spe_emu.spe.packets import OP_CLASS_LDST, iter_records
 from spe_emu.tools import perfdata as PD
 from spe_emu.tools.cli import main
 from spe_emu.tools.report import build_report
@@ -196,3 +197,73 @@ def test_perf_c2c_report_reads_the_topology(sort_run):
     loads = int(re.search(r"Load Operations\s+:\s+(\d+)", text).group(1))
     recs = list(iter_records((sort_run / "spe.trace").read_bytes()))
     assert 0 < loads <= sum(r.data_va is not None for r in recs)
+
+
+def _readme_perf_commands() -> list[list[str]]:
+    """The perf command lines of README.md's quick start, as written (comments cut)."""
+    text = (ROOT / "README.md").read_text().split("\n## Quick start", 1)[1].split("\n## ", 1)[0]
+    return [shlex.split(line, comments=True)
+            for block in re.findall(r"```sh\n(.*?)```", text, re.S)
+            for line in block.splitlines() if line.startswith("perf ")]
+
+
+def _events(text: str) -> list[tuple[str, int]]:
+    """perf report's ``# Samples: N of event 'E'`` headers: (E, N)."""
+    return [(e, int(n)) for n, e in re.findall(r"# Samples: (\d+)\s+of event '([^']+)'", text)]
+
+
+@needs_perf
+def test_perf_picks_l1d_miss_first_without_itrace(sort_run):
+    """What Debian's perf does with an Arm SPE perf.data (ours or one recorded on Arm
+    hardware alike): without --itrace it synthesises every event but "instructions" from
+    the records, l1d-miss first, and perf report, perf mem report and perf annotate start
+    with it; the README's commands therefore carry --itrace (issue 29 item 5)."""
+    data = str(sort_run / "perf.data")
+    events = [e for e, _ in _events(perf("report", "-i", data, "--stdio"))]
+    assert events[0] == "l1d-miss" and "memory" in events and "instructions" not in events
+    assert [e for e, _ in _events(perf("mem", "report", "-i", data, "--stdio"))][0] == \
+        "l1d-miss"
+    heads = re.findall(r"Disassembly of \S+ for (\S+) \(", perf("annotate", "-i", data,
+                                                                "--stdio"))
+    assert heads[0] == "l1d-miss"
+
+
+@needs_perf
+def test_readme_perf_commands_show_one_sample_per_record_or_access(sort_run):
+    """The README's perf commands, as written (on this run's perf.data): perf report and
+    perf script one "instructions" sample per SPE record, perf mem report one "memory"
+    sample per load/store, perf annotate the function's instructions samples only, perf c2c
+    report the loads and stores, perf report -D the raw packets."""
+    commands = _readme_perf_commands()
+    assert [c[1] for c in commands] == ["report", "mem", "annotate", "c2c", "script",
+                                        "report"]
+    recs = list(iter_records((sort_run / "spe.trace").read_bytes()))
+    ldst = sum(r.op_class == OP_CLASS_LDST for r in recs)
+    per_function = {n: c for n, c, _ in build_report((sort_run / "spe.trace").read_bytes(),
+                                                     SORT).hot_functions}
+    seen = set()
+    for argv in commands:
+        assert argv[0] == "perf" and "spe-out/perf.data" in argv, argv
+        text = perf(*[str(sort_run / "perf.data") if a == "spe-out/perf.data" else a
+                      for a in argv[1:]])
+        kind = " ".join(argv[1:3] if argv[1] in ("mem", "c2c") else argv[1:2])
+        if kind == "report" and "-D" in argv:
+            assert f". ... ARM SPE data: size {(sort_run / 'spe.trace').stat().st_size:#x} " \
+                   "bytes" in text
+        elif kind == "report":
+            assert _events(text) == [("instructions", len(recs))]
+        elif kind == "mem report":
+            assert _events(text) == [("memory", ldst)] and ldst > 40
+        elif kind == "annotate":
+            func = argv[-1]
+            assert re.findall(r"Disassembly of sort\.elf for (\S+) \((\d+) samples", text) \
+                == [("instructions", str(per_function[func]))]
+        elif kind == "c2c report":
+            count = lambda what: int(re.search(rf"^\s*{what}\s+:\s+(\d+)", text, re.M)[1])
+            assert count("Load Operations") + count("Store Operations") == ldst
+        elif kind == "script":
+            assert len([ln for ln in text.splitlines() if ln.strip()]) == len(recs)
+        else:
+            raise AssertionError(f"a README perf command this test does not know: {argv}")
+        seen.add(kind + ("-D" if "-D" in argv else ""))
+    assert len(seen) == len(commands)

@@ -22,6 +22,12 @@ file with perf's own Arm SPE decoder and name the guest's functions. Layout (per
   HEADER_CPU_TOPOLOGY / HEADER_NUMA_TOPOLOGY (one PE, core, socket and node: what ``perf c2c
   report`` sets its nodes up from).
 
+Which events perf synthesises from the records (and so which one ``perf report``, ``perf mem
+report`` and ``perf annotate`` show first: ``l1d-miss`` by default) is the reader's
+``--itrace`` option, never something a perf.data holds: the README's commands give
+``--itrace=i1i`` (an ``instructions`` sample per record) or ``--itrace=M`` (a ``memory``
+sample per load/store).
+
 Nothing host-dependent (time, host name, pid) is written: the same trace and images give
 the same bytes.
 """
