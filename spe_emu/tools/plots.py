@@ -28,9 +28,6 @@ OTHER = "other"
 PLOT_TITLES = {"latency": "Load/store latency by the level that served it",
                "timeline": "Samples over virtual time, by function",
                "data_heatmap": "Data addresses, by data object"}
-# (the latency histograms stack and list the levels that served a load as the report's
-# load-levels table does: report.served_by, in report.level_key order)
-_level_key = level_key
 
 
 def _legend(ax, series, colours, title: str, **where) -> None:
@@ -50,8 +47,9 @@ def _no_data(ax, text: str) -> None:
 
 def _latency_figure(report, Figure):
     """Per function (the most sampled with loads/stores), a histogram of the total latency
-    stacked by the level that served each access (Report.latency_levels), one colour per
-    level on every panel, and a legend."""
+    stacked by the level that served each access (Report.latency_levels: report.served_by,
+    the rule of the report's loads-by-level table, in report.level_key order), one colour
+    per level on every panel, and a legend."""
     names = [n for n, _, _ in report.hot_functions if report.latencies.get(n)][:MAX_FUNCS]
     fig = Figure(figsize=(8, 2.4 * max(1, len(names))))
     if not names:
@@ -59,11 +57,11 @@ def _latency_figure(report, Figure):
         return fig
     per = {n: report.latency_levels.get(n) or {"load/store": report.latencies[n]}
            for n in names}
-    levels = sorted({lv for d in per.values() for lv in d}, key=_level_key)
+    levels = sorted({lv for d in per.values() for lv in d}, key=level_key)
     colour = {lv: f"C{i % 10}" for i, lv in enumerate(levels)}
     axes = fig.subplots(len(names), 1, squeeze=False)[:, 0]
     for ax, name in zip(axes, names):
-        series = sorted(per[name].items(), key=lambda kv: _level_key(kv[0]))
+        series = sorted(per[name].items(), key=lambda kv: level_key(kv[0]))
         lo = min(min(v) for _, v in series)
         hi = max(max(v) for _, v in series)
         # (one bin per cycle while that stays readable)
