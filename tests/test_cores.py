@@ -69,7 +69,7 @@ def test_n1_preset_perf_mem_shows_every_level(tmp_path):
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     report = subprocess.run([PERF, "mem", "report", "-i", str(out / "perf.data"), "--stdio",
-                             "--sort", "mem", "--itrace=i1i"],
+                             "--sort", "mem", "--itrace=M"],
                             capture_output=True, text=True, timeout=120).stdout
     for level in ("L1 or L1 hit", "L2 or L2 hit", "L3 or L3 hit", "RAM hit"):
         assert level in report, report
