@@ -62,7 +62,6 @@ from __future__ import annotations
 
 import ctypes
 from functools import lru_cache
-from typing import TYPE_CHECKING
 
 from unicorn import (
     UC_HOOK_CODE,
@@ -93,9 +92,6 @@ from ..sysreg import reg
 from . import a64
 from .exceptions import ABORT_ISS, EC, ESR, PSTATE, current_pstate, esr
 from .watchpoints import FSC_ALIGNMENT
-
-if TYPE_CHECKING:
-    from .machine import Machine
 
 # ESR_ELx.EC of the aborts a walk can cause: Instruction / Data Abort, lower / same EL.
 ABORT_ECS = {EC.IABORT_LOWER, EC.IABORT_SAME, EC.DABORT_LOWER, EC.DABORT_SAME}
@@ -352,7 +348,9 @@ def eret_il_table(ctx: AccessContext) -> tuple[int, int, int, int]:
 class SyncChecks:
     """The machine's checks for the synchronous exceptions listed in the module docstring."""
 
-    def __init__(self, machine: Machine):
+    def __init__(self, machine):
+        """``machine``: the :class:`~spe_emu.cpu.machine.Machine` whose PE it checks (not
+        imported here: the machine is built on this module)."""
         self.m = machine
         # An ERET that may have set PSTATE.IL ran (fast loop), or the reference loop stopped
         # at an instruction with PSTATE.IL set: look at the next stop.

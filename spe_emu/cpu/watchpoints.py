@@ -41,8 +41,6 @@ modelled); unprivileged loads/stores (LDTR/STTR) count as privileged at EL1.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from unicorn import UC_HOOK_MEM_READ, UC_HOOK_MEM_WRITE, UC_MEM_WRITE
 from unicorn.unicorn_const import UC_CTL_IO_WRITE, UC_CTL_TLB_FLUSH
 from unicorn import arm64_const as A
@@ -53,9 +51,6 @@ from ..arch.id_regs import ID_AA64DFR0_EL1
 from ..sysreg import MASK64, reg
 from . import a64
 from .exceptions import ABORT_ISS, EC, PSTATE, esr
-
-if TYPE_CHECKING:
-    from .machine import Machine
 
 NUM_WATCHPOINTS = 4   # ID_AA64DFR0_EL1.WRPs + 1 of Unicorn's "max" CPU
 DBGWCR = [reg(f"DBGWCR{n}_EL1", (2, 0, 0, n, 7), "MASK 28:24", "WT 20", "LBN 19:16",
@@ -91,7 +86,9 @@ MAX_BLOCK_INSNS = 512  # instructions looked at from a block's start (QEMU's blo
 class Watchpoints:
     """The machine's watchpoints: hooks, matching, and the exception."""
 
-    def __init__(self, machine: Machine):
+    def __init__(self, machine):
+        """``machine``: the :class:`~spe_emu.cpu.machine.Machine` whose watchpoints these are (not
+        imported here: the machine is built on this module)."""
         self.m = machine
         self.dirty = True          # the controls may have changed: refresh before running
         self._hooks: list[int] = []

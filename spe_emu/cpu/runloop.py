@@ -1,0 +1,513 @@
+"""The run loops and the stops they plan (docs/model.md "Run loops"): "fast", where the
+native block hook counts instructions and stops in front of the block that holds the next
+stop point (a sample the hook cannot capture, a clock event, the budget, a masked-interrupt
+poll, a debugger's stop), "raw" (no SPE model: the same loop with the budget, clock events
+and interrupts only) and "reference", a Python hook on every instruction (the oracle the
+fast loop is checked against); starting Unicorn and taking what stopped it (an access to no
+memory, a watchpoint hit, an exception raised in a hook), WFI waits on virtual time, and the
+run's result.
+
+:class:`RunLoops` is a part of :class:`spe_emu.cpu.machine.Machine` (its attributes are the
+machine's)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Callable
+
+from unicorn import UC_ERR_FETCH_UNMAPPED, UC_ERR_READ_UNMAPPED, UC_ERR_WRITE_UNMAPPED, Uc, UcError
+from unicorn import arm64_const as A
+from unicorn.unicorn_const import UC_CTL_IO_WRITE, UC_CTL_TB_FLUSH
+
+from ..arch.faults import TranslationFault
+from ..errors import GuestError, GuestRunaway
+from .config import NEVER, RunResult
+from .exceptions import PSTATE
+from .prediction import PREDICT_END, PREDICT_NEXT_PC
+from .sync_checks import ERET_WORD, INSN_BYTES, PSTATE_EL
+from .traps import WFI_WORD
+
+PSTATE_IL = PSTATE.field("IL")
+MASKED_IRQ_POLL = 4096   # instructions between checks while an interrupt is asserted but masked
+UNMAPPED_ERRORS = {UC_ERR_READ_UNMAPPED, UC_ERR_WRITE_UNMAPPED, UC_ERR_FETCH_UNMAPPED}
+
+
+class RunLoops:
+    """The machine's run loops (see the module's docstring)."""
+
+    def _device_changed(self) -> None:
+        """A device changed state the run loop acts on (an interrupt level, an event on the
+        clock): re-plan, and stop at the next block boundary when an interrupt is now
+        asserted or an event is due before the planned stop (devices are accessed from
+        inside a run, through MMIO or system registers, or at a stop, from a clock event)."""
+        self.replan = True
+        self._irq_line_value = None
+        if self._irq_line():
+            # (an interrupt asserted now may be let in by the next DAIF write or ERET; with
+            # every line low, those find nothing more to do than before the change)
+            self._python_controls()
+        if not self._hooks_installed or self.cfg.mode == "raw":
+            # (raw: no instruction count to stop by; uc_emu_stop from an MMIO callback would
+            # restart the access. The change is seen at the next stop.)
+            return
+        fast = self.cfg.mode == "fast"
+        planned = max(self.insns(), self.counter.stop_at) if fast else self._ref_deadline
+        deadline = self.clock.next_deadline_insns()
+        if fast and self.counter.poll_at != NEVER and deadline < self.counter.unpolled_at:
+            # (the native hook may find the planned poll moot and run on to unpolled_at,
+            # which must not pass the new event)
+            self.counter.unpolled_at = max(deadline, self.counter.insns)
+        if not (self._irq_line() or (deadline != NEVER and deadline < planned)):
+            return
+        self._stop_at_block_boundary()
+        if not fast:
+            self._ref_deadline = 0  # stop at the next instruction: the clock may have news
+
+    def _stop_at_block_boundary(self) -> None:
+        """Stop the run at the next block boundary: the fast and raw loops' native block hook
+        stops once the instruction count reaches ``counter.stop_at``; the reference loop
+        (:meth:`_on_every_insn`) stops at its next instruction if an interrupt is then
+        deliverable (it re-derives everything else at every instruction)."""
+        if self.cfg.mode == "reference":
+            self._stop_requested = True
+        else:
+            self.counter.stop_at = min(self.counter.stop_at, self.counter.insns)
+            self.counter.poll_at = NEVER   # (a stop asked for is never a moot poll)
+
+    def debug_break_before(self, addr: int) -> int:
+        """A debugger's breakpoint or watchpoint at the instruction at ``addr``, which has
+        not executed (called from a code hook at ``addr``, or at the stop after a watchpoint
+        hit undid it): the block the native hook counted ends before it, a pending or captured
+        sample at or after it is dropped (planned again: it is taken when the instruction
+        runs), the population is accounted up to it, and the run stops there for
+        :attr:`debug_hook`. Fast and raw loops only. Returns the instructions retired before
+        ``addr`` (the count the guest's counters see at the stop)."""
+        c = self.counter
+        index = self._insn_index(addr)
+        if index:
+            self._catch_up(index - 1, addr)
+        dropped = c.insns - index
+        if dropped:
+            c.block_insns -= dropped
+            c.insns = index
+        if c.block_insns == 0:
+            c.block_start = NEVER   # (no instruction of that block ran: no WFI before the PC)
+        self._account(index)
+        self.debug_stop_at = min(self.debug_stop_at, index)
+        self._request_stop()
+        return index
+
+    def _feed_branch(self, last: int, address: int) -> None:
+        """Reference loop, model_feed "every": the instruction run last, at ``last``, was
+        followed by the one at ``address``; a branch trains the predictor with that outcome,
+        as the block hook's ``feed_branch`` (counter.c) does with the branch that ends a
+        block, and classified by the same encodings (``Model.classify``)."""
+        kind = self._ref_sites.get(last)
+        model = self.spu.builder.model
+        if kind is None:
+            try:
+                kind = model.classify(self._fetch(last, self._live_context().el))
+            except TranslationFault:
+                return
+            self._ref_sites[last] = kind
+        if kind:
+            model.branch(kind, last, address, address != last + INSN_BYTES)
+
+    def _on_every_insn(self, uc: Uc, address: int, size: int, _data) -> None:
+        """Reference mode: one population step per instruction, in Python. The Exception level
+        is read from PSTATE at every instruction; whether profiling is enabled at each EL is
+        re-derived whenever a hook reported a change of control state."""
+        if self.watchpoints.dirty:  # (installed again before this instruction: _start)
+            uc.emu_stop()
+            return
+        if self._stop_requested or self._irq_line():
+            # (every instruction while an interrupt is asserted: the unmasking MSR DAIFClr or
+            # ERET may be in code no control hook covers)
+            self._stop_requested = False
+            if self._deliverable_irq_target() is not None:
+                uc.emu_stop()
+                return
+        if (self._spe_exc_on and self.spu.exception_may_be_pending()
+                and self.spu.exception_target(self.context()) is not None):
+            uc.emu_stop()   # (every instruction while one is pending: _take_spe_exception)
+            return
+        if self.ref_insns >= self.budget:
+            self._budget_spent = True
+            uc.emu_stop()
+            return
+        if self.ref_insns >= self._ref_deadline:  # an event on the clock is due
+            self._ref_deadline = NEVER
+            uc.emu_stop()
+            return
+        pstate = uc.reg_read(A.UC_ARM64_REG_PSTATE)
+        if (self._spe_exc_on and self.spu.pstate_pm
+                and self._fetch(address, PSTATE_EL.get(pstate)) == ERET_WORD):
+            self._restore_pm()
+        if PSTATE_IL.get(pstate) or address % INSN_BYTES:
+            # Illegal Execution state or a misaligned PC: taken at the stop (SyncChecks)
+            self.checks.il_pending = True
+            uc.emu_stop()
+            return
+        if self._pbt_on and address != self._last_insn + 4:   # (a taken branch)
+            self._ref_pbt = (address, self.ref_insns + 1)
+        if self._feeding and not self._feed_paused and self._last_insn >= 0:
+            self._feed_branch(self._last_insn, address)
+        self.ref_insns += 1
+        self._last_insn = address
+        index = self.ref_insns - 1
+        table = self._ref_enabled
+        if table is None:
+            ctx = self._live_context()
+            table = self._ref_enabled = {
+                el: self.spu.profiling_enabled(ctx.at_el(el)) for el in range(4)}
+        el = PSTATE_EL.get(pstate)
+        now = table[el]
+        if (self._pmu_bucket[0] if self._pmu_bucket else None) != (el if now else None):
+            self.pmu_events.accrue(self._pmu_bucket)
+            self._pmu_bucket = (el, self._live_context().at_el(el).is_secure) if now else None
+        if now and not self.enabled:
+            self.spu.interval.initialize(self.spu.regs["PMSIRR_EL1"])
+            self.spu.rules.profiling_started()
+            self._pbt_since = index
+        self.enabled = now
+        self.acct = index
+        if now and self.spu.interval.members_to_next_event() == 1:
+            self._member_selected(index)
+        else:
+            self._account(index + 1)
+        if address in self._psb_addresses:
+            self.spu.rules.psb_csync(now)
+            if self.sync_observer is not None and now:
+                # (records are written at once here; observed after the PSB CSYNC's own
+                # sample, as the fast hook, which runs after a capture at its own instruction)
+                self.sync_observer("psb", index)
+
+    def run(self, progress: Callable[[int], None] | None = None) -> RunResult:
+        """Run until the guest exits through semihosting.
+
+        Raises:
+            GuestRunaway: more than ``max_insns`` instructions.
+            GuestError: an unhandled Unicorn error (unmapped fetch, ...), or the PE waits for
+                an interrupt that can never come.
+        """
+        try:
+            if self.cfg.mode == "reference":
+                return self._run_reference(progress)
+            if self.cfg.mode == "raw":
+                return self._run_raw()
+            return self._run_fast(progress)
+        finally:
+            # (also when the run ends with an error: what the guest wrote is kept)
+            self.close()
+
+    def close(self) -> None:
+        """Close the host files of the run (semihosting handles, device output such as
+        console.log); idempotent."""
+        self.semihost.close_all()
+        for dev in self.devices.values():
+            dev.close()
+
+    def _start(self, pc: int, until: int = 0, count: int = 0) -> None:
+        self._unmapped = None
+        if self._feed_flush:   # (_start_model_feed)
+            self._feed_flush = False
+            self.uc.ctl(UC_CTL_TB_FLUSH, UC_CTL_IO_WRITE)
+        if self.watchpoints.dirty or self.watchpoints.unresolved:
+            self.watchpoints.refresh()
+        try:
+            self.uc.emu_start(pc, until, 0, count)
+        except UcError as exc:
+            if exc.errno in UNMAPPED_ERRORS and self._unmapped is not None:
+                self._external_abort(*self._unmapped)
+            else:
+                raise GuestError(f"emulation stopped at PC {self.pc:#x} after {self.insns()} "
+                                 f"instructions: {exc}") from None
+        if self.watchpoints.hit is not None:
+            self.watchpoints.take_hit()
+        if self._hook_error is not None:
+            exc, self._hook_error = self._hook_error, None
+            raise exc
+
+    def _run_fast(self, progress) -> RunResult:
+        c = self.counter
+        budget = self.budget
+        last_progress = 0
+        irq_check = True  # the IRQ line or its masking may have changed since the last check
+        while self.exit is None:
+            if self.checks.after_stop():  # PC alignment, Illegal Execution state
+                continue
+            if c.insns >= self.debug_stop_at:
+                self.debug_hook()
+                irq_check = True
+                continue
+            self.clock.run_due(c.insns)
+            if self.replan or self._irq_line():
+                # (also at a masked-interrupt poll stop: the mask may have been lifted)
+                irq_check = True
+            if self.replan:
+                self._ctx = None
+                self._refresh_enabled()
+                if self._take_spe_exception():
+                    self._refresh_enabled()
+                    irq_check = True
+            hold = self.hold_irq_until > c.insns
+            if irq_check and not hold:
+                irq_check = False
+                if self._deliver_irq():
+                    self._refresh_enabled()
+                elif self._irq_line():
+                    self._follow_code_mapping()
+            self.replan = False
+            event = NEVER
+            if self.enabled:
+                event = self.acct + self.spu.interval.members_to_next_event() - 1
+            # (an event on the clock is due at or after the instruction count it converts to)
+            unpolled = min(budget, self.hold_irq_until if hold else NEVER,
+                           max(self.clock.next_deadline_insns(), c.insns),
+                           max(self.debug_stop_at, c.insns))
+            poll = self._poll_at(c.insns)
+            limit = min(unpolled, poll)
+            target = min(event, limit)
+            if target < c.insns:  # (never: every stop point is planned ahead of the run)
+                raise AssertionError(f"run loop passed its stop point {target} ({c.insns})")
+            c.stop_at = target
+            c.gap = 0
+            if event != NEVER and target == event:
+                # Let the native hook capture the samples it can (counter.c).
+                # (not with FEAT_SPE_PBT: a sample needs the taken branch before it,
+                # _prev_branch, which the native capture does not take)
+                gap = (None if self.cfg.spe.pbt
+                       else self.spu.interval.fixed_gap(self.spu.regs["PMSIRR_EL1"]))
+                if gap is not None:
+                    c.event_at, c.limit = event, limit
+                    # (a pending predicted sample's record is written first, at _settle)
+                    c.cap_budget = max(0, self._record_room(self.context())
+                                       - (self._pending is not None))
+                    c.gap = gap
+            # A poll for an interrupt the GIC asserts is moot once the native CPU-interface
+            # path has lowered every GIC output (an IAR read acknowledged it): the native hook
+            # then runs on to the stop point without it (counter.c, poll_at).
+            polled = (not c.gap and target == poll < min(event, unpolled)
+                      and not self._serror_line())
+            c.poll_at, c.unpolled_at = (poll, min(event, unpolled)) if polled else (NEVER, NEVER)
+            if polled:
+                self.control.irq = 1   # (the native GIC path clears it as it lowers them)
+            stops = c.stops
+            capturing = c.gap
+            pc = self.pc
+            self._start(pc)
+            if polled and c.poll_at == NEVER:
+                # (the poll was moot, or a stop was asked for: planned without it)
+                limit = min(unpolled, c.unpolled_at)
+                target = min(event, limit)
+            c.poll_at = NEVER
+            self._catch_up(c.insns)
+            if self.checks.after_stop():  # PC alignment, Illegal Execution state
+                continue
+            if c.gap and c.event_at != event:  # samples were captured: plan from what is left
+                c.gap = 0
+                event = NEVER
+                if self.enabled:
+                    event = self.acct + self.spu.interval.members_to_next_event() - 1
+                target = min(event, limit)
+            if self.exit is not None:
+                break
+            # Stopped by the hook in front of the block that holds instruction #target (and
+            # that block ends before the budget or hold point), for the planned sample?
+            in_front = c.stops != stops and c.insns < target and c.stop_at == target
+            at_sample = (in_front and target == event and not self.replan
+                         and c.insns + c.stop_block_insns <= limit)
+            if (at_sample and capturing and c.cap_budget
+                    and target + capturing >= c.insns + c.stop_block_insns
+                    and self._relearnt_at != (self.pc, c.insns)
+                    and self._learn_stop_block(self.pc, c.stop_block_insns, target - c.insns)):
+                # Stopped in front of the block that holds the sample because the hook had no
+                # verdict for it; now it has one: run again from here, the hook captures it
+                # (once: if it stops here again, it is predicted or split below).
+                self._relearnt_at = (self.pc, c.insns)
+                continue
+            if at_sample and self._predict(self.pc, target - c.insns, c.stop_block_insns,
+                                           target):
+                # Stopped in front of the block that holds the sampled instruction, which is
+                # predicted. From the block's start: the member has fired, the record is
+                # written after the next run (or by a hook on the way). From the block's end
+                # or its next PC: the block runs now and stops in front of the next one.
+                if self._pending is not None and self._pending[2] in (PREDICT_END,
+                                                                      PREDICT_NEXT_PC):
+                    c.gap = 0
+                    c.stop_at = c.insns + c.stop_block_insns
+                    self._start(self.pc)
+                    if self._pending is not None:
+                        self._settle(c.insns, self.pc)
+                    c.stop_at = target
+                    if self.exit is not None:
+                        break
+            elif in_front:
+                # Stopped in front of the block that holds instruction #target: run exactly
+                # up to it.
+                self.sample_paths["split"] += 1
+                # (the split block ends just before instruction #target; should the flow
+                # leave it -- an exception inside -- the hook stops in front of the first
+                # block that would pass the target, with no capture)
+                c.gap = 0
+                end = self._run_exactly_to(target)
+                c.stop_at = target
+                if self.exit is not None:
+                    break
+                if c.insns != target or self.pc != end:
+                    # An exception or a hook changed the flow inside the block: re-plan.
+                    self._account(min(c.insns, target))
+                    continue
+            executed_to = c.insns
+            if executed_to >= budget:
+                self._account(budget)  # members before the budget; the next one never runs
+                raise GuestRunaway(f"guest did not exit within {budget} instructions "
+                                   f"(PC {self.pc:#x})")
+            if (event != NEVER and executed_to == event and c.stop_at == target
+                    and not self.replan):
+                # (A hook that changed state stopped the run here: re-plan first, the event
+                # is recomputed with the new enable state.)
+                self._member_selected(event)
+            else:
+                self._account(executed_to)
+            if progress and executed_to - last_progress > 5_000_000:
+                last_progress = executed_to
+                progress(executed_to)
+            if self.exit is None and c.block_start + 4 * c.block_insns == self.pc:
+                # The last block run ended where the PC is: if it ended with a WFI, that WFI
+                # executed in this run (Unicorn returns after it, or a planned stop fell
+                # right after it).
+                self._wait_if_wfi()
+        return self._result()
+
+    def _run_exactly_to(self, target: int) -> int:
+        """Stopped in front of the block that holds instruction #``target`` (a count of
+        instructions): run from the PC up to that instruction, and return the address it
+        stops at. The cached block starting at the PC runs past the target, so it is
+        invalidated ([pc, end) overlaps it; a cached block starting at the target itself
+        survives) and retranslated with the exit baked in."""
+        pc = self.pc
+        end = pc + INSN_BYTES * (target - self.counter.insns)
+        self.uc.ctl_remove_cache(pc, end)
+        self._start(pc, end)
+        if self.pc == end:
+            # (the block just translated ends with Unicorn's exit: _unicorn_exit; dropped so
+            # that later runs through it do not stop there)
+            self.uc.ctl_remove_cache(pc, end)
+        return end
+
+    def _poll_at(self, insns: int) -> int:
+        """While the GIC asserts an interrupt that PSTATE masks, the instruction count at which
+        to look again (a safety net: the block hook's unmasking watch sees the unmasking
+        itself, docs/model.md "Interrupts"); else NEVER."""
+        return insns + MASKED_IRQ_POLL if self._irq_line() else NEVER
+
+    def _wait_if_wfi(self) -> None:
+        """If the instruction before the PC, just executed, is a WFI (Unicorn returns from
+        emu_start after it: QEMU halts the PE), the PE waits for a wake-up event (Arm ARM
+        D1.6.2 "Wait For Interrupt"): an interrupt the GIC asserts, or a pending virtual IRQ
+        or FIQ, wakes it even when PSTATE masks it; otherwise virtual time advances to the
+        next event on the clock.
+
+        Raises:
+            GuestError: nothing is scheduled that could ever wake the PE.
+        """
+        pc = self.pc
+        try:
+            word = self._fetch(pc - 4, self.context().el)
+        except (TranslationFault, UcError):
+            return
+        if (word != WFI_WORD or self._irq_line()
+                or self.pe.virtual_interrupt_pending(self.context())):
+            return
+        self._counter_reads_changed()
+        # Events that assert no interrupt (a console poll that found no input) do not end
+        # the wait: the result is the same whether input is attached or not.
+        self._waiting = True
+        try:
+            while not self._irq_line():
+                if not self.clock.wait_for_event():
+                    raise GuestError(f"WFI at PC {pc - 4:#x} with no interrupt that can wake "
+                                     f"the PE and no event scheduled")
+                self.clock.run_due()
+        finally:
+            self._waiting = False
+
+    def _run_raw(self) -> RunResult:
+        """No SPE model: the native block hook counts instructions and stops in front of the
+        block that holds the next stop point (the budget, the next clock event, a
+        masked-interrupt poll); that block is then run exactly up to it, as in the fast
+        loop, so ``max_insns`` holds exactly on every path."""
+        c = self.counter
+        budget = self.budget
+        while self.exit is None:
+            if c.insns >= self.debug_stop_at:
+                self.debug_hook()
+                continue
+            self.clock.run_due(c.insns)
+            self._deliver_irq()
+            self.replan = False
+            if c.insns >= budget:
+                raise GuestRunaway(f"guest did not exit within {budget} instructions "
+                                   f"(PC {self.pc:#x})")
+            target = c.stop_at = min(budget, max(self.clock.next_deadline_insns(), c.insns),
+                                     self._poll_at(c.insns), max(self.debug_stop_at, c.insns))
+            stops = c.stops
+            self._start(self.pc)
+            if self.checks.after_stop():  # PC alignment, Illegal Execution state
+                continue
+            if self.exit is None and c.stops != stops and c.insns < target == c.stop_at:
+                # In front of the block holding instruction #target: run exactly up to it.
+                self._run_exactly_to(target)
+            if (self.exit is None and not self.replan and c.insns < budget
+                    and c.block_start + 4 * c.block_insns == self.pc):
+                self._wait_if_wfi()
+        return self._result()
+
+    def _run_reference(self, progress) -> RunResult:
+        while self.exit is None:
+            if self.checks.after_stop():  # PC alignment, Illegal Execution state
+                continue
+            self.clock.run_due()
+            self._ref_enabled = None
+            self._take_spe_exception()
+            self._deliver_irq()
+            self.replan = False
+            self._ref_deadline = min(self.clock.next_deadline_insns(),
+                                     self._poll_at(self.ref_insns))
+            self._start(self.pc)
+            if self.checks.after_stop():  # PC alignment, Illegal Execution state
+                continue
+            if self._budget_spent:
+                raise GuestRunaway(f"guest did not exit within {self.cfg.max_insns} "
+                                   f"instructions (PC {self.pc:#x})")
+            if self.exit is None and self._last_insn + 4 == self.pc:
+                self._wait_if_wfi()  # (the last instruction run is the one before the PC)
+        return self._result()
+
+    def result(self) -> RunResult:
+        """What the run has produced so far: the counts of a run that stopped on an error
+        too (:class:`RunResult`)."""
+        return self._result()
+
+    def _result(self) -> RunResult:
+        """(:meth:`run` closes the run's files on every way out.)"""
+        st = self.spu.stats
+        self.pmu_events.accrue(self._pmu_bucket)
+        return RunResult(
+            exit_status=self.exit.status if self.exit else None,
+            exit_reason=self.exit.reason if self.exit else None,
+            exit_via=self.exit.via if self.exit else None,
+            instructions=self.insns(), population=st.population, samples=st.samples,
+            records_written=st.records_written, bytes_written=st.bytes_written,
+            filtered_out=st.filtered_out, management_events=len(st.management_events),
+            irqs_taken=self.irqs_taken, exceptions_taken=self.exceptions_taken,
+            console=self.semihost.console_output, guest_errors=list(self.guest_errors),
+            firmware_console=self.semihost.firmware_output,
+            driver_rules=[asdict(b) for b in self.spu.rules.breaks],
+            pmu_events=self.pmu_events.event_totals(),
+            model={"feed": self.cfg.spe.model_feed, **self.spu.builder.model.stats()},
+            model_config={**self.cfg.spe.model_config(),
+                          "midr": self.cfg.cpu.describe()["midr"]},
+            pmbsr=self.spu.regs["PMBSR_EL1"], pmbptr=self.spu.regs["PMBPTR_EL1"],
+            pmsicr=self.spu.interval.value)
