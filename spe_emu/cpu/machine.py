@@ -1,5 +1,16 @@
 """The machine: Unicorn + exception model + SPU + board devices + the run loop.
 
+:class:`Machine` is the facade sessions and the API use. The shared board (RAM, bus, devices,
+GIC, virtual clock, console input) is a :class:`~spe_emu.cpu.board.Board` it owns; the PE's
+parts are each in the module of its concern, mixed into :class:`Machine` (they share its
+attributes): :mod:`.translation` (host-side translation), :mod:`.prediction` (samples inside a
+block, learnt code, captures), :mod:`.sampling` (population and samples), :mod:`.controls`
+(ERET, PSB CSYNC and unmasking hooks), :mod:`.interrupts` (interrupt and SPE exception
+delivery), :mod:`.traps` (exceptions, MRS/MSR/SYS traps, semihosting, PSCI), :mod:`.hooks`
+(the Unicorn hooks) and :mod:`.runloop` (the run loops); :mod:`.config` holds
+:class:`MachineConfig` and what a run returns. This module builds the PE (reset state, access
+context, instruction counts, ground truth).
+
 Run loop ("fast" mode, the default): Unicorn runs natively. A native block hook
 (:mod:`spe_emu.native`) counts retired instructions per translated block and stops emulation in
 front of the block that holds the next instruction of interest. A sample inside a block is
@@ -40,22 +51,18 @@ from ..devices.gicv3 import ICC_REGISTERS, GicDevice
 from ..devices.psci import Psci
 from ..devices.semihosting import Semihosting
 from ..errors import ConfigError
-from ..platform.board import Platform
-from ..platform.bus import Bus
-from ..platform.clock import VirtualClock
-from ..platform.console import ConsoleInput, poll_ticks, usable_input
-from ..platform.device import DEVICE_TYPES, Device
 from ..platform.loader import Image
 from ..platform.sysregs import SysregRegistry
 from ..spe.interval import Xorshift64
 from ..spe.spu import Spu
-from ..sysreg import Access, Replan
+from ..sysreg import Access
 from .exceptions import PSTATE, VectorKind, set_pstate
 from .fastuc import FastAccess
 from .native_records import CAPTURE_REGS, CAPTURE_SLOT, NativeRecords
 from .pe import ProcessingElement
 from .qemu_state import ExceptionReader
 from .watchpoints import Watchpoints
+from .board import Board
 from .config import NEVER, MachineConfig, MachineExit, RunResult
 from .controls import (CONTROL_MATCHES, PSB_CSYNC_WORD, ControlInstructions, ControlSites,
                        control_offsets)
@@ -78,7 +85,6 @@ __all__ = ["CAPTURE_REGS", "CAPTURE_SLOT", "CONTROL_MATCHES", "ERET_WORD", "EXCE
 CONTEXT_ENCODINGS = tuple(r.encoding.tuple for r in (SCR_EL3, HCR_EL2, MDCR_EL2, MDCR_EL3))
 
 
-INTERRUPT_CONTROLLER = "gicv3"  # the device kind the PE's IRQ/FIQ inputs come from
 # The ICC registers the native path executes, by name (their encodings, for the registry).
 ICC_ENCODINGS = {name: ICC_REGISTERS[name].encoding.tuple for name in GicDevice.NATIVE_ICC}
 
@@ -99,21 +105,14 @@ class Machine(RunLoops, UnicornHooks, Traps, Interrupts, ControlInstructions, Sa
             self.uc.cpr_write(*VPIDR_EL2.encoding.tuple, config.cpu.midr)
         self.guest_errors: list[str] = []
         self._retired_now: int | None = None  # set while a hook reads the clock mid-block
-        self.clock = VirtualClock(self._clock_retired, config.board.counter_hz)
-        self.bus = Bus(self.uc)
-        self.bus.map_ram("ram", config.ram_base, config.ram_size)
-        self.platform = Platform(clock=self.clock, outdir=Path(config.outdir),
-                                 guest_error=self._guest_error, console=config.console)
-        self.devices: dict[str, Device] = {}
         self.sysregs = SysregRegistry()
-        # The interrupt controller first: the other devices' outputs are wired into it.
-        specs = sorted(config.board.devices, key=lambda d: d.kind != INTERRUPT_CONTROLLER)
-        if not specs or specs[0].kind != INTERRUPT_CONTROLLER:
-            raise ConfigError(f"board {config.board.name}: no {INTERRUPT_CONTROLLER} device")
-        self.gic = self._add_device(specs[0])
-        self._pmbirq_input = self.gic.input(config.board.ppi("pmbirq"))
-        for spec in specs[1:]:
-            self._add_device(spec)
+        # The shared board: RAM, bus, devices, GIC, virtual clock, console input.
+        self.board = Board(config, self.uc, self._clock_retired, self.sysregs,
+                           self._guest_error, self._device_changed, lambda: self._waiting)
+        # (its parts this PE and the machine's users reach directly)
+        self.clock, self.bus, self.platform = self.board.clock, self.board.bus, self.board.platform
+        self.devices, self.gic = self.board.devices, self.board.gic
+        self._pmbirq_input = self.board.pmbirq_input
         self.spu = Spu(config.spe, self._spu_write, self._pmbirq, self._spu_serror)
         self.sysregs.register(self.spu, self.spu.table)
         # SAMPLE_POP/FEED/FILTRATE/COLLISION through QEMU's PMU registers (§2.6)
@@ -237,62 +236,11 @@ class Machine(RunLoops, UnicornHooks, Traps, Interrupts, ControlInstructions, Sa
                              "split": 0}
 
     # ------------------------------------------------------------------ set-up ------------
-    def _add_device(self, spec) -> Device:
-        """Build the registered device ``spec.kind``, map it on the bus and wire its
-        interrupt outputs into the GIC.
-
-        Raises:
-            ConfigError: no device of that kind is registered.
-        """
-        cls = DEVICE_TYPES.get(spec.kind)
-        if cls is None:
-            raise ConfigError(f"board {self.cfg.board.name}: no device model {spec.kind!r} "
-                              f"(known: {', '.join(sorted(DEVICE_TYPES))})")
-        dev = cls(spec, self.platform)
-        dev.on_change = self._device_changed
-        if spec.size:
-            self.bus.map_device(dev, spec.all_regions)
-        if dev.SYSREGS is not None:
-            self.sysregs.register(dev, dev.SYSREGS, Replan.IRQ)
-        for output, intid in spec.irqs:
-            dev.irqs[output].connect(self.gic.input(intid))
-        self.devices[spec.name] = dev
-        return dev
-
-    def _start_console_input(self) -> None:
-        """Offer host input (``cfg.stdin``) to the board's console device every
-        :func:`~spe_emu.platform.console.poll_ticks` of virtual time
-        (:mod:`spe_emu.platform.console`)."""
-        stream = usable_input(self.cfg.stdin)
-        device = self.devices.get(self.cfg.board.console)
-        if stream is None or device is None or not hasattr(device, "feed"):
-            return
-        self._console_in = (ConsoleInput(stream), device)
-        self.clock.schedule(self.clock.ticks() + poll_ticks(self.clock.hz), "console-input",
-                            self._poll_console)
-
-    def _poll_console(self, now: int) -> None:
-        source, device = self._console_in
-        # (while the PE waits in WFI, a terminal is given a moment, so an idle shell does not
-        # spin the host; virtual time moves by the poll period either way)
-        data = source.read(device.rx_space(), patience=0.02 if self._waiting else 0.0)
-        if data:
-            device.feed(data)
-        if not source.eof:
-            self.clock.schedule(now + poll_ticks(self.clock.hz), "console-input",
-                                self._poll_console)
-
     def load(self, image: Image) -> None:
-        """Copy an ELF image's PT_LOAD segments into RAM (by physical address)."""
-        for seg in image.segments:
-            lo, hi = seg.paddr, seg.paddr + seg.memsz
-            if lo < self.cfg.ram_base or hi > self.cfg.ram_base + self.cfg.ram_size:
-                raise ConfigError(f"{image.path}: segment {lo:#x}-{hi:#x} is outside RAM "
-                                  f"{self.cfg.ram_base:#x}-"
-                                  f"{self.cfg.ram_base + self.cfg.ram_size:#x}")
-            self.uc.mem_write(seg.paddr, bytes(seg.data))
-            if seg.memsz > len(seg.data):
-                self.uc.mem_write(seg.paddr + len(seg.data), bytes(seg.memsz - len(seg.data)))
+        """Copy an ELF image's PT_LOAD segments into RAM (by physical address:
+        :meth:`Board.load`); its executable segments are the code this PE scans for control
+        instructions (:attr:`images`)."""
+        self.board.load(image)
         self.images.append(image)
 
     def reset(self, entry: int) -> None:
@@ -326,7 +274,7 @@ class Machine(RunLoops, UnicornHooks, Traps, Interrupts, ControlInstructions, Sa
         self._install_hooks()
         if self.cfg.mode != "raw":
             self.checks.refresh()
-        self._start_console_input()
+        self.board.start_console_input()
 
     # ------------------------------------------------------------------ state views --------
     def context(self) -> AccessContext:
@@ -441,18 +389,7 @@ class Machine(RunLoops, UnicornHooks, Traps, Interrupts, ControlInstructions, Sa
     def _guest_error(self, message: str) -> None:
         self.guest_errors.append(message)
 
-    # ------------------------------------------------------------------ interrupts ---------
-
-    # ------------------------------------------------------------------ population ---------
-
-    # ------------------------------------------------------------------ sampling -----------
-
-    # ------------------------------------------------------------------ predicted samples --
-
-    # ------------------------------------------------------------------ system registers ---
-
-    # ------------------------------------------------------------------ hooks --------------
-
+    # ------------------------------------------------------------------ virtual time ------
     def sleep(self, ticks: int) -> None:
         """Advance virtual time by ``ticks`` with no instruction retired (a sleep the host
         answers for the guest, as a WFI would wait; events now due fire at the next stop)."""
@@ -463,5 +400,3 @@ class Machine(RunLoops, UnicornHooks, Traps, Interrupts, ControlInstructions, Sa
     def _clock_retired(self) -> int:
         """Instructions retired, for the clock: exact at the instruction a hook runs for."""
         return self.insns() if self._retired_now is None else self._retired_now
-
-    # ------------------------------------------------------------------ run loop -----------

@@ -204,8 +204,7 @@ class RunLoops:
         """Close the host files of the run (semihosting handles, device output such as
         console.log); idempotent."""
         self.semihost.close_all()
-        for dev in self.devices.values():
-            dev.close()
+        self.board.close()
 
     def _start(self, pc: int, until: int = 0, count: int = 0) -> None:
         self._unmapped = None
