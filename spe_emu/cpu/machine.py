@@ -36,7 +36,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
-
 from unicorn import UC_ARCH_ARM64, UC_MODE_ARM, Uc
 from unicorn import arm64_const as A
 
@@ -44,9 +43,7 @@ from .. import devices  # noqa: F401 -- the device models register themselves
 from .. import native
 from ..arch.context import CPACR_EL1, HCR_EL2, MDCR_EL2, MDCR_EL3, SCR_EL3, AccessContext
 from ..arch.firmware_regs import CPTR_EL2, CPTR_EL3
-# (registers QEMU implements whose value spe_emu presents: the MRS hook returns it)
 from ..arch.id_regs import VPIDR_EL2
-from ..spe.pmu_events import PMU_COUNTERS, SpePmuEvents
 from ..devices.gicv3 import ICC_REGISTERS, GicDevice
 from ..devices.psci import Psci
 from ..devices.semihosting import Semihosting
@@ -54,26 +51,27 @@ from ..errors import ConfigError
 from ..platform.loader import Image
 from ..platform.sysregs import SysregRegistry
 from ..spe.interval import Xorshift64
+from ..spe.pmu_events import PMU_COUNTERS, SpePmuEvents
 from ..spe.spu import Spu
 from ..sysreg import Access
-from .exceptions import PSTATE, VectorKind, set_pstate
-from .fastuc import FastAccess
-from .native_records import CAPTURE_REGS, CAPTURE_SLOT, NativeRecords
-from .pe import ProcessingElement
-from .qemu_state import ExceptionReader
-from .watchpoints import Watchpoints
 from .board import Board
 from .config import NEVER, MachineConfig, MachineExit, RunResult
 from .controls import (CONTROL_MATCHES, PSB_CSYNC_WORD, ControlInstructions, ControlSites,
                        control_offsets)
-from .prediction import LEARNT_CODE, RECORD_BYTES_BOUND, Prediction
-from .translation import Translation
+from .exceptions import PSTATE, VectorKind, set_pstate
+from .fastuc import FastAccess
 from .hooks import UnicornHooks
-from .runloop import RunLoops
 from .interrupts import Interrupts
+from .native_records import CAPTURE_REGS, CAPTURE_SLOT, NativeRecords
+from .pe import ProcessingElement
+from .prediction import LEARNT_CODE, RECORD_BYTES_BOUND, Prediction
+from .qemu_state import ExceptionReader
+from .runloop import RunLoops
 from .sampling import ALL_ELS, Sampling
-from .traps import EXCEPTION_LOOP_LIMIT, RNDR_SEED_SALT, Traps
 from .sync_checks import ERET_WORD, PSTATE_EL, SyncChecks
+from .translation import Translation
+from .traps import EXCEPTION_LOOP_LIMIT, RNDR_SEED_SALT, Traps
+from .watchpoints import Watchpoints
 
 # The names this module has always offered (each defined in the module of its concern).
 __all__ = ["CAPTURE_REGS", "CAPTURE_SLOT", "CONTROL_MATCHES", "ERET_WORD", "EXCEPTION_LOOP_LIMIT",
