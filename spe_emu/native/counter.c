@@ -551,12 +551,27 @@ static __attribute__((noinline)) void block_slow(void *uc, uint64_t address, uin
  * no capture is completing) and starts at a 4-byte aligned PC (Arm ARM D1.3.3 PC alignment
  * checking). (A zero-size block, which Unicorn does not produce for A64 code, would only
  * record itself as the current block here.) */
+/* The common path with model_feed "every" feeding: the branch that ended the last block
+ * trains the predictor first (out of line, so that the path without a feed needs no stack
+ * frame: a Linux boot runs it at every block). */
+static __attribute__((noinline)) void block_fed(void *uc, uint64_t address, uint64_t n,
+                                                struct spe_counter *c)
+{
+    feed_branch(uc, c, address);
+    track_branch(c, address);
+    c->block_start = address;
+    c->block_insns = n;
+    c->insns += n;
+}
+
 void spe_block_hook(void *uc, uint64_t address, uint32_t size, struct spe_counter *c)
 {
     uint64_t n = size >> 2, end = c->insns + n;
     if (__builtin_expect((end <= c->fast_limit) & ((address & 3) == 0), 1)) {
-        if (c->feed)
-            feed_branch(uc, c, address);
+        if (c->feed) {
+            block_fed(uc, address, n, c);
+            return;
+        }
         track_branch(c, address);
         c->block_start = address;
         c->block_insns = n;
