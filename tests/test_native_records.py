@@ -116,23 +116,26 @@ def test_model_access_goes_down_the_levels(l2, accesses):
 
 
 @settings(max_examples=150, deadline=None)
-@example(tlb=(17, 0), steps=[(0, 0, True), (1, 0, True), (-1, 0, True),
+@example(tlb=(17, 0), steps=[(0, 0, True), (1, 0, True), (-2, 0, True),
                              *((p, 0, True) for p in range(2, 18)), (0, 0, True)])
-@given(tlb=st.sampled_from([(2, 0), (17, 0), (20, 0), (24, 0)]),
-       steps=st.lists(st.tuples(st.one_of(st.integers(0, 27), st.just(-1)),
+@example(tlb=(17, 0), steps=[*((p, 0, True) for p in range(4)), (-4, 0, True),
+                             *((p, 0, True) for p in range(4, 20)), (1, 0, True)])
+@given(tlb=st.sampled_from([(2, 0), (4, 0), (17, 0), (20, 0), (24, 0)]),
+       steps=st.lists(st.tuples(st.one_of(st.integers(0, 27), st.integers(-6, -2)),
                                 st.integers(0, 63), st.booleans()), max_size=500))
 def test_model_tlb_walks_match_the_oracle(tlb, steps):
     """The TLB of spe_model_access against the LRU oracle, on page sequences that go back and
-    forth (page -1: back to the page before the last one; a TLB of more than 16 entries is
-    one hashed LRU list, and a hit on its second newest page is taken without a probe): the
-    walk bit and the counts of every access, and :meth:`touch` sees the same TLB after."""
+    forth (page -k: back to the k-th newest page recorded; a TLB of more than 16 entries is
+    one hashed LRU list, whose newest pages are hit without a hash probe): the walk bit and
+    the counts of every access, and :meth:`touch` sees the same TLB after."""
     model = native.Model((*tlb, 8, 2, 0, 0, 32, 4))
     oracle = _Oracle(*tlb)
-    walks, recent = 0, [0, 0]
+    walks, recent = 0, []   # (distinct pages recorded, newest first)
     for page, offset, update in steps:
-        page = recent[0] if page < 0 else page
-        if update and page != recent[1]:
-            recent = [recent[1], page]
+        if page < 0:
+            page = recent[-page - 1] if len(recent) >= -page else 0
+        if update:
+            recent = [page] + [p for p in recent if p != page]
         line = page << 6 | offset
         walk = not oracle.touch(page, update)
         out = model.access(line, update)

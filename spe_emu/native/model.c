@@ -222,6 +222,7 @@ static int targets_swap(struct spe_targets *t, uint64_t pc, uint64_t target, uin
  * big fully associative level) is an spe_lru. Both keep the same LRU order, so the outcomes
  * do not depend on which a level uses. */
 #define SPE_ARRAY_WAYS 16
+#define SPE_TLB_RECENT 4   /* the newest TLB pages kept with their nodes (spe_model) */
 
 struct spe_level {
     uint32_t sets;          /* 0: the level is absent */
@@ -251,12 +252,15 @@ struct spe_model {
     uint64_t last_line;
     /* the same for the page of the last recorded access (a TLB hit that changes nothing) */
     uint64_t last_page;
-    /* With a TLB of one hashed LRU set (tlb_list): the page recorded before last_page + 1
-     * (0: none), and the nodes of both in that list. A hit on prev_page -- the second newest
-     * page -- makes it the newest by relinking its node, without a hash probe. */
+    /* With a TLB of one hashed LRU set (tlb_list) of at least SPE_TLB_RECENT entries: the
+     * pages recorded before last_page, newest first (page + 1; 0: none), which are the
+     * next newest entries of that list, and the nodes of all of them there (last_node for
+     * last_page). A hit on one of them makes it the newest by relinking its node, without a
+     * hash probe (a qsort program: 24%, 13%, 3% of its accesses hit the second, third and
+     * fourth newest page). */
     struct spe_lru *tlb_list;
-    uint64_t prev_page;
-    int32_t last_node, prev_node;
+    uint64_t recent_page[SPE_TLB_RECENT - 1];
+    int32_t last_node, recent_node[SPE_TLB_RECENT - 1];
 };
 
 const uint64_t spe_model_stats_count = SPE_MODEL_STATS;
@@ -356,7 +360,7 @@ struct spe_model *spe_model_new(const uint32_t *g, const uint32_t *p)
         return 0;
     }
     memset(m->pht, 2, (size_t)1 << p[0]);   /* weakly taken */
-    if (m->tlb.set && m->tlb.sets == 1 && m->tlb.ways >= 2)
+    if (m->tlb.set && m->tlb.sets == 1 && m->tlb.ways >= SPE_TLB_RECENT)
         m->tlb_list = m->tlb.set[0];
     return m;
 }
@@ -377,19 +381,31 @@ int spe_model_access(struct spe_model *m, uint64_t line, int update)
         return SPE_LEVEL_L1D << SPE_OUT_LEVEL_SHIFT;
     }
     int out = 0;
-    if (page + 1 == m->last_page) {
-        /* (the newest page: a hit that changes nothing) */
-    } else if (update && m->tlb_list && page + 1 == m->prev_page) {
-        lru_unlink(m->tlb_list, m->prev_node);   /* (the second newest becomes the newest) */
-        lru_append(m->tlb_list, m->prev_node);
-        int32_t node = m->prev_node;
-        m->prev_page = m->last_page, m->prev_node = m->last_node;
-        m->last_node = node;
-    } else {
-        out = level_access(&m->tlb, page, update) ? 0 : SPE_OUT_WALK;
+    if (page + 1 != m->last_page) {   /* (the newest page: a hit that changes nothing) */
+        unsigned j = 0;
+        if (update && m->tlb_list)
+            while (j < SPE_TLB_RECENT - 1 && m->recent_page[j] != page + 1)
+                j++;
+        else
+            j = SPE_TLB_RECENT - 1;
+        int32_t node;
+        if (j < SPE_TLB_RECENT - 1) {   /* a recent page becomes the newest */
+            node = m->recent_node[j];
+            lru_unlink(m->tlb_list, node);
+            lru_append(m->tlb_list, node);
+        } else {
+            out = level_access(&m->tlb, page, update) ? 0 : SPE_OUT_WALK;
+            node = m->tlb_list ? m->tlb_list->newest : -1;
+            j = SPE_TLB_RECENT - 2;     /* (the oldest recent page leaves the list) */
+        }
         if (update && m->tlb_list) {
-            m->prev_page = m->last_page, m->prev_node = m->last_node;
-            m->last_node = m->tlb_list->newest;
+            for (; j > 0; j--) {
+                m->recent_page[j] = m->recent_page[j - 1];
+                m->recent_node[j] = m->recent_node[j - 1];
+            }
+            m->recent_page[0] = m->last_page;
+            m->recent_node[0] = m->last_node;
+            m->last_node = node;
         }
     }
     int level = SPE_LEVEL_L1D;
@@ -417,8 +433,10 @@ int spe_model_touch(struct spe_model *m, uint32_t which, uint64_t key, int updat
 {
     struct spe_level *v = which == 0 ? &m->tlb : which == 1 ? &m->l1d
                           : which == 2 ? &m->l2 : &m->llc;
-    if (update)
-        m->last_line = m->last_page = m->prev_page = 0;
+    if (update) {
+        m->last_line = m->last_page = 0;
+        memset(m->recent_page, 0, sizeof m->recent_page);
+    }
     return v->sets ? level_access(v, key, update) : -1;
 }
 
