@@ -77,13 +77,13 @@ GEOMETRIES = st.sampled_from([(1, 0), (7, 0), (20, 0), (16, 4), (16, 1), (64, 8)
 @given(geometry=GEOMETRIES, which=st.sampled_from([native.TOUCH_TLB, native.TOUCH_L1D,
                                                     native.TOUCH_L2, native.TOUCH_LLC]),
        keys=st.lists(st.tuples(st.integers(0, 160), st.booleans()), max_size=400),
-       big=st.integers(1, (1 << 64) - 1))
+       big=st.integers(1, native.MAX_LINE))
 def test_model_levels_match_the_oracle(geometry, which, keys, big):
     lines, ways = geometry
     model = native.Model(tuple(v for _ in range(4) for v in geometry))
     oracle = _Oracle(lines, ways)
     for key, update in keys:
-        key = (key * big) & ((1 << 64) - 1) if key & 1 else key   # (hash spread and clusters)
+        key = (key * big) & native.MAX_LINE if key & 1 else key   # (hash spread and clusters)
         assert model.touch(which, key, update) == oracle.touch(key, update)
     model.close()
 

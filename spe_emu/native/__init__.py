@@ -744,6 +744,11 @@ def _declare(lib: ctypes.CDLL) -> None:
         fn.restype = result
 
 
+MAX_LINE = (1 << 58) - 1
+"""The largest 64-byte line number of a 64-bit address: the model's keys (lines, pages) are at
+most this (model.c keeps key + 1 in its set rows, 0 marking an empty way)."""
+
+
 class Model:
     """The micro-architecture model of records (model.c; docs/model.md "Events and latency
     model"): set-associative LRU TLB, L1D, optional L2 and LLC, and the branch predictor
@@ -786,17 +791,25 @@ class Model:
         self._free()
 
     def access(self, line: int, update: bool) -> int:
-        """The outcome (0 .. OUTCOMES - 1) of a data access to 64-byte line ``line``:
-        OUT_WALK when the TLB misses its 4 KiB page (``line >> 6``), ORed with the LEVEL_* that
-        holds the line shifted by OUT_LEVEL_SHIFT. ``update``: record the access (else the
-        model is only read)."""
+        """The outcome (0 .. OUTCOMES - 1) of a data access to 64-byte line ``line`` (0 ..
+        MAX_LINE): OUT_WALK when the TLB misses its 4 KiB page (``line >> 6``), ORed with the
+        LEVEL_* that holds the line shifted by OUT_LEVEL_SHIFT. ``update``: record the access
+        (else the model is only read).
+
+        Raises:
+            ValueError: ``line`` is not a line of a 64-bit address."""
+        if not 0 <= line <= MAX_LINE:
+            raise ValueError(f"line {line:#x} is not a 64-byte line of a 64-bit address")
         return self._access(self.ptr, line, int(update))
 
     def touch(self, which: int, key: int, update: bool = True) -> bool:
-        """One level alone (TOUCH_*): True if ``key`` is there; recorded with ``update``.
+        """One level alone (TOUCH_*): True if ``key`` (a page or line number, 0 .. MAX_LINE)
+        is there; recorded with ``update``.
 
         Raises:
-            ValueError: the level is absent (no L2)."""
+            ValueError: the level is absent (no L2), or ``key`` is out of range."""
+        if not 0 <= key <= MAX_LINE:
+            raise ValueError(f"key {key:#x} is not a page or line number of a 64-bit address")
         hit = self.lib.spe_model_touch(self.ptr, which, key, int(update))
         if hit < 0:
             raise ValueError(f"model level {which} is absent")
