@@ -235,11 +235,14 @@ class Pl011(Device, kind="pl011"):
         self._sync_native()
 
     def close(self) -> None:
-        """Send what the native path holds; flush and close ``console.log``."""
-        self._take_native()
-        if self._log is not None:
-            self._log.close()
-            self._log = None
+        """Send what the native path holds; flush and close ``console.log`` (also when the
+        console refuses the last characters: they are in the log)."""
+        try:
+            self._take_native()
+        finally:
+            if self._log is not None:
+                self._log.close()
+                self._log = None
 
     # -- host side: input -----------------------------------------------------------------
     def rx_space(self) -> int:
@@ -373,15 +376,16 @@ class Pl011(Device, kind="pl011"):
             self._line_idle()
 
     def _output(self, out: bytes) -> None:
-        """Characters sent: to the console and ``console.log``."""
-        if self.platform.console is not None:
-            self.platform.console(out)
+        """Characters sent: to ``console.log``, then to the console (a console that fails
+        does not cost the log its characters)."""
         if self._log is None:
             path = Path(self.platform.outdir) / CONSOLE_LOG
             path.parent.mkdir(parents=True, exist_ok=True)
             self._log = open(path, "ab" if self._log_started else "wb")
             self._log_started = True
         self._log.write(out)
+        if self.platform.console is not None:
+            self.platform.console(out)
 
     # -- receive --------------------------------------------------------------------------
     def _receive(self, entry: int) -> None:
