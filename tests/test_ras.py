@@ -115,7 +115,7 @@ def test_virtual_serror_takes_its_syndrome_from_vsesr_el2(tmp_path, mode, vsesr,
     vsesr_read, esr, pfr0 = xregs(m, 23, 21, 22)
     assert (vsesr_read, esr) == (vsesr, want)
     assert ID_AA64PFR0_EL1.get(pfr0, "RAS") == 0b0001      # FEAT_RAS presented
-    assert m.pe.ras.values["VSESR_EL2"] == vsesr
+    assert m.exc.ras.values["VSESR_EL2"] == vsesr
 
 
 def test_vsesr_el2_undefined_at_el1(tmp_path):

@@ -220,7 +220,7 @@ def test_buffer_owned_by_el1_written_while_el2_runs(tmp_path):
     ptr = xregs(m, 21)[0]
     assert m.result.exit_status == 0 and ptr > BUF_VA
     set_pstate(m.fast, PSTATE.set(m.fast.reg(A.UC_ARM64_REG_PSTATE), "EL", 2) | 1)  # EL2h
-    m._ctx = None
+    m.pe.forget_context()
     assert m.context().el == 2 and m.spu.owner(m.context()) == (False, 1)
     record = bytes(range(1, 17))
     placed, event = m.spu.buffer.write_record(record)
@@ -353,7 +353,7 @@ def test_external_abort_as_serror_to_el1(tmp_path, case):
     assert esr == ESR_SERROR
     assert spsr == 0x2C5
     assert elr == xregs(m, 27)[0]           # "after"
-    assert m.pe.serror_pending is False
+    assert m.exc.serror_pending is False
 
 
 def test_external_abort_as_serror_routed_to_el2_by_amo(tmp_path):

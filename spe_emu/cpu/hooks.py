@@ -28,7 +28,6 @@ from . import a64
 from .config import NEVER
 from .controls import PSB_CSYNC_WORD, UNMASK_WATCH
 from .exceptions import ABORT_ISS, EC, ESR, PSTATE, exception_model
-from .native_records import CAPTURE_REGS
 from .pe import ISR_EL1
 from .qemu_state import exception_layout
 from .sync_checks import ABORT_ECS, ERET_WORD, SP_ALIGN, SP_ELX_WRITES, SPSR
@@ -74,16 +73,6 @@ class UnicornHooks:
         flt.sys_fallback = ctypes.cast(self._sys_callback, ctypes.c_void_p).value
         self._native_hook(UC_HOOK_INSN, ctypes.c_void_p(native.sys_hook_address()),
                           ctypes.byref(flt), 1, 0, A.UC_ARM64_INS_SYS)
-        self.counter = native.SpeCounter(
-            emu_stop=ctypes.cast(uclib.uc_emu_stop, ctypes.c_void_p).value)
-        self.counter.stop_at = self.counter.event_at = self.counter.poll_at = NEVER
-        self.counter.feed_until = NEVER
-        self.counter.reg_read_batch = ctypes.cast(uclib.uc_reg_read_batch, ctypes.c_void_p).value
-        self.counter.vmem_translate = ctypes.cast(uclib.uc_vmem_translate, ctypes.c_void_p).value
-        self.counter.mem_read = ctypes.cast(uclib.uc_mem_read, ctypes.c_void_p).value
-        self.counter.ram_base, self.counter.ram_size = self.cfg.ram_base, self.cfg.ram_size
-        for i, rid in enumerate(CAPTURE_REGS):
-            self.counter.reg_ids[i] = rid
         if self.cfg.mode == "fast":
             self._install_intr_hook()
         else:
@@ -92,7 +81,7 @@ class UnicornHooks:
             # Counter reads (CNTPCT_EL0/CNTVCT_EL0) answered natively; every other MRS, and a
             # read the table does not cover, goes to _on_mrs (_mrs_fallback). (The raw loop
             # too: a speed baseline must not call Python at every counter read.)
-            reads = self.counter_reads = native.SpeCounterReads()
+            reads = self.counter_reads   # (built with the PE: PeCore)
             reads.counter = ctypes.pointer(self.counter)
             reads.model = ctypes.addressof(exception_model())
             for which, enc in enumerate(COUNTER_READS):
@@ -103,7 +92,6 @@ class UnicornHooks:
             self._native_hook(UC_HOOK_INSN, ctypes.c_void_p(native.mrs_hook_address()),
                               ctypes.byref(reads), 1, 0, A.UC_ARM64_INS_MRS)
         else:
-            self.counter_reads = None
             uc.hook_add(UC_HOOK_INSN, self._on_mrs, None, 1, 0, A.UC_ARM64_INS_MRS)
         if self.cfg.mode != "reference":
             self._native_hook(UC_HOOK_BLOCK, ctypes.c_void_p(native.block_hook_address()),
@@ -281,7 +269,7 @@ class UnicornHooks:
             h.python_undef_mask[i], h.python_undef_value[i] = mask, value
         # The CPU interface's common accesses, natively on the GIC's state (gicv3.py,
         # gic.c); the context-dependent fields are refreshed with the context
-        # (_native_context).
+        # (PeCore._native_context).
         self.gic.fill_native_path(h)
         h.control = ctypes.addressof(self.control)
         h.i_bit, h.f_bit = PSTATE.field("I").lsb, PSTATE.field("F").lsb

@@ -22,7 +22,7 @@ class Interrupts:
         """An External abort on a Profiling Buffer write is a physical SError exception
         (``SpeConfig.external_abort == "serror"``, Arm ARM D17.8.4.2): pending from now on,
         taken at the next stop where PSTATE.A and the routing allow it."""
-        self.pe.serror_pending = True
+        self.exc.serror_pending = True
         self._device_changed()
 
     def _pmbirq(self, level: bool) -> None:
@@ -70,8 +70,8 @@ class Interrupts:
         if target is None:
             return False
         syndrome = esr(spe_exc.ESR_EC_PROFILING, spe_exc.ISS_SPE_EXCEPTION)
-        self.pe.take(target, VectorKind.SYNC, self.pc, syndrome)   # (PSTATE.PM: _pm_on_entry)
-        self._ctx = None
+        self.exc.take(target, VectorKind.SYNC, self.pc, syndrome)   # (PSTATE.PM: _pm_on_entry)
+        self.pe.forget_context()
         self._py_exceptions_taken += 1
         if self.exception_observer is not None:
             self.exception_observer(VectorKind.SYNC, target, syndrome)
@@ -90,13 +90,13 @@ class Interrupts:
     def _serror_line(self) -> bool:
         """Whether a physical or virtual SError (HCR_EL2.VSE) is pending (part of
         :meth:`_irq_line` that the GIC does not drive)."""
-        return self.pe.serror_pending or self.pe.virtual_serror_pending(self.context())
+        return self.exc.serror_pending or self.exc.virtual_serror_pending(self.context())
 
     def _deliverable_interrupt(self) -> tuple[VectorKind, int] | None:
         """(IRQ or FIQ, target EL) of the interrupt the PE would take now, or None."""
         if not self._irq_line():
             return None
-        return self.pe.deliverable_interrupt(self.context())
+        return self.exc.deliverable_interrupt(self.context())
 
     def _deliverable_irq_target(self) -> int | None:
         """The EL a pending interrupt would be taken to now, or None."""
@@ -110,12 +110,12 @@ class Interrupts:
             return False
         kind, target = found
         if kind is VectorKind.SERROR:
-            self.pe.take_serror(self.context(), self.pc)
+            self.exc.take_serror(self.context(), self.pc)
             self._irq_line_value = None  # (HCR_EL2.VSE or the physical SError cleared)
-            self._ctx = None
+            self.pe.forget_context()
         else:
             # (an IRQ or FIQ entry changes only PSTATE, whose EL context() reads live)
-            self.pe.take(target, kind, self.pc)
+            self.exc.take(target, kind, self.pc)
         self._py_irqs_taken += 1
         if self.exception_observer is not None:
             self.exception_observer(kind, target, None)

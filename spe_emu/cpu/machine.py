@@ -1,15 +1,19 @@
 """The machine: Unicorn + exception model + SPU + board devices + the run loop.
 
 :class:`Machine` is the facade sessions and the API use. The shared board (RAM, bus, devices,
-GIC, virtual clock, console input) is a :class:`~spe_emu.cpu.board.Board` it owns; the PE's
-parts are each in the module of its concern, mixed into :class:`Machine` (they share its
-attributes): :mod:`.translation` (host-side translation), :mod:`.prediction` (samples inside a
-block, learnt code, captures), :mod:`.sampling` (population and samples), :mod:`.controls`
-(ERET, PSB CSYNC and unmasking hooks), :mod:`.interrupts` (interrupt and SPE exception
-delivery), :mod:`.traps` (exceptions, MRS/MSR/SYS traps, semihosting, PSCI), :mod:`.hooks`
-(the Unicorn hooks) and :mod:`.runloop` (the run loops); :mod:`.config` holds
-:class:`MachineConfig` and what a run returns. This module builds the PE (reset state, access
-context, instruction counts, ground truth).
+GIC, virtual clock, console input) is a :class:`~spe_emu.cpu.board.Board` it owns; its PEs are
+:class:`~spe_emu.cpu.pe_core.PeCore` objects in ``pes`` (one: :attr:`Machine.pe`, which the run
+loops drive), each with its Unicorn instance, native structs, SPU, PMU events, exception model
+and system-register registry, which the machine reaches under the names it always had
+(``uc``, ``counter``, ``spu`` ...). What acts on the PE is in the module of its concern,
+mixed into :class:`Machine` (they share its attributes): :mod:`.translation` (host-side
+translation), :mod:`.prediction` (samples inside a block, learnt code, captures),
+:mod:`.sampling` (population and samples), :mod:`.controls` (ERET, PSB CSYNC and unmasking
+hooks), :mod:`.interrupts` (interrupt and SPE exception delivery), :mod:`.traps` (exceptions,
+MRS/MSR/SYS traps, semihosting, PSCI), :mod:`.hooks` (the Unicorn hooks) and :mod:`.runloop`
+(the run loops); :mod:`.config` holds :class:`MachineConfig` and what a run returns. This
+module builds the machine and resets its PE (reset state, access context, instruction
+counts, ground truth).
 
 Run loop ("fast" mode, the default): Unicorn runs natively. A native block hook
 (:mod:`spe_emu.native`) counts retired instructions per translated block and stops emulation in
@@ -36,41 +40,32 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
-from unicorn import UC_ARCH_ARM64, UC_MODE_ARM, Uc
 from unicorn import arm64_const as A
 
 from .. import devices  # noqa: F401 -- the device models register themselves
 from .. import native
-from ..arch.context import CPACR_EL1, HCR_EL2, MDCR_EL2, MDCR_EL3, SCR_EL3, AccessContext
+from ..arch.context import CPACR_EL1, HCR_EL2, MDCR_EL2, MDCR_EL3, SCR_EL3
 from ..arch.firmware_regs import CPTR_EL2, CPTR_EL3
-from ..arch.id_regs import VPIDR_EL2
-from ..devices.gicv3 import ICC_REGISTERS, GicDevice
 from ..devices.psci import Psci
 from ..devices.semihosting import Semihosting
 from ..errors import ConfigError
 from ..platform.loader import Image
-from ..platform.sysregs import SysregRegistry
-from ..spe.interval import Xorshift64
-from ..spe.pmu_events import PMU_COUNTERS, SpePmuEvents
-from ..spe.spu import Spu
-from ..sysreg import Access
+from ..spe.pmu_events import PMU_COUNTERS
 from .board import Board
 from .config import NEVER, MachineConfig, MachineExit, RunResult
 from .controls import (CONTROL_MATCHES, PSB_CSYNC_WORD, ControlInstructions, ControlSites,
                        control_offsets)
 from .exceptions import PSTATE, VectorKind, set_pstate
-from .fastuc import FastAccess
 from .hooks import UnicornHooks
 from .interrupts import Interrupts
 from .native_records import CAPTURE_REGS, CAPTURE_SLOT, NativeRecords
-from .pe import ProcessingElement
+from .pe_core import PeCore
 from .prediction import LEARNT_CODE, RECORD_BYTES_BOUND, Prediction
-from .qemu_state import ExceptionReader
 from .runloop import RunLoops
-from .sampling import ALL_ELS, Sampling
-from .sync_checks import ERET_WORD, PSTATE_EL, SyncChecks
+from .sampling import Sampling
+from .sync_checks import ERET_WORD, SyncChecks
 from .translation import Translation
-from .traps import EXCEPTION_LOOP_LIMIT, RNDR_SEED_SALT, Traps
+from .traps import EXCEPTION_LOOP_LIMIT, Traps
 from .watchpoints import Watchpoints
 
 # The names this module has always offered (each defined in the module of its concern).
@@ -79,31 +74,29 @@ __all__ = ["CAPTURE_REGS", "CAPTURE_SLOT", "CONTROL_MATCHES", "ERET_WORD", "EXCE
            "Machine", "MachineConfig", "MachineExit", "RunResult", "control_offsets"]
 
 
-# The control registers of an AccessContext, in its field order (scr_el3 ... mdcr_el3).
-CONTEXT_ENCODINGS = tuple(r.encoding.tuple for r in (SCR_EL3, HCR_EL2, MDCR_EL2, MDCR_EL3))
-
-
-# The ICC registers the native path executes, by name (their encodings, for the registry).
-ICC_ENCODINGS = {name: ICC_REGISTERS[name].encoding.tuple for name in GicDevice.NATIVE_ICC}
-
-
 class Machine(RunLoops, UnicornHooks, Traps, Interrupts, ControlInstructions, Sampling,
               Prediction, Translation):
     """One AArch64 PE with SPE, a GICv3 subset and semihosting, on Unicorn."""
 
     def __init__(self, config: MachineConfig):
         self.cfg = config
-        self.uc = Uc(UC_ARCH_ARM64, UC_MODE_ARM)
-        # QEMU's "max" CPU: ARMv8.x features such as LSE atomics (the default is a Cortex-A72).
-        self.uc.ctl_set_cpu_model(A.UC_CPU_ARM64_MAX)
-        # Bound the translated-code cache: blocks split for samples are retranslated, and the
-        # default 1 GiB buffer would grow with the number of samples until QEMU flushes it.
-        self.uc.ctl_set_tcg_buffer_size(config.tcg_buffer_mb << 20)
-        if config.cpu.midr is not None:   # (a core preset: VPIDR_EL2 resets to MIDR_EL1)
-            self.uc.cpr_write(*VPIDR_EL2.encoding.tuple, config.cpu.midr)
+        # The PEs (one: the run loops drive pes[0]); the machine reaches its parts under the
+        # names below (the same objects).
+        core = PeCore(config, 0)
+        self.pes: list[PeCore] = [core]
+        self.uc, self.fast, self.qemu_exception = core.uc, core.fast, core.qemu_exception
+        self.sysregs = core.sysregs
+        self.intr, self.sysreg_filter, self.control = core.intr, core.sysreg_filter, core.control
+        self.counter, self.counter_reads = core.counter, core.counter_reads
+        self._rng = core.rng
+        self.context = core.context   # (the PE's control state: PeCore.context)
+        # (the PE's host-side translations: Translator)
+        t = core.translator
+        self._regime_el, self._translate, self._fetch = t.regime_el, t.translate, t.fetch
+        self._stage2_switch, self._in_ram, self._ram_at = t.stage2_switch, t.in_ram, t.ram_at
+        self._read_current, self._write_current = t.read_current, t.write_current
         self.guest_errors: list[str] = []
         self._retired_now: int | None = None  # set while a hook reads the clock mid-block
-        self.sysregs = SysregRegistry()
         # The shared board: RAM, bus, devices, GIC, virtual clock, console input.
         self.board = Board(config, self.uc, self._clock_retired, self.sysregs,
                            self._guest_error, self._device_changed, lambda: self._waiting)
@@ -111,27 +104,21 @@ class Machine(RunLoops, UnicornHooks, Traps, Interrupts, ControlInstructions, Sa
         self.clock, self.bus, self.platform = self.board.clock, self.board.bus, self.board.platform
         self.devices, self.gic = self.board.devices, self.board.gic
         self._pmbirq_input = self.board.pmbirq_input
-        self.spu = Spu(config.spe, self._spu_write, self._pmbirq, self._spu_serror)
-        self.sysregs.register(self.spu, self.spu.table)
-        # SAMPLE_POP/FEED/FILTRATE/COLLISION through QEMU's PMU registers (§2.6)
-        self.pmu_events = SpePmuEvents(lambda enc: self.uc.cpr_read(*enc), self.spu.stats)
-        self.sysregs.register(self.pmu_events, self.pmu_events.table)
+        core.connect(self.gic.irq_line, self.gic.fiq_line, self._spu_write, self._pmbirq,
+                     self._spu_serror)
+        self.spu, self.pmu_events, self.exc = core.spu, core.pmu_events, core.exc
         self._pmu_bucket: tuple[int, bool] | None = None  # (EL, Secure) while enabled
         self._last_sample: tuple[int, int, int] | None = None  # (index, filtered, collided)
         self.spu.rules.report, self.spu.rules.pc = self._guest_error, lambda: self.pc
         self.spu.rules.psb_visible = self._in_scanned_code
         self.spu.live_context = self.context
-        self.qemu_exception = ExceptionReader(self.uc)
-        self.fast = FastAccess(self.uc)
-        self.pe = ProcessingElement(self.fast, self.gic.irq_line, self.gic.fiq_line)
-        self.sysregs.register(self.pe.ras, self.pe.ras.table)   # (FEAT_RAS: cpu.ras)
         if config.spe.spe_exc:
-            self.pe.on_entry = self._pm_on_entry
+            self.exc.on_entry = self._pm_on_entry
         self._gic_state = self.gic.gic.state
-        self.checks = SyncChecks(self)
+        self.checks = core.checks = SyncChecks(self)
         # the instruction budget (MachineConfig.max_insns; None: none)
         self.budget = NEVER if config.max_insns is None else config.max_insns
-        self.watchpoints = Watchpoints(self)
+        self.watchpoints = core.watchpoints = Watchpoints(self)
         self.semihost = Semihosting(Path(config.outdir), self._read_current, self._write_current,
                                     console=config.console, clock=self.clock.centiseconds,
                                     firmware_console=config.firmware_console)
@@ -153,17 +140,7 @@ class Machine(RunLoops, UnicornHooks, Traps, Interrupts, ControlInstructions, Sa
         self.replan = True
         self._stop_requested = False
         self._unmapped: tuple[int, int] | None = None  # (UC_MEM_*, VA) of a failed access
-        # The native INTR hook's state (fast mode), also where every mode keeps the exception-
-        # loop guard (spe_exception_guard): synchronous exceptions taken in a row with no
-        # instruction completed in between (the last at count entry_retired): an abort whose
-        # vector aborts again retires nothing, an UNDEFINED vector only its own instruction.
-        self.intr = native.SpeIntr(entry_retired=NEVER, loop_limit=EXCEPTION_LOOP_LIMIT,
-                                   enabled_els=ALL_ELS)
-        self.sysreg_filter = native.SpeSysregFilter()
         self._verdicts_added = False   # the native verdict table may hold entries
-        # context (EL 0) -> (IRQ target, FIQ target, ICC access bits) (_native_context)
-        self._native_contexts: dict[AccessContext, tuple[int, int, int]] = {}
-        self.control = native.SpeControl(python=1)
         # Called as (kind, instruction number) at each PSB CSYNC executed while profiling is
         # enabled ("psb", after its records are written) and each trapped PMS*/PMB* access
         # ("sysreg", before it): the differential tests compare guest memory there.
@@ -180,7 +157,6 @@ class Machine(RunLoops, UnicornHooks, Traps, Interrupts, ControlInstructions, Sa
         self._waiting = False  # the PE waits in WFI (_wait_if_wfi)
         self._control_segments: list[ControlSites] = []  # (fast loop: _follow_code_mapping)
         self._runtime_pages: dict[int, int] = {}  # VA page -> PA (_follow_runtime_code)
-        self._rng = Xorshift64(config.spe.seed ^ RNDR_SEED_SALT)  # RNDR/RNDRRS values
         self._last_insn = -1  # reference mode: address of the last instruction run
         # FEAT_SPE_PBT: the reference loop's (last taken branch target, 1 + instructions
         # retired before it; 0: none), and the instruction number from which profiling has
@@ -203,8 +179,6 @@ class Machine(RunLoops, UnicornHooks, Traps, Interrupts, ControlInstructions, Sa
         self._feed_flush = False   # translated code to flush before the run goes on
         self.hold_irq_until = 0  # the sampled instruction completes before an IRQ is taken
         self._budget_spent = False
-        self._ctx: AccessContext | None = None
-        self._xlate: dict[tuple[int, int, bool], int] = {}  # (regime, VA page, write) -> PA page
         # (PMBPTR_EL1 page, owner EL) whose page and the next translate (_record_room)
         self._headroom_pages: set[tuple[int, int]] = set()
         # (PC, EL) -> instruction word of captured samples; forgotten with the verdicts.
@@ -275,52 +249,6 @@ class Machine(RunLoops, UnicornHooks, Traps, Interrupts, ControlInstructions, Sa
         self.board.start_console_input()
 
     # ------------------------------------------------------------------ state views --------
-    def context(self) -> AccessContext:
-        """The control state for access/enable checks. The fast path caches the control
-        registers between the points where they can change (MSR to SCR_EL3/HCR_EL2/MDCR_EL2/
-        MDCR_EL3, exception entry) and reads PSTATE.EL live every time (an ERET in code no
-        control hook covers changes it unseen); the reference mode reads everything live."""
-        ctx = self._ctx
-        if ctx is None:
-            ctx = self._live_context()
-            if self.cfg.mode == "fast":
-                self._ctx = ctx
-                self._native_context(ctx)
-            return ctx
-        el = PSTATE_EL.get(self.fast.reg(A.UC_ARM64_REG_PSTATE))
-        if el != ctx.el:
-            ctx = self._ctx = ctx.at_el(el)
-        return ctx
-
-    def _native_context(self, ctx: AccessContext) -> None:
-        """Give the native CPU-interface path (exception.c) what it needs of a new context:
-        where a physical IRQ and FIQ are routed (:meth:`ProcessingElement.interrupt_target`)
-        and at which ELs its ICC accesses pass their access checks (the registry's
-        verdicts); until then (a write to SCR_EL3, HCR_EL2 ... cleared ``gic_native``) it
-        leaves them to Python."""
-        h = self.intr
-        key = ctx.at_el(0)
-        found = self._native_contexts.get(key)
-        if found is None:
-            ok = 0
-            for n, name in enumerate(self.gic.NATIVE_ICC):
-                entry = self.sysregs.lookup(ICC_ENCODINGS[name])
-                for el in range(4):
-                    if (entry is not None and entry.verdict(n == 0, ctx.at_el(el))
-                            is Access.OK):
-                        ok |= 1 << (3 * el + n)
-            found = self._native_contexts[key] = (
-                self.pe.interrupt_target(ctx, VectorKind.IRQ),
-                self.pe.interrupt_target(ctx, VectorKind.FIQ), ok)
-        h.irq_target, h.fiq_target, h.icc_ok = found
-        h.gic_native = int(not self.cfg.spe.spe_exc)   # (PSTATE.PM: _pm_on_entry)
-
-    def _live_context(self) -> AccessContext:
-        pstate, scr, hcr, mdcr2, mdcr3 = self.fast.snapshot((A.UC_ARM64_REG_PSTATE,),
-                                                            CONTEXT_ENCODINGS)
-        return AccessContext(el=PSTATE_EL.get(pstate), scr_el3=scr, hcr_el2=hcr,
-                             mdcr_el2=mdcr2, mdcr_el3=mdcr3)
-
     @property
     def irqs_taken(self) -> int:
         """Interrupts taken so far (in Python and natively)."""
@@ -330,6 +258,11 @@ class Machine(RunLoops, UnicornHooks, Traps, Interrupts, ControlInstructions, Sa
     def exceptions_taken(self) -> int:
         """Synchronous exceptions taken so far (in Python and natively)."""
         return self._py_exceptions_taken + self.intr.taken
+
+    @property
+    def pe(self) -> PeCore:
+        """The PE the run loops drive: ``pes[0]``, the only one."""
+        return self.pes[0]
 
     @property
     def pc(self) -> int:

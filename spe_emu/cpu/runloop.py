@@ -106,7 +106,7 @@ class RunLoops:
         model = self.spu.builder.model
         if kind is None:
             try:
-                kind = model.classify(self._fetch(last, self._live_context().el))
+                kind = model.classify(self._fetch(last, self.pe.live_context().el))
             except TranslationFault:
                 return
             self._ref_sites[last] = kind
@@ -157,14 +157,14 @@ class RunLoops:
         index = self.ref_insns - 1
         table = self._ref_enabled
         if table is None:
-            ctx = self._live_context()
+            ctx = self.pe.live_context()
             table = self._ref_enabled = {
                 el: self.spu.profiling_enabled(ctx.at_el(el)) for el in range(4)}
         el = PSTATE_EL.get(pstate)
         now = table[el]
         if (self._pmu_bucket[0] if self._pmu_bucket else None) != (el if now else None):
             self.pmu_events.accrue(self._pmu_bucket)
-            self._pmu_bucket = (el, self._live_context().at_el(el).is_secure) if now else None
+            self._pmu_bucket = (el, self.pe.live_context().at_el(el).is_secure) if now else None
         if now and not self.enabled:
             self.spu.interval.initialize(self.spu.regs["PMSIRR_EL1"])
             self.spu.rules.profiling_started()
@@ -207,33 +207,38 @@ class RunLoops:
         self.board.close()
 
     def _start(self, pc: int, until: int = 0, count: int = 0) -> None:
+        """Run the PE (:attr:`pe`) from ``pc`` (to ``until``; ``count`` instructions at most,
+        0: no limit) until a hook stops it, then take what stopped it."""
+        pe = self.pe
         self._unmapped = None
         if self._feed_flush:   # (_start_model_feed)
             self._feed_flush = False
-            self.uc.ctl(UC_CTL_TB_FLUSH, UC_CTL_IO_WRITE)
-        if self.watchpoints.dirty or self.watchpoints.unresolved:
-            self.watchpoints.refresh()
+            pe.uc.ctl(UC_CTL_TB_FLUSH, UC_CTL_IO_WRITE)
+        watchpoints = pe.watchpoints
+        if watchpoints.dirty or watchpoints.unresolved:
+            watchpoints.refresh()
         try:
-            self.uc.emu_start(pc, until, 0, count)
+            pe.uc.emu_start(pc, until, 0, count)
         except UcError as exc:
             if exc.errno in UNMAPPED_ERRORS and self._unmapped is not None:
                 self._external_abort(*self._unmapped)
             else:
                 raise GuestError(f"emulation stopped at PC {self.pc:#x} after {self.insns()} "
                                  f"instructions: {exc}") from None
-        if self.watchpoints.hit is not None:
-            self.watchpoints.take_hit()
+        if watchpoints.hit is not None:
+            watchpoints.take_hit()
         if self._hook_error is not None:
             exc, self._hook_error = self._hook_error, None
             raise exc
 
     def _run_fast(self, progress) -> RunResult:
-        c = self.counter
+        pe = self.pe
+        c, checks = pe.counter, pe.checks
         budget = self.budget
         last_progress = 0
         irq_check = True  # the IRQ line or its masking may have changed since the last check
         while self.exit is None:
-            if self.checks.after_stop():  # PC alignment, Illegal Execution state
+            if checks.after_stop():  # PC alignment, Illegal Execution state
                 continue
             if c.insns >= self.debug_stop_at:
                 self.debug_hook()
@@ -244,7 +249,7 @@ class RunLoops:
                 # (also at a masked-interrupt poll stop: the mask may have been lifted)
                 irq_check = True
             if self.replan:
-                self._ctx = None
+                pe.forget_context()
                 self._refresh_enabled()
                 if self._take_spe_exception():
                     self._refresh_enabled()
@@ -290,7 +295,7 @@ class RunLoops:
                       and not self._serror_line())
             c.poll_at, c.unpolled_at = (poll, min(event, unpolled)) if polled else (NEVER, NEVER)
             if polled:
-                self.control.irq = 1   # (the native GIC path clears it as it lowers them)
+                pe.control.irq = 1   # (the native GIC path clears it as it lowers them)
             stops = c.stops
             capturing = c.gap
             pc = self.pc
@@ -301,7 +306,7 @@ class RunLoops:
                 target = min(event, limit)
             c.poll_at = NEVER
             self._catch_up(c.insns)
-            if self.checks.after_stop():  # PC alignment, Illegal Execution state
+            if checks.after_stop():  # PC alignment, Illegal Execution state
                 continue
             if c.gap and c.event_at != event:  # samples were captured: plan from what is left
                 c.gap = 0
@@ -385,14 +390,15 @@ class RunLoops:
         stops at. The cached block starting at the PC runs past the target, so it is
         invalidated ([pc, end) overlaps it; a cached block starting at the target itself
         survives) and retranslated with the exit baked in."""
-        pc = self.pc
-        end = pc + INSN_BYTES * (target - self.counter.insns)
-        self.uc.ctl_remove_cache(pc, end)
+        pe = self.pe
+        pc = pe.pc
+        end = pc + INSN_BYTES * (target - pe.counter.insns)
+        pe.uc.ctl_remove_cache(pc, end)
         self._start(pc, end)
-        if self.pc == end:
+        if pe.pc == end:
             # (the block just translated ends with Unicorn's exit: _unicorn_exit; dropped so
             # that later runs through it do not stop there)
-            self.uc.ctl_remove_cache(pc, end)
+            pe.uc.ctl_remove_cache(pc, end)
         return end
 
     def _poll_at(self, insns: int) -> int:
@@ -417,7 +423,7 @@ class RunLoops:
         except (TranslationFault, UcError):
             return
         if (word != WFI_WORD or self._irq_line()
-                or self.pe.virtual_interrupt_pending(self.context())):
+                or self.exc.virtual_interrupt_pending(self.context())):
             return
         self._counter_reads_changed()
         # Events that assert no interrupt (a console poll that found no input) do not end
@@ -437,7 +443,8 @@ class RunLoops:
         block that holds the next stop point (the budget, the next clock event, a
         masked-interrupt poll); that block is then run exactly up to it, as in the fast
         loop, so ``max_insns`` holds exactly on every path."""
-        c = self.counter
+        pe = self.pe
+        c, checks = pe.counter, pe.checks
         budget = self.budget
         while self.exit is None:
             if c.insns >= self.debug_stop_at:
@@ -452,8 +459,8 @@ class RunLoops:
             target = c.stop_at = min(budget, max(self.clock.next_deadline_insns(), c.insns),
                                      self._poll_at(c.insns), max(self.debug_stop_at, c.insns))
             stops = c.stops
-            self._start(self.pc)
-            if self.checks.after_stop():  # PC alignment, Illegal Execution state
+            self._start(pe.pc)
+            if checks.after_stop():  # PC alignment, Illegal Execution state
                 continue
             if self.exit is None and c.stops != stops and c.insns < target == c.stop_at:
                 # In front of the block holding instruction #target: run exactly up to it.
@@ -464,8 +471,10 @@ class RunLoops:
         return self._result()
 
     def _run_reference(self, progress) -> RunResult:
+        pe = self.pe
+        checks = pe.checks
         while self.exit is None:
-            if self.checks.after_stop():  # PC alignment, Illegal Execution state
+            if checks.after_stop():  # PC alignment, Illegal Execution state
                 continue
             self.clock.run_due()
             self._ref_enabled = None
@@ -474,8 +483,8 @@ class RunLoops:
             self.replan = False
             self._ref_deadline = min(self.clock.next_deadline_insns(),
                                      self._poll_at(self.ref_insns))
-            self._start(self.pc)
-            if self.checks.after_stop():  # PC alignment, Illegal Execution state
+            self._start(pe.pc)
+            if checks.after_stop():  # PC alignment, Illegal Execution state
                 continue
             if self._budget_spent:
                 raise GuestRunaway(f"guest did not exit within {self.cfg.max_insns} "

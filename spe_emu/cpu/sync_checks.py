@@ -387,7 +387,7 @@ class SyncChecks:
         self.controls_changed = False
         m = self.m
         cpr = m.fast.cpr
-        ctx = m._live_context()
+        ctx = m.pe.live_context()
         # (with the patched library QEMU takes the SIMD&FP traps: native_fp_traps)
         self.fp_routes = (None,) * 4 if self.native_fp else fp_trap_routes(
             ctx, cpr(CPACR_EL1.encoding.tuple), cpr(CPTR_EL2.encoding.tuple),
@@ -490,8 +490,8 @@ class SyncChecks:
         info = a64.decode(m._fetch(address, el))
         far = m.fast.reg(a64.X_REGS[info.rt]) if info.rt != 31 else 0   # (XZR)
         ctx = m.context()
-        target, syndrome = m.pe.abort(ctx, fetch=False, write=True, fsc=FSC_ALIGNMENT,
-                                      external=False)
+        target, syndrome = m.exc.abort(ctx, fetch=False, write=True, fsc=FSC_ALIGNMENT,
+                                       external=False)
         m._catch_up(m._insn_index(address), address)
         m._take_sync(ctx, target, syndrome, address, far=far)
 
@@ -515,7 +515,7 @@ class SyncChecks:
               and info.reads[:1] == (A.UC_ARM64_REG_SP,)
               and m.fast.reg(A.UC_ARM64_REG_SP) % SP_ALIGN):
             # CheckSPAlignment(): EC 0x26, ISS 0 (AArch64.SPAlignmentFault())
-            target, syndrome, far = m.pe.sync_target(m.context()), esr(EC.SP_ALIGN), None
+            target, syndrome, far = m.exc.sync_target(m.context()), esr(EC.SP_ALIGN), None
         elif (aligned and (info.is_load or info.is_store) and not info.is_atomic
               and not info.is_exclusive):
             # (QEMU checks exclusives and atomics itself)
@@ -523,8 +523,8 @@ class SyncChecks:
             if va is None or va % element_bytes(info) == 0:
                 return
             ctx = m.context()
-            target, syndrome = m.pe.abort(ctx, fetch=False, write=info.is_store,
-                                          fsc=FSC_ALIGNMENT, external=False)
+            target, syndrome = m.exc.abort(ctx, fetch=False, write=info.is_store,
+                                           fsc=FSC_ALIGNMENT, external=False)
             far = va
         else:
             return
@@ -647,7 +647,7 @@ class SyncChecks:
             # (the stop is at a block boundary: the instruction at the PC is in no block the
             # native hook counted)
             m.counter.block_insns = 0
-        m._take_sync(ctx, m.pe.sync_target(ctx), syndrome, pc, far=far)
+        m._take_sync(ctx, m.exc.sync_target(ctx), syndrome, pc, far=far)
         return True
 
     # -- FEAT_E0PD ------------------------------------------------------------------------
@@ -698,15 +698,15 @@ class SyncChecks:
         fsc = ABORT_ISS.get(syndrome, "FSC")
         if self.m.cfg.cpu.e0pd and fsc != FSC_ALIGNMENT and self._e0pd_fault(ctx, ec, va):
             found, cm = mmu.FSC_TRANSLATION, ABORT_ISS.get(syndrome, "CM")  # (level 0)
-            target, syndrome = self.m.pe.abort(ctx, fetch=ec in FETCH_ECS,
-                                               write=bool(ABORT_ISS.get(syndrome, "WnR")),
-                                               fsc=found, external=False)
+            target, syndrome = self.m.exc.abort(ctx, fetch=ec in FETCH_ECS,
+                                                write=bool(ABORT_ISS.get(syndrome, "WnR")),
+                                                fsc=found, external=False)
             return target, ABORT_ISS.set(syndrome, "CM", cm)
         if not (translated or fsc & ~FSC_LEVEL_MASK == mmu.FSC_TRANSLATION):
             return target, syndrome
         found = mmu.walk_fault(self.m.fast, va, max(ctx.el, 1), self._descriptor)
         if found is None:
             return target, syndrome
-        return self.m.pe.abort(ctx, fetch=ec in FETCH_ECS,
-                               write=bool(ABORT_ISS.get(syndrome, "WnR")), fsc=found,
-                               external=found & ~FSC_LEVEL_MASK == mmu.FSC_WALK_EXTERNAL)
+        return self.m.exc.abort(ctx, fetch=ec in FETCH_ECS,
+                                write=bool(ABORT_ISS.get(syndrome, "WnR")), fsc=found,
+                                external=found & ~FSC_LEVEL_MASK == mmu.FSC_WALK_EXTERNAL)

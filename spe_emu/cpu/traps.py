@@ -122,7 +122,7 @@ class Traps:
         ctx = self.context()
         verdict = entry.verdict(info.is_read, ctx)
         if verdict is Access.UNDEFINED:
-            self._take_sync(ctx, self.pe.sync_target(ctx), esr(EC.UNKNOWN), pc)
+            self._take_sync(ctx, self.exc.sync_target(ctx), esr(EC.UNKNOWN), pc)
             return
         if verdict is not Access.OK:
             iss = sysreg_trap_iss(*info.sysreg, info.rt, info.is_read)
@@ -190,8 +190,8 @@ class Traps:
                 f"{EXCEPTION_LOOP_LIMIT} synchronous exceptions in a row with its first "
                 f"instruction (EC {ec:#04x} {name}, ESR {syndrome:#x}); is the vector table "
                 f"mapped and code?")
-        self.pe.take(target, VectorKind.SYNC, preferred, syndrome, far)
-        self._ctx = None
+        self.exc.take(target, VectorKind.SYNC, preferred, syndrome, far)
+        self.pe.forget_context()
         self._py_exceptions_taken += 1
         self._request_stop()
         if self.exception_observer is not None:
@@ -290,8 +290,8 @@ class Traps:
         ctx = self.context()
         pc = self.pc
         fetch = access == UC_MEM_FETCH_UNMAPPED
-        target, syndrome = self.pe.external_abort(ctx, fetch=fetch,
-                                                  write=access == UC_MEM_WRITE_UNMAPPED)
+        target, syndrome = self.exc.external_abort(ctx, fetch=fetch,
+                                                   write=access == UC_MEM_WRITE_UNMAPPED)
         far = pc if fetch else self._abort_va(pc, ctx, reported)
         target, syndrome = self.checks.refine_abort(ctx, target, syndrome, far, translated=True)
         self._take_sync(ctx, target, syndrome, pc, far=far)
@@ -464,7 +464,7 @@ class Traps:
             ctx = self.context()
             if ctx.el == 0:
                 return 0  # UNDEFINED at EL0: QEMU raises it
-            uc.reg_write(reg, self.pe.isr_el1(ctx))
+            uc.reg_write(reg, self.exc.isr_el1(ctx))
             return 1
         if (enc in (ID_AA64DFR0_EL1.encoding.tuple, ID_AA64DFR2_EL1.encoding.tuple,
                     ID_AA64PFR0_EL1.encoding.tuple)
@@ -539,11 +539,11 @@ class Traps:
         if enc in WATCHED_WRITES:
             if enc in STAGE2_SWITCHES and self._stage2_switch(enc, cp.val):
                 self._flush_translations()
-            self._ctx = None
+            self.pe.forget_context()
             self._ref_enabled = None
             self._irq_line_value = None  # (HCR_EL2.VSE, AMO, TGE; SCR_EL3.NS)
             self._python_controls(settled=False)   # (QEMU writes the register after this)
-            self.intr.gic_native = 0   # (until _native_context has the new context)
+            self.intr.gic_native = 0   # (until PeCore._native_context has the new context)
         if enc in DEBUG_WRITES:
             self.watchpoints.dirty = True  # (hooks installed again before the run goes on)
             if enc in SHADOWED:

@@ -430,7 +430,7 @@ class Watchpoints:
         for va, old in reversed(self._undo):
             m._write_current(va, old)
         self._undo = []
-        m._ctx = None
+        m.pe.forget_context()
         if self._host_hit:
             self._host_hit = False
             m.uc.reg_write(A.UC_ARM64_REG_PC, pc)   # (the saved PC may be its block's start)
@@ -438,8 +438,8 @@ class Watchpoints:
             return
         ctx = m.context()
         if fsc == FSC_ALIGNMENT:
-            target, syndrome = m.pe.abort(ctx, fetch=False, write=write, fsc=fsc,
-                                          external=False)
+            target, syndrome = m.exc.abort(ctx, fetch=False, write=write, fsc=fsc,
+                                           external=False)
             m._take_sync(ctx, target, syndrome, pc, far=far)
             return
         target = debug_target(ctx, m.fast.reg(A.UC_ARM64_REG_PSTATE),

@@ -551,7 +551,7 @@ class GdbStub:
         else:
             m.spu.write(r.spe, value, m.context())
             m._device_changed()
-        m._ctx = None
+        m.pe.forget_context()
         m.replan = True
         return b"OK"
 

@@ -1,0 +1,193 @@
+"""One processing element of a machine as an object of its own: the Unicorn instance its
+architectural state lives in, with the per-PE parts built around it -- the native structs its
+hooks share with the run loop (instruction counter, counter reads, system-register filter,
+control-instruction state, INTR hook state), its system-register registry, its SPU and the
+PMU events it counts, its exception model (:class:`~spe_emu.cpu.pe.ProcessingElement`, with
+the RAS registers), its host-side translations (:class:`~spe_emu.cpu.translation.Translator`),
+its PRNG for RNDR, and the synchronous checks and watchpoints that watch it; and its control
+state as the access and enable checks see it (:meth:`PeCore.context`: PSTATE.EL with SCR_EL3,
+HCR_EL2, MDCR_EL2 and MDCR_EL3, cached in fast mode, with what the native CPU-interface path
+derives from it).
+
+:class:`~spe_emu.cpu.machine.Machine` holds its PEs in ``pes`` (one today; the run loops
+drive ``pes[0]``) next to the shared :class:`~spe_emu.cpu.board.Board`. The trap handlers,
+hooks, sampling and prediction that act on a PE are still parts of the machine (its mixins),
+which reaches this PE's parts under the same names as before (``machine.uc``,
+``machine.counter``, ``machine.spu``, ``machine.context`` ...: the same objects)."""
+
+from __future__ import annotations
+
+import ctypes
+from typing import Any, Callable
+
+from unicorn import UC_ARCH_ARM64, UC_MODE_ARM, Uc
+from unicorn import arm64_const as A
+from unicorn.unicorn_py3.unicorn import uclib
+
+from .. import native
+from ..arch.context import HCR_EL2, MDCR_EL2, MDCR_EL3, SCR_EL3, AccessContext
+from ..arch.id_regs import VPIDR_EL2
+from ..devices.gicv3 import ICC_REGISTERS, GicDevice
+from ..platform.sysregs import SysregRegistry
+from ..spe.interval import Xorshift64
+from ..spe.pmu_events import SpePmuEvents
+from ..spe.spu import Spu
+from ..sysreg import Access
+from .config import NEVER, MachineConfig
+from .exceptions import VectorKind
+from .fastuc import FastAccess
+from .native_records import CAPTURE_REGS
+from .pe import ProcessingElement
+from .qemu_state import ExceptionReader
+from .sampling import ALL_ELS
+from .sync_checks import PSTATE_EL
+from .translation import Translator
+from .traps import EXCEPTION_LOOP_LIMIT, RNDR_SEED_SALT
+
+# The control registers of an AccessContext, in its field order (scr_el3 ... mdcr_el3).
+CONTEXT_ENCODINGS = tuple(r.encoding.tuple for r in (SCR_EL3, HCR_EL2, MDCR_EL2, MDCR_EL3))
+
+# The ICC registers the native path executes, by name (their encodings, for the registry).
+ICC_ENCODINGS = {name: ICC_REGISTERS[name].encoding.tuple for name in GicDevice.NATIVE_ICC}
+
+
+class PeCore:
+    """One PE (see the module's docstring).
+
+    Args:
+        config: the machine's configuration (``tcg_buffer_mb``, ``cpu.midr``, ``mode``,
+            ``ram_base``, ``ram_size``, ``spe.seed``).
+        index: the PE's number on its machine (0 for the first).
+    """
+
+    def __init__(self, config: MachineConfig, index: int = 0):
+        self.cfg = config
+        self.index = index
+        self.uc = Uc(UC_ARCH_ARM64, UC_MODE_ARM)
+        # QEMU's "max" CPU: ARMv8.x features such as LSE atomics (the default is a Cortex-A72).
+        self.uc.ctl_set_cpu_model(A.UC_CPU_ARM64_MAX)
+        # Bound the translated-code cache: blocks split for samples are retranslated, and the
+        # default 1 GiB buffer would grow with the number of samples until QEMU flushes it.
+        self.uc.ctl_set_tcg_buffer_size(config.tcg_buffer_mb << 20)
+        if config.cpu.midr is not None:   # (a core preset: VPIDR_EL2 resets to MIDR_EL1)
+            self.uc.cpr_write(*VPIDR_EL2.encoding.tuple, config.cpu.midr)
+        self.fast = FastAccess(self.uc)
+        self.qemu_exception = ExceptionReader(self.uc)
+        # The PE's system registers that Python emulates (the board's devices with
+        # registers, the SPU, the PMU events, RAS): :meth:`connect`.
+        self.sysregs = SysregRegistry()
+        # The native INTR hook's state (fast mode), also where every mode keeps the exception-
+        # loop guard (spe_exception_guard): synchronous exceptions taken in a row with no
+        # instruction completed in between (the last at count entry_retired): an abort whose
+        # vector aborts again retires nothing, an UNDEFINED vector only its own instruction.
+        self.intr = native.SpeIntr(entry_retired=NEVER, loop_limit=EXCEPTION_LOOP_LIMIT,
+                                   enabled_els=ALL_ELS)
+        self.sysreg_filter = native.SpeSysregFilter()
+        self.control = native.SpeControl(python=1)
+        self.counter = self._new_counter(config)
+        # Counter reads (CNTPCT_EL0/CNTVCT_EL0) answered natively (fast and raw modes; the
+        # hooks fill it in: UnicornHooks._install_hooks); None in reference mode.
+        self.counter_reads = (native.SpeCounterReads() if config.mode in ("fast", "raw")
+                              else None)
+        # Its host-side translations (a trapped instruction's fetch, semihosting blocks,
+        # Profiling Buffer writes, code read for learning), cached per page
+        self.translator = Translator(self.fast, self.uc, self.sysreg_filter, config.ram_base,
+                                     config.ram_size)
+        self.rng = Xorshift64(config.spe.seed ^ RNDR_SEED_SALT)  # RNDR/RNDRRS values
+        self._ctx: AccessContext | None = None   # (context(), fast mode)
+        # context (EL 0) -> (IRQ target, FIQ target, ICC access bits) (_native_context)
+        self._native_contexts: dict[AccessContext, tuple[int, int, int]] = {}
+        # Built by connect() once the board exists:
+        self.spu: Spu
+        self.pmu_events: SpePmuEvents
+        self.exc: ProcessingElement
+        # Set by the machine (they watch the PE through the machine's handlers):
+        self.checks: Any = None        # SyncChecks
+        self.watchpoints: Any = None   # Watchpoints
+
+    @staticmethod
+    def _new_counter(config: MachineConfig) -> native.SpeCounter:
+        """The native block hook's instruction counter, with nothing planned."""
+        c = native.SpeCounter(emu_stop=ctypes.cast(uclib.uc_emu_stop, ctypes.c_void_p).value)
+        c.stop_at = c.event_at = c.poll_at = NEVER
+        c.feed_until = NEVER
+        c.reg_read_batch = ctypes.cast(uclib.uc_reg_read_batch, ctypes.c_void_p).value
+        c.vmem_translate = ctypes.cast(uclib.uc_vmem_translate, ctypes.c_void_p).value
+        c.mem_read = ctypes.cast(uclib.uc_mem_read, ctypes.c_void_p).value
+        c.ram_base, c.ram_size = config.ram_base, config.ram_size
+        for i, rid in enumerate(CAPTURE_REGS):
+            c.reg_ids[i] = rid
+        return c
+
+    def connect(self, irq: Callable[[], bool], fiq: Callable[[], bool],
+                spu_write: Callable, pmbirq: Callable, spu_serror: Callable) -> None:
+        """Build the parts wired to the board and the machine's handlers, after the board's
+        devices registered their system registers (in this order): the SPU (its buffer
+        writes, PMBIRQ output and SError go to ``spu_write``, ``pmbirq``, ``spu_serror``),
+        the SPE PMU events, and the exception model, whose IRQ and FIQ inputs are the
+        interrupt controller's outputs ``irq`` and ``fiq``."""
+        self.spu = Spu(self.cfg.spe, spu_write, pmbirq, spu_serror)
+        self.sysregs.register(self.spu, self.spu.table)
+        # SAMPLE_POP/FEED/FILTRATE/COLLISION through QEMU's PMU registers (§2.6)
+        self.pmu_events = SpePmuEvents(lambda enc: self.uc.cpr_read(*enc), self.spu.stats)
+        self.sysregs.register(self.pmu_events, self.pmu_events.table)
+        self.exc = ProcessingElement(self.fast, irq, fiq)
+        self.sysregs.register(self.exc.ras, self.exc.ras.table)   # (FEAT_RAS: cpu.ras)
+
+    @property
+    def pc(self) -> int:
+        return self.fast.reg(A.UC_ARM64_REG_PC)
+
+    # -- the control state -----------------------------------------------------------------
+    def context(self) -> AccessContext:
+        """The control state for access/enable checks. The fast path caches the control
+        registers between the points where they can change (MSR to SCR_EL3/HCR_EL2/MDCR_EL2/
+        MDCR_EL3, exception entry: :meth:`forget_context`) and reads PSTATE.EL live every
+        time (an ERET in code no control hook covers changes it unseen); the reference mode
+        reads everything live."""
+        ctx = self._ctx
+        if ctx is None:
+            ctx = self.live_context()
+            if self.cfg.mode == "fast":
+                self._ctx = ctx
+                self._native_context(ctx)
+            return ctx
+        el = PSTATE_EL.get(self.fast.reg(A.UC_ARM64_REG_PSTATE))
+        if el != ctx.el:
+            ctx = self._ctx = ctx.at_el(el)
+        return ctx
+
+    def forget_context(self) -> None:
+        """The control registers may have changed (an exception entry, an MSR to one of
+        them): :meth:`context` reads them again."""
+        self._ctx = None
+
+    def _native_context(self, ctx: AccessContext) -> None:
+        """Give the native CPU-interface path (exception.c) what it needs of a new context:
+        where a physical IRQ and FIQ are routed (:meth:`ProcessingElement.interrupt_target`)
+        and at which ELs its ICC accesses pass their access checks (the registry's
+        verdicts); until then (a write to SCR_EL3, HCR_EL2 ... cleared ``gic_native``) it
+        leaves them to Python."""
+        h = self.intr
+        key = ctx.at_el(0)
+        found = self._native_contexts.get(key)
+        if found is None:
+            ok = 0
+            for n, name in enumerate(GicDevice.NATIVE_ICC):
+                entry = self.sysregs.lookup(ICC_ENCODINGS[name])
+                for el in range(4):
+                    if (entry is not None and entry.verdict(n == 0, ctx.at_el(el))
+                            is Access.OK):
+                        ok |= 1 << (3 * el + n)
+            found = self._native_contexts[key] = (
+                self.exc.interrupt_target(ctx, VectorKind.IRQ),
+                self.exc.interrupt_target(ctx, VectorKind.FIQ), ok)
+        h.irq_target, h.fiq_target, h.icc_ok = found
+        h.gic_native = int(not self.cfg.spe.spe_exc)   # (PSTATE.PM: Machine._pm_on_entry)
+
+    def live_context(self) -> AccessContext:
+        """The control state read now (nothing cached)."""
+        pstate, scr, hcr, mdcr2, mdcr3 = self.fast.snapshot((A.UC_ARM64_REG_PSTATE,),
+                                                            CONTEXT_ENCODINGS)
+        return AccessContext(el=PSTATE_EL.get(pstate), scr_el3=scr, hcr_el2=hcr,
+                             mdcr_el2=mdcr2, mdcr_el3=mdcr3)
