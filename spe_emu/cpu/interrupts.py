@@ -72,7 +72,7 @@ class Interrupts:
         syndrome = esr(spe_exc.ESR_EC_PROFILING, spe_exc.ISS_SPE_EXCEPTION)
         self.exc.take(target, VectorKind.SYNC, self.pc, syndrome)   # (PSTATE.PM: _pm_on_entry)
         self.pe.forget_context()
-        self._py_exceptions_taken += 1
+        self.pe.py_exceptions_taken += 1
         if self.exception_observer is not None:
             self.exception_observer(VectorKind.SYNC, target, syndrome)
         return True
@@ -116,7 +116,7 @@ class Interrupts:
         else:
             # (an IRQ or FIQ entry changes only PSTATE, whose EL context() reads live)
             self.exc.take(target, kind, self.pc)
-        self._py_irqs_taken += 1
+        self.pe.py_irqs_taken += 1
         if self.exception_observer is not None:
             self.exception_observer(kind, target, None)
         return True

@@ -43,12 +43,10 @@ from typing import Callable
 from unicorn import arm64_const as A
 
 from .. import devices  # noqa: F401 -- the device models register themselves
-from .. import native
 from ..arch.context import CPACR_EL1, HCR_EL2, MDCR_EL2, MDCR_EL3, SCR_EL3
 from ..arch.firmware_regs import CPTR_EL2, CPTR_EL3
 from ..devices.psci import Psci
 from ..devices.semihosting import Semihosting
-from ..errors import ConfigError
 from ..platform.loader import Image
 from ..spe.pmu_events import PMU_COUNTERS
 from .board import Board
@@ -90,6 +88,9 @@ class Machine(RunLoops, UnicornHooks, Traps, Interrupts, ControlInstructions, Sa
         self.counter, self.counter_reads = core.counter, core.counter_reads
         self._rng = core.rng
         self.context = core.context   # (the PE's control state: PeCore.context)
+        # (the PE's instruction counts: PeCore)
+        self.insns, self._retired_before = core.insns, core.retired_before
+        self._insn_index = core.insn_index
         # (the PE's host-side translations: Translator)
         t = core.translator
         self._regime_el, self._translate, self._fetch = t.regime_el, t.translate, t.fetch
@@ -99,7 +100,7 @@ class Machine(RunLoops, UnicornHooks, Traps, Interrupts, ControlInstructions, Sa
         self._retired_now: int | None = None  # set while a hook reads the clock mid-block
         # The shared board: RAM, bus, devices, GIC, virtual clock, console input.
         self.board = Board(config, self.uc, self._clock_retired, self.sysregs,
-                           self._guest_error, self._device_changed, lambda: self._waiting)
+                           self._guest_error, self._device_changed, lambda: core.waiting)
         # (its parts this PE and the machine's users reach directly)
         self.clock, self.bus, self.platform = self.board.clock, self.board.bus, self.board.platform
         self.devices, self.gic = self.board.devices, self.board.gic
@@ -127,8 +128,6 @@ class Machine(RunLoops, UnicornHooks, Traps, Interrupts, ControlInstructions, Sa
         self.firmware_span: tuple[int, int] | None = None
         self.exit: MachineExit | None = None
         self.psci = Psci() if config.psci else None
-        self._py_irqs_taken = 0        # (taken in Python; the native ones are in self.intr)
-        self._py_exceptions_taken = 0
         self.images: list[Image] = []
         # Hook the instructions of the images that may misalign SP (SyncChecks): not for an
         # operating system that runs its code elsewhere than it was loaded (a Linux Image).
@@ -136,7 +135,6 @@ class Machine(RunLoops, UnicornHooks, Traps, Interrupts, ControlInstructions, Sa
         # population accounting
         self.acct = 0            # instruction index up to which the population is accounted
         self.enabled = False     # StatisticalProfilingEnabled() since the last stop
-        self.ref_insns = 0       # reference mode instruction count
         self.replan = True
         self._stop_requested = False
         self._unmapped: tuple[int, int] | None = None  # (UC_MEM_*, VA) of a failed access
@@ -154,7 +152,6 @@ class Machine(RunLoops, UnicornHooks, Traps, Interrupts, ControlInstructions, Sa
         self.exception_observer: Callable[[VectorKind, int, int | None], None] | None = None
         self._psb_addresses: frozenset[int] = frozenset()  # reference mode (the scan's)
         self._ref_deadline = NEVER  # reference mode: instruction count of the next clock event
-        self._waiting = False  # the PE waits in WFI (_wait_if_wfi)
         self._control_segments: list[ControlSites] = []  # (fast loop: _follow_code_mapping)
         self._runtime_pages: dict[int, int] = {}  # VA page -> PA (_follow_runtime_code)
         self._last_insn = -1  # reference mode: address of the last instruction run
@@ -250,16 +247,6 @@ class Machine(RunLoops, UnicornHooks, Traps, Interrupts, ControlInstructions, Sa
 
     # ------------------------------------------------------------------ state views --------
     @property
-    def irqs_taken(self) -> int:
-        """Interrupts taken so far (in Python and natively)."""
-        return self._py_irqs_taken + self.intr.irqs_taken
-
-    @property
-    def exceptions_taken(self) -> int:
-        """Synchronous exceptions taken so far (in Python and natively)."""
-        return self._py_exceptions_taken + self.intr.taken
-
-    @property
     def pe(self) -> PeCore:
         """The PE the run loops drive: ``pes[0]``, the only one."""
         return self.pes[0]
@@ -268,54 +255,27 @@ class Machine(RunLoops, UnicornHooks, Traps, Interrupts, ControlInstructions, Sa
     def pc(self) -> int:
         return self.fast.reg(A.UC_ARM64_REG_PC)
 
-    def insns(self) -> int:
-        """Instructions retired so far (at a stop point)."""
-        return self.ref_insns if self.cfg.mode == "reference" else self.counter.insns
+    @property
+    def irqs_taken(self) -> int:
+        """Interrupts the PE has taken so far (:attr:`PeCore.irqs_taken`)."""
+        return self.pe.irqs_taken
+
+    @property
+    def exceptions_taken(self) -> int:
+        """Synchronous exceptions the PE has taken so far (:attr:`PeCore.exceptions_taken`)."""
+        return self.pe.exceptions_taken
 
     def enable_ground_truth(self) -> None:
-        """Count every executed instruction per PC from now on (``spe-emu run
-        --ground-truth``): the native block hook counts executions per (block, length), so
-        each block takes its slow path (no Python call); with model_feed "every", the native
-        hooks also record per PC what the model gives each execution
-        (:meth:`ground_truth_events`). Raises ConfigError in reference mode."""
-        if self.cfg.mode == "reference":
-            raise ConfigError("--ground-truth counts blocks in the native hook: use --mode "
-                              "fast or raw")
-        native.ground_truth_enable(self.counter)
-        if self._model_every and self.cfg.mode == "fast":
-            native.ground_truth_events_enable(self.counter)
+        """:meth:`PeCore.enable_ground_truth` of the PE."""
+        self.pe.enable_ground_truth()
 
     def ground_truth_events(self) -> dict[int, tuple[int, ...]]:
-        """``{pc: counts}`` (:data:`native.GT_EVENTS`: what the model gave every execution
-        of the instruction at pc) since :meth:`enable_ground_truth`, with model_feed "every"
-        (else empty)."""
-        return dict(sorted(native.ground_truth_events(self.counter).items()))
+        """:meth:`PeCore.ground_truth_events` of the PE."""
+        return self.pe.ground_truth_events()
 
     def ground_truth(self) -> dict[int, int]:
-        """``{pc: instructions executed at pc}`` since :meth:`enable_ground_truth` (empty when
-        it was not called); the counts add up to the instructions retired since then."""
-        counts: dict[int, int] = {}
-        for (addr, n), times in native.ground_truth_blocks(self.counter).items():
-            for pc in range(addr, addr + 4 * n, 4):
-                counts[pc] = counts.get(pc, 0) + times
-        return {pc: n for pc, n in sorted(counts.items()) if n}
-
-    def _retired_before(self, addr: int) -> int:
-        """Instructions retired before the instruction at ``addr`` (called from hooks; the native
-        hooks have the same rule, spe_native.h ``spe_retired_before``:
-        tests/test_counter_reads.py holds them equal)."""
-        if self.cfg.mode == "reference":
-            return self.ref_insns - 1
-        c = self.counter
-        return c.insns - c.block_insns + (addr - c.block_start) // 4
-
-    def _insn_index(self, addr: int) -> int:
-        """Instruction number of the instruction at ``addr`` when it belongs to the block the
-        native hook entered last (fast mode), else the count so far."""
-        c = self.counter
-        if c.block_start <= addr < c.block_start + 4 * c.block_insns:
-            return self._retired_before(addr)
-        return c.insns
+        """:meth:`PeCore.ground_truth` of the PE."""
+        return self.pe.ground_truth()
 
     def _guest_error(self, message: str) -> None:
         self.guest_errors.append(message)

@@ -7,13 +7,15 @@ the RAS registers), its host-side translations (:class:`~spe_emu.cpu.translation
 its PRNG for RNDR, and the synchronous checks and watchpoints that watch it; and its control
 state as the access and enable checks see it (:meth:`PeCore.context`: PSTATE.EL with SCR_EL3,
 HCR_EL2, MDCR_EL2 and MDCR_EL3, cached in fast mode, with what the native CPU-interface path
-derives from it).
+derives from it); and its counts: instructions retired (:meth:`PeCore.insns`, per PC with
+ground truth), interrupts and exceptions taken, and whether it waits in WFI.
 
 :class:`~spe_emu.cpu.machine.Machine` holds its PEs in ``pes`` (one today; the run loops
 drive ``pes[0]``) next to the shared :class:`~spe_emu.cpu.board.Board`. The trap handlers,
 hooks, sampling and prediction that act on a PE are still parts of the machine (its mixins),
 which reaches this PE's parts under the same names as before (``machine.uc``,
-``machine.counter``, ``machine.spu``, ``machine.context`` ...: the same objects)."""
+``machine.counter``, ``machine.spu``, ``machine.context``, ``machine.insns`` ...: the same
+objects)."""
 
 from __future__ import annotations
 
@@ -28,6 +30,7 @@ from .. import native
 from ..arch.context import HCR_EL2, MDCR_EL2, MDCR_EL3, SCR_EL3, AccessContext
 from ..arch.id_regs import VPIDR_EL2
 from ..devices.gicv3 import ICC_REGISTERS, GicDevice
+from ..errors import ConfigError
 from ..platform.sysregs import SysregRegistry
 from ..spe.interval import Xorshift64
 from ..spe.pmu_events import SpePmuEvents
@@ -95,6 +98,10 @@ class PeCore:
                                      config.ram_size)
         self.rng = Xorshift64(config.spe.seed ^ RNDR_SEED_SALT)  # RNDR/RNDRRS values
         self._ctx: AccessContext | None = None   # (context(), fast mode)
+        self.ref_insns = 0   # reference mode instruction count (the fast modes': counter)
+        self.py_irqs_taken = 0   # (taken in Python; the native ones are in self.intr)
+        self.py_exceptions_taken = 0
+        self.waiting = False   # the PE waits in WFI (Machine._wait_if_wfi)
         # context (EL 0) -> (IRQ target, FIQ target, ICC access bits) (_native_context)
         self._native_contexts: dict[AccessContext, tuple[int, int, int]] = {}
         # Built by connect() once the board exists:
@@ -137,6 +144,66 @@ class PeCore:
     @property
     def pc(self) -> int:
         return self.fast.reg(A.UC_ARM64_REG_PC)
+
+    # -- counts ----------------------------------------------------------------------------
+    @property
+    def irqs_taken(self) -> int:
+        """Interrupts taken so far (in Python and natively)."""
+        return self.py_irqs_taken + self.intr.irqs_taken
+
+    @property
+    def exceptions_taken(self) -> int:
+        """Synchronous exceptions taken so far (in Python and natively)."""
+        return self.py_exceptions_taken + self.intr.taken
+
+    def insns(self) -> int:
+        """Instructions retired so far (at a stop point)."""
+        return self.ref_insns if self.cfg.mode == "reference" else self.counter.insns
+
+    def enable_ground_truth(self) -> None:
+        """Count every executed instruction per PC from now on (``spe-emu run
+        --ground-truth``): the native block hook counts executions per (block, length), so
+        each block takes its slow path (no Python call); with model_feed "every", the native
+        hooks also record per PC what the model gives each execution
+        (:meth:`ground_truth_events`). Raises ConfigError in reference mode."""
+        if self.cfg.mode == "reference":
+            raise ConfigError("--ground-truth counts blocks in the native hook: use --mode "
+                              "fast or raw")
+        native.ground_truth_enable(self.counter)
+        if self.cfg.spe.model_feed == "every" and self.cfg.mode == "fast":
+            native.ground_truth_events_enable(self.counter)
+
+    def ground_truth_events(self) -> dict[int, tuple[int, ...]]:
+        """``{pc: counts}`` (:data:`native.GT_EVENTS`: what the model gave every execution
+        of the instruction at pc) since :meth:`enable_ground_truth`, with model_feed "every"
+        (else empty)."""
+        return dict(sorted(native.ground_truth_events(self.counter).items()))
+
+    def ground_truth(self) -> dict[int, int]:
+        """``{pc: instructions executed at pc}`` since :meth:`enable_ground_truth` (empty when
+        it was not called); the counts add up to the instructions retired since then."""
+        counts: dict[int, int] = {}
+        for (addr, n), times in native.ground_truth_blocks(self.counter).items():
+            for pc in range(addr, addr + 4 * n, 4):
+                counts[pc] = counts.get(pc, 0) + times
+        return {pc: n for pc, n in sorted(counts.items()) if n}
+
+    def retired_before(self, addr: int) -> int:
+        """Instructions retired before the instruction at ``addr`` (called from hooks; the native
+        hooks have the same rule, spe_native.h ``spe_retired_before``:
+        tests/test_counter_reads.py holds them equal)."""
+        if self.cfg.mode == "reference":
+            return self.ref_insns - 1
+        c = self.counter
+        return c.insns - c.block_insns + (addr - c.block_start) // 4
+
+    def insn_index(self, addr: int) -> int:
+        """Instruction number of the instruction at ``addr`` when it belongs to the block the
+        native hook entered last (fast mode), else the count so far."""
+        c = self.counter
+        if c.block_start <= addr < c.block_start + 4 * c.block_insns:
+            return self.retired_before(addr)
+        return c.insns
 
     # -- the control state -----------------------------------------------------------------
     def context(self) -> AccessContext:

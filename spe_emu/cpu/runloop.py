@@ -131,11 +131,12 @@ class RunLoops:
                 and self.spu.exception_target(self.context()) is not None):
             uc.emu_stop()   # (every instruction while one is pending: _take_spe_exception)
             return
-        if self.ref_insns >= self.budget:
+        pe = self.pe
+        if pe.ref_insns >= self.budget:
             self._budget_spent = True
             uc.emu_stop()
             return
-        if self.ref_insns >= self._ref_deadline:  # an event on the clock is due
+        if pe.ref_insns >= self._ref_deadline:  # an event on the clock is due
             self._ref_deadline = NEVER
             uc.emu_stop()
             return
@@ -149,12 +150,12 @@ class RunLoops:
             uc.emu_stop()
             return
         if self._pbt_on and address != self._last_insn + 4:   # (a taken branch)
-            self._ref_pbt = (address, self.ref_insns + 1)
+            self._ref_pbt = (address, pe.ref_insns + 1)
         if self._feeding and not self._feed_paused and self._last_insn >= 0:
             self._feed_branch(self._last_insn, address)
-        self.ref_insns += 1
+        pe.ref_insns += 1
         self._last_insn = address
-        index = self.ref_insns - 1
+        index = pe.ref_insns - 1
         table = self._ref_enabled
         if table is None:
             ctx = self.pe.live_context()
@@ -428,7 +429,8 @@ class RunLoops:
         self._counter_reads_changed()
         # Events that assert no interrupt (a console poll that found no input) do not end
         # the wait: the result is the same whether input is attached or not.
-        self._waiting = True
+        pe = self.pe
+        pe.waiting = True
         try:
             while not self._irq_line():
                 if not self.clock.wait_for_event():
@@ -436,7 +438,7 @@ class RunLoops:
                                      f"the PE and no event scheduled")
                 self.clock.run_due()
         finally:
-            self._waiting = False
+            pe.waiting = False
 
     def _run_raw(self) -> RunResult:
         """No SPE model: the native block hook counts instructions and stops in front of the
@@ -482,7 +484,7 @@ class RunLoops:
             self._deliver_irq()
             self.replan = False
             self._ref_deadline = min(self.clock.next_deadline_insns(),
-                                     self._poll_at(self.ref_insns))
+                                     self._poll_at(pe.ref_insns))
             self._start(pe.pc)
             if checks.after_stop():  # PC alignment, Illegal Execution state
                 continue

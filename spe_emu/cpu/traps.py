@@ -192,7 +192,7 @@ class Traps:
                 f"mapped and code?")
         self.exc.take(target, VectorKind.SYNC, preferred, syndrome, far)
         self.pe.forget_context()
-        self._py_exceptions_taken += 1
+        self.pe.py_exceptions_taken += 1
         self._request_stop()
         if self.exception_observer is not None:
             self.exception_observer(VectorKind.SYNC, target, syndrome)
