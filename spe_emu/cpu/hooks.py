@@ -287,8 +287,9 @@ class UnicornHooks:
         try:
             return body()
         except BaseException as exc:  # noqa: BLE001 -- re-raised after emu_start returns
-            if self._hook_error is None:
-                self._hook_error = exc
+            pe = self.pe
+            if pe.hook_error is None:
+                pe.hook_error = exc
             self.uc.emu_stop()
             return default
 

@@ -136,8 +136,6 @@ class Machine(RunLoops, UnicornHooks, Traps, Interrupts, ControlInstructions, Sa
         self.acct = 0            # instruction index up to which the population is accounted
         self.enabled = False     # StatisticalProfilingEnabled() since the last stop
         self.replan = True
-        self._stop_requested = False
-        self._unmapped: tuple[int, int] | None = None  # (UC_MEM_*, VA) of a failed access
         self._verdicts_added = False   # the native verdict table may hold entries
         # Called as (kind, instruction number) at each PSB CSYNC executed while profiling is
         # enabled ("psb", after its records are written) and each trapped PMS*/PMB* access
@@ -174,7 +172,6 @@ class Machine(RunLoops, UnicornHooks, Traps, Interrupts, ControlInstructions, Sa
         self._feed_paused = False   # ... but not now: model_feed_linger ran out (_on_buffer_write)
         self._linger_event = None
         self._feed_flush = False   # translated code to flush before the run goes on
-        self.hold_irq_until = 0  # the sampled instruction completes before an IRQ is taken
         self._budget_spent = False
         # (PMBPTR_EL1 page, owner EL) whose page and the next translate (_record_room)
         self._headroom_pages: set[tuple[int, int]] = set()
@@ -189,7 +186,6 @@ class Machine(RunLoops, UnicornHooks, Traps, Interrupts, ControlInstructions, Sa
         self._irq_line_value: bool | None = None
         self._ref_enabled: dict[int, bool] | None = None  # reference mode: EL -> enabled
         self._hooks_installed = False
-        self._hook_error: BaseException | None = None  # raised by a natively registered hook
         self.records: NativeRecords | None = None  # fast mode: the native record builder
         # A predicted sample: (instruction number, what was observed, PREDICT_* mode, undo
         # state or None): see _predict() and _settle().

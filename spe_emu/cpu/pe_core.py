@@ -8,7 +8,9 @@ its PRNG for RNDR, and the synchronous checks and watchpoints that watch it; and
 state as the access and enable checks see it (:meth:`PeCore.context`: PSTATE.EL with SCR_EL3,
 HCR_EL2, MDCR_EL2 and MDCR_EL3, cached in fast mode, with what the native CPU-interface path
 derives from it); and its counts: instructions retired (:meth:`PeCore.insns`, per PC with
-ground truth), interrupts and exceptions taken, and whether it waits in WFI.
+ground truth), interrupts and exceptions taken, and whether it waits in WFI; and what stops
+its runs (a stop asked for, an access to nothing, an exception raised in a hook, an
+interrupt held until a sampled instruction completes).
 
 :class:`~spe_emu.cpu.machine.Machine` holds its PEs in ``pes`` (one today; the run loops
 drive ``pes[0]``) next to the shared :class:`~spe_emu.cpu.board.Board`. The trap handlers,
@@ -102,6 +104,14 @@ class PeCore:
         self.py_irqs_taken = 0   # (taken in Python; the native ones are in self.intr)
         self.py_exceptions_taken = 0
         self.waiting = False   # the PE waits in WFI (Machine._wait_if_wfi)
+        # What stopped or is to stop its run: the reference loop stops at its next
+        # instruction (Machine._stop_at_block_boundary); (UC_MEM_*, VA) of an access that
+        # reached nothing (Machine._on_unmapped); an exception raised by a natively
+        # registered hook (Machine._guarded), raised again when the run returns.
+        self.stop_requested = False
+        self.unmapped: tuple[int, int] | None = None
+        self.hook_error: BaseException | None = None
+        self.hold_irq_until = 0  # the sampled instruction completes before an IRQ is taken
         # context (EL 0) -> (IRQ target, FIQ target, ICC access bits) (_native_context)
         self._native_contexts: dict[AccessContext, tuple[int, int, int]] = {}
         # Built by connect() once the board exists:

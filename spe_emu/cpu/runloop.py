@@ -69,7 +69,7 @@ class RunLoops:
         (:meth:`_on_every_insn`) stops at its next instruction if an interrupt is then
         deliverable (it re-derives everything else at every instruction)."""
         if self.cfg.mode == "reference":
-            self._stop_requested = True
+            self.pe.stop_requested = True
         else:
             self.counter.stop_at = min(self.counter.stop_at, self.counter.insns)
             self.counter.poll_at = NEVER   # (a stop asked for is never a moot poll)
@@ -117,13 +117,14 @@ class RunLoops:
         """Reference mode: one population step per instruction, in Python. The Exception level
         is read from PSTATE at every instruction; whether profiling is enabled at each EL is
         re-derived whenever a hook reported a change of control state."""
+        pe = self.pe
         if self.watchpoints.dirty:  # (installed again before this instruction: _start)
             uc.emu_stop()
             return
-        if self._stop_requested or self._irq_line():
+        if pe.stop_requested or self._irq_line():
             # (every instruction while an interrupt is asserted: the unmasking MSR DAIFClr or
             # ERET may be in code no control hook covers)
-            self._stop_requested = False
+            pe.stop_requested = False
             if self._deliverable_irq_target() is not None:
                 uc.emu_stop()
                 return
@@ -131,7 +132,6 @@ class RunLoops:
                 and self.spu.exception_target(self.context()) is not None):
             uc.emu_stop()   # (every instruction while one is pending: _take_spe_exception)
             return
-        pe = self.pe
         if pe.ref_insns >= self.budget:
             self._budget_spent = True
             uc.emu_stop()
@@ -211,7 +211,7 @@ class RunLoops:
         """Run the PE (:attr:`pe`) from ``pc`` (to ``until``; ``count`` instructions at most,
         0: no limit) until a hook stops it, then take what stopped it."""
         pe = self.pe
-        self._unmapped = None
+        pe.unmapped = None
         if self._feed_flush:   # (_start_model_feed)
             self._feed_flush = False
             pe.uc.ctl(UC_CTL_TB_FLUSH, UC_CTL_IO_WRITE)
@@ -221,15 +221,15 @@ class RunLoops:
         try:
             pe.uc.emu_start(pc, until, 0, count)
         except UcError as exc:
-            if exc.errno in UNMAPPED_ERRORS and self._unmapped is not None:
-                self._external_abort(*self._unmapped)
+            if exc.errno in UNMAPPED_ERRORS and pe.unmapped is not None:
+                self._external_abort(*pe.unmapped)
             else:
                 raise GuestError(f"emulation stopped at PC {self.pc:#x} after {self.insns()} "
                                  f"instructions: {exc}") from None
         if watchpoints.hit is not None:
             watchpoints.take_hit()
-        if self._hook_error is not None:
-            exc, self._hook_error = self._hook_error, None
+        if pe.hook_error is not None:
+            exc, pe.hook_error = pe.hook_error, None
             raise exc
 
     def _run_fast(self, progress) -> RunResult:
@@ -255,7 +255,7 @@ class RunLoops:
                 if self._take_spe_exception():
                     self._refresh_enabled()
                     irq_check = True
-            hold = self.hold_irq_until > c.insns
+            hold = pe.hold_irq_until > c.insns
             if irq_check and not hold:
                 irq_check = False
                 if self._deliver_irq():
@@ -267,7 +267,7 @@ class RunLoops:
             if self.enabled:
                 event = self.acct + self.spu.interval.members_to_next_event() - 1
             # (an event on the clock is due at or after the instruction count it converts to)
-            unpolled = min(budget, self.hold_irq_until if hold else NEVER,
+            unpolled = min(budget, pe.hold_irq_until if hold else NEVER,
                            max(self.clock.next_deadline_insns(), c.insns),
                            max(self.debug_stop_at, c.insns))
             poll = self._poll_at(c.insns)

@@ -182,7 +182,7 @@ class Sampling:
             # PMBSR_EL1.S is now 1: PMBIRQ asserted, profiling disabled (§3.5).
             self.replan = True
             self._ref_enabled = None
-            self.hold_irq_until = self.acct
+            self.pe.hold_irq_until = self.acct
             self._refresh_enabled()
 
     def _collection(self, ctx: AccessContext) -> tuple:

@@ -279,8 +279,9 @@ class Traps:
         it (Unicorn then ends emu_start with UC_ERR_*_UNMAPPED, and :meth:`_start` takes the
         abort). ``address`` is the access's address as Unicorn reports it: the physical one
         once the MMU is on (:meth:`_abort_va`)."""
-        if self._unmapped is None:
-            self._unmapped = (access, address)
+        pe = self.pe
+        if pe.unmapped is None:
+            pe.unmapped = (access, address)
         return False
 
     def _external_abort(self, access: int, reported: int) -> None:
