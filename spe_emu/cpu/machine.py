@@ -108,8 +108,6 @@ class Machine(RunLoops, UnicornHooks, Traps, Interrupts, ControlInstructions, Sa
         core.connect(self.gic.irq_line, self.gic.fiq_line, self._spu_write, self._pmbirq,
                      self._spu_serror)
         self.spu, self.pmu_events, self.exc = core.spu, core.pmu_events, core.exc
-        self._pmu_bucket: tuple[int, bool] | None = None  # (EL, Secure) while enabled
-        self._last_sample: tuple[int, int, int] | None = None  # (index, filtered, collided)
         self.spu.rules.report, self.spu.rules.pc = self._guest_error, lambda: self.pc
         self.spu.rules.psb_visible = self._in_scanned_code
         self.spu.live_context = self.context

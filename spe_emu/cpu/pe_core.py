@@ -10,7 +10,8 @@ HCR_EL2, MDCR_EL2 and MDCR_EL3, cached in fast mode, with what the native CPU-in
 derives from it); and its counts: instructions retired (:meth:`PeCore.insns`, per PC with
 ground truth), interrupts and exceptions taken, and whether it waits in WFI; and what stops
 its runs (a stop asked for, an access to nothing, an exception raised in a hook, an
-interrupt held until a sampled instruction completes).
+interrupt held until a sampled instruction completes), and the accounting of the SPE PMU
+events it counts.
 
 :class:`~spe_emu.cpu.machine.Machine` holds its PEs in ``pes`` (one today; the run loops
 drive ``pes[0]``) next to the shared :class:`~spe_emu.cpu.board.Board`. The trap handlers,
@@ -112,6 +113,10 @@ class PeCore:
         self.unmapped: tuple[int, int] | None = None
         self.hook_error: BaseException | None = None
         self.hold_irq_until = 0  # the sampled instruction completes before an IRQ is taken
+        # The SPE PMU events' accounting: (EL, Secure) they accrue to while profiling is
+        # enabled, and (index, filtered, collided) of the last sample (Machine._pmu_catch_up)
+        self.pmu_bucket: tuple[int, bool] | None = None
+        self.last_sample: tuple[int, int, int] | None = None
         # context (EL 0) -> (IRQ target, FIQ target, ICC access bits) (_native_context)
         self._native_contexts: dict[AccessContext, tuple[int, int, int]] = {}
         # Built by connect() once the board exists:

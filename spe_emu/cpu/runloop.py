@@ -158,14 +158,14 @@ class RunLoops:
         index = pe.ref_insns - 1
         table = self._ref_enabled
         if table is None:
-            ctx = self.pe.live_context()
+            ctx = pe.live_context()
             table = self._ref_enabled = {
                 el: self.spu.profiling_enabled(ctx.at_el(el)) for el in range(4)}
         el = PSTATE_EL.get(pstate)
         now = table[el]
-        if (self._pmu_bucket[0] if self._pmu_bucket else None) != (el if now else None):
-            self.pmu_events.accrue(self._pmu_bucket)
-            self._pmu_bucket = (el, self.pe.live_context().at_el(el).is_secure) if now else None
+        if (pe.pmu_bucket[0] if pe.pmu_bucket else None) != (el if now else None):
+            pe.pmu_events.accrue(pe.pmu_bucket)
+            pe.pmu_bucket = (el, pe.live_context().at_el(el).is_secure) if now else None
         if now and not self.enabled:
             self.spu.interval.initialize(self.spu.regs["PMSIRR_EL1"])
             self.spu.rules.profiling_started()
@@ -503,7 +503,7 @@ class RunLoops:
     def _result(self) -> RunResult:
         """(:meth:`run` closes the run's files on every way out.)"""
         st = self.spu.stats
-        self.pmu_events.accrue(self._pmu_bucket)
+        self.pmu_events.accrue(self.pe.pmu_bucket)
         return RunResult(
             exit_status=self.exit.status if self.exit else None,
             exit_reason=self.exit.reason if self.exit else None,

@@ -44,8 +44,9 @@ class Sampling:
             self.spu.refresh_irq()   # (MDCR_EL3.PMSEE, SCR_EL3.NS: SPEInterruptEnabled())
         may = self.spu.buffer_may_be_enabled()
         now = may and self.spu.profiling_enabled(ctx)
-        self.pmu_events.accrue(self._pmu_bucket)
-        self._pmu_bucket = (ctx.el, ctx.is_secure) if now else None
+        pe = self.pe
+        pe.pmu_events.accrue(pe.pmu_bucket)
+        pe.pmu_bucket = (ctx.el, ctx.is_secure) if now else None
         if now and not self.enabled:
             self.spu.interval.initialize(self.spu.regs["PMSIRR_EL1"])
             self.spu.rules.profiling_started()
@@ -174,7 +175,7 @@ class Sampling:
         filtered, collided = st.filtered_out, st.collisions
         event = self.spu.sample(s, ctx)
         # (the reference loop samples an instruction before its MRS hook runs: _pmu_catch_up)
-        self._last_sample = (s.index, st.filtered_out - filtered, st.collisions - collided)
+        self.pe.last_sample = (s.index, st.filtered_out - filtered, st.collisions - collided)
         if event is not None:
             if event.kind != "buffer-full":
                 self._guest_error(f"spe: Profiling Buffer management event ({event.kind}) at "

@@ -389,7 +389,7 @@ class Traps:
                                                                   or pending[1] is not None):
                 early += 1
         kept, coll = (0 if self.spu.filters_enabled() else early), 0
-        own = self._last_sample
+        own = self.pe.last_sample
         if own is not None and own[0] == retired:
             # the accessing instruction's own sample, taken before its hook (reference loop):
             # it counts after its access, as its SAMPLE_POP member does
@@ -398,7 +398,7 @@ class Traps:
             coll -= own[2]
         self.pmu_events.adjust = (retired - self.acct if self.enabled else 0, early, kept,
                                   coll)
-        self.pmu_events.accrue(self._pmu_bucket)
+        self.pmu_events.accrue(self.pe.pmu_bucket)
         # (the adjusted counts are realised by the next settling, in the same period)
         self.pmu_events.adjust = (0, 0, 0, 0)
 
