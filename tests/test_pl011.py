@@ -573,3 +573,47 @@ def test_native_path_acts_as_the_model(make, tmp_path):
     fr_after_b, fr_in_loopback, dr_in_loopback = fast_out[0][:3]
     assert fr_after_b & FR_TXFE and fr_after_b & FR_RXFE            # (B sent, RX empty)
     assert not fr_in_loopback & FR_RXFE and dr_in_loopback & 0xFF == 0x44   # (D looped back)
+
+
+ORDER_PROGRAM = """
+    movz x9, #0x4100, lsl #16
+    mov sp, x9
+    movz x1, #0x0900, lsl #16
+    mov w2, #0x41
+    strb w2, [x1]
+    mov w2, #0x42
+    strb w2, [x1]
+    mov w2, #0x43
+    strb w2, [x1]
+    adr x1, msg
+    mov x0, #4
+    hlt #0xf000
+    mov x0, #0
+"""
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_console_order_with_semihosting(tmp_path, native, monkeypatch):
+    """The PL011's characters and a semihosting SYS_WRITE0 share the machine's console: they
+    reach it in the order the guest wrote them, also when the native path holds the UART's
+    characters back (no newline yet): the board hands them over first."""
+    from asmrun import EXIT
+
+    from spe_emu.asm import assemble
+    from spe_emu.cpu.machine import Machine, MachineConfig
+    from spe_emu.platform.loader import Image, Segment
+    from spe_emu.spe.config import SpeConfig
+
+    if not native:
+        monkeypatch.setattr(Pl011, "native_mmio", lambda self, uc: None)
+    code = assemble(ORDER_PROGRAM + EXIT + '\nmsg: .ascii "DE\\n\\0"\n', 0x4000_0000)
+    out: list[bytes] = []
+    m = Machine(MachineConfig(boot_el=1, spe=SpeConfig(), outdir=tmp_path, console=out.append))
+    m.load(Image(path=Path("<asm>"), entry=0x4000_0000,
+                 segments=[Segment(0x4000_0000, 0x4000_0000, code, len(code), 0b111)]))
+    m.reset(0x4000_0000)
+    assert m.run().exit_status == 0
+    assert b"".join(out) == b"ABCDE\n"
+    assert (tmp_path / "console.log").read_bytes() == b"ABC"
+    uart = next(d for d in m.devices.values() if isinstance(d, Pl011))
+    assert (uart._native is not None and uart._native.sent >= 2) == native

@@ -63,6 +63,7 @@ class Board:
         self.platform = Platform(clock=self.clock, outdir=Path(config.outdir),
                                  guest_error=guest_error, console=config.console)
         self.devices: dict[str, Device] = {}
+        self._holding: list[Device] = []   # devices whose flush() does something
         # The interrupt controller first: the other devices' outputs are wired into it.
         specs = sorted(config.board.devices, key=lambda d: d.kind != INTERRUPT_CONTROLLER)
         if not specs or specs[0].kind != INTERRUPT_CONTROLLER:
@@ -93,7 +94,23 @@ class Board:
         for output, intid in spec.irqs:
             dev.irqs[output].connect(self.gic.input(intid))
         self.devices[spec.name] = dev
+        if type(dev).flush is not Device.flush:
+            self._holding.append(dev)
         return dev
+
+    def flush(self) -> None:
+        """Have the devices hand over the output their native paths hold
+        (:meth:`Device.flush`): at the machine's stops and before another writer's console
+        output (:meth:`console`)."""
+        for dev in self._holding:
+            dev.flush()
+
+    def console(self, data: bytes) -> None:
+        """The machine's console for writers other than the devices (semihosting): what the
+        devices hold goes first, so the console keeps the guest's order."""
+        self.flush()
+        if self.cfg.console is not None:
+            self.cfg.console(data)
 
     def load(self, image: Image) -> None:
         """Copy an ELF image's PT_LOAD segments into RAM (by physical address).

@@ -119,7 +119,7 @@ class Machine(RunLoops, UnicornHooks, Traps, Interrupts, ControlInstructions, Sa
         self.budget = NEVER if config.max_insns is None else config.max_insns
         self.watchpoints = core.watchpoints = Watchpoints(self)
         self.semihost = Semihosting(Path(config.outdir), self._read_current, self._write_current,
-                                    console=config.console, clock=self.clock.centiseconds,
+                                    console=self.board.console, clock=self.clock.centiseconds,
                                     firmware_console=config.firmware_console)
         # [start, end) of spe_emu's firmware image, whose semihosting console writes are its
         # own lines, not the guest's (set by whoever loads the firmware)

@@ -226,6 +226,7 @@ class RunLoops:
             else:
                 raise GuestError(f"emulation stopped at PC {self.pc:#x} after {self.insns()} "
                                  f"instructions: {exc}") from None
+        self.board.flush()   # (what the devices' native paths hold shows at every stop)
         if watchpoints.hit is not None:
             watchpoints.take_hit()
         if pe.hook_error is not None:

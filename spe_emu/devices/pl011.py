@@ -299,6 +299,10 @@ class Pl011(Device, kind="pl011"):
                        and bool(self.field("UARTRIS", "TXRIS")))
         u.fr = self.regs["UARTFR"][0]
 
+    def flush(self) -> None:
+        """Send what the native path holds (:meth:`Device.flush`)."""
+        self._take_native()
+
     def _take_native(self) -> None:
         """Send the characters the native path collected, and store its last UARTDR write."""
         u = self._native

@@ -74,6 +74,11 @@ class Device:
         """End of the run: flush and close whatever the device opened (output files).
         Default: nothing to do. Idempotent."""
 
+    def flush(self) -> None:
+        """Hand over output a native path holds back (a console's characters): the machine
+        calls it at its stops and before anything else writes to the console. Default:
+        nothing held."""
+
     def guest_error(self, message: str) -> None:
         """Log a guest mistake (an access to no register, a bad size, a write to a read-only
         register); the access is RAZ/WI."""
