@@ -43,16 +43,21 @@ tail:
 """
 
 
-@pytest.fixture(scope="module")
-def image(tmp_path_factory):
+def _assemble(tmp_path_factory, name: str, *as_flags: str):
+    """SOURCE assembled (``as_flags``) and linked at BASE: the ELF's path."""
     if not (AS and LD):
         pytest.skip("aarch64-linux-gnu-as/ld not installed")
-    d = tmp_path_factory.mktemp("img")
+    d = tmp_path_factory.mktemp(name)
     (d / "t.s").write_text(SOURCE)
-    subprocess.run([AS, "-o", str(d / "t.o"), str(d / "t.s")], check=True)
+    subprocess.run([AS, *as_flags, "-o", str(d / "t.o"), str(d / "t.s")], check=True)
     subprocess.run([LD, f"-Ttext={BASE:#x}", "-e", "_start", "-o", str(d / "t.elf"),
                     str(d / "t.o")], check=True)
     return d / "t.elf"
+
+
+@pytest.fixture(scope="module")
+def image(tmp_path_factory):
+    return _assemble(tmp_path_factory, "img")
 
 
 @pytest.fixture(scope="module")
@@ -356,14 +361,7 @@ ACCESS_TRACE = (mem_rec(BASE + 0x08, *LD_GP, 4, L1D_HIT) * 2
 @pytest.fixture(scope="module")
 def image_g(tmp_path_factory):
     """The test image assembled with -g: a DWARF line per instruction of t.s."""
-    if not (AS and LD):
-        pytest.skip("aarch64-linux-gnu-as/ld not installed")
-    d = tmp_path_factory.mktemp("img_g")
-    (d / "t.s").write_text(SOURCE)
-    subprocess.run([AS, "-g", "-o", str(d / "t.o"), str(d / "t.s")], check=True)
-    subprocess.run([LD, f"-Ttext={BASE:#x}", "-e", "_start", "-o", str(d / "t.elf"),
-                    str(d / "t.o")], check=True)
-    return d / "t.elf"
+    return _assemble(tmp_path_factory, "img_g", "-g")
 
 
 @needs_binutils
