@@ -227,7 +227,7 @@ class Pl011(Device, kind="pl011"):
     # -- life cycle -----------------------------------------------------------------------
     def reset(self) -> None:
         """Registers to their TRM reset values, both FIFOs empty, UARTINTR low."""
-        self._take_native()
+        self.flush()
         super().reset()
         self._rx.clear()
         self._tx.clear()
@@ -238,7 +238,7 @@ class Pl011(Device, kind="pl011"):
         """Send what the native path holds; flush and close ``console.log`` (also when the
         console refuses the last characters: they are in the log)."""
         try:
-            self._take_native()
+            self.flush()
         finally:
             if self._log is not None:
                 self._log.close()
@@ -249,7 +249,7 @@ class Pl011(Device, kind="pl011"):
         """Characters :meth:`feed` can take now without overrunning the receive FIFO (0 when
         the receiver is disabled or in loopback). (The machine asks before it offers input:
         a prompt the native path holds is sent first.)"""
-        self._take_native()
+        self.flush()
         if not self._receiving_external():
             return 0
         return self._depth() - len(self._rx)
@@ -279,7 +279,7 @@ class Pl011(Device, kind="pl011"):
         u = self._native = native.SpeUart()
         u.dr_offset = self.REGISTERS["UARTDR"].offset
         u.fr_offset = self.REGISTERS["UARTFR"].offset
-        self._flush_callback = uccallback(uc, _FLUSH)(lambda _uc: self._take_native())
+        self._flush_callback = uccallback(uc, _FLUSH)(lambda _uc: self.flush())
         u.flush = ctypes.cast(self._flush_callback, ctypes.c_void_p).value
 
         def set_fallbacks(read: int, write: int) -> None:
@@ -300,11 +300,8 @@ class Pl011(Device, kind="pl011"):
         u.fr = self.regs["UARTFR"][0]
 
     def flush(self) -> None:
-        """Send what the native path holds (:meth:`Device.flush`)."""
-        self._take_native()
-
-    def _take_native(self) -> None:
-        """Send the characters the native path collected, and store its last UARTDR write."""
+        """Send the characters the native path collected, and store its last UARTDR write
+        (:meth:`Device.flush`)."""
         u = self._native
         if u is None or not u.len:
             return
