@@ -22,11 +22,12 @@ from unicorn import UC_ERR_NOMEM, UcError
 
 from . import native
 from .arch.cpu_features import CpuFeatures
+from .arch.smccc import pe_mpidr
 from .cpu.a64 import X_REGS
 from .cpu.machine import Machine, MachineConfig, RunResult
 from .errors import ConfigError, DebuggerKill, EmulatorError, GuestError, GuestRunaway
 from .platform.inputs import read_input
-from .platform.board import VIRT, BoardSpec
+from .platform.board import MAX_PES, VIRT, BoardSpec
 from .devices.generic_timer import MAX_COUNTER_HZ
 from .devices.psci import psci_conduit
 from .platform.boot import BootImage, load_kernel
@@ -161,6 +162,9 @@ class KernelOptions:
             ``-semihosting-config enable=on,userspace=on``; default off: it UNDEFs, as in
             QEMU); its files land in the output directory (docs/linux.md, the perf.data
             channel).
+        smp: the number of PEs (1..8, ``-smp``): the DTB lists each, PE 0 boots and PSCI
+            CPU_ON starts the others (:mod:`spe_emu.cpu.smp`).
+        smp_quantum: the scheduler's time slice (instructions) with several PEs.
     """
 
     board: str = "virt"
@@ -173,6 +177,8 @@ class KernelOptions:
     trace: bool = False
     semihosting_userspace: bool = False
     counter_hz: int | None = None
+    smp: int = 1
+    smp_quantum: int = MachineConfig.smp_quantum
 
     def board_spec(self) -> BoardSpec:
         """The board (``--counter-hz`` applied), checked against the options: a RAM size
@@ -189,6 +195,10 @@ class KernelOptions:
             raise ConfigError(f"-m {ram_size_text(self.ram_size)}: the {board.name} board "
                               f"has at most {ram_size_text(board.ram_max)} of RAM (from "
                               f"{board.ram_base:#x})")
+        if not 1 <= self.smp <= MAX_PES:
+            raise ConfigError(f"--smp {self.smp}: must be 1..{MAX_PES}")
+        if self.smp > 1:
+            board = board.with_pes(self.smp)
         if self.counter_hz is None:
             return board
         if not 0 < self.counter_hz <= MAX_COUNTER_HZ:   # (CNTFRQ_EL0.ClockFreq)
@@ -212,6 +222,7 @@ def board_dtb(kopts: KernelOptions, opts: "RunOptions",
         return read_input(kopts.dtb, MAX_DTB_FILE, "a device tree blob", "--dtb", ConfigError)
     return build_dtb(kopts.board_spec(), ram_size=kopts.ram_size, bootargs=kopts.append,
                      initrd=initrd, psci_method=psci_conduit(opts.boot_el),
+                     cpu_mpidrs=tuple(pe_mpidr(n) for n in range(kopts.smp)),
                      spe=opts.spe.pmsver != 0 and opts.mode != "raw", pmu=False)
 
 
@@ -272,7 +283,8 @@ def prepare_kernel_machine(kopts: KernelOptions, opts: "RunOptions",
                          spe=opts.spe.with_(seed=opts.seed), outdir=Path(opts.outdir),
                          max_insns=opts.max_insns, console=console, board=board,
                          psci=psci_conduit(opts.boot_el), stdin=stdin,
-                         allow_el0_semihosting=kopts.semihosting_userspace, cpu=opts.cpu)
+                         allow_el0_semihosting=kopts.semihosting_userspace, cpu=opts.cpu,
+                         smp=kopts.smp, smp_quantum=kopts.smp_quantum)
     machine = new_machine(mcfg, "-m")
     for addr, data in boot.segments:
         machine.uc.mem_write(addr, data)
@@ -712,8 +724,9 @@ def run_kernel(kopts: KernelOptions, opts: RunOptions,
     trace_path = outdir / TRACE_NAME
     machine, boot = prepare_kernel_machine(kopts, opts, console, stdin)
     records = bytearray()
-    if kopts.trace:
-        machine.spu.buffer.tap = records.extend
+    if kopts.trace:   # (every PE's SPU: their records in write order)
+        for pe_machine in machine.smp.machines if machine.smp else (machine,):
+            pe_machine.spu.buffer.tap = records.extend
 
     def summarise(result: RunResult, error: GuestError | None = None) -> dict:
         if kopts.trace:

@@ -15,6 +15,10 @@ VPIDR_EL2 = reg("VPIDR_EL2", (3, 4, 0, 0, 0), "Implementer 31:24", "Variant 23:2
                 "Architecture 19:16", "PartNum 15:4", "Revision 3:0",
                 doc="Arm ARM D19.2 VPIDR_EL2: what MIDR_EL1 reads at EL1 with EL2 enabled "
                     "(resets to the PE's MIDR_EL1)")
+VMPIDR_EL2 = reg("VMPIDR_EL2", (3, 4, 0, 0, 5), "Aff3 39:32", "U 30", "MT 24", "Aff2 23:16",
+                 "Aff1 15:8", "Aff0 7:0", res1=1 << 31,
+                 doc="Arm ARM D19.2 VMPIDR_EL2: what MPIDR_EL1 reads at EL1 with EL2 enabled "
+                     "(resets to the PE's MPIDR_EL1)")
 ID_AA64PFR0_EL1 = reg("ID_AA64PFR0_EL1", (3, 0, 0, 4, 0), "CSV3 63:60", "DIT 51:48",
                       "RAS 31:28", "GIC 27:24", "AdvSIMD 23:20", "FP 19:16", read_only=True,
                       doc="Arm ARM D19.2 ID_AA64PFR0_EL1")

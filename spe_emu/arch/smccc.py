@@ -28,6 +28,17 @@ def mpidr_affinity(mpidr: int) -> int:
     return mpidr & AFFINITY.field_mask
 
 
+PES_PER_CLUSTER = 8
+"""PEs per Aff1 cluster on the ``virt`` board (QEMU's virt with GICv3: PE n has Aff1 = n / 8,
+Aff0 = n % 8)."""
+
+
+def pe_mpidr(index: int) -> int:
+    """MPIDR_EL1 of PE number ``index`` of a board: Aff1.Aff0 from :data:`PES_PER_CLUSTER`,
+    bit 31 RES1, U = 0 (a multiprocessor system; as QEMU's virt presents it, D19.2)."""
+    return MPIDR_EL1.make(Aff1=index // PES_PER_CLUSTER, Aff0=index % PES_PER_CLUSTER)
+
+
 def function_id(oen: int, number: int, smc64: bool = False) -> int:
     """The Fast Call Function Identifier of function ``number`` of owning entity ``oen``."""
     return FUNCTION_ID.make(Type=1, CallConv=int(smc64), OEN=oen, FunctionNumber=number)

@@ -1,13 +1,15 @@
 """The board every PE of a machine shares, built from its
 :class:`~spe_emu.platform.board.BoardSpec`: RAM and the devices mapped on the bus, the
-interrupt controller the other devices' outputs are wired into (the GICv3: its distributor,
-and for now the one PE's redistributor and CPU interface), the virtual clock, and the host's
-console input offered to the board's console device.
+interrupt controller the other devices' outputs are wired into (the GICv3: its distributor
+and each PE's redistributor and CPU interface), the devices private to each PE (the generic
+timers: :attr:`Device.PER_PE`), the virtual clock, and the host's console input offered to
+the board's console device.
 
-The PE side (:class:`spe_emu.cpu.machine.Machine`) gives the board what it needs of the PE
-when building it: the instruction count the clock converts to time, the system-register
-registry devices with registers (the generic timer, the GIC's CPU interface) are entered in,
-and what a device calls when its state changes."""
+The PE side (:class:`spe_emu.cpu.machine.Machine`) gives the board what it needs of the
+first PE when building it: the instruction count the clock converts to time, the
+system-register registry devices with registers (the generic timer, the GIC's CPU interface)
+are entered in, and what a device calls when its state changes; every further PE is
+attached (:meth:`Board.attach_pe`) with its own engine and registry."""
 
 from __future__ import annotations
 
@@ -55,7 +57,9 @@ class Board:
         self.cfg = config
         self.sysregs = sysregs
         self._uc = uc
-        self._on_change = on_change
+        self.on_change = on_change
+        """Called when a device changed state the run loops act on (a several-PE machine
+        sets it to tell every PE)."""
         self._waiting = waiting
         self.clock = VirtualClock(retired, config.board.counter_hz)
         self.bus = Bus(uc)
@@ -63,20 +67,27 @@ class Board:
         self.platform = Platform(clock=self.clock, outdir=Path(config.outdir),
                                  guest_error=guest_error, console=config.console)
         self.devices: dict[str, Device] = {}
+        # PE n's private devices by name (PE 0's are in ``devices`` too)
+        self.pe_devices: list[dict[str, Device]] = [{}]
         self._holding: list[Device] = []   # devices whose flush() does something
         # The interrupt controller first: the other devices' outputs are wired into it.
         specs = sorted(config.board.devices, key=lambda d: d.kind != INTERRUPT_CONTROLLER)
         if not specs or specs[0].kind != INTERRUPT_CONTROLLER:
             raise ConfigError(f"board {config.board.name}: no {INTERRUPT_CONTROLLER} device")
         self.gic = self._add_device(specs[0])
-        # (the input of the PE's PMBIRQ output: a PPI, one per PE once there are several)
+        # (the input of PE 0's PMBIRQ output: :meth:`ppi_input` for the others)
         self.pmbirq_input = self.gic.input(config.board.ppi("pmbirq"))
+        self._specs = specs
         for spec in specs[1:]:
             self._add_device(spec)
 
-    def _add_device(self, spec) -> Device:
-        """Build the registered device ``spec.kind``, map it on the bus and wire its
-        interrupt outputs into the GIC.
+    def _changed(self) -> None:
+        self.on_change()
+
+    def _add_device(self, spec, pe: int = 0, sysregs: SysregRegistry | None = None) -> Device:
+        """Build the registered device ``spec.kind``, map it on the bus (a shared device) and
+        wire its interrupt outputs into the GIC (a PE's private device: into PE ``pe``'s
+        PPIs, its registers into ``sysregs``, that PE's registry).
 
         Raises:
             ConfigError: no device of that kind is registered.
@@ -86,17 +97,51 @@ class Board:
             raise ConfigError(f"board {self.cfg.board.name}: no device model {spec.kind!r} "
                               f"(known: {', '.join(sorted(DEVICE_TYPES))})")
         dev = cls(spec, self.platform)
-        dev.on_change = self._on_change
+        dev.on_change = self._changed
         if spec.size:
             self.bus.map_device(dev, spec.all_regions)
         if dev.SYSREGS is not None:
-            self.sysregs.register(dev, dev.SYSREGS, Replan.IRQ)
+            (sysregs or self.sysregs).register(dev, dev.SYSREGS, Replan.IRQ)
         for output, intid in spec.irqs:
-            dev.irqs[output].connect(self.gic.input(intid))
-        self.devices[spec.name] = dev
+            dev.irqs[output].connect(self.ppi_input(intid, pe) if cls.PER_PE
+                                     else self.gic.input(intid))
+        if pe == 0:
+            self.devices[spec.name] = dev
+        if cls.PER_PE:
+            self.pe_devices[pe][spec.name] = dev
         if type(dev).flush is not Device.flush:
             self._holding.append(dev)
         return dev
+
+    def ppi_input(self, intid: int, pe: int) -> Callable[[bool], None]:
+        """The GIC input of PPI ``intid`` (16..31; or an SPI's) of PE ``pe``."""
+        if not hasattr(self.gic, "cpu_interface"):   # TEMP
+            return self.gic.input(intid)
+        return self.gic.input(intid, pe) if pe else self.gic.input(intid)
+
+    def cpu_interface(self, pe: int):
+        """PE ``pe``'s GIC CPU interface: the owner of its ICC_* registers, with its
+        ``irq_line``, ``fiq_line``, native ``state`` and ``fill_native_path``."""
+        if not hasattr(self.gic, "cpu_interface"):   # TEMP until the GIC has several PEs
+            from types import SimpleNamespace
+            g = self.gic
+            return SimpleNamespace(irq_line=g.irq_line, fiq_line=g.fiq_line,
+                                   state=g.gic.state, fill_native_path=g.fill_native_path)
+        return self.gic.cpu_interface(pe)
+
+    def attach_pe(self, pe: int, uc: Uc, sysregs: SysregRegistry) -> None:
+        """Attach PE number ``pe`` (1, 2, ...; PE 0 built the board): map RAM and the
+        devices into its engine ``uc``, build its private devices (their registers in
+        ``sysregs``, their outputs on its PPIs) and register its GIC CPU interface."""
+        if pe != len(self.pe_devices):
+            raise ConfigError(f"PE {pe} attached out of order ({len(self.pe_devices)} PEs)")
+        self.bus.attach(uc)
+        self.pe_devices.append({})
+        if hasattr(self.gic, "cpu_interface"):   # TEMP
+            sysregs.register(self.cpu_interface(pe), self.gic.SYSREGS, Replan.IRQ)
+        for spec in self._specs[1:]:
+            if DEVICE_TYPES[spec.kind].PER_PE:
+                self._add_device(spec, pe, sysregs)
 
     def flush(self) -> None:
         """Have the devices hand over the output their native paths hold
@@ -156,3 +201,6 @@ class Board:
         """Close the devices' host files (such as console.log); idempotent."""
         for dev in self.devices.values():
             dev.close()
+        for private in self.pe_devices[1:]:
+            for dev in private.values():
+                dev.close()

@@ -10,7 +10,7 @@ from typing import Callable
 
 from ..arch.cpu_features import CpuFeatures
 from ..errors import ConfigError
-from ..platform.board import VIRT, BoardSpec
+from ..platform.board import MAX_PES, VIRT, BoardSpec
 from ..spe.config import SpeConfig
 
 NEVER = (1 << 64) - 1
@@ -48,6 +48,10 @@ class MachineConfig:
             it are PSCI calls, not exceptions), or None.
         cpu: the CPU feature choices (:class:`spe_emu.arch.cpu_features.CpuFeatures`: CSV3,
             E0PD presented by default; PAuth may be hidden).
+        smp: the number of PEs (1..8; :mod:`spe_emu.cpu.smp`): PE 0 starts at reset, the
+            others are off until PSCI CPU_ON starts them.
+        smp_quantum: on a several-PE machine, the time slice (instructions of virtual time,
+            one counter tick each) each running PE is given in turn (:mod:`spe_emu.cpu.smp`).
         device_alignment: a data access not aligned to its size where stage 1 is disabled
             (Device-nGnRnE memory) takes an Alignment fault, as the architecture says
             (default). False: it completes as to Normal memory, as on QEMU 7.2 (for test
@@ -70,6 +74,8 @@ class MachineConfig:
     psci: str | None = None
     cpu: CpuFeatures = field(default_factory=CpuFeatures)
     device_alignment: bool = True
+    smp: int = 1
+    smp_quantum: int = 100_000
 
     def __post_init__(self) -> None:
         if self.boot_el not in (1, 2, 3):
@@ -86,6 +92,13 @@ class MachineConfig:
             raise ConfigError(f"max_insns={self.max_insns!r}: must be positive")
         if self.psci not in (None, "hvc", "smc"):
             raise ConfigError(f"psci={self.psci!r}: must be 'hvc', 'smc' or None")
+        if not 1 <= self.smp <= MAX_PES:
+            raise ConfigError(f"smp={self.smp!r}: must be 1..{MAX_PES}")
+        if self.smp > 1 and self.psci is None:
+            raise ConfigError(f"smp={self.smp}: several PEs need the PSCI conduit (boot_el "
+                              f"1 or 2) to be started")
+        if self.smp_quantum <= 0:
+            raise ConfigError(f"smp_quantum={self.smp_quantum!r}: must be positive")
 
 
 @dataclass(frozen=True)
@@ -141,3 +154,7 @@ class RunResult:
     """The micro-architecture model behind record events (docs/model.md): ``feed`` (its
     ``model_feed``) and the counts of the accesses it recorded (:data:`native.MODEL_STATS`:
     by the level that held the line, all, TLB walks)."""
+    per_pe: list = field(default_factory=list)
+    """With several PEs (``--smp``): each PE's counts (``pe``, ``mpidr`` and the summed
+    fields: instructions, samples, interrupts ...); the fields above are their sums. Empty
+    with one PE."""

@@ -22,6 +22,7 @@ from unicorn.unicorn_py3.unicorn import uclib
 from .. import native
 from ..arch import mmu
 from ..arch.id_regs import ID_AA64DFR0_EL1, ID_AA64DFR2_EL1, ID_AA64PFR0_EL1
+from ..arch.smccc import MPIDR_EL1
 from ..errors import GuestError
 from ..sysreg import MASK64
 from . import a64
@@ -231,7 +232,8 @@ class UnicornHooks:
             return hooked | set(RANDOM_NUMBER_REGS) | set(COUNTER_READS) | set(SHADOWED) | {
                 ISR_EL1.encoding.tuple, ID_AA64DFR0_EL1.encoding.tuple,
                 ID_AA64DFR2_EL1.encoding.tuple,
-                ID_AA64PFR0_EL1.encoding.tuple} | self.cfg.cpu.presented
+                ID_AA64PFR0_EL1.encoding.tuple} | self.cfg.cpu.presented | (
+                {MPIDR_EL1.encoding.tuple} if self.cfg.smp > 1 else set())
         return (hooked | TRANSLATION_WRITES | WATCHED_WRITES | DEBUG_WRITES | {DAIF_ENC}
                 | self.checks.control_regs | SP_ELX_WRITES)
 
@@ -270,7 +272,7 @@ class UnicornHooks:
         # The CPU interface's common accesses, natively on the GIC's state (gicv3.py,
         # gic.c); the context-dependent fields are refreshed with the context
         # (PeCore._native_context).
-        self.gic.fill_native_path(h)
+        self.gic_cpu.fill_native_path(h)
         h.control = ctypes.addressof(self.control)
         h.i_bit, h.f_bit = PSTATE.field("I").lsb, PSTATE.field("F").lsb
         h.x_ids[:] = a64.X_REGS[:31]

@@ -83,7 +83,7 @@ class Interrupts:
         changed (the native CPU-interface path marks the GIC's state dirty)."""
         if self._irq_line_value is None or self._gic_state.dirty:
             self._gic_state.dirty = 0
-            self._irq_line_value = (self.gic.irq_line() or self.gic.fiq_line()
+            self._irq_line_value = (self.gic_cpu.irq_line() or self.gic_cpu.fiq_line()
                                     or self._serror_line())
         return self._irq_line_value
 

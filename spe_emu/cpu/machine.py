@@ -45,6 +45,8 @@ from unicorn import arm64_const as A
 from .. import devices  # noqa: F401 -- the device models register themselves
 from ..arch.context import CPACR_EL1, HCR_EL2, MDCR_EL2, MDCR_EL3, SCR_EL3
 from ..arch.firmware_regs import CPTR_EL2, CPTR_EL3
+from ..arch.id_regs import VMPIDR_EL2
+from ..arch.smccc import pe_mpidr
 from ..devices.psci import Psci
 from ..devices.semihosting import Semihosting
 from ..platform.loader import Image
@@ -74,13 +76,24 @@ __all__ = ["CAPTURE_REGS", "CAPTURE_SLOT", "CONTROL_MATCHES", "ERET_WORD", "EXCE
 
 class Machine(RunLoops, UnicornHooks, Traps, Interrupts, ControlInstructions, Sampling,
               Prediction, Translation):
-    """One AArch64 PE with SPE, a GICv3 subset and semihosting, on Unicorn."""
+    """An AArch64 machine with SPE, a GICv3 subset and semihosting, on Unicorn: one PE, the
+    board and the run loops; with ``config.smp`` > 1, the first of several PEs, which builds
+    the others (each a :class:`Machine` over the same board, :attr:`smp`).
 
-    def __init__(self, config: MachineConfig):
+    Args:
+        config: how to build and run it.
+        board: the board to attach to (a further PE of a several-PE machine); None: build
+            one.
+        index: the PE's number (0 for the one that builds the board).
+    """
+
+    def __init__(self, config: MachineConfig, *, board: Board | None = None, index: int = 0):
         self.cfg = config
-        # The PEs (one: the run loops drive pes[0]); the machine reaches its parts under the
-        # names below (the same objects).
-        core = PeCore(config, 0)
+        self.index = index
+        self.mpidr = pe_mpidr(index)   # (MPIDR_EL1: its affinity on the board)
+        # The PE the run loops drive; the machine reaches its parts under the names below
+        # (the same objects).
+        core = PeCore(config, index)
         self.pes: list[PeCore] = [core]
         self.uc, self.fast, self.qemu_exception = core.uc, core.fast, core.qemu_exception
         self.sysregs = core.sysregs
@@ -99,24 +112,34 @@ class Machine(RunLoops, UnicornHooks, Traps, Interrupts, ControlInstructions, Sa
         self.guest_errors: list[str] = []
         self._retired_now: int | None = None  # set while a hook reads the clock mid-block
         # The shared board: RAM, bus, devices, GIC, virtual clock, console input.
-        self.board = Board(config, self.uc, self._clock_retired, self.sysregs,
-                           self._guest_error, self._device_changed, lambda: core.waiting)
+        if board is None:
+            board = Board(config, self.uc, self._clock_retired, self.sysregs,
+                          self._guest_error, self._device_changed, lambda: core.waiting)
+        else:
+            board.attach_pe(index, self.uc, self.sysregs)
+        self.board = board
         # (its parts this PE and the machine's users reach directly)
         self.clock, self.bus, self.platform = self.board.clock, self.board.bus, self.board.platform
         self.devices, self.gic = self.board.devices, self.board.gic
-        self._pmbirq_input = self.board.pmbirq_input
-        core.connect(self.gic.irq_line, self.gic.fiq_line, self._spu_write, self._pmbirq,
-                     self._spu_serror)
+        self.gic_cpu = self.board.cpu_interface(index)   # (this PE's CPU interface)
+        self._pmbirq_input = self.board.ppi_input(config.board.ppi("pmbirq"), index)
+        core.connect(self.gic_cpu.irq_line, self.gic_cpu.fiq_line, self._spu_write,
+                     self._pmbirq, self._spu_serror)
         self.spu, self.pmu_events, self.exc = core.spu, core.pmu_events, core.exc
         self.spu.rules.report, self.spu.rules.pc = self._guest_error, lambda: self.pc
         self.spu.rules.psb_visible = self._in_scanned_code
         self.spu.live_context = self.context
         if config.spe.spe_exc:
             self.exc.on_entry = self._pm_on_entry
-        self._gic_state = self.gic.gic.state
+        self._gic_state = self.gic_cpu.state
         self.checks = core.checks = SyncChecks(self)
         # the instruction budget (MachineConfig.max_insns; None: none)
         self.budget = NEVER if config.max_insns is None else config.max_insns
+        # The run loops return at this instruction count (the end of the PE's time slice on a
+        # several-PE machine; NEVER: run to the end), and the several-PE machine's scheduler
+        # when this PE is its first (None: one PE).
+        self.yield_at = NEVER
+        self.smp = None
         self.watchpoints = core.watchpoints = Watchpoints(self)
         self.semihost = Semihosting(Path(config.outdir), self._read_current, self._write_current,
                                     console=self.board.console, clock=self.clock.centiseconds,
@@ -197,6 +220,9 @@ class Machine(RunLoops, UnicornHooks, Traps, Interrupts, ControlInstructions, Sa
         # block's first instruction.
         self.sample_paths = {"predicted": 0, "evaluated": 0, "captured": 0, "dropped": 0,
                              "split": 0}
+        if config.smp > 1 and index == 0:
+            from .smp import Smp   # (the scheduler builds the other PEs, each a Machine)
+            self.smp = Smp(self)
 
     # ------------------------------------------------------------------ set-up ------------
     def load(self, image: Image) -> None:
@@ -224,7 +250,8 @@ class Machine(RunLoops, UnicornHooks, Traps, Interrupts, ControlInstructions, Sa
                             (CPTR_EL2, CPTR_EL2.make()),
                             (MDCR_EL3, MDCR_EL3.make(NSPB=0b11)),
                             (MDCR_EL2, MDCR_EL2.make(E2PB=0b11, HPMN=PMU_COUNTERS)),
-                            (CPACR_EL1, CPACR_EL1.make(FPEN=0b11))):
+                            (CPACR_EL1, CPACR_EL1.make(FPEN=0b11)),
+                            (VMPIDR_EL2, self.mpidr)):
             uc.cpr_write(*spec.encoding.tuple, value)
         el = self.cfg.boot_el
         if el < 2:
@@ -237,7 +264,8 @@ class Machine(RunLoops, UnicornHooks, Traps, Interrupts, ControlInstructions, Sa
         self._install_hooks()
         if self.cfg.mode != "raw":
             self.checks.refresh()
-        self.board.start_console_input()
+        if self.index == 0:
+            self.board.start_console_input()
 
     # ------------------------------------------------------------------ state views --------
     @property

@@ -28,6 +28,9 @@ from .sync_checks import ERET_WORD, INSN_BYTES, PSTATE_EL
 from .traps import WFI_WORD
 
 PSTATE_IL = PSTATE.field("IL")
+SUMMED = ("instructions", "population", "samples", "records_written", "bytes_written",
+          "filtered_out", "management_events", "irqs_taken", "exceptions_taken")
+"""The counts of a several-PE machine's result that are sums over its PEs."""
 MASKED_IRQ_POLL = 4096   # instructions between checks while an interrupt is asserted but masked
 UNMAPPED_ERRORS = {UC_ERR_READ_UNMAPPED, UC_ERR_WRITE_UNMAPPED, UC_ERR_FETCH_UNMAPPED}
 
@@ -192,14 +195,32 @@ class RunLoops:
                 an interrupt that can never come.
         """
         try:
-            if self.cfg.mode == "reference":
-                return self._run_reference(progress)
-            if self.cfg.mode == "raw":
-                return self._run_raw()
-            return self._run_fast(progress)
+            if self.smp is not None:
+                self.smp.run(progress)
+            else:
+                self.run_slice(progress)
+            return self._result()
         finally:
             # (also when the run ends with an error: what the guest wrote is kept)
             self.close()
+
+    def run_slice(self, progress: Callable[[int], None] | None = None) -> None:
+        """Run this PE until the guest exits, its instruction count reaches
+        :attr:`yield_at` (its time slice on a several-PE machine: :mod:`.smp`), or, on such a
+        machine, it waits in WFI (:attr:`PeCore.parked`); raises as :meth:`run` does."""
+        if self.cfg.mode == "reference":
+            self._run_reference(progress)
+        elif self.cfg.mode == "raw":
+            self._run_raw()
+        else:
+            self._run_fast(progress)
+
+    def _slice_over(self) -> bool:
+        """The run loop returns to its caller: the guest exited, the PE waits in WFI or is
+        off (PSCI CPU_OFF) on a several-PE machine, or its time slice is over."""
+        pe = self.pe
+        return (self.exit is not None or pe.parked or not pe.powered
+                or self.insns() >= self.yield_at)
 
     def close(self) -> None:
         """Close the host files of the run (semihosting handles, device output such as
@@ -239,7 +260,7 @@ class RunLoops:
         budget = self.budget
         last_progress = 0
         irq_check = True  # the IRQ line or its masking may have changed since the last check
-        while self.exit is None:
+        while not self._slice_over():
             if checks.after_stop():  # PC alignment, Illegal Execution state
                 continue
             if c.insns >= self.debug_stop_at:
@@ -268,7 +289,7 @@ class RunLoops:
             if self.enabled:
                 event = self.acct + self.spu.interval.members_to_next_event() - 1
             # (an event on the clock is due at or after the instruction count it converts to)
-            unpolled = min(budget, pe.hold_irq_until if hold else NEVER,
+            unpolled = min(budget, self.yield_at, pe.hold_irq_until if hold else NEVER,
                            max(self.clock.next_deadline_insns(), c.insns),
                            max(self.debug_stop_at, c.insns))
             poll = self._poll_at(c.insns)
@@ -384,7 +405,6 @@ class RunLoops:
                 # executed in this run (Unicorn returns after it, or a planned stop fell
                 # right after it).
                 self._wait_if_wfi()
-        return self._result()
 
     def _run_exactly_to(self, target: int) -> int:
         """Stopped in front of the block that holds instruction #``target`` (a count of
@@ -428,9 +448,13 @@ class RunLoops:
                 or self.exc.virtual_interrupt_pending(self.context())):
             return
         self._counter_reads_changed()
+        pe = self.pe
+        if self.smp is not None:
+            # (several PEs: this one parks, the others run; the scheduler wakes it, :mod:`.smp`)
+            pe.parked = True
+            return
         # Events that assert no interrupt (a console poll that found no input) do not end
         # the wait: the result is the same whether input is attached or not.
-        pe = self.pe
         pe.waiting = True
         try:
             while not self._irq_line():
@@ -449,7 +473,7 @@ class RunLoops:
         pe = self.pe
         c, checks = pe.counter, pe.checks
         budget = self.budget
-        while self.exit is None:
+        while not self._slice_over():
             if c.insns >= self.debug_stop_at:
                 self.debug_hook()
                 continue
@@ -459,7 +483,8 @@ class RunLoops:
             if c.insns >= budget:
                 raise GuestRunaway(f"guest did not exit within {budget} instructions "
                                    f"(PC {self.pc:#x})")
-            target = c.stop_at = min(budget, max(self.clock.next_deadline_insns(), c.insns),
+            target = c.stop_at = min(budget, self.yield_at,
+                                     max(self.clock.next_deadline_insns(), c.insns),
                                      self._poll_at(c.insns), max(self.debug_stop_at, c.insns))
             stops = c.stops
             self._start(pe.pc)
@@ -471,12 +496,11 @@ class RunLoops:
             if (self.exit is None and not self.replan and c.insns < budget
                     and c.block_start + 4 * c.block_insns == self.pc):
                 self._wait_if_wfi()
-        return self._result()
 
     def _run_reference(self, progress) -> RunResult:
         pe = self.pe
         checks = pe.checks
-        while self.exit is None:
+        while not self._slice_over():
             if checks.after_stop():  # PC alignment, Illegal Execution state
                 continue
             self.clock.run_due()
@@ -484,7 +508,7 @@ class RunLoops:
             self._take_spe_exception()
             self._deliver_irq()
             self.replan = False
-            self._ref_deadline = min(self.clock.next_deadline_insns(),
+            self._ref_deadline = min(self.clock.next_deadline_insns(), self.yield_at,
                                      self._poll_at(pe.ref_insns))
             self._start(pe.pc)
             if checks.after_stop():  # PC alignment, Illegal Execution state
@@ -494,7 +518,6 @@ class RunLoops:
                                    f"instructions (PC {self.pc:#x})")
             if self.exit is None and self._last_insn + 4 == self.pc:
                 self._wait_if_wfi()  # (the last instruction run is the one before the PC)
-        return self._result()
 
     def result(self) -> RunResult:
         """What the run has produced so far: the counts of a run that stopped on an error
@@ -502,7 +525,24 @@ class RunLoops:
         return self._result()
 
     def _result(self) -> RunResult:
-        """(:meth:`run` closes the run's files on every way out.)"""
+        """(:meth:`run` closes the run's files on every way out.) With several PEs, the
+        counts are the sums over every PE, each PE's own in ``per_pe``; the SPU registers
+        are PE 0's."""
+        result = self._pe_result()
+        if self.smp is None:
+            return result
+        parts = [result] + [m._pe_result() for m in self.smp.machines[1:]]
+        per_pe = [{"pe": m.index, "mpidr": f"{m.mpidr:#x}",
+                   **{name: getattr(r, name) for name in SUMMED}}
+                  for m, r in zip(self.smp.machines, parts)]
+        for name in SUMMED:
+            setattr(result, name, sum(p[name] for p in per_pe))
+        for m in self.smp.machines[1:]:
+            result.guest_errors += m.guest_errors
+        result.per_pe = per_pe
+        return result
+
+    def _pe_result(self) -> RunResult:
         st = self.spu.stats
         self.pmu_events.accrue(self.pe.pmu_bucket)
         return RunResult(

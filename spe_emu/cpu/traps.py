@@ -16,12 +16,13 @@ from unicorn import arm64_const as A
 
 from .. import native
 from ..arch import mmu
+from ..arch.smccc import MPIDR_EL1
 from ..arch.context import (HCR_EL2, MDCR_EL2, MDCR_EL3, SCR_EL3, SCTLR_ENC, TTBR0_ENC,
                             TTBR1_EL1, AccessContext, banked)
 # (registers QEMU implements whose value spe_emu presents: the MRS hook returns it)
 from ..arch.id_regs import (ID_AA64DFR0_EL1, ID_AA64DFR2_EL1, ID_AA64PFR0_EL1, MIDR_EL1,
-                            VPIDR_EL2)
-from ..devices.psci import PsciAction
+                            VMPIDR_EL2, VPIDR_EL2)
+from ..devices.psci import PeState, PsciAction
 from ..devices.semihosting import SemihostExit
 from ..errors import GuestError
 from ..platform.sysregs import SysregEntry
@@ -316,7 +317,11 @@ class Traps:
         one PE and SYSTEM_RESET end the run (docs/model.md "PSCI")."""
         self._account(self._retired_before(insn) + 1)
         fid, *args = (self.fast.reg(a64.X_REGS[i]) for i in range(4))
-        result = self.psci.call(fid, tuple(args))
+        result = self.psci.call(fid, tuple(args), PeState(self.mpidr))
+        if result.action is PsciAction.CPU_OFF:   # (another PE is on: :mod:`.smp`)
+            self.pe.powered = False
+            self._request_stop()
+            return
         if result.action in (PsciAction.POWER_OFF, PsciAction.RESET):
             status = result.exit_status if result.exit_status is not None else 0
             self.exit = MachineExit(status, None, f"psci-{result.reason}")
@@ -460,6 +465,14 @@ class Traps:
             if value is None:
                 return 0
             uc.reg_write(reg, value)
+            return 1
+        if enc == MPIDR_EL1.encoding.tuple:   # (hooked with several PEs: Machine.mpidr)
+            ctx = self.context()
+            if ctx.el == 0:
+                return 0  # UNDEFINED at EL0: QEMU raises it
+            # (D19.2 MPIDR_EL1: at EL1 with EL2 enabled a read gives VMPIDR_EL2)
+            uc.reg_write(reg, uc.cpr_read(*VMPIDR_EL2.encoding.tuple)
+                         if ctx.el == 1 and ctx.el2_enabled else self.mpidr)
             return 1
         if enc == ISR_EL1.encoding.tuple:
             ctx = self.context()

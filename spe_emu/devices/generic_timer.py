@@ -374,6 +374,8 @@ class GenericTimer(Device, kind="generic_timer"):
     via_undef = False
     """QEMU knows these registers: the machine answers them from its MRS/MSR instruction hooks
     (:class:`spe_emu.platform.sysregs.SysregOwner`)..."""
+    PER_PE = True
+    """Each PE has its own (a board builds one per PE, wired to that PE's PPIs)."""
     COUNTER_READ_NEUTRAL = TIMER_STATE_REGISTERS
     """A timer's own TVAL/CTL/CVAL registers: their writes change no counter read (whether
     CNTPCT_EL0/CNTVCT_EL0 may be read depends on CNTKCTL_EL1, CNTHCTL_EL2 and the EL,

@@ -275,7 +275,11 @@ class Pl011(Device, kind="pl011"):
         """uart.c's callbacks: while :meth:`_sync_native` finds the transmit path steady, a
         UARTDR write sends its character and a UARTFR read answers the flags without a
         Python call (what the Python path would do: the character out, the state unchanged);
-        every other access is :meth:`read`/:meth:`write`."""
+        every other access is :meth:`read`/:meth:`write`. One native state serves every
+        engine the device is mapped into (the PEs of a board)."""
+        if self._native is not None:
+            read_cb, write_cb = native.uart_callbacks()
+            return read_cb, write_cb, ctypes.byref(self._native), lambda read, write: None
         u = self._native = native.SpeUart()
         u.dr_offset = self.REGISTERS["UARTDR"].offset
         u.fr_offset = self.REGISTERS["UARTFR"].offset

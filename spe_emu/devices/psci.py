@@ -1,5 +1,5 @@
 """PSCI 1.1 and the SMCCC 1.1 Arm Architecture calls, answered as a boot firmware would for a
-system with one PE.
+system with one PE or several (:class:`PowerDomains`).
 
 References: Arm DEN 0022D.b, *Arm Power State Coordination Interface* (PSCI 1.1; issue E
 describes the same 1.1 interface), chapter 5 (the function prototypes of §5.1 give every
@@ -11,7 +11,10 @@ Model
 -----
 * :class:`Psci` is pure: :meth:`Psci.call` maps (function identifier, x1..x3, the calling PE)
   to a :class:`PsciResult`: a value for W0/X0, or an action the machine performs (power off,
-  reset request, standby). It keeps no state: the one PE is always ON.
+  reset request, standby, the caller off). It keeps no state: with one PE, that PE is always
+  ON; with several, the machine answers for their power states (:class:`PowerDomains`:
+  CPU_ON starts a PE at the entry point with the context id in X0, CPU_OFF turns the caller
+  off while another PE is on, AFFINITY_INFO reads a PE's state).
 * Register use (SMCCC, "Register use in AArch64 SMC and HVC calls"): the Function Identifier
   is W0 (the upper half of X0 is ignored); PSCI returns its one result in W0/X0 and defines no
   other result register. SMCCC v1.1 requires X4..X17 to be preserved and leaves unused
@@ -202,6 +205,7 @@ class PsciAction(enum.Enum):
     RETURN = "return"        # write X0, continue after the HVC/SMC
     STANDBY = "standby"      # wait as WFI does (may end at once), then X0 = SUCCESS
     POWER_OFF = "power-off"  # end the run with exit_status; the call does not return
+    CPU_OFF = "cpu-off"      # the calling PE turns off, the others run on; does not return
     RESET = "reset"          # system reset request; the call does not return
 
 
@@ -255,8 +259,31 @@ class PeState:
 # ---------------------------------------------------------------------------------------------
 
 
+class PowerDomains:
+    """The PEs of a several-PE machine as PSCI sees them (the machine implements it:
+    :class:`spe_emu.cpu.smp.Smp`). Only level 0 (the PEs themselves) is a power domain."""
+
+    def affinity_state(self, target: int) -> AffinityState | None:
+        """The state of the PE whose affinity (target_cpu layout) is ``target``, or None when
+        no PE has it."""
+        raise NotImplementedError
+
+    def cpu_on(self, target: int, entry: int, context: int) -> PsciReturn:
+        """Start the OFF PE ``target`` at ``entry`` with ``context`` in X0 (§5.1.4, §6.4);
+        SUCCESS, or ON_PENDING while a start is pending."""
+        raise NotImplementedError
+
+    def others_on(self, caller: int) -> bool:
+        """Whether a PE other than ``caller`` (an affinity) is ON."""
+        raise NotImplementedError
+
+
 class Psci:
-    """PSCI 1.1 firmware for one PE (see the module docstring)."""
+    """PSCI 1.1 firmware for one PE, or for the PEs of ``domains`` (see the module
+    docstring)."""
+
+    def __init__(self, domains: PowerDomains | None = None):
+        self.domains = domains
 
     def call(self, function_id: int, args: tuple[int, int, int],
              pe_state: PeState | None = None) -> PsciResult:
@@ -302,24 +329,45 @@ class Psci:
         return PsciResult(int(PsciReturn.SUCCESS), PsciAction.STANDBY)
 
     def _cpu_off(self, x1: int, x2: int, x3: int, pe: PeState) -> PsciResult:
-        """§5.1.3: the calling PE powers down and the call does not return. With one PE
-        nothing runs any more: the run ends (exit status 0, reason "cpu-off")."""
+        """§5.1.3: the calling PE powers down and the call does not return. While another PE
+        is ON, only the caller stops (:attr:`PsciAction.CPU_OFF`); when nothing would run any
+        more, the run ends (exit status 0, reason "cpu-off")."""
+        if self.domains is not None and self.domains.others_on(pe.affinity):
+            return PsciResult(None, PsciAction.CPU_OFF, "cpu-off")
         return PsciResult(None, PsciAction.POWER_OFF, "cpu-off", 0)
 
     def _cpu_on(self, target_cpu: int, entry: int, context: int, pe: PeState) -> PsciResult:
-        """§5.1.4: the only PE is ON, so CPU_ON of its own affinity is ALREADY_ON; any other
-        target_cpu names no PE: INVALID_PARAMETERS."""
-        if target_cpu == pe.affinity:
+        """§5.1.4: a target_cpu that names no PE is INVALID_PARAMETERS; an ON PE (the caller
+        itself, with one PE the only one) ALREADY_ON, one being started ON_PENDING; an
+        entry point that is not a multiple of 4 (no A64 instruction there) INVALID_ADDRESS;
+        else the OFF PE starts (SUCCESS)."""
+        if self.domains is None:
+            state = AffinityState.ON if target_cpu == pe.affinity else None
+        else:
+            state = self.domains.affinity_state(target_cpu)
+        if state is None:
+            return _ret(PsciReturn.INVALID_PARAMETERS)
+        if state is AffinityState.ON:
             return _ret(PsciReturn.ALREADY_ON)
-        return _ret(PsciReturn.INVALID_PARAMETERS)
+        if state is AffinityState.ON_PENDING:
+            return _ret(PsciReturn.ON_PENDING)
+        if entry % 4:
+            return _ret(PsciReturn.INVALID_ADDRESS)
+        return _ret(self.domains.cpu_on(target_cpu, entry, context))
 
     def _affinity_info(self, target: int, level: int, x3: int, pe: PeState) -> PsciResult:
-        """§5.1.5: ON for the PE at lowest_affinity_level 0; levels above 0 (optional from
-        PSCI 1.0) are not supported and, like a target that names no PE, are
-        INVALID_PARAMETERS."""
-        if level == 0 and target == pe.affinity:
-            return _ret(AffinityState.ON)
-        return _ret(PsciReturn.INVALID_PARAMETERS)
+        """§5.1.5: the state of the PE at lowest_affinity_level 0 (with one PE: ON); levels
+        above 0 (optional from PSCI 1.0) are not supported and, like a target that names no
+        PE, are INVALID_PARAMETERS."""
+        if level != 0:
+            return _ret(PsciReturn.INVALID_PARAMETERS)
+        if self.domains is None:
+            state = AffinityState.ON if target == pe.affinity else None
+        else:
+            state = self.domains.affinity_state(target)
+        if state is None:
+            return _ret(PsciReturn.INVALID_PARAMETERS)
+        return _ret(state)
 
     def _migrate_info_type(self, x1: int, x2: int, x3: int, pe: PeState) -> PsciResult:
         """§5.1.7: no Trusted OS, so no migration is needed (2)."""

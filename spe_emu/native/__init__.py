@@ -156,7 +156,8 @@ class SpeSysregFilter(ctypes.Structure):
                 ("sp_key", ctypes.c_uint32 * 3), ("sp_aligned", ctypes.c_uint32),
                 ("sp_align", ctypes.c_uint64), ("zva_python", ctypes.c_uint32),
                 ("zva_fallback", ctypes.c_void_p),
-                ("code_crn", ctypes.c_uint32), ("sys_code", ctypes.c_uint32)]
+                ("code_crn", ctypes.c_uint32), ("sys_code", ctypes.c_uint32),
+                ("tlbi_seen", ctypes.c_uint64), ("ic_seen", ctypes.c_uint64)]
 
     def add(self, which: str, enc: tuple[int, int, int, int, int]) -> None:
         """Send ``which`` ("mrs", "msr" or "sys") instructions with encoding ``enc`` to

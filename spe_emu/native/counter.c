@@ -646,6 +646,12 @@ uint32_t spe_sys_hook(void *uc, int reg, const struct uc_arm64_cp *cp,
                       struct spe_sysreg_filter *f)
 {
     unsigned key = spe_sysreg_key(cp);
+    if (spe_key_set(f->sys, key)) {
+        if (cp->crn == f->code_crn)
+            f->ic_seen++;
+        else
+            f->tlbi_seen++;
+    }
     if (!f->sys_all && (!f->sys_cache || !spe_key_set(f->sys, key)
                         || (cp->crn == f->code_crn && !f->sys_code))) {
         f->skipped++;

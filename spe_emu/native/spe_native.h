@@ -545,6 +545,10 @@ struct spe_sysreg_filter {
      * made only while profiling is enabled); TLBI still reaches it by sys_cache alone */
     uint32_t code_crn;
     uint32_t sys_code;
+    /* The TLBI and IC (the SYS of `sys`, by CRn) the PE executed, native or not: a several-
+     * PE machine broadcasts their effect to the other PEs' engines (spe_emu.cpu.smp) */
+    uint64_t tlbi_seen;
+    uint64_t ic_seen;
 };
 
 /* The control-instruction hooks (ERET: spe_eret_hook; PSB CSYNC: spe_psb_hook): Python's

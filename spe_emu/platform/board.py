@@ -25,6 +25,9 @@ GIC_PPI_BASE = 16
 """INTID of PPI 0."""
 
 
+MAX_PES = 8
+"""The most PEs a board has (``--smp``; QEMU's virt with GICv3 has up to 512, grouped by 8)."""
+
 GICR_FRAME_BYTES = 0x1_0000
 """Bytes of one GICv3 redistributor frame: a PE's redistributor is its RD_base frame followed
 by its SGI_base frame (GICv3 §12.10), so PE n's RD_base is at ``2 * n`` frames."""

@@ -56,6 +56,13 @@ class VirtualClock:
         self._queue: list[Event] = []
         self._seq = itertools.count()
 
+    def use(self, retired: Callable[[], int], idle_ticks: int) -> None:
+        """Read time as another PE sees it from now on: ``retired`` its instructions retired,
+        ``idle_ticks`` the ticks it spent not running (a several-PE machine's scheduler,
+        :mod:`spe_emu.cpu.smp`, when it switches PEs)."""
+        self._retired = retired
+        self.idle_ticks = idle_ticks
+
     # -- time -----------------------------------------------------------------------------
     def ticks(self, retired: int | None = None) -> int:
         """The system counter value (ticks) now, or after ``retired`` instructions."""

@@ -42,6 +42,9 @@ class Device:
     :class:`~spe_emu.platform.sysregs.SysregOwner`; the machine registers it."""
     IRQ_OUTPUTS: ClassVar[tuple[str, ...]] = ()
     kind: ClassVar[str] = ""
+    PER_PE: ClassVar[bool] = False
+    """The device is private to a PE (the generic timer: its registers are the PE's system
+    registers, its outputs the PE's PPIs): a board builds one instance per PE."""
 
     def __init_subclass__(cls, kind: str = "", **kw: Any) -> None:
         super().__init_subclass__(**kw)

@@ -21,6 +21,7 @@ from rich.table import Table
 
 from ..arch.cores import CORES, core_preset
 from ..arch.cpu_features import CpuFeatures
+from ..platform.board import MAX_PES
 from ..errors import DriverRuleBroken, EmulatorError, GuestError, GuestRunaway, SpeEmuError
 from ..spe.config import (CHOICES, EXTERNAL_ABORT_CHOICES, FEATURES, MODEL_PARAMETERS,
                           SpeConfig)
@@ -145,6 +146,10 @@ def main() -> None:
               help="With --machine: the system counter's frequency (CNTFRQ_EL0; one tick per "
                    "instruction, so also the PE's instructions per second of guest time; "
                    "default the board's: 1 GHz, Armv8.6's).")
+@click.option("--smp", "smp", type=click.IntRange(1, MAX_PES), default=None, metavar="N",
+              help=f"With --machine: the number of PEs (1..{MAX_PES}), as "
+                   f"qemu-system-aarch64 -smp; each has its own SPU, timers and GIC "
+                   f"redistributor; PSCI CPU_ON starts PEs 1..N-1 (default 1).")
 @click.option("--semihosting-userspace", "semihosting_userspace", is_flag=True,
               help="With --machine: HLT #0xF000 at EL0 is a semihosting call too (QEMU: "
                    "-semihosting-config enable=on,userspace=on); its files land in the "
@@ -231,7 +236,7 @@ def run(image, args, share, env_set, env_unset, clear_env, machine, kernel, init
         min_latency, timestamps, context, pa, exclude_kernel, no_profiling, buffer_size, boot_el, no_firmware,
         firmware_path, max_insns, mode, outdir, perf_data, ground_truth,
         spe_features, spe_external_abort, gdb_port, gdb_stop_on_exception, spe_options,
-        spe_model, strict, core, cpu_features, counter_hz) -> None:
+        spe_model, strict, core, cpu_features, counter_hz, smp) -> None:
     """Run IMAGE with SPE enabled and write the trace plus a JSON summary into the output
     directory. IMAGE is a static AArch64 Linux program (run like qemu-aarch64: spe-emu run
     [OPTIONS] PROGRAM [-- ARGS...]; its stdin, stdout, stderr and exit status are the
@@ -254,7 +259,7 @@ def run(image, args, share, env_set, env_unset, clear_env, machine, kernel, init
              buffer_size, boot_el, no_firmware, firmware_path, max_insns, mode, outdir,
              perf_data, ground_truth, spe_features, spe_external_abort,
              stub.attach if stub is not None else None, spe_options, strict,
-             cpu_features, spe_model, counter_hz, core)
+             cpu_features, spe_model, counter_hz, core, smp)
     except OSError as exc:   # (--gdb: the port cannot be bound, the connection failed)
         if stub is None:
             raise
@@ -269,7 +274,7 @@ def _run(image, args, share, env_set, env_unset, clear_env, machine, kernel, ini
          min_latency, timestamps, context, pa, exclude_kernel, no_profiling, buffer_size,
          boot_el, no_firmware, firmware_path, max_insns, mode, outdir, perf_data, ground_truth,
          spe_features, spe_external_abort, attach, spe_options=(), strict=False,
-         cpu_features=(), spe_model=(), counter_hz=None, core=None) -> None:
+         cpu_features=(), spe_model=(), counter_hz=None, core=None, smp=None) -> None:
     """``run``'s body; ``attach``: the GDB stub's, or None."""
     from ..linux.elf import is_linux_program
     from ..session import GUEST_REGION, RunOptions, default_firmware, run_image
@@ -293,9 +298,10 @@ def _run(image, args, share, env_set, env_unset, clear_env, machine, kernel, ini
             _fail("--perf-data needs a trace: not with --mode raw")
         _run_machine(machine or "virt", kernel, initrd, append, dtb, memory, dumpdtb,
                      boot_el, max_insns, mode, outdir, seed, spe, ground_truth, perf_data,
-                     semihosting_userspace, attach, cpu, counter_hz)
+                     semihosting_userspace, attach, cpu, counter_hz, smp)
         return
     _refuse_given(("counter_hz",), "it sets the counter of the --machine board")
+    _refuse_given(("smp",), "spe-emu run of a bare-metal image or a Linux program has one PE")
     if image is None:
         _fail("missing IMAGE (or --machine virt --kernel FILE)")
     if no_firmware:
@@ -456,7 +462,7 @@ def _write_perf_data(session, images: list[Path], interval: int,
 def _run_machine(board, kernel, initrd, append, dtb, memory, dumpdtb, boot_el, max_insns,
                  mode, outdir, seed, spe=None, ground_truth=False, perf_data=False,
                  semihosting_userspace=False, attach=None, cpu=None,
-                 counter_hz=None) -> None:
+                 counter_hz=None, smp=None) -> None:
     """``run --machine``: the console goes to stdout as the guest writes it; the exit status
     is the guest's (0 after PSCI SYSTEM_OFF). With ``perf_data``: ``spe.trace`` (every
     record the SPU wrote into the guest's Profiling Buffer) and perf.data of it, naming the
@@ -471,7 +477,7 @@ def _run_machine(board, kernel, initrd, append, dtb, memory, dumpdtb, boot_el, m
         kopts = KernelOptions(board=board, kernel=kernel, initrd=initrd, append=append,
                               dtb=dtb, dumpdtb=dumpdtb, trace=perf_data,
                               semihosting_userspace=semihosting_userspace,
-                              counter_hz=counter_hz)
+                              counter_hz=counter_hz, smp=smp or 1)
         if memory is not None:
             kopts.ram_size = parse_ram_size(memory)
         kopts.board_spec()  # (an unknown --machine is refused before anything is read)

@@ -1,0 +1,250 @@
+"""Several PEs on one board (``--smp N``): the scheduler that runs them in turn, their power
+states as PSCI sees them, and the broadcast of TLB and instruction-cache maintenance.
+
+Model (docs/model.md "Several PEs"), learnt from QEMU's single-threaded round-robin TCG:
+
+* Each PE is a :class:`~spe_emu.cpu.machine.Machine` with its own Unicorn engine, native
+  structs, SPU, exception model, generic timer and GIC CPU interface, over the one board
+  (RAM shared byte for byte, the devices, the GIC distributor, the clock). PE 0 builds the
+  board and the others (:class:`Smp`); PE 0 starts at reset, the others are OFF until PSCI
+  CPU_ON starts one (at the entry point, the context id in X0, the boot Exception level,
+  MMU off).
+* **Time.** Each PE has its own instruction count; its virtual time is that count plus the
+  ticks it did not run for (:attr:`PeCore.idle_ticks`: waiting in WFI, OFF). The clock reads
+  the time of the PE that runs. The scheduler works in rounds: each round's end is the
+  earliest time among the runnable PEs plus the quantum (``MachineConfig.smp_quantum``,
+  instructions); every runnable PE, in PE order, runs until its time reaches the round's end,
+  it waits in WFI, or the guest exits. So no PE's time is more than a quantum ahead of
+  another's, and the same program, options and seed give the same interleaving, traces and
+  console, byte for byte (nothing but instruction counts decides).
+* **Idle PEs cost nothing.** A PE that executes WFI with no interrupt pending parks; it runs
+  again, its time moved up to the round's start, once its GIC CPU interface asserts an
+  interrupt (an SGI, its timer's PPI, an SPI routed to it) or a virtual interrupt is pending.
+  When every ON PE is parked, time jumps to the next event on the clock; with no event, the
+  run ends with a guest error, as one PE's WFI does.
+* **Broadcast maintenance.** Each engine has its own TLB and translated-code cache. The
+  native SYS hook counts the TLBI and IC instructions a PE executes (``tlbi_seen``,
+  ``ic_seen``); before another PE runs again, it drops its whole TLB after any TLBI of
+  another PE, and its whole translated code after any IC (the architecture broadcasts the
+  Inner Shareable forms; treating every form so is a superset). Code written by one PE and
+  executed by another is therefore seen only after the IC the architecture requires
+  (Arm ARM B2.4.4 "Concurrent modification and execution of instructions").
+* **Exclusives and atomics.** Only one PE runs at a time and the quantum ends only between
+  instructions, so an LSE atomic is atomic across PEs; a store-exclusive compares the
+  memory with the value its load-exclusive read (QEMU's cmpxchg implementation), so another
+  PE's store to the location in between fails it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Callable
+
+from unicorn.unicorn_const import UC_CTL_IO_WRITE, UC_CTL_TB_FLUSH
+
+from ..arch.smccc import mpidr_affinity
+from ..devices.psci import AffinityState, PowerDomains, Psci, PsciReturn
+from ..errors import GuestError
+from .config import NEVER
+
+if TYPE_CHECKING:
+    from .machine import Machine
+
+
+class Smp(PowerDomains):
+    """The PEs of a several-PE machine and their scheduler (see the module's docstring).
+
+    Args:
+        primary: PE 0, which built the board; the others are built here over its board.
+    """
+
+    def __init__(self, primary: "Machine"):
+        from .machine import Machine
+        cfg = primary.cfg
+        self.quantum = cfg.smp_quantum
+        self.machines: list[Machine] = [primary]
+        for index in range(1, cfg.smp):
+            self.machines.append(Machine(cfg, board=primary.board, index=index))
+        self.clock = primary.clock
+        self.board = primary.board
+        self.board.on_change = self._device_changed
+        # The PE running now (its time is the clock's), and each PE's TLBI/IC counts when it
+        # last caught up with the others' (:meth:`_broadcast`).
+        self.running: Machine = primary
+        self._seen = [(0, 0)] * cfg.smp
+        self._starting: set[int] = set()   # PEs whose CPU_ON is pending (none: immediate)
+        for m in self.machines:
+            m.smp = self
+            if m.psci is not None:
+                m.psci = Psci(self)
+        # (the run's progress callback is the primary's: every PE's instructions count)
+        self._progress: Callable[[int], None] | None = None
+
+    # -- PSCI power domains ----------------------------------------------------------------
+    def _by_affinity(self, target: int) -> "Machine | None":
+        for m in self.machines:
+            if mpidr_affinity(m.mpidr) == target:
+                return m
+        return None
+
+    def affinity_state(self, target: int) -> AffinityState | None:
+        m = self._by_affinity(target)
+        if m is None:
+            return None
+        return AffinityState.ON if m.pe.powered else AffinityState.OFF
+
+    def others_on(self, caller: int) -> bool:
+        return any(m.pe.powered for m in self.machines if mpidr_affinity(m.mpidr) != caller)
+
+    def cpu_on(self, target: int, entry: int, context: int) -> PsciReturn:
+        """Start PE ``target`` (OFF) at ``entry`` with X0 = ``context``: the reset state at
+        the boot Exception level (Machine.reset), its time that of the caller (the PE
+        running now)."""
+        m = self._by_affinity(target)
+        primary = self.machines[0]
+        m.images = primary.images
+        m.scan_sp_writers = primary.scan_sp_writers
+        m.firmware_span = primary.firmware_span
+        m.reset(entry)
+        m.fast.set_reg(_X0, context)
+        pe = m.pe
+        pe.powered, pe.parked = True, False
+        pe.idle_ticks = max(0, self.clock.ticks() - m.insns())
+        tlbi, ic = self._counts()
+        self._seen[m.index] = (tlbi - m.sysreg_filter.tlbi_seen, ic - m.sysreg_filter.ic_seen)
+        m.replan = True
+        return PsciReturn.SUCCESS
+
+    # -- the board's devices ---------------------------------------------------------------
+    def _device_changed(self) -> None:
+        """A device changed state: every ON PE re-plans (its interrupt lines may have
+        changed); the running one as one PE does (:meth:`RunLoops._device_changed`)."""
+        for m in self.machines:
+            if m.pe.powered:
+                if m is self.running:
+                    m._device_changed()
+                else:
+                    m.replan = True
+                    m._irq_line_value = None
+
+    # -- scheduling ------------------------------------------------------------------------
+    def _local_time(self, m: "Machine") -> int:
+        return m.insns() + m.pe.idle_ticks
+
+    def _wakes(self, m: "Machine") -> bool:
+        """A parked PE has a reason to leave WFI (Arm ARM D1.6.2): an interrupt its CPU
+        interface asserts (masked or not) or a pending virtual interrupt."""
+        return m._irq_line() or m.exc.virtual_interrupt_pending(m.context())
+
+    def _enter(self, m: "Machine") -> None:
+        """Make ``m`` the running PE: the clock reads its time; the TLB and code maintenance
+        other PEs did since it last ran reach its engine."""
+        self.running = m
+        self.clock.use(m._clock_retired, m.pe.idle_ticks)
+        self._broadcast(m)
+
+    def _leave(self, m: "Machine") -> None:
+        m.pe.idle_ticks = self.clock.idle_ticks
+
+    def _counts(self) -> tuple[int, int]:
+        """The TLBI and IC instructions every PE has executed so far."""
+        tlbi = ic = 0
+        for m in self.machines:
+            tlbi += m.sysreg_filter.tlbi_seen
+            ic += m.sysreg_filter.ic_seen
+        return tlbi, ic
+
+    def _broadcast(self, m: "Machine") -> None:
+        """The TLBI and IC the other PEs executed since ``m`` last ran reach its engine (its
+        own acted on it already): its TLB, and its translated code, are dropped."""
+        tlbi, ic = self._counts()
+        own = m.sysreg_filter
+        others = (tlbi - own.tlbi_seen, ic - own.ic_seen)
+        seen = self._seen[m.index]
+        if others[0] != seen[0]:
+            m.uc.ctl_flush_tlb()
+            m._flush_translations()
+        if others[1] != seen[1]:
+            m.uc.ctl(UC_CTL_TB_FLUSH, UC_CTL_IO_WRITE)
+            m._forget_code()
+        self._seen[m.index] = others
+
+    def run(self, progress: Callable[[int], None] | None = None) -> None:
+        """Run the PEs in turn until the guest exits (see the module's docstring).
+
+        Raises:
+            GuestError: every ON PE waits in WFI and nothing is scheduled that could wake one;
+                what a PE's run raises.
+        """
+        machines = self.machines
+        primary = machines[0]
+        last_progress = 0
+        while True:
+            runnable = []
+            for m in machines:
+                pe = m.pe
+                if not pe.powered:
+                    continue
+                if pe.parked:
+                    if not self._wakes(m):
+                        continue
+                    pe.parked = False
+                    m.replan = True
+                runnable.append(m)
+            if not runnable:
+                self._all_wait()
+                continue
+            start = min(self._local_time(m) for m in runnable)
+            end = start + self.quantum
+            for m in runnable:
+                pe = m.pe
+                if pe.parked or not pe.powered:   # (parked or turned off in this round)
+                    continue
+                local = self._local_time(m)
+                if local < start:   # (woken: its time moves up to the round's start)
+                    pe.idle_ticks += start - local
+                    m._counter_reads_changed()
+                elif local >= end:
+                    continue
+                self._enter(m)
+                m.yield_at = end - pe.idle_ticks
+                try:
+                    m.run_slice()
+                finally:
+                    self._leave(m)
+                if m.exit is not None:
+                    primary.exit = m.exit
+                    return
+            if progress is not None:
+                total = sum(m.insns() for m in machines)
+                if total - last_progress > 5_000_000:
+                    last_progress = total
+                    progress(total)
+
+    def _all_wait(self) -> None:
+        """Every ON PE waits in WFI: time moves to the next event on the clock, which runs.
+
+        Raises:
+            GuestError: no event is scheduled (nothing can ever wake a PE).
+        """
+        on = [m for m in self.machines if m.pe.powered]
+        if not on:
+            raise GuestError("every PE is off")
+        now = max(self._local_time(m) for m in on)
+        when = self.clock.next_deadline()
+        if when == NEVER:
+            pcs = ", ".join(f"PE {m.index} at {m.pc - 4:#x}" for m in on)
+            raise GuestError(f"every PE waits in WFI ({pcs}) with no interrupt that can wake "
+                             f"one and no event scheduled")
+        now = max(now, when)
+        self.clock.use(lambda: 0, now)   # (the clock reads the event's time)
+        self.clock.run_due()
+        for m in on:   # (their time moves up to the event's)
+            local = self._local_time(m)
+            if local < now:
+                m.pe.idle_ticks += now - local
+                m._counter_reads_changed()
+
+
+from . import a64  # noqa: E402  (X0's register id)
+
+_X0 = a64.X_REGS[0]
