@@ -2,28 +2,41 @@
 """Run kvm-unit-tests' arm64 tests on QEMU and on ``spe-emu run --machine virt``, side by side.
 
     python scripts/kvm_unit_tests.py --tree PATH [--build/--no-build] [--tests NAME,...]
-                                     [--qemu/--no-qemu] [--spe-emu CMD] [--json FILE]
+                                     [--max-smp N] [--qemu/--no-qemu] [--spe-emu CMD]
+                                     [--json FILE]
 
 PATH is a kvm-unit-tests checkout you provide (nothing is downloaded). Unless it is already
 built, it is configured with ``./configure --arch=arm64 --cross-prefix=aarch64-linux-gnu-``
 (Debian's gcc-aarch64-linux-gnu) and built with make. Each test named with --tests (default:
 selftest-setup, selftest-vectors-kernel, selftest-vectors-user, gicv3-active, timer, psci) is
-looked up in PATH/arm/unittests.cfg, which gives its file, test_args (the -append command
-line), its QEMU parameters and timeout, and is then run with one PE. Both dialects of the file
-are read: ``test_args = '...'`` with ``qemu_params = ...``, and the older ``extra_params =
-... -append '...'`` (no test_args; the -append value is the command line then, on QEMU as on
-spe-emu's ``--append``):
+looked up in PATH/arm/unittests.cfg, which gives its file, its PE count (smp), test_args (the
+-append command line), its QEMU parameters and timeout. Both dialects of the file are read:
+``test_args = '...'`` with ``qemu_params = ...``, and the older ``extra_params = ... -append
+'...'`` (no test_args; the -append value is the command line then, on QEMU as on spe-emu's
+``--append``):
 
 * on ``qemu-system-aarch64 -nodefaults -machine virt,gic-version=3 -accel tcg -cpu max
-  -smp 1`` plus the devices arm/run adds (chr-testdev on virtio-serial, pci-testdev,
+  -smp N`` plus the devices arm/run adds (chr-testdev on virtio-serial, pci-testdev,
   ``-serial stdio``), the test's -append and parameters, and ``-initrd`` with the environ file
   that arm/run generates under TCG (TARGET=qemu, QEMU_ACCEL=tcg, ERRATA_FORCE=y);
-* on ``CMD run --machine virt --kernel X.flat [--append ARGS] [--initrd ENV] [-m SIZE]
-  --boot-el 1`` (the EL QEMU's virt machine enters without virtualization=on).
+* on ``CMD run --machine virt --kernel X.flat [--smp N] [--append ARGS] [--initrd ENV]
+  [-m SIZE] --boot-el 1`` (the EL QEMU's virt machine enters without virtualization=on;
+  ``--smp`` left out for one PE; a count above spe-emu's 8 PEs is a SKIP there).
 
-Both get the unittests.cfg timeout (default 90 s; timer: 10 s). A test whose test_args state
-the CPU count (``smp=N``, selftest-setup) has it rewritten to the PE count used (1), as
-run_tests.sh would pass a matching -smp.
+Both get the unittests.cfg timeout (default 90 s; timer: 10 s) and the same PE count N: the
+test's unittests.cfg ``smp`` value (1 if it has none) evaluated as scripts/runtime.bash does.
+run() there evals a command line holding ``-smp <value>`` in a shell where MAX_SMP is set;
+here the value goes through ``bash -c`` with MAX_SMP set to --max-smp (default 4; runtime.bash
+defaults it to the host's CPU count, kvm-unit-tests' CI sets MAX_SMP=8). So ``smp = $MAX_SMP``
+is --max-smp, ``smp = $((($MAX_SMP < 8)?$MAX_SMP:8))`` the lesser of it and 8, and a plain
+number is itself; a value that does not evaluate to one whole number of at least 1 is a usage
+error. Beyond what the expression makes of it, MAX_SMP is no limit: runtime.bash neither skips
+nor caps a test whose count exceeds MAX_SMP (it hands the count to the VMM; only
+``run_tests.sh --probe-maxsmp`` lowers MAX_SMP itself, to what QEMU accepts), and so here
+``smp = 2`` runs with 2 PEs even under --max-smp 1. A test whose test_args state the CPU count
+(``smp=N``, selftest-setup) gets them unchanged when N is its PE count, as run_tests.sh passes
+them; only an ``smp=N`` that differs from it (a unittests.cfg whose smp line and test_args
+disagree) is rewritten to the count the machines get, which the row's ``args_adjusted`` says.
 
 How kvm-unit-tests reports a result (lib/arm/io.c exit(), lib/report.c, scripts/arch-run.bash,
 scripts/vmm.bash, scripts/runtime.bash): the test prints ``SUMMARY: N tests[, F unexpected
@@ -72,7 +85,8 @@ DEFAULT_TESTS = (
 )
 CROSS_PREFIX = "aarch64-linux-gnu-"
 DEFAULT_TIMEOUT_S = 90.0  # scripts/runtime.bash: timeout=${TIMEOUT:-${11:-90s}}
-SMP = 1  # spe-emu models one PE
+DEFAULT_MAX_SMP = 4  # --max-smp: kvm-unit-tests' MAX_SMP (runtime.bash: the host's CPU count)
+SPE_EMU_MAX_PES = 8  # spe-emu run --smp N: N = 1..8
 BOOT_EL = 1  # QEMU -M virt without virtualization=on enters the kernel at EL1
 # What arm/run's initrd_create puts in the -initrd environ under TCG (host-specific version
 # strings left out: none of the arm tests reads them).
@@ -108,7 +122,9 @@ class UnitTest:
 
     def append_args(self, smp: int) -> tuple[str | None, bool]:
         """The -append string (None if neither test_args nor an ``-append`` in the params
-        give one) and whether smp=N was rewritten. An ``-append`` in the params (the
+        give one) and whether an ``smp=N`` in it was rewritten: ``smp`` is the test's PE count
+        (:func:`eval_smp`), and only an ``smp=N`` with another N is rewritten to it, so that
+        the command line states the count the machine has. An ``-append`` in the params (the
         ``extra_params = -append '...'`` dialect) comes after test_args on QEMU's command
         line, so it is the one QEMU keeps when both are given."""
         texts = [" ".join(shlex.split(self.test_args))] if self.test_args.strip() else []
@@ -141,6 +157,26 @@ class UnitTest:
 
     def timeout_s(self) -> float:
         return parse_duration(self.timeout) if self.timeout else DEFAULT_TIMEOUT_S
+
+
+def eval_smp(value: str, max_smp: int) -> int:
+    """A unittests.cfg ``smp`` value as scripts/runtime.bash evaluates it: run() evals its
+    command line, which holds ``-smp <value>``, in a shell where MAX_SMP is set; here the
+    value goes through ``bash -c`` with MAX_SMP=max_smp in its environment. UsageError unless
+    that gives one whole number of at least 1."""
+    env = dict(os.environ, MAX_SMP=str(max_smp))
+    try:
+        proc = subprocess.run(["bash", "-c", f"printf '%s\\n' {value}"], env=env,
+                              stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                              errors="replace", timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise UsageError(f"cannot evaluate smp = {value} with bash: {exc}") from None
+    got = proc.stdout.strip()
+    if proc.returncode != 0 or not re.fullmatch(r"[0-9]+", got) or int(got) < 1:
+        why = (proc.stderr.strip().splitlines() or [f"gave {got!r}"])[-1]
+        raise UsageError(f"smp = {value} does not evaluate to a PE count with "
+                         f"MAX_SMP={max_smp} (bash: {why})")
+    return int(got)
 
 
 def parse_duration(text: str) -> float:
@@ -393,15 +429,15 @@ def judge(out: Outcome, timed_out: bool, start_error: str) -> Outcome:
 
 
 def qemu_command(qemu: str, flat: Path, test: UnitTest, append: str | None,
-                 environ: Path | None) -> list[str]:
-    """arm/run's command line (TCG), with GICv3 and one PE."""
+                 environ: Path | None, *, smp: int) -> list[str]:
+    """arm/run's command line (TCG), with GICv3 and ``smp`` PEs."""
     cmd = [qemu, "-nodefaults", "-machine", "virt,gic-version=3", "-accel", "tcg",
            "-cpu", "max",
            "-device", "virtio-serial-device",
            "-device", "virtconsole,chardev=ctd", "-chardev", "testdev,id=ctd",
            "-device", "pci-testdev",
            "-display", "none", "-serial", "stdio",
-           "-kernel", str(flat), "-smp", str(SMP)]
+           "-kernel", str(flat), "-smp", str(smp)]
     if append is not None:
         cmd += ["-append", append]
     cmd += test.param_words()
@@ -411,11 +447,16 @@ def qemu_command(qemu: str, flat: Path, test: UnitTest, append: str | None,
 
 
 def spe_emu_command(spe: list[str], flat: Path, test: UnitTest, append: str | None,
-                    environ: Path | None) -> tuple[list[str], str]:
-    """The spe-emu command line, or an empty list and why the test's QEMU parameters cannot
-    map (``-append`` is not among them: ``append`` is the test's command line,
-    :meth:`UnitTest.append_args`)."""
+                    environ: Path | None, *, smp: int) -> tuple[list[str], str]:
+    """The spe-emu command line with ``smp`` PEs (``--smp`` left out for one), or an empty
+    list and why the test cannot map: more PEs than spe-emu models, or QEMU parameters
+    without an equivalent (``-append`` is not among them: ``append`` is the test's command
+    line, :meth:`UnitTest.append_args`)."""
+    if smp > SPE_EMU_MAX_PES:
+        return [], f"smp {smp}: spe-emu models at most {SPE_EMU_MAX_PES} PEs"
     cmd = [*spe, "run", "--machine", "virt", "--kernel", str(flat)]
+    if smp != 1:
+        cmd += ["--smp", str(smp)]
     if append is not None:
         cmd += ["--append", append]
     if environ is not None:
@@ -484,6 +525,11 @@ def cell(out: Outcome | None) -> str:
               help="Configure and build the tree if the test binaries are missing.")
 @click.option("--tests", "tests_opt", default=",".join(DEFAULT_TESTS), show_default=True,
               help="Comma-separated test names from arm/unittests.cfg.")
+@click.option("--max-smp", "max_smp", type=click.IntRange(1, SPE_EMU_MAX_PES),
+              default=DEFAULT_MAX_SMP, show_default=True, metavar="N",
+              help="kvm-unit-tests' MAX_SMP (1..8): the value unittests.cfg's smp lines use "
+                   "(smp = $MAX_SMP, smp = $((($MAX_SMP < 8)?$MAX_SMP:8))); each test runs "
+                   "with its smp value evaluated by bash with MAX_SMP=N (1 if none).")
 @click.option("--qemu/--no-qemu", "use_qemu", default=True, show_default=True,
               help="Run the QEMU baseline.")
 @click.option("--qemu-binary", default=lambda: os.environ.get("QEMU", "qemu-system-aarch64"),
@@ -496,11 +542,12 @@ def cell(out: Outcome | None) -> str:
               help="Write machine-readable results here.")
 @click.option("--logs", type=click.Path(file_okay=False, path_type=Path),
               help="Write each run's command line and output to DIR/<test>.<vmm>.log.")
-def main(tree: Path, build: bool, tests_opt: str, use_qemu: bool, qemu_binary: str,
-         spe_emu: str, environ: bool, json_path: Path | None, logs: Path | None) -> None:
+def main(tree: Path, build: bool, tests_opt: str, max_smp: int, use_qemu: bool,
+         qemu_binary: str, spe_emu: str, environ: bool, json_path: Path | None,
+         logs: Path | None) -> None:
     try:
         code = run_all(tree.resolve(), build, tests_opt, use_qemu, qemu_binary, spe_emu,
-                       environ, json_path, logs)
+                       environ, json_path, logs, max_smp)
     except UsageError as exc:
         click.echo(f"error: {exc}", err=True)
         code = 2
@@ -508,7 +555,8 @@ def main(tree: Path, build: bool, tests_opt: str, use_qemu: bool, qemu_binary: s
 
 
 def run_all(tree: Path, build: bool, tests_opt: str, use_qemu: bool, qemu_binary: str,
-            spe_emu: str, environ: bool, json_path: Path | None, logs: Path | None) -> int:
+            spe_emu: str, environ: bool, json_path: Path | None, logs: Path | None,
+            max_smp: int = DEFAULT_MAX_SMP) -> int:
     cfg_path = tree / "arm" / "unittests.cfg"
     if not cfg_path.exists():
         raise UsageError(f"{cfg_path} not found: is --tree a kvm-unit-tests checkout?")
@@ -518,6 +566,12 @@ def run_all(tree: Path, build: bool, tests_opt: str, use_qemu: bool, qemu_binary
     if unknown:
         raise UsageError(f"not in arm/unittests.cfg: {', '.join(unknown)}")
     tests = [cfg[n] for n in names]
+    smps = {}  # a test's PE count; a smp line that does not evaluate stops the run here
+    for test in tests:
+        try:
+            smps[test.name] = eval_smp(test.smp, max_smp)
+        except UsageError as exc:
+            raise UsageError(f"arm/unittests.cfg [{test.name}]: {exc}") from None
     flats = sorted({tree / "arm" / t.file for t in tests})
     ensure_built(tree, flats, build)
     spe_cmd = shlex.split(spe_emu)
@@ -532,18 +586,20 @@ def run_all(tree: Path, build: bool, tests_opt: str, use_qemu: bool, qemu_binary
             env_file.write_text(ENVIRON)
         for test in tests:
             flat = tree / "arm" / test.file
-            append, adjusted = test.append_args(SMP)
-            row = {"name": test.name, "file": test.file, "cfg_smp": test.smp,
+            smp = smps[test.name]
+            append, adjusted = test.append_args(smp)
+            row = {"name": test.name, "file": test.file, "cfg_smp": test.smp, "smp": smp,
                    "test_args": test.test_args, "params": test.params,
                    "timeout_s": test.timeout_s(), "qemu": None, "spe_emu": None}
             na = not_applicable(test)
             if na:
                 row["not_applicable"] = na
             if use_qemu:
-                cmd = [] if na else qemu_command(qemu_binary, flat, test, append, env_file)
+                cmd = [] if na else qemu_command(qemu_binary, flat, test, append, env_file,
+                                                 smp=smp)
                 row["qemu"] = run_on("qemu", cmd, test, na, adjusted, logs)
             if spe_cmd:
-                cmd, why = spe_emu_command(spe_cmd, flat, test, append, env_file)
+                cmd, why = spe_emu_command(spe_cmd, flat, test, append, env_file, smp=smp)
                 row["spe_emu"] = run_on("spe-emu", cmd, test, na or why, adjusted, logs)
             rows.append(row)
             click.echo(f"{test.name:<26} qemu: {cell(row['qemu']):<40} "
@@ -560,7 +616,7 @@ def run_all(tree: Path, build: bool, tests_opt: str, use_qemu: bool, qemu_binary
             row["ok"] = q.status != "FAIL"
         ok &= row["ok"]
     if json_path is not None:
-        doc = {"tree": str(tree), "smp": SMP, "boot_el": BOOT_EL,
+        doc = {"tree": str(tree), "max_smp": max_smp, "boot_el": BOOT_EL,
                "environ": ENVIRON if environ else None, "ok": ok, "tests": []}
         for row in rows:
             item = dict(row)

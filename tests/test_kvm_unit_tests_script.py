@@ -1,10 +1,12 @@
-"""scripts/kvm_unit_tests.py without kvm-unit-tests or QEMU: its unittests.cfg reading, its
-verdicts (kvm-unit-tests' exit-status conventions) and one run against a stand-in spe-emu."""
+"""scripts/kvm_unit_tests.py without kvm-unit-tests or QEMU: its unittests.cfg reading (the
+smp lines evaluated with MAX_SMP as runtime.bash does), its verdicts (kvm-unit-tests'
+exit-status conventions) and runs against a stand-in spe-emu and QEMU."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -51,6 +53,9 @@ def test_cfg_parsing():
     tests = kut.parse_unittests_cfg(CFG)
     assert list(tests) == ["alpha", "beta", "gamma", "delta"]
     a, b, g, d = tests.values()
+    assert a.smp == "2" and b.smp == "1"                           # 1 without an smp line
+    # smp=N in the command line: kept when it is the test's count, rewritten otherwise
+    assert a.append_args(2) == ("check smp=2 mem=256", False)
     assert a.append_args(1) == ("check smp=1 mem=256", True)
     assert a.param_words() == ["-m", "256"] and a.timeout_s() == 90
     assert b.append_args(1) == ("one", False) and b.timeout_s() == 10
@@ -94,11 +99,13 @@ qemu_params = \"\"\"-m 64
 def test_cfg_parsing_extra_params_dialect(tmp_path):
     tests = kut.parse_unittests_cfg(OLD_CFG)
     setup, gic, timer, both, dangling = tests.values()
-    # -append in the parameters is the test's command line (smp=N rewritten as for
-    # test_args), and not a QEMU parameter beside it
+    # -append in the parameters is the test's command line (its smp=N kept or rewritten
+    # as for test_args), and not a QEMU parameter beside it
+    assert setup.append_args(2) == ("setup smp=2 mem=256", False)
     assert setup.append_args(1) == ("setup smp=1 mem=256", True)
     assert setup.param_words() == ["-m", "256"]
-    assert gic.append_args(1) == ("active", False)
+    assert gic.smp == "$((($MAX_SMP < 8)?$MAX_SMP:8))"
+    assert gic.append_args(4) == ("active", False)
     assert gic.param_words() == ["-machine", "gic-version=3"]
     assert timer.append_args(1) == (None, False) and timer.param_words() == []
     assert timer.timeout_s() == 10
@@ -108,33 +115,79 @@ def test_cfg_parsing_extra_params_dialect(tmp_path):
     assert dangling.param_words() == ["-m", "64", "-append"]
 
     flat = tmp_path / "selftest.flat"
-    append, _ = setup.append_args(1)
-    cmd, why = kut.spe_emu_command(["spe-emu"], flat, setup, append, None)
+    append, _ = setup.append_args(2)
+    cmd, why = kut.spe_emu_command(["spe-emu"], flat, setup, append, None, smp=2)
     assert why == "" and cmd == ["spe-emu", "run", "--machine", "virt", "--kernel", str(flat),
-                                 "--append", "setup smp=1 mem=256", "-m", "256",
+                                 "--smp", "2", "--append", "setup smp=2 mem=256", "-m", "256",
                                  "--boot-el", "1"]
-    cmd, why = kut.spe_emu_command(["spe-emu"], flat, gic, "active", None)
-    assert why == "" and cmd[-4:] == ["--append", "active", "--boot-el", "1"]
-    qemu = kut.qemu_command("qemu", flat, setup, append, None)
-    assert qemu.count("-append") == 1
-    assert qemu[qemu.index("-append") + 1] == "setup smp=1 mem=256"
+    cmd, why = kut.spe_emu_command(["spe-emu"], flat, gic, "active", None, smp=4)
+    assert why == "" and cmd[-6:] == ["--smp", "4", "--append", "active", "--boot-el", "1"]
+    qemu = kut.qemu_command("qemu", flat, setup, append, None, smp=2)
+    assert qemu.count("-append") == 1 and qemu.count("-smp") == 1
+    assert qemu[qemu.index("-append") + 1] == "setup smp=2 mem=256"
+    assert qemu[qemu.index("-smp") + 1] == "2"
     assert qemu[-2:] == ["-m", "256"]
-    cmd, why = kut.spe_emu_command(["spe-emu"], flat, both, "second smp=1", None)
+    cmd, why = kut.spe_emu_command(["spe-emu"], flat, both, "second smp=1", None, smp=1)
     assert cmd == [] and "'-smp'" in why                       # (-smp: as before)
-    cmd, why = kut.spe_emu_command(["spe-emu"], flat, dangling, None, None)
+    cmd, why = kut.spe_emu_command(["spe-emu"], flat, dangling, None, None, smp=1)
     assert cmd == [] and "'-append'" in why
 
 
 def test_spe_emu_command_mapping(tmp_path):
     tests = kut.parse_unittests_cfg(CFG)
     flat = tmp_path / "a.flat"
-    cmd, why = kut.spe_emu_command(["spe-emu"], flat, tests["alpha"], "x", None)
+    cmd, why = kut.spe_emu_command(["spe-emu"], flat, tests["alpha"], "x", None, smp=1)
     assert why == "" and cmd == ["spe-emu", "run", "--machine", "virt", "--kernel", str(flat),
-                                 "--append", "x", "-m", "256", "--boot-el", "1"]
-    cmd, why = kut.spe_emu_command(["spe-emu"], flat, tests["beta"], None, tmp_path / "env")
+                                 "--append", "x", "-m", "256", "--boot-el", "1"]  # no --smp 1
+    cmd, why = kut.spe_emu_command(["spe-emu"], flat, tests["beta"], None, tmp_path / "env",
+                                   smp=1)
     assert why == "" and "--initrd" in cmd and "-machine" not in cmd
-    cmd, why = kut.spe_emu_command(["spe-emu"], flat, tests["delta"], None, None)
+    cmd, why = kut.spe_emu_command(["spe-emu"], flat, tests["delta"], None, None, smp=1)
     assert cmd == [] and "-icount" in why
+
+
+@pytest.mark.parametrize("smp", [1, 2, 3, 8, 9, 12])
+def test_commands_carry_the_pe_count(tmp_path, smp):
+    test = kut.parse_unittests_cfg(CFG)["alpha"]
+    flat = tmp_path / "a.flat"
+    qemu = kut.qemu_command("qemu", flat, test, "x", None, smp=smp)
+    assert qemu.count("-smp") == 1 and qemu[qemu.index("-smp") + 1] == str(smp)
+    cmd, why = kut.spe_emu_command(["spe-emu"], flat, test, "x", None, smp=smp)
+    if smp > 8:  # more PEs than spe-emu's --smp takes: a SKIP there, with why
+        assert cmd == [] and why == f"smp {smp}: spe-emu models at most 8 PEs"
+    elif smp == 1:
+        assert why == "" and "--smp" not in cmd
+    else:
+        assert why == "" and cmd.count("--smp") == 1
+        assert cmd[cmd.index("--smp") + 1] == str(smp)
+
+
+CAP8 = "$((($MAX_SMP < 8)?$MAX_SMP:8))"
+CAP3 = "$((($MAX_SMP < 3)?$MAX_SMP:3))"
+
+
+@pytest.mark.parametrize("value, max_smp, expected", [
+    ("1", 4, 1), ("2", 4, 2), ("2", 1, 2),       # a plain number is itself, MAX_SMP or not
+    ("$MAX_SMP", 4, 4), ("$MAX_SMP", 1, 1), ("$MAX_SMP", 8, 8),
+    (CAP8, 4, 4), (CAP8, 8, 8), (CAP8, 12, 8),
+    (CAP3, 4, 3), (CAP3, 3, 3), (CAP3, 2, 2),
+    ("`echo 5`", 4, 5),                                    # backticks: eval'd as in run()
+])
+def test_eval_smp(value, max_smp, expected):
+    assert kut.eval_smp(value, max_smp) == expected
+
+
+def test_eval_smp_ignores_the_callers_max_smp(monkeypatch):
+    monkeypatch.setenv("MAX_SMP", "7")
+    assert kut.eval_smp("$MAX_SMP", 2) == 2
+
+
+@pytest.mark.parametrize("value", ["", "two", "0", "1 2", "$((1/0))", "$NO_SUCH_VARIABLE_X"])
+def test_eval_smp_refuses_what_is_not_a_pe_count(value, monkeypatch):
+    monkeypatch.delenv("NO_SUCH_VARIABLE_X", raising=False)
+    with pytest.raises(kut.UsageError, match=r"smp = .* does not evaluate to a PE count "
+                                             r"with MAX_SMP=4"):
+        kut.eval_smp(value, 4)
 
 
 def verdict(vmm, rc, stdout, stderr=""):
@@ -213,8 +266,13 @@ def test_run_with_stand_in(tmp_path):
     doc = json.loads(out.read_text())
     got = {t["name"]: t["spe_emu"]["status"] for t in doc["tests"]}
     assert got == {"alpha": "PASS", "beta": "FAIL", "gamma": "SKIP"}
-    assert doc["tests"][0]["spe_emu"]["args_adjusted"] is True
-    assert "--append" in doc["tests"][0]["spe_emu"]["command"]
+    assert doc["max_smp"] == 4 and "smp" not in doc
+    alpha = doc["tests"][0]
+    assert alpha["smp"] == 2 and alpha["cfg_smp"] == "2"
+    assert alpha["spe_emu"]["args_adjusted"] is False       # smp=2 is alpha's count
+    command = alpha["spe_emu"]["command"]
+    assert command[command.index("--append") + 1] == "check smp=2 mem=256"
+    assert command[command.index("--smp") + 1] == "2"
 
     missing = subprocess.run(
         [sys.executable, str(SCRIPT), "--tree", str(tree), "--no-build", "--no-qemu",
@@ -222,3 +280,153 @@ def test_run_with_stand_in(tmp_path):
         capture_output=True, text=True, timeout=60)
     assert missing.returncode == 1 and "No such file or directory" in missing.stdout
     assert "Traceback" not in missing.stdout + missing.stderr
+
+
+# Tests that state their PE count, as arm/unittests.cfg's do.
+SMP_CFG = """\
+[one]
+file = a.flat
+test_args = 'setup smp=1'
+
+[two]
+file = a.flat
+smp = 2
+test_args = 'setup smp=2 mem=256'
+
+[max]
+file = a.flat
+smp = $MAX_SMP
+test_args = smp
+
+[capped]
+file = a.flat
+smp = $((($MAX_SMP < 3)?$MAX_SMP:3))
+
+[wide]
+file = a.flat
+smp = 12
+
+[mismatch]
+file = a.flat
+smp = 2
+test_args = 'setup smp=4'
+
+[bad]
+file = a.flat
+smp = lots
+"""
+
+# A stand-in VMM (QEMU's -smp N or spe-emu's --smp N, 1 without): like selftest-setup, it
+# passes only if an smp=N on its command line is the PE count it was given; it records the
+# PE count it ran with.
+FAKE_VMM = """\
+import re, sys
+args = sys.argv[1:]
+qemu = "-nodefaults" in args
+opt = "-smp" if qemu else "--smp"
+pes = int(args[args.index(opt) + 1]) if opt in args else 1
+app = args[args.index("-append" if qemu else "--append") + 1] if (
+    "-append" in args or "--append" in args) else ""
+m = re.search(r"(?<!\\S)smp=(\\d+)", app)
+ok = m is None or int(m.group(1)) == pes
+with open(sys.argv[0] + ".log", "a") as log:
+    log.write(f"{pes}\\n")
+print("PASS: x" if ok else "FAIL: x")
+print("SUMMARY: 1 tests" + ("" if ok else ", 1 unexpected failures"))
+print("EXIT: STATUS=" + ("1" if ok else "3"))
+sys.exit((1 if ok else 3) if qemu else 0)
+"""
+
+
+@pytest.fixture()
+def smp_tree(tmp_path):
+    tree = tmp_path / "kut"
+    (tree / "arm").mkdir(parents=True)
+    (tree / "arm" / "unittests.cfg").write_text(SMP_CFG)
+    (tree / "config.mak").write_text("ARCH=arm64\n")
+    (tree / "arm" / "a.flat").write_bytes(b"\0" * 16)
+    fakes = {}
+    for name in ("qemu", "spe_emu"):
+        fake = tmp_path / f"fake_{name}"
+        fake.write_text(f"#!{sys.executable}\n" + FAKE_VMM)
+        fake.chmod(0o755)
+        fakes[name] = fake
+    return tree, fakes
+
+
+def run_script(tree, fakes, *args):
+    env = {k: v for k, v in os.environ.items() if k != "MAX_SMP"}
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), "--tree", str(tree), "--no-build",
+         "--qemu-binary", str(fakes["qemu"]), "--spe-emu", str(fakes["spe_emu"]), *args],
+        capture_output=True, text=True, timeout=120, env=env)
+
+
+def pes_ran(fake):
+    log = Path(str(fake) + ".log")
+    return [int(n) for n in log.read_text().split()] if log.exists() else []
+
+
+@pytest.mark.parametrize("max_smp, expected", [
+    # one, two, max, capped, wide, mismatch
+    (None, [1, 2, 4, 3, 12, 2]),                         # --max-smp defaults to 4
+    ("4", [1, 2, 4, 3, 12, 2]),
+    ("8", [1, 2, 8, 3, 12, 2]),
+    ("1", [1, 2, 1, 1, 12, 2]),  # two: smp 2 > MAX_SMP 1 still runs with 2, as in runtime.bash
+])
+def test_run_with_the_cfg_pe_counts(smp_tree, tmp_path, max_smp, expected):
+    tree, fakes = smp_tree
+    out = tmp_path / "r.json"
+    names = ["one", "two", "max", "capped", "wide", "mismatch"]
+    proc = run_script(tree, fakes, "--tests", ",".join(names), "--json", str(out),
+                      *(["--max-smp", max_smp] if max_smp else []))
+    # wide passes on QEMU only: not OK (spe-emu must pass wherever QEMU passes)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert proc.stdout.endswith("NOT OK: wide\n")
+    doc = json.loads(out.read_text())
+    assert doc["max_smp"] == int(max_smp or 4) and doc["ok"] is False
+    rows = {t["name"]: t for t in doc["tests"]}
+    assert [n for n in names if not rows[n]["ok"]] == ["wide"]
+    assert [rows[n]["smp"] for n in names] == expected
+    for name, smp in zip(names, expected):
+        row = rows[name]
+        qemu, spe = row["qemu"]["command"], row["spe_emu"]["command"]
+        assert qemu[qemu.index("-smp") + 1] == str(smp)
+        assert row["qemu"]["status"] == "PASS"
+        if smp > 8:
+            assert spe == [] and row["spe_emu"]["status"] == "SKIP"
+            assert row["spe_emu"]["reason"] == f"smp {smp}: spe-emu models at most 8 PEs"
+        else:
+            assert spe.count("--smp") == (smp != 1)
+            assert smp == 1 or spe[spe.index("--smp") + 1] == str(smp)
+            assert row["spe_emu"]["status"] == "PASS"
+    # the stand-ins ran with those counts (wide: on QEMU only)
+    assert pes_ran(fakes["qemu"]) == expected
+    assert pes_ran(fakes["spe_emu"]) == [n for n in expected if n <= 8]
+    # smp=N kept where it is the test's count; rewritten (and said so) where it is not
+    for name, append, adjusted in (("one", "setup smp=1", False),
+                                   ("two", "setup smp=2 mem=256", False),
+                                   ("max", "smp", False),
+                                   ("mismatch", "setup smp=2", True)):
+        for vmm, opt in (("qemu", "-append"), ("spe_emu", "--append")):
+            cmd = rows[name][vmm]["command"]
+            assert cmd[cmd.index(opt) + 1] == append, (name, vmm)
+            assert rows[name][vmm]["args_adjusted"] is adjusted, (name, vmm)
+
+
+def test_run_refuses_an_smp_that_does_not_evaluate(smp_tree):
+    tree, fakes = smp_tree
+    proc = run_script(tree, fakes, "--tests", "one,bad")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert ("error: arm/unittests.cfg [bad]: smp = lots does not evaluate to a PE count "
+            "with MAX_SMP=4") in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert pes_ran(fakes["qemu"]) == pes_ran(fakes["spe_emu"]) == []   # nothing ran
+
+
+@pytest.mark.parametrize("max_smp", ["0", "9"])
+def test_max_smp_range(smp_tree, max_smp):
+    tree, fakes = smp_tree
+    proc = run_script(tree, fakes, "--tests", "one", "--max-smp", max_smp)
+    assert proc.returncode == 2 and "--max-smp" in proc.stderr
+    assert pes_ran(fakes["qemu"]) == []
