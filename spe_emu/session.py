@@ -274,6 +274,10 @@ def prepare_kernel_machine(kopts: KernelOptions, opts: "RunOptions",
         raise ConfigError("--mode raw sees a device's interrupt only at its next stop: "
                           "use --mode fast or reference with --machine")
     board = kopts.board_spec()
+    if kopts.smp > 1 and (opts.attach is not None or opts.ground_truth):
+        raise ConfigError(f"--smp {kopts.smp}: " + ("--gdb debugs one PE" if opts.attach
+                                                   is not None else "--ground-truth counts "
+                                                   "one PE's instructions") + ": use --smp 1")
     boot = load_kernel(kopts.kernel, board, kopts.ram_size, kopts.initrd)
     if boot.dtb_addr is not None:
         boot = boot.with_dtb(board_dtb(kopts, opts, boot.initrd))

@@ -117,14 +117,24 @@ class Smp(PowerDomains):
     # -- the board's devices ---------------------------------------------------------------
     def _device_changed(self) -> None:
         """A device changed state: every ON PE re-plans (its interrupt lines may have
-        changed); the running one as one PE does (:meth:`RunLoops._device_changed`)."""
+        changed); the running one as one PE does (:meth:`RunLoops._device_changed`). When a
+        parked PE now has a reason to wake (an SGI, an SPI routed to it), the running PE's
+        slice ends at its next block boundary, so the woken PE runs next (an interrupt
+        between PEs waits for no quantum)."""
+        running = self.running
+        wake = False
         for m in self.machines:
             if m.pe.powered:
-                if m is self.running:
+                if m is running:
                     m._device_changed()
                 else:
                     m.replan = True
                     m._irq_line_value = None
+                    wake = wake or (m.pe.parked and self._wakes(m))
+        if wake and running.yield_at != NEVER:
+            running.yield_at = min(running.yield_at, running.insns())
+            running._stop_at_block_boundary()
+            running._ref_deadline = 0   # (the reference loop: stop at the next instruction)
 
     # -- scheduling ------------------------------------------------------------------------
     def _local_time(self, m: "Machine") -> int:
