@@ -243,7 +243,8 @@ def test_data_sources_are_named():
     import spe_emu
     from spe_emu.spe.packets import data_source_name
     from spe_emu.spe.records import DATA_SOURCE
-    assert [data_source_name(v) for v in DATA_SOURCE] == ["L1D", "L2", "sys-cache", "DRAM"]
+    assert [data_source_name(v) for v in DATA_SOURCE] == ["L1D", "L2", "sys-cache", "DRAM",
+                                                          "peer-core"]
     assert data_source_name(0x3) == "0x3"
     guest = Path(__file__).resolve().parent.parent / "guests" / "pointer_chase.elf"
     result = spe_emu.run(str(guest), spe_features={"LDS": 1})

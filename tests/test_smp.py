@@ -70,7 +70,7 @@ def build(tmp_path: Path, body: str) -> bytes:
     src = tmp_path / "smp.S"
     src.write_text(PRELUDE + body + LIBRARY)
     obj, elf, raw = (tmp_path / n for n in ("smp.o", "smp.elf", "smp.bin"))
-    subprocess.run([AS, "-march=armv8.2-a", str(src), "-o", str(obj)], check=True)
+    subprocess.run([AS, "-march=armv8.2-a+profile", str(src), "-o", str(obj)], check=True)
     subprocess.run([LD, f"-Ttext={LOAD:#x}", str(obj), "-o", str(elf)], check=True)
     subprocess.run([OBJCOPY, "-O", "binary", str(elf), str(raw)], check=True)
     return raw.read_bytes()
@@ -388,3 +388,127 @@ def test_one_pe_is_unchanged_by_the_smp_machinery(tmp_path):
     m, result, console = boot(tmp_path, code, smp=1)
     assert console == b"ok\n"
     assert m.smp is None and result.per_pe == []
+
+
+def test_models_of_several_pes_are_coherent():
+    """model.c spe_model_join: a store invalidates the line in the other PEs' L1D and L2; a
+    load that misses its own caches while a peer holds the line modified is served by the
+    peer (LEVEL_PEER), which keeps a shared copy (its next store snoops again); the LLC is
+    shared."""
+    from spe_emu import native
+    geometry = (64, 0, 512, 4, 0, 0, 16384, 16)
+    pe0, pe1, pe2 = (native.Model(geometry) for _ in range(3))
+    native.join_models([pe0, pe1, pe2])
+    level = lambda out: out >> native.OUT_LEVEL_SHIFT   # noqa: E731
+    line = 0x1000
+    assert level(pe0.access(line, True)) == native.LEVEL_DRAM
+    assert level(pe1.access(line, True)) == native.LEVEL_LLC      # (the shared LLC)
+    assert level(pe1.store(line)) == native.LEVEL_L1D             # PE 1 owns it now
+    assert not pe0.touch(native.TOUCH_L1D, line, update=False)    # PE 0's copy invalidated
+    assert level(pe0.access(line, False)) == native.LEVEL_PEER    # (read only: no change)
+    assert level(pe2.access(line, True)) == native.LEVEL_PEER     # served by PE 1
+    assert level(pe0.access(line, True)) == native.LEVEL_LLC      # shared now: not a peer's
+    assert level(pe1.access(line, True)) == native.LEVEL_L1D      # PE 1 keeps its copy
+    pe0.store(line)                                               # PE 0 writes: snoops
+    assert not pe1.touch(native.TOUCH_L1D, line, update=False)
+    assert not pe2.touch(native.TOUCH_L1D, line, update=False)
+    assert level(pe2.access(line, True)) == native.LEVEL_PEER
+    assert pe2.stats()["peer_hits"] == 2
+    # false sharing: two PEs writing one line in turn -> every load of the other is a peer's
+    # (a store to a line the PE still holds shared hits its L1D, and invalidates the other's)
+    other = 0x2000
+    pe0.store(other)
+    pe1.store(other)
+    assert [level(pe0.access(other, True)), level(pe1.store(other)),
+            level(pe0.access(other, True))] == [native.LEVEL_PEER, native.LEVEL_L1D,
+                                                 native.LEVEL_PEER]
+
+
+def false_sharing(offset: int) -> str:
+    """PE 0 profiles itself (SPE at EL1, interval 256, buffer at ``spebuf``) while it and PE
+    1 each increment their own counter 2,000 times: counters 8 bytes apart share a line
+    (``offset`` 8), 64 apart do not."""
+    return start_all(2) + f"""
+        ldr x0, =spebuf
+        msr pmbptr_el1, x0
+        add x1, x0, #0x10000
+        orr x1, x1, #1                // PMBLIMITR_EL1: LIMIT, E = 1
+        msr pmblimitr_el1, x1
+        msr pmbsr_el1, xzr
+        mov x0, #0x100                // PMSIRR_EL1.INTERVAL: 256
+        msr pmsirr_el1, x0
+        msr pmsicr_el1, xzr
+        msr pmsfcr_el1, xzr
+        mov x0, #2                    // PMSCR_EL1.E1SPE
+        msr pmscr_el1, x0
+        isb
+        ldr x1, =counters + {offset}
+        bl bump
+        ldr x1, =done
+110:    ldr w2, [x1]
+        cbz w2, 110b
+        msr pmscr_el1, xzr
+        isb
+        psb csync
+        dsb nsh
+        adr x0, okmsg
+        bl puts
+        b off
+secondary:
+        ldr x1, =counters
+        bl bump
+        ldr x1, =done
+        mov w2, #1
+        str w2, [x1]
+        ldr w0, =PSCI_CPU_OFF
+        hvc #0
+bump:   mov x4, #2000
+120:    ldr x2, [x1]
+        add x2, x2, #1
+        str x2, [x1]
+        subs x4, x4, #1
+        b.ne 120b
+        ret
+        .data
+        .balign 64
+counters: .space 128
+done:   .word 0
+        .bss
+        .balign 4096
+spebuf: .space 0x10000
+        .text
+"""
+
+
+@pytest.mark.parametrize("offset, peer", [(8, True), (64, False)])
+def test_false_sharing_shows_as_peer_core_loads(tmp_path, offset, peer):
+    """Two PEs incrementing counters in one cache line, interleaved every 7 instructions (as
+    two PEs running at once would be): PE 0's sampled loads of its counter are served by PE
+    1's cache (Data Source 0x9, peer core, as Neoverse cores encode it; PMSIDR_EL1.LDS = 1)
+    with peer_latency; counters in separate lines never are."""
+    from spe_emu.spe.config import SpeConfig
+    from spe_emu.spe.packets import iter_records
+    from spe_emu.spe.records import DS_PEER_CORE
+    code = build(tmp_path, false_sharing(offset))
+    out: list[bytes] = []
+    m = Machine(MachineConfig(smp=2, psci="hvc", max_insns=None, console=out.append,
+                              outdir=tmp_path, smp_quantum=7, spe=SpeConfig(lds=1)))
+    m.uc.mem_write(LOAD, code)
+    m.reset(LOAD)
+    result = m.run()
+    assert b"".join(out) == b"ok\n"
+    elf = tmp_path / "smp.elf"
+    nm = subprocess.run([shutil.which("aarch64-linux-gnu-nm"), str(elf)], capture_output=True,
+                        text=True, check=True).stdout
+    syms = {line.split()[2]: int(line.split()[0], 16) for line in nm.splitlines()}
+    spebuf, counter = syms["spebuf"], syms["counters"] + offset
+    end = m.spu.regs["PMBPTR_EL1"]
+    records = list(iter_records(bytes(m.uc.mem_read(spebuf, end - spebuf))))
+    loads = [r for r in records
+             if r.data_va == counter and r.operation.startswith("LD")]
+    assert len(loads) >= 5, (len(records), result.samples)
+    sources = {r.data_source for r in loads}
+    assert (DS_PEER_CORE in sources) == peer, sources
+    # (the execution latency of a peer's line: peer_latency cycles, within TOT)
+    peers = [r for r in loads if r.data_source == DS_PEER_CORE]
+    assert all(r.latency_total >= SpeConfig().peer_latency for r in peers)

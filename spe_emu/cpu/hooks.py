@@ -156,7 +156,16 @@ class UnicornHooks:
             self.spu.on_buffer_write = self._on_buffer_write
 
     def _on_buffer_write(self, enabled: bool) -> None:
-        """After a write of PMBLIMITR_EL1 (model_feed "every"): E = 1 starts the feed
+        """After a write of PMBLIMITR_EL1 (model_feed "every"): :meth:`_follow_buffer`; on a
+        several-PE machine every PE's feed follows whether any PE's buffer is enabled (one
+        coherent memory system: :meth:`spe_emu.cpu.smp.Smp.buffer_written`)."""
+        if self.smp is not None:
+            self.smp.buffer_written(enabled)
+        else:
+            self._follow_buffer(enabled)
+
+    def _follow_buffer(self, enabled: bool) -> None:
+        """E = 1 starts the feed
         (model_feed_from "enable") or resumes it; E = 0 lets it go on for
         SpeConfig.model_feed_linger instructions more (virtual time, an event on the clock,
         at which both run loops stop exactly, so they pause it at the same instruction), then

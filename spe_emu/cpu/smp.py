@@ -29,6 +29,10 @@ Model (docs/model.md "Several PEs"), learnt from QEMU's single-threaded round-ro
   Inner Shareable forms; treating every form so is a superset). Code written by one PE and
   executed by another is therefore seen only after the IC the architecture requires
   (Arm ARM B2.4.4 "Concurrent modification and execution of instructions").
+* **Coherent caches.** The PEs' models (model.c) share PE 0's LLC and keep their L1D and L2
+  coherent by invalidation: a store invalidates the line in every other PE's L1D and L2, and
+  a load that misses its own L1D and L2 while another PE's holds the line modified is served
+  by that peer (``native.LEVEL_PEER``: Data Source "peer core", ``peer_latency``).
 * **Exclusives and atomics.** Only one PE runs at a time and the quantum ends only between
   instructions, so an LSE atomic is atomic across PEs; a store-exclusive compares the
   memory with the value its load-exclusive read (QEMU's cmpxchg implementation), so another
@@ -41,6 +45,7 @@ from typing import TYPE_CHECKING, Callable
 
 from unicorn.unicorn_const import UC_CTL_IO_WRITE, UC_CTL_TB_FLUSH
 
+from .. import native
 from ..arch.smccc import mpidr_affinity
 from ..devices.psci import AffinityState, PowerDomains, Psci, PsciReturn
 from ..errors import GuestError
@@ -64,6 +69,8 @@ class Smp(PowerDomains):
         self.machines: list[Machine] = [primary]
         for index in range(1, cfg.smp):
             self.machines.append(Machine(cfg, board=primary.board, index=index))
+        # (one coherent memory system: shared LLC, invalidation between the PEs' L1D and L2)
+        native.join_models([m.spu.builder.model for m in self.machines])
         self.clock = primary.clock
         self.board = primary.board
         self.board.on_change = self._device_changed
@@ -104,8 +111,11 @@ class Smp(PowerDomains):
         m.images = primary.images
         m.scan_sp_writers = primary.scan_sp_writers
         m.firmware_span = primary.firmware_span
+        feeding = self._feeding()
         m.reset(entry)
         m.fast.set_reg(_X0, context)
+        if feeding and m._model_every and not m._feeding:   # (the others' feed: its too)
+            m._start_model_feed()
         pe = m.pe
         pe.powered, pe.parked = True, False
         pe.idle_ticks = max(0, self.clock.ticks() - m.insns())
@@ -113,6 +123,20 @@ class Smp(PowerDomains):
         self._seen[m.index] = (tlbi - m.sysreg_filter.tlbi_seen, ic - m.sysreg_filter.ic_seen)
         m.replan = True
         return PsciReturn.SUCCESS
+
+    # -- the model's feed ------------------------------------------------------------------
+    def buffer_written(self, enabled: bool) -> None:
+        """A PE wrote PMBLIMITR_EL1 (model_feed "every"): the caches are one coherent system,
+        so every ON PE's accesses feed it while any PE's Profiling Buffer is enabled
+        (:meth:`UnicornHooks._follow_buffer` of each, with E of any PE)."""
+        enabled = enabled or any(
+            m.spu.regs["PMBLIMITR_EL1"] & 1 for m in self.machines if m.pe.powered)
+        for m in self.machines:
+            if m.pe.powered:
+                m._follow_buffer(enabled)
+
+    def _feeding(self) -> bool:
+        return any(m._feeding and not m._feed_paused for m in self.machines)
 
     # -- the board's devices ---------------------------------------------------------------
     def _device_changed(self) -> None:

@@ -447,13 +447,16 @@ class SpeTemplate(ctypes.Structure):
 
 #: spe_model_access outcome: the TLB walked; the level that held the line (bits above);
 #: how many outcomes there are
-OUT_WALK, OUT_LEVEL_SHIFT, OUTCOMES = 1, 1, 8
-#: levels of the model (spe_model_access's outcome >> OUT_LEVEL_SHIFT; Model.stats keys)
-LEVEL_L1D, LEVEL_L2, LEVEL_LLC, LEVEL_DRAM = 0, 1, 2, 3
+OUT_WALK, OUT_LEVEL_SHIFT, OUTCOMES = 1, 1, 10
+#: levels of the model (spe_model_access's outcome >> OUT_LEVEL_SHIFT; Model.stats keys);
+#: LEVEL_PEER: another PE's cache held the line modified (several PEs: join_models)
+LEVEL_L1D, LEVEL_L2, LEVEL_LLC, LEVEL_DRAM, LEVEL_PEER = 0, 1, 2, 3, 4
+#: Unicorn's UC_MEM_WRITE (the model's memory hook tells stores by it)
+UC_MEM_WRITE = 17
 #: spe_model_touch's levels
 TOUCH_TLB, TOUCH_L1D, TOUCH_L2, TOUCH_LLC = 0, 1, 2, 3
 #: Model.stats names, in the order of the C counters (SPE_LEVEL_*, SPE_STAT_*)
-MODEL_STATS = ("l1d_hits", "l2_hits", "llc_hits", "dram", "accesses", "tlb_walks")
+MODEL_STATS = ("l1d_hits", "l2_hits", "llc_hits", "dram", "peer_hits", "accesses", "tlb_walks")
 
 
 class SpeRecorder(ctypes.Structure):
@@ -705,6 +708,9 @@ def _declare(lib: ctypes.CDLL) -> None:
             ("spe_model_sites_clear", (ctypes.c_void_p,), None),
             ("spe_model_free", (ctypes.c_void_p,), None),
             ("spe_model_access", (ctypes.c_void_p, u64, ctypes.c_int), ctypes.c_int),
+            ("spe_model_access_rw", (ctypes.c_void_p, u64, ctypes.c_int, ctypes.c_int),
+             ctypes.c_int),
+            ("spe_model_join", (ctypes.POINTER(ctypes.c_void_p), u32), ctypes.c_int),
             ("spe_model_touch", (ctypes.c_void_p, u32, u64, ctypes.c_int), ctypes.c_int),
             ("spe_model_target_swap", (ctypes.c_void_p, u64, u64, ctypes.POINTER(u64)),
              ctypes.c_int),
@@ -748,6 +754,21 @@ def _declare(lib: ctypes.CDLL) -> None:
 MAX_LINE = (1 << 58) - 1
 """The largest 64-byte line number of a 64-bit address: the model's keys (lines, pages) are at
 most this (model.c keeps key + 1 in its set rows, 0 marking an empty way)."""
+
+
+def join_models(models: "list[Model]") -> None:
+    """Make the models of several PEs one coherent memory system (model.c spe_model_join;
+    docs/model.md "Several PEs"): they share the first one's LLC, a store invalidates the
+    line in the other PEs' L1D and L2, and a load another PE's cache holds modified is
+    served by that peer (:data:`LEVEL_PEER`). The models are kept alive by each other.
+
+    Raises:
+        NativeBuildError: out of memory."""
+    array = (ctypes.c_void_p * len(models))(*(m.ptr for m in models))
+    if not models[0].lib.spe_model_join(array, len(models)):
+        raise NativeBuildError("model.c: no memory to join the models")
+    for m in models:
+        m._joined = (array, models)
 
 
 class Model:
@@ -802,6 +823,16 @@ class Model:
         if not 0 <= line <= MAX_LINE:
             raise ValueError(f"line {line:#x} is not a 64-byte line of a 64-bit address")
         return self._access(self.ptr, line, int(update))
+
+    def store(self, line: int, update: bool = True) -> int:
+        """:meth:`access` of a store: with several PEs (:func:`join_models`) a recorded store
+        first invalidates the line in the other PEs' L1D and L2.
+
+        Raises:
+            ValueError: ``line`` is not a line of a 64-bit address."""
+        if not 0 <= line <= MAX_LINE:
+            raise ValueError(f"line {line:#x} is not a 64-byte line of a 64-bit address")
+        return self.lib.spe_model_access_rw(self.ptr, line, int(update), 1)
 
     def touch(self, which: int, key: int, update: bool = True) -> bool:
         """One level alone (TOUCH_*): True if ``key`` (a page or line number, 0 .. MAX_LINE)

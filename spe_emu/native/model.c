@@ -93,6 +93,39 @@ static void lru_erase_slot(struct spe_lru *l, uint32_t i)
     l->slots[i] = 0;
 }
 
+/* The slot holding key, or -1. */
+static int64_t lru_slot(const struct spe_lru *l, uint64_t key)
+{
+    for (uint32_t i = hash64(key, l->mask); l->slots[i]; i = (i + 1) & l->mask)
+        if (l->keys[l->slots[i] - 1] == key)
+            return i;
+    return -1;
+}
+
+/* Removes key; 1 if it was in the set. The last node moves into the freed one, so nodes
+ * stay 0 .. count - 1. */
+static int lru_remove(struct spe_lru *l, uint64_t key)
+{
+    int64_t i = lru_slot(l, key);
+    if (i < 0)
+        return 0;
+    int32_t node = (int32_t)l->slots[i] - 1, last = (int32_t)l->count - 1;
+    lru_erase_slot(l, (uint32_t)i);
+    lru_unlink(l, node);
+    if (node != last) {
+        int64_t j = lru_slot(l, l->keys[last]);
+        l->slots[j] = (uint32_t)node + 1;
+        l->keys[node] = l->keys[last];
+        int32_t p = l->prev[last], n = l->next[last];
+        l->prev[node] = p;
+        l->next[node] = n;
+        if (p >= 0) l->next[p] = node; else l->oldest = node;
+        if (n >= 0) l->prev[n] = node; else l->newest = node;
+    }
+    l->count--;
+    return 1;
+}
+
 /* 1 if key is in the set; the set is not changed. */
 static int lru_contains(const struct spe_lru *l, uint64_t key)
 {
@@ -261,6 +294,15 @@ struct spe_model {
     struct spe_lru *tlb_list;
     uint64_t recent_page[SPE_TLB_RECENT - 1];
     int32_t last_node, recent_node[SPE_TLB_RECENT - 1];
+    /* Several PEs (spe_model_join): every PE's model, this one at index `self`; the LLC all
+     * of them look lines up in (PE 0's); the lines this PE wrote that no other PE has read or
+     * written since (an LRU set as big as its L1D and L2: a line that leaves it counts as
+     * written back); and the line + 1 it made modified last (a store to it snoops nothing) */
+    struct spe_model **peers;
+    uint32_t npeers, self;
+    struct spe_level *llcp;
+    struct spe_lru *modified;
+    uint64_t owned_line;
 };
 
 const uint64_t spe_model_stats_count = SPE_MODEL_STATS;
@@ -332,6 +374,7 @@ void spe_model_free(struct spe_model *m)
 {
     if (!m)
         return;
+    lru_free(m->modified);
     level_free(&m->tlb), level_free(&m->l1d), level_free(&m->l2), level_free(&m->llc);
     targets_release(&m->targets);
     targets_release(&m->sites);
@@ -360,9 +403,83 @@ struct spe_model *spe_model_new(const uint32_t *g, const uint32_t *p)
         return 0;
     }
     memset(m->pht, 2, (size_t)1 << p[0]);   /* weakly taken */
+    m->llcp = &m->llc;
     if (m->tlb.set && m->tlb.sets == 1 && m->tlb.ways >= SPE_TLB_RECENT)
         m->tlb_list = m->tlb.set[0];
     return m;
+}
+
+/* 1 if key was in the level, which no longer holds it (the other ways keep their order). */
+static int level_remove(struct spe_level *v, uint64_t key)
+{
+    if (!v->sets)
+        return 0;
+    if (v->keys) {
+        uint64_t *row = v->keys + (size_t)(key & (v->sets - 1)) * v->ways, want = key + 1;
+        uint32_t i = 0;
+        while (i < v->ways && row[i] != want)
+            i++;
+        if (i == v->ways)
+            return 0;
+        for (; i + 1 < v->ways; i++)
+            row[i] = row[i + 1];
+        row[v->ways - 1] = 0;
+        return 1;
+    }
+    return lru_remove(v->set[key & (v->sets - 1)], key);
+}
+
+/* Several PEs: the models of n PEs (n >= 2) share PE 0's LLC and keep their L1D and L2
+ * coherent (invalidation-based, docs/model.md "Several PEs"): a store invalidates the line
+ * in every other PE's L1D and L2, and a load that misses its own L1D and L2 while another PE
+ * holds the line modified is served by that peer (SPE_LEVEL_PEER), which keeps a shared
+ * copy. 0 without memory. The models must outlive each other's use (freed together). */
+int spe_model_join(struct spe_model **models, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        struct spe_model *m = models[i];
+        uint32_t cap = m->l1d.sets * m->l1d.ways + m->l2.sets * m->l2.ways;
+        if (!m->modified && !(m->modified = lru_new(cap)))
+            return 0;
+        m->peers = models;
+        m->npeers = n;
+        m->self = i;
+        m->llcp = &models[0]->llc;
+        m->owned_line = 0;
+    }
+    return 1;
+}
+
+/* Another PE's store to `line`: this PE's copies are invalid. */
+static void snooped_out(struct spe_model *q, uint64_t line)
+{
+    level_remove(&q->l1d, line);
+    level_remove(&q->l2, line);
+    lru_remove(q->modified, line);
+    if (q->last_line == line + 1)
+        q->last_line = 0;
+    if (q->owned_line == line + 1)
+        q->owned_line = 0;
+}
+
+/* The peer whose L1D or L2 holds `line` modified, or NULL; with update its copy becomes
+ * shared (no longer modified). */
+static struct spe_model *modified_peer(struct spe_model *m, uint64_t line, int update)
+{
+    for (uint32_t i = 0; i < m->npeers; i++) {
+        struct spe_model *q = m->peers[i];
+        if (i == m->self || !lru_contains(q->modified, line))
+            continue;
+        if (!level_access(&q->l1d, line, 0) && !(q->l2.sets && level_access(&q->l2, line, 0)))
+            continue;
+        if (update) {
+            lru_remove(q->modified, line);
+            if (q->owned_line == line + 1)
+                q->owned_line = 0;
+        }
+        return q;
+    }
+    return 0;
 }
 
 /* The outcome of a data access to 64-byte line `line` (in 4 KiB page line >> 6): SPE_OUT_WALK
@@ -372,7 +489,21 @@ struct spe_model *spe_model_new(const uint32_t *g, const uint32_t *p)
  * level that misses is filled), else the model is only read. */
 int spe_model_access(struct spe_model *m, uint64_t line, int update)
 {
+    return spe_model_access_rw(m, line, update, 0);
+}
+
+/* spe_model_access of a load (store 0) or a store (store 1): with several PEs (spe_model_join)
+ * a recorded store invalidates the other PEs' copies first. */
+int spe_model_access_rw(struct spe_model *m, uint64_t line, int update, int store)
+{
     uint64_t page = line >> 6;
+    if (m->peers && store && update && m->owned_line != line + 1) {
+        for (uint32_t i = 0; i < m->npeers; i++)
+            if (i != m->self)
+                snooped_out(m->peers[i], line);
+        lru_touch(m->modified, line);
+        m->owned_line = line + 1;
+    }
     if (line + 1 == m->last_line) {
         if (update) {
             m->stats[SPE_STAT_ACCESSES]++;
@@ -413,7 +544,9 @@ int spe_model_access(struct spe_model *m, uint64_t line, int update)
         level = SPE_LEVEL_L2;
         if (!m->l2.sets || !level_access(&m->l2, line, update)) {
             level = SPE_LEVEL_LLC;
-            if (!level_access(&m->llc, line, update))
+            if (m->peers && !store && modified_peer(m, line, update))
+                level = SPE_LEVEL_PEER;
+            if (!level_access(m->llcp, line, update) && level == SPE_LEVEL_LLC)
                 level = SPE_LEVEL_DRAM;
         }
     }
@@ -432,7 +565,7 @@ int spe_model_access(struct spe_model *m, uint64_t line, int update)
 int spe_model_touch(struct spe_model *m, uint32_t which, uint64_t key, int update)
 {
     struct spe_level *v = which == 0 ? &m->tlb : which == 1 ? &m->l1d
-                          : which == 2 ? &m->l2 : &m->llc;
+                          : which == 2 ? &m->l2 : m->llcp;
     if (update) {
         m->last_line = m->last_page = 0;
         memset(m->recent_page, 0, sizeof m->recent_page);
@@ -574,7 +707,7 @@ void spe_model_stats(const struct spe_model *m, uint64_t *out)
  * capture its outcome (spe_capture.fed), as its record must show it; with ground truth,
  * the first access of each execution its PC's counts. */
 static void feed_access(void *uc, struct spe_counter *c, uint64_t pc, uint64_t address,
-                        uint64_t size)
+                        uint64_t size, int store)
 {
     struct spe_model *m = c->feed;
     if (c->insns >= c->feed_until)   /* (the Profiling Buffer disabled long enough) */
@@ -585,7 +718,7 @@ static void feed_access(void *uc, struct spe_counter *c, uint64_t pc, uint64_t a
         if (!pc && c->reg_read(uc, c->pc_id, &pc) != 0)   /* (synced for memory hooks) */
             pc = 0;
         int first = pc && pc != c->gt_last_pc;   /* (an instruction's later accesses: same PC) */
-        int out = spe_model_access(m, line++, 1);
+        int out = spe_model_access_rw(m, line++, 1, store);
         if (c->armed && pc == c->armed_pc) {
             c->caps[c->armed - 1].fed = (uint64_t)out;
             c->armed = 0;
@@ -596,7 +729,7 @@ static void feed_access(void *uc, struct spe_counter *c, uint64_t pc, uint64_t a
         }
     }
     for (; line <= last >> 6; line++)
-        spe_model_access(m, line, 1);
+        spe_model_access_rw(m, line, 1, store);
 }
 
 /* UC_HOOK_MEM_READ | UC_HOOK_MEM_WRITE callback (model_feed "every" with Unicorn's own
@@ -605,8 +738,8 @@ static void feed_access(void *uc, struct spe_counter *c, uint64_t pc, uint64_t a
 void spe_model_hook(void *uc, int type, uint64_t address, int size, int64_t value,
                     struct spe_counter *c)
 {
-    (void)type, (void)value;
-    feed_access(uc, c, 0, address, size > 0 ? (uint64_t)size : 0);
+    (void)value;
+    feed_access(uc, c, 0, address, size > 0 ? (uint64_t)size : 0, type == SPE_UC_MEM_WRITE);
 }
 
 /* The memory trace callback (uc_mem_trace_set, patches/unicorn/0002: model_feed "every" with
@@ -616,6 +749,5 @@ void spe_model_hook(void *uc, int type, uint64_t address, int size, int64_t valu
 void spe_model_trace(struct spe_counter *c, uint64_t pc, uint64_t paddr, uint32_t size,
                      uint32_t is_write)
 {
-    (void)is_write;
-    feed_access(0, c, pc, paddr, size);
+    feed_access(0, c, pc, paddr, size, is_write != 0);
 }

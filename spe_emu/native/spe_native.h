@@ -290,14 +290,18 @@ struct spe_template {
 #define SPE_LEVEL_L2 1
 #define SPE_LEVEL_LLC 2
 #define SPE_LEVEL_DRAM 3
+#define SPE_LEVEL_PEER 4   /* another PE's cache held the line modified (spe_model_join) */
+#define SPE_UC_MEM_WRITE 17 /* Unicorn's UC_MEM_WRITE: the memory hook's type of a store */
 /* Counts of recorded accesses: per level that held the line (SPE_LEVEL_*), then these */
-#define SPE_STAT_ACCESSES 4
-#define SPE_STAT_WALKS 5
-#define SPE_MODEL_STATS 6
-#define SPE_OUTCOMES 8     /* spe_model_access outcomes: WALK | 4 levels */
+#define SPE_STAT_ACCESSES 5
+#define SPE_STAT_WALKS 6
+#define SPE_MODEL_STATS 7
+#define SPE_OUTCOMES 10    /* spe_model_access outcomes: WALK | 5 levels */
 
 struct spe_model;
 int spe_model_access(struct spe_model *m, uint64_t line, int update);
+int spe_model_access_rw(struct spe_model *m, uint64_t line, int update, int store);
+int spe_model_join(struct spe_model **models, uint32_t n);
 int spe_model_target_swap(struct spe_model *m, uint64_t pc, uint64_t target, uint64_t *old);
 int spe_model_branch(struct spe_model *m, uint32_t kind, uint64_t pc, uint64_t target,
                      int taken, int update);

@@ -162,6 +162,7 @@ MODEL_PARAMETERS = {
     "l2_latency": "cycles of a load that misses the L1D and hits the L2 (default 12)",
     "llc_latency": "cycles of a load that hits the last level cache (default 20)",
     "dram_latency": "cycles of a load that misses the last level cache (default 120)",
+    "peer_latency": "cycles of a load another PE's cache holds modified (--smp; default 40)",
     "walk_latency": "XLAT cycles of an access that walks the TLB (default 30)",
     "mispredict_penalty": "cycles a mispredicted branch adds to TOT (default 10)",
     "gshare_bits": "conditional branch predictor: 2**N two-bit counters indexed by the PC "
@@ -296,7 +297,8 @@ class SpeConfig:
         tlb_ways, l1d_ways, l2_ways, llc_ways: ways per set, 0 for fully associative; the
             size must be a power-of-two multiple of the ways.
         l1d_latency, l2_latency, llc_latency, dram_latency: execution cycles of a load by the
-            level that holds its line; walk_latency: XLAT after a TLB walk;
+            level that holds its line; peer_latency: of a load served by another PE's cache
+            that holds the line modified (several PEs); walk_latency: XLAT after a TLB walk;
             mispredict_penalty: cycles a mispredicted branch adds (all cycles, >= 1).
         seed: seed of the pseudorandom number generator used when PMSIRR_EL1.RND == 1 (§2.2.2).
 
@@ -336,6 +338,7 @@ class SpeConfig:
     l2_latency: int = 12
     llc_latency: int = 20
     dram_latency: int = 120
+    peer_latency: int = 40
     walk_latency: int = 30
     mispredict_penalty: int = 10
     gshare_bits: int = 12
@@ -409,8 +412,8 @@ class SpeConfig:
             sets = size // ways if 0 < ways < size else 1
             need(not size or (sets * min(ways or size, size) == size and not sets & (sets - 1)),
                  ways_name, ways, f"{level}={size} must be a power-of-two multiple of it")
-        for name in ("l1d_latency", "l2_latency", "llc_latency", "dram_latency", "walk_latency",
-                     "mispredict_penalty"):
+        for name in ("l1d_latency", "l2_latency", "llc_latency", "dram_latency", "peer_latency",
+                     "walk_latency", "mispredict_penalty"):
             need(1 <= getattr(self, name) < 1 << 16, name, getattr(self, name),
                  "must be 1..65535 cycles")
 

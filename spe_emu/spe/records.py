@@ -38,10 +38,11 @@ from .filters import OpType
 # Data Source packet values (PMSIDR_EL1.LDS = 1; §5.3.5 leaves them IMPLEMENTATION DEFINED):
 # the encoding Arm's Neoverse and Cortex cores use, as Linux perf decodes it
 # (tools/perf/util/arm-spe-decoder/arm-spe-decoder.h, ``arm_spe_common_data_source``), for
-# the model's four outcomes of a load: L1D hit, L2 hit, LLC (system cache) hit, DRAM.
-DS_L1D, DS_L2, DS_SYS_CACHE, DS_DRAM = 0x0, 0x8, 0xB, 0xE
+# the model's outcomes of a load: L1D hit, L2 hit, LLC (system cache) hit, DRAM, and (several
+# PEs) a peer core's cache that held the line modified.
+DS_L1D, DS_L2, DS_PEER_CORE, DS_SYS_CACHE, DS_DRAM = 0x0, 0x8, 0x9, 0xB, 0xE
 # Data Source by the level of native.Model that held the line (native.LEVEL_*).
-DATA_SOURCE = (DS_L1D, DS_L2, DS_SYS_CACHE, DS_DRAM)
+DATA_SOURCE = (DS_L1D, DS_L2, DS_SYS_CACHE, DS_DRAM, DS_PEER_CORE)
 DS_PAYLOAD_BYTES = 2  # SZ = 0b01: halfword payload
 PACKET_CACHE_ENTRIES = 1 << 16
 
@@ -346,9 +347,12 @@ def outcome_table(config: SpeConfig) -> tuple[tuple[int, int, int], ...]:
     execution cycles of a load, XLAT cycles). Every load/store accesses the L1D and the TLB
     (E[2], E[4]); a TLB miss is a walk (E[5], XLAT ``walk_latency``); a line the L1D misses
     is a refill (E[3]), then an LLC access (E[8]) when the L2 misses too, then an LLC miss
-    (E[9]) when the LLC does (SPE supplement §5.3.7 Events packet; docs/model.md). record.c
+    (E[9]) when the LLC does; a line a peer PE's cache held modified is an LLC access that
+    does not miss (the snoop is answered at that level; SPE supplement §5.3.7 Events packet;
+    docs/model.md). record.c
     reads the same table (NativeRecords)."""
-    latency = (config.l1d_latency, config.l2_latency, config.llc_latency, config.dram_latency)
+    latency = (config.l1d_latency, config.l2_latency, config.llc_latency, config.dram_latency,
+               config.peer_latency)
     table = []
     for outcome in range(native.OUTCOMES):
         level = outcome >> native.OUT_LEVEL_SHIFT
