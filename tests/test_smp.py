@@ -512,3 +512,33 @@ def test_false_sharing_shows_as_peer_core_loads(tmp_path, offset, peer):
     # (the execution latency of a peer's line: peer_latency cycles, within TOT)
     peers = [r for r in loads if r.data_source == DS_PEER_CORE]
     assert all(r.latency_total >= SpeConfig().peer_latency for r in peers)
+
+
+@pytest.mark.parametrize("offset", [8, 64])
+def test_sharing_shortens_the_slices(tmp_path, offset):
+    """With the default quantum (100,000 instructions) a line two PEs fight over would change
+    hands once a slice; rounds whose loads find lines another PE holds modified shorten the
+    quantum (Smp._adapt_quantum: SHARING_QUANTUM), so the PEs interleave finely and about one
+    access in a hundred of each is served by the other's cache. Counters in separate lines
+    leave the quantum long."""
+    from spe_emu.cpu.smp import SHARING_QUANTUM
+    from spe_emu.spe.config import SpeConfig
+    code = build(tmp_path, false_sharing(offset).replace("mov x4, #2000", "ldr x4, =100000"))
+    seen = []
+    m = Machine(MachineConfig(smp=2, psci="hvc", max_insns=None, console=lambda b: None,
+                              outdir=tmp_path, spe=SpeConfig(lds=1)))
+    m.uc.mem_write(LOAD, code)
+    m.reset(LOAD)
+    adapt = m.smp._adapt_quantum
+
+    def watch():
+        adapt()
+        seen.append(m.smp.quantum)
+    m.smp._adapt_quantum = watch
+    m.run()
+    hits = [x.spu.builder.model.stats()["peer_hits"] for x in m.smp.machines]
+    if offset == 8:
+        assert SHARING_QUANTUM in seen
+        assert min(hits) > 500, hits
+    else:
+        assert set(seen) == {MachineConfig.smp_quantum} and max(hits) < 5, (seen, hits)

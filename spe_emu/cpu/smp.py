@@ -31,8 +31,10 @@ Model (docs/model.md "Several PEs"), learnt from QEMU's single-threaded round-ro
   (Arm ARM B2.4.4 "Concurrent modification and execution of instructions").
 * **Coherent caches.** The PEs' models (model.c) share PE 0's LLC and keep their L1D and L2
   coherent by invalidation: a store invalidates the line in every other PE's L1D and L2, and
-  a load that misses its own L1D and L2 while another PE's holds the line modified is served
-  by that peer (``native.LEVEL_PEER``: Data Source "peer core", ``peer_latency``).
+  an access that misses its own L1D and L2 while another PE's holds the line modified is
+  served by that peer (``native.LEVEL_PEER``: Data Source "peer core", ``peer_latency``).
+  After a round with such sharing the quantum is SHARING_QUANTUM instructions, so PEs that
+  fight over a line interleave finely (:meth:`Smp._adapt_quantum`).
 * **Exclusives and atomics.** Only one PE runs at a time and the quantum ends only between
   instructions, so an LSE atomic is atomic across PEs; a store-exclusive compares the
   memory with the value its load-exclusive read (QEMU's cmpxchg implementation), so another
@@ -51,6 +53,11 @@ from ..devices.psci import AffinityState, PowerDomains, Psci, PsciReturn
 from ..errors import GuestError
 from .config import NEVER
 
+SHARING_QUANTUM = 256
+"""The quantum (instructions) of rounds that follow one with sharing (:meth:`Smp._adapt_quantum`)."""
+SHARING_HITS = 2
+"""A round shares when its loads found lines another PE held modified this many times."""
+
 if TYPE_CHECKING:
     from .machine import Machine
 
@@ -65,7 +72,8 @@ class Smp(PowerDomains):
     def __init__(self, primary: "Machine"):
         from .machine import Machine
         cfg = primary.cfg
-        self.quantum = cfg.smp_quantum
+        self.quantum = self.cfg_quantum = cfg.smp_quantum
+        self._peer_hits = 0   # (the models' peer hits when the last round ended)
         self.machines: list[Machine] = [primary]
         for index in range(1, cfg.smp):
             self.machines.append(Machine(cfg, board=primary.board, index=index))
@@ -248,11 +256,26 @@ class Smp(PowerDomains):
                 if m.exit is not None:
                     primary.exit = m.exit
                     return
+            self._adapt_quantum()
             if progress is not None:
                 total = sum(m.insns() for m in machines)
                 if total - last_progress > 5_000_000:
                     last_progress = total
                     progress(total)
+
+    def _adapt_quantum(self) -> None:
+        """Sharing makes slices short: when the last round's loads found lines another PE
+        held modified (the models' peer hits) SHARING_HITS times or more, the next round's
+        quantum is SHARING_QUANTUM, so PEs that fight over lines interleave finely, as PEs
+        running at once do, and their loads show it (with long slices a line changes hands
+        once a slice, however hard the PEs fight over it); otherwise it doubles back up to
+        ``smp_quantum``. Deterministic: nothing but the model's counts decides."""
+        hits = sum(m.spu.builder.model.stats()["peer_hits"] for m in self.machines)
+        new, self._peer_hits = hits - self._peer_hits, hits
+        if new >= SHARING_HITS:
+            self.quantum = min(self.cfg_quantum, SHARING_QUANTUM)
+        else:
+            self.quantum = min(self.cfg_quantum, 2 * self.quantum)
 
     def _all_wait(self) -> None:
         """Every ON PE waits in WFI: time moves to the next event on the clock, which runs.

@@ -493,10 +493,15 @@ int spe_model_access(struct spe_model *m, uint64_t line, int update)
 }
 
 /* spe_model_access of a load (store 0) or a store (store 1): with several PEs (spe_model_join)
- * a recorded store invalidates the other PEs' copies first. */
+ * a recorded store invalidates the other PEs' copies first; a store that misses its own L1D
+ * and L2 while another PE held the line modified gets it from that peer (SPE_LEVEL_PEER), as
+ * a load does. */
 int spe_model_access_rw(struct spe_model *m, uint64_t line, int update, int store)
 {
     uint64_t page = line >> 6;
+    int from_peer = 0;   /* (a store: another PE held the line modified before it) */
+    if (m->peers && store && (!update || m->owned_line != line + 1))
+        from_peer = modified_peer(m, line, 0) != 0;
     if (m->peers && store && update && m->owned_line != line + 1) {
         for (uint32_t i = 0; i < m->npeers; i++)
             if (i != m->self)
@@ -544,7 +549,7 @@ int spe_model_access_rw(struct spe_model *m, uint64_t line, int update, int stor
         level = SPE_LEVEL_L2;
         if (!m->l2.sets || !level_access(&m->l2, line, update)) {
             level = SPE_LEVEL_LLC;
-            if (m->peers && !store && modified_peer(m, line, update))
+            if (m->peers && (store ? from_peer : modified_peer(m, line, update) != 0))
                 level = SPE_LEVEL_PEER;
             if (!level_access(m->llcp, line, update) && level == SPE_LEVEL_LLC)
                 level = SPE_LEVEL_DRAM;
