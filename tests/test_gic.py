@@ -1029,7 +1029,7 @@ def test_device_properties(log, tmp_path):
     assert dev.read(0xA_0000 + GICR_WAKER, 4) == 0b110
     dev.input(159)
     bad = DeviceSpec("gicv3", "intc", 0x0800_0000, 0x1_0000)
-    with pytest.raises(ConfigError, match="a GICv3 needs regions"):
+    with pytest.raises(ConfigError, match=r"a GICv3 of 1 PE\(s\) needs regions"):
         GicDevice(bad, platform(log, tmp_path))
     odd = DeviceSpec("gicv3", "intc", 0x0800_0000, 0x1_0000,
                      regions=((0x0800_0000, 0x1_0000), (0x080A_0000, 0x2_0000)),

@@ -115,18 +115,11 @@ class Board:
 
     def ppi_input(self, intid: int, pe: int) -> Callable[[bool], None]:
         """The GIC input of PPI ``intid`` (16..31; or an SPI's) of PE ``pe``."""
-        if not hasattr(self.gic, "cpu_interface"):   # TEMP
-            return self.gic.input(intid)
-        return self.gic.input(intid, pe) if pe else self.gic.input(intid)
+        return self.gic.input(intid, pe)
 
     def cpu_interface(self, pe: int):
         """PE ``pe``'s GIC CPU interface: the owner of its ICC_* registers, with its
         ``irq_line``, ``fiq_line``, native ``state`` and ``fill_native_path``."""
-        if not hasattr(self.gic, "cpu_interface"):   # TEMP until the GIC has several PEs
-            from types import SimpleNamespace
-            g = self.gic
-            return SimpleNamespace(irq_line=g.irq_line, fiq_line=g.fiq_line,
-                                   state=g.gic.state, fill_native_path=g.fill_native_path)
         return self.gic.cpu_interface(pe)
 
     def attach_pe(self, pe: int, uc: Uc, sysregs: SysregRegistry) -> None:
@@ -137,8 +130,7 @@ class Board:
             raise ConfigError(f"PE {pe} attached out of order ({len(self.pe_devices)} PEs)")
         self.bus.attach(uc)
         self.pe_devices.append({})
-        if hasattr(self.gic, "cpu_interface"):   # TEMP
-            sysregs.register(self.cpu_interface(pe), self.gic.SYSREGS, Replan.IRQ)
+        sysregs.register(self.cpu_interface(pe), self.gic.SYSREGS, Replan.IRQ)
         for spec in self._specs[1:]:
             if DEVICE_TYPES[spec.kind].PER_PE:
                 self._add_device(spec, pe, sysregs)

@@ -94,6 +94,8 @@ class MachineConfig:
             raise ConfigError(f"psci={self.psci!r}: must be 'hvc', 'smc' or None")
         if not 1 <= self.smp <= MAX_PES:
             raise ConfigError(f"smp={self.smp!r}: must be 1..{MAX_PES}")
+        if self.smp > 1:   # (the board's GIC with a redistributor per PE)
+            self.board = self.board.with_pes(self.smp)
         if self.smp > 1 and self.psci is None:
             raise ConfigError(f"smp={self.smp}: several PEs need the PSCI conduit (boot_el "
                               f"1 or 2) to be started")

@@ -45,7 +45,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable
 
-from unicorn.unicorn_const import UC_CTL_IO_WRITE, UC_CTL_TB_FLUSH
+from unicorn.unicorn_const import UC_CTL_IO_WRITE, UC_CTL_TB_FLUSH, UC_CTL_TLB_FLUSH
 
 from .. import native
 from ..arch.smccc import mpidr_affinity
@@ -203,7 +203,7 @@ class Smp(PowerDomains):
         others = (tlbi - own.tlbi_seen, ic - own.ic_seen)
         seen = self._seen[m.index]
         if others[0] != seen[0]:
-            m.uc.ctl_flush_tlb()
+            m.uc.ctl(UC_CTL_TLB_FLUSH, UC_CTL_IO_WRITE)
             m._flush_translations()
         if others[1] != seen[1]:
             m.uc.ctl(UC_CTL_TB_FLUSH, UC_CTL_IO_WRITE)

@@ -12,7 +12,7 @@ software built for ``qemu-system-aarch64 -M virt`` finds its devices where it ex
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -116,6 +116,24 @@ class BoardSpec:
 
     def ppi(self, name: str) -> int:
         return dict(self.ppis)[name]
+
+    def with_pes(self, n: int) -> "BoardSpec":
+        """The board with ``n`` PEs (1..MAX_PES): its GICv3's redistributor region holds one
+        RD_base + SGI_base pair (2 frames) per PE, and the GIC's ``pes`` property says how
+        many (QEMU's virt sizes the region for its maximum; the DTB gives this region).
+
+        Raises:
+            ConfigError: ``n`` out of range."""
+        if not 1 <= n <= MAX_PES:
+            raise ConfigError(f"{n} PEs: the {self.name} board has 1..{MAX_PES}")
+        devices = []
+        for d in self.devices:
+            if d.kind == "gicv3":
+                gicd, (gicr, _) = d.regions[0], d.regions[1]
+                props = tuple(p for p in d.props if p[0] != "pes") + (("pes", n),)
+                d = replace(d, regions=(gicd, (gicr, n * 2 * GICR_FRAME_BYTES)), props=props)
+            devices.append(d)
+        return replace(self, devices=tuple(devices))
 
 
 
