@@ -155,3 +155,108 @@ def test_pes_and_regions_are_checked(tmp_path):
     assert isinstance(dev.cpu_interface(2), GicCpu)
     with pytest.raises(DeviceError, match="no PE 3"):
         dev.input(23, pe=3)
+
+
+def test_eoi_of_an_spi_routed_elsewhere_while_active_deactivates_it(gic, log):
+    """An SPI's active state is the distributor's, one for every PE (IHI 0069 §4.1): SPI 40,
+    acknowledged on PE 1 and then routed to PE 2 (GICD_IROUTER<n> written while it is
+    active), is deactivated by PE 1's ICC_EOIR1_EL1 (EOImode 0), and, pending again, is
+    signalled on PE 2."""
+    spi_setup(gic, 40, aff0=1)
+    gic.mmio_write(GICD_BASE + GICD_ISPENDR1, 4, 1 << 8)
+    assert gic.cpus[1].sysreg_read("ICC_IAR1_EL1") == 40
+    gic.mmio_write(GICD_BASE + GICD_IROUTER + 8 * 40, 8, 2)
+    assert gic.mmio_read(GICD_BASE + GICD_ISACTIVER1, 4) >> 8 & 1 == 1
+    gic.cpus[1].sysreg_write("ICC_EOIR1_EL1", 40)
+    assert gic.mmio_read(GICD_BASE + GICD_ISACTIVER1, 4) >> 8 & 1 == 0
+    assert gic.cpus[1].sysreg_read("ICC_RPR_EL1") == 0xFF            # PE 1's priority dropped
+    assert log == []
+    gic.mmio_write(GICD_BASE + GICD_ISPENDR1, 4, 1 << 8)
+    assert [c.irq_line() for c in gic.cpus] == [False, False, True, False]
+    assert gic.cpus[2].sysreg_read("ICC_IAR1_EL1") == 40
+
+
+def test_dir_from_another_pe_deactivates_an_spi(gic, log):
+    """ICC_DIR_EL1 (EOImode 1) deactivates the INTID it names, wherever the SPI is routed:
+    PE 3 deactivates SPI 40 that PE 2 acknowledged."""
+    spi_setup(gic, 40, aff0=2)
+    gic.cpus[3].sysreg_write("ICC_CTLR_EL1", 0b10)                   # EOImode
+    gic.mmio_write(GICD_BASE + GICD_ISPENDR1, 4, 1 << 8)
+    assert gic.cpus[2].sysreg_read("ICC_IAR1_EL1") == 40
+    gic.cpus[3].sysreg_write("ICC_DIR_EL1", 40)
+    assert gic.mmio_read(GICD_BASE + GICD_ISACTIVER1, 4) >> 8 & 1 == 0
+    assert log == []
+
+
+def dirty(gic: GicV3) -> list[int]:
+    """Each PE's native ``dirty`` flag, then cleared (as the PE's machine does when it reads
+    its lines again)."""
+    flags = [c.state.dirty for c in gic.cpus]
+    for c in gic.cpus:
+        c.state.dirty = 0
+    return flags
+
+
+def test_a_change_marks_the_native_state_of_the_pes_it_affects_dirty(gic):
+    """A PE's machine reads its lines again when its native state is ``dirty``: an SGI from
+    PE 0 to PE 2 marks PE 2's state (and the writer's, whose CPU interface was written); a
+    PPI of PE 1 marks PE 1's; an SPI's input marks its target's; a redistributor write marks
+    its PE's; a distributor write (any PE's lines) marks every PE's."""
+    spi_setup(gic, 40, aff0=3)
+    dirty(gic)
+    gic.cpus[0].sysreg_write("ICC_SGI1R_EL1", sgir(2, 1 << 2))
+    assert dirty(gic) == [1, 0, 1, 0]
+    gic.set_level(23, True, pe=1)
+    assert dirty(gic) == [0, 1, 0, 0]
+    gic.set_level(40, True)
+    assert dirty(gic) == [0, 0, 0, 1]
+    gic.mmio_write(sgi_base(2) + GICR_ISPENDR0, 4, 1 << 4)
+    assert dirty(gic) == [0, 0, 1, 0]
+    gic.mmio_write(GICD_BASE + GICD_CTLR, 4, 1 << 4)
+    assert dirty(gic) == [1, 1, 1, 1]
+
+
+def test_the_device_serves_each_pe(tmp_path):
+    """GicDevice with ``pes`` = 4 (VIRT.with_pes(4)): cpu_interface(p) is PE p's
+    SysregOwner of the ICC_* registers; input(intid, pe) drives PE pe's PPI; the one-PE
+    names (irq_line, sysreg_read, fill_native_path) are PE 0's; on_change follows a change
+    on any PE."""
+    from spe_emu.devices.gicv3 import ICC_REGISTERS
+    from spe_emu.platform.board import Platform
+    from spe_emu.platform.clock import VirtualClock
+    from spe_emu.platform.sysregs import SysregRegistry
+    dev = GicDevice(VIRT.with_pes(PES).device("intc"),
+                    Platform(VirtualClock(lambda: 0), tmp_path, lambda m: None))
+    changes = []
+    dev.on_change = lambda: changes.append([dev.cpu_interface(p).irq_line()
+                                            for p in range(PES)])
+    cpus = [dev.cpu_interface(p) for p in range(PES)]
+    assert [c.pe for c in cpus] == [0, 1, 2, 3] and cpus[2] is dev.gic.cpus[2]
+    for cpu in cpus:
+        assert cpu.table is ICC_REGISTERS and cpu.via_undef is True and cpu.present()
+        assert cpu.context("ctx") == "ctx"
+        registry = SysregRegistry()
+        registry.register(cpu, ICC_REGISTERS)
+        assert registry.lookup(ICC_REGISTERS["ICC_PMR_EL1"].encoding.tuple).owner is cpu
+    dev.write(GICD_CTLR, 4, 1 << 4 | 1 << 1)
+    for p, cpu in enumerate(cpus):
+        cpu.sysreg_write("ICC_PMR_EL1", 0xF0, None)
+        cpu.sysreg_write("ICC_IGRPEN1_EL1", 1, None)
+        dev.write(0xA_0000 + p * GICR_SIZE + 0x1_0000 + GICR_IGROUPR0, 4, 1 << 23)
+        dev.write(0xA_0000 + p * GICR_SIZE + 0x1_0000 + GICR_ISENABLER0, 4, 1 << 23)
+    cpus[3].sysreg_write("ICC_PMR_EL1", 0x80, None)
+    assert [c.sysreg_read("ICC_PMR_EL1", None) for c in cpus] == [0xF0, 0xF0, 0xF0, 0x80]
+    assert dev.sysreg_read("ICC_PMR_EL1") == 0xF0
+    changes.clear()
+    dev.input(23, pe=2)(True)
+    assert changes == [[False, False, True, False]]
+    assert dev.irq_line() is False                                  # PE 0's
+    dev.input(23)(True)
+    assert dev.irq_line() is True and changes[-1] == [True, False, True, False]
+    assert cpus[2].sysreg_read("ICC_IAR1_EL1", None) == 23
+    a, b = native.SpeIntr(), native.SpeIntr()
+    dev.fill_native_path(a)
+    cpus[0].fill_native_path(b)
+    assert (a.gic, a.sgi_self_value) == (b.gic, b.sgi_self_value)
+    cpus[1].fill_native_path(b)
+    assert b.gic != a.gic and b.sgi_self_value == sgir(0, 1 << 1)

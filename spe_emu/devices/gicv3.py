@@ -17,7 +17,13 @@ Model
 * Each PE's SGIs, PPIs and CPU interface registers live in its own native state
   (``native.SpeGic``, what gic.c prioritises and the PE's native CPU-interface path acts
   on); an SPI's state lives in the native state of the PE it is routed to (and moves when
-  ``GICD_IROUTER<n>`` changes), so each PE's prioritisation reads only its own struct.
+  ``GICD_IROUTER<n>`` changes), so each PE's prioritisation reads only its own struct. The
+  distributor's per-SPI registers read and write the SPI's state wherever it is, and an
+  ``ICC_EOIR<n>_EL1``/``ICC_DIR_EL1`` on any PE deactivates it there (an SPI acknowledged
+  on one PE and routed elsewhere before its EOI: its active state is the distributor's,
+  §4.1). Every change marks the native state of each PE whose lines it may change
+  ``dirty`` (the flag by which that PE's machine reads its lines again; the native path
+  marks its own PE's), then calls ``on_change`` once.
 * A GIC without two Security states: ``GICD_CTLR.DS`` reads 1 (RAO/WI) and
   ``GICD_TYPER.SecurityExtn`` is 0, the configuration QEMU's ``virt`` board presents to EL1
   software (a firmware entered at EL3 sets DS itself). Group 0 interrupts are signalled as
@@ -591,6 +597,8 @@ class GicV3:
         if not 1 <= num_pes <= MAX_PES:
             raise ConfigError(f"gic: {num_pes!r} PEs: must be 1..{MAX_PES}")
         self.num_pes = num_pes
+        self._pe_by_affinity = {pe_affinity(pe): pe for pe in range(num_pes)}
+        """(Aff3, Aff2, Aff1, Aff0) -> the PE with that affinity."""
         self.redistributor_awake_at_reset = bool(redistributor_awake_at_reset)
         self._frames: tuple[tuple[str, int, RegisterMap, int | None], ...] = (
             ("GICD", gicd_base, gicd_map(num_spis), None),
@@ -657,7 +665,7 @@ class GicV3:
         old, written = r.write(owner._storage(r), index, value, byte, size)
         if r.on_write is not None:
             getattr(owner, r.on_write)(r, index, old, written)
-        self._changed()
+        self._changed(*(() if owner is self else (owner.pe,)))   # (GICD: any PE's lines)
 
     def _storage(self, r: MmioRegister):
         """What a distributor register acts on: its element values, or the SPIs' states."""
@@ -713,10 +721,7 @@ class GicV3:
         if _GICD_IROUTER.get(value, "Interrupt_Routing_Mode"):
             return 0
         aff = tuple(_GICD_IROUTER.get(value, a) for a in ("Aff3", "Aff2", "Aff1", "Aff0"))
-        for pe in range(self.num_pes):
-            if pe_affinity(pe) == aff:
-                return pe
-        return None
+        return self._pe_by_affinity.get(aff)
 
     def _route(self, intid: int) -> None:
         """Keep SPI ``intid``'s state in the native state of the PE it is routed to (the
@@ -753,14 +758,16 @@ class GicV3:
                               f"(PPIs/SPIs are 16..{self.num_intids - 1})")
         if not 0 <= pe < self.num_pes:
             raise DeviceError(f"gic: set_level: no PE {pe} ({self.num_pes} PEs)")
-        irq = self.cpus[pe].state.irqs[intid] if intid < 32 else self.spi(intid)
+        if intid >= 32:
+            pe = self._owner[intid]
+        irq = self.cpus[pe].state.irqs[intid]
         level = bool(level)
         if irq.level == level:
             return
         irq.level = level
         if level and irq.edge:
             irq.latch = True
-        self._changed()
+        self._changed(pe)
 
     # ---- the one-PE names: PE 0 ------------------------------------------------------------
 
@@ -787,9 +794,14 @@ class GicV3:
 
     # ---- reporting -------------------------------------------------------------------------
 
-    def _changed(self) -> None:
-        """Tell the owner the lines may have changed (the native state the lines are computed
-        from is kept current by the register hooks: routed[], grp_enabled, awake)."""
+    def _changed(self, *pes: int) -> None:
+        """Mark the native state of PEs ``pes`` (default: every PE) ``dirty``, the flag by
+        which a PE's machine knows to read its lines again (as the native CPU-interface path
+        marks its own PE's), and tell the owner the lines may have changed (the native state
+        the lines are computed from is kept current by the register hooks: routed[],
+        grp_enabled, awake)."""
+        for pe in pes or range(self.num_pes):
+            self.cpus[pe].state.dirty = 1
         if self.on_change is not None:
             self.on_change()
 
@@ -816,7 +828,7 @@ class _SpiItems:
         return self._gic.spi(intid)
 
 
-class GicCpu:
+class GicCpu(AlwaysPresent):
     """PE ``pe``'s redistributor (its RD_base and SGI_base frames, its SGIs and PPIs) and CPU
     interface (its ICC_* registers) of a :class:`GicV3`, with the native state the machine's
     native CPU-interface path of that PE acts on (:attr:`state`). A
@@ -824,7 +836,7 @@ class GicCpu:
 
     via_undef = True
     """QEMU does not know the ICC_* registers: every access arrives through UNDEF."""
-    table = None   # (set below: ICC_REGISTERS)
+    table = ICC_REGISTERS
 
     def __init__(self, gic: GicV3, pe: int):
         self.gic = gic
@@ -906,13 +918,8 @@ class GicCpu:
 
     # ---- system registers (a SysregOwner) --------------------------------------------------
 
-    @staticmethod
-    def present() -> bool:
-        return True
-
-    @staticmethod
-    def context(ctx):
-        return ctx
+    # (AlwaysPresent: present() and context(ctx); the ICC_* access checks need nothing beyond
+    # the PE's context, IHI 0069 §12.1)
 
     def sysreg_read(self, name: str, ctx: AccessContext | None = None) -> int:
         """Value of ICC register ``name`` (an :data:`ICC_REGISTERS` name), with side effects
@@ -989,6 +996,14 @@ class GicCpu:
         intid = spec.get(value, "INTID")
         group = _group_of(spec)
         out = self.core.eoi(group, intid)
+        if (32 <= intid < self.num_intids and self.gic._owner[intid] != self.pe
+                and not out & (native.EOI_NO_SUCH | native.EOI_NO_ACTIVE
+                               | native.EOI_WRONG_GROUP)
+                and not _CTLR_EL1.get(self._icc["ICC_CTLR_EL1"], "EOImode")):
+            # an SPI routed elsewhere since it was acknowledged here: its active state moved
+            # with it (IHI 0069 §4.1: the SPI's state is the distributor's, one for all PEs)
+            out &= ~native.EOI_NOT_ACTIVE
+            self._deactivate(spec.name, intid)
         if out & native.EOI_NO_SUCH:
             self._guest_error(f"{spec.name} write of INTID {intid}, which does not exist")
         if out & native.EOI_NO_ACTIVE:
@@ -1012,10 +1027,14 @@ class GicCpu:
         self._deactivate("ICC_DIR_EL1", intid)
 
     def _deactivate(self, via: str, intid: int) -> None:
-        irq = self._irqs[intid] if intid < 32 else self.gic.spi(intid)
+        """Deactivate ``intid``: an SGI or PPI of this PE, or an SPI wherever its state is
+        (:meth:`GicV3.spi`; that PE's state marked dirty)."""
+        pe = self.pe if intid < 32 else self.gic._owner[intid]
+        irq = self.gic.cpus[pe].state.irqs[intid]
         if not irq.active:
             self._guest_error(f"{via} deactivates INTID {intid}, which is not active")
         irq.active = False
+        self.gic.cpus[pe].state.dirty = 1
 
     def _icc_rpr_read(self, spec: RegisterSpec) -> int:
         return self._running_priority()
@@ -1039,7 +1058,7 @@ class GicCpu:
             base = 16 * spec.get(value, "RS")
             bits = spec.get(value, "TargetList")
             named = [aff + (base + n,) for n in range(16) if bits & (1 << n)]
-            by_aff = {pe_affinity(pe): pe for pe in range(gic.num_pes)}
+            by_aff = gic._pe_by_affinity
             targets = [by_aff[a] for a in named if a in by_aff]
             missing = [a for a in named if a not in by_aff]
             if missing:
@@ -1047,9 +1066,10 @@ class GicCpu:
                 self._ignored(f"{spec.name} write {value:#x}: SGI {intid} to PE {names}: no "
                               f"such PE")
         for pe in targets:
-            irq = gic.cpus[pe].state.irqs[intid]
-            if irq.group in SGI_GROUPS[spec.name]:
-                irq.latch = True
+            state = gic.cpus[pe].state
+            if state.irqs[intid].group in SGI_GROUPS[spec.name]:
+                state.irqs[intid].latch = True
+                state.dirty = 1
 
     def _icc_ctlr_el3_read(self, spec: RegisterSpec) -> int:
         """ICC_CTLR_EL3: EOImode_EL1NS and CBPR_EL1NS alias ICC_CTLR_EL1.{EOImode,CBPR}."""
@@ -1098,16 +1118,13 @@ class GicCpu:
     # ---- reporting -------------------------------------------------------------------------
 
     def _changed(self) -> None:
-        self.gic._changed()
+        self.gic._changed(self.pe)
 
     def _guest_error(self, message: str) -> None:
         self.gic._guest_error(message)
 
     def _ignored(self, message: str) -> None:
         self.gic._ignored(message)
-
-
-GicCpu.table = ICC_REGISTERS
 
 
 # ---------------------------------------------------------------------------------------------
