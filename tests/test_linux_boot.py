@@ -542,3 +542,58 @@ def test_spe_emu_perf_record(perf_guest, tmp_path):
     assert rep.returncode == 0, rep.stderr[-2000:]
     assert {e: n for e, n in _perf_events(rep.stdout).items() if e in events} == events
     assert {"fill_array", "sum_array"} <= set(WORKLOAD_ROW.findall(rep.stdout))
+
+
+SMP_PES = 4
+
+
+def smp_init(modules: list[str]) -> str:
+    """An ``/init`` for the perf initramfs on several PEs: the shared start (the SPE driver
+    loaded), the CPUs Linux brought online, then ``perf record -a`` of SPE while one busy
+    shell loop per CPU runs pinned to it (busybox taskset), and ``perf report --sort cpu``."""
+    lines = blg._probe_lines(modules)
+    loop = "i=0; while [ $i -lt 3000 ]; do i=$((i+1)); done"
+    lines += [
+        f"echo \"{MARK} online $(cat /sys/devices/system/cpu/online)\"",
+        f"perf record -a -e arm_spe_0// -c 1024 -o /tmp/perf.data -- sh -c '"
+        + " ".join(f"taskset -c {n} sh -c \"{loop}\" &" for n in range(SMP_PES))
+        + " wait' > /dev/null 2>&1",
+        f"echo \"{MARK} perf record exit $?\"",
+        "perf report --stdio -i /tmp/perf.data --sort cpu 2>&1 | grep -v '^#' "
+        "| grep -v '^$' | head -n 40",
+        f"echo '{MARK} perf report done'",
+        f"echo '{MARK} power off'", "poweroff -f", ""]
+    return "\n".join(lines)
+
+
+def test_spe_emu_boots_smp_and_perf_records_every_cpu(guest, tmp_path):
+    """Debian 12's 6.1 kernel on ``--smp 4``: "SMP: Total of 4 processors activated", every
+    CPU online, arm_spe_pmu probes for CPUs 0-3, and ``perf record -a -e arm_spe_0//`` of a
+    loop pinned to each CPU has samples from each (``perf report --sort cpu``)."""
+    manifest = json.loads((guest / "manifest.json").read_text())
+    modules = [Path(m).name for m in manifest.get("modules", ["arm_spe_pmu.ko"])]
+    initrd = tmp_path / "smp.cpio.gz"
+    initrd.write_bytes((guest / "perf.cpio.gz").read_bytes()
+                       + blg.init_overlay(smp_init(modules)))
+    out = tmp_path / "out"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-m", "spe_emu.tools.cli", "run", "--machine",
+                           "virt", "-m", "1G", "--smp", str(SMP_PES), "--kernel",
+                           guest / "vmlinuz", "--initrd", initrd, "--append", APPEND,
+                           "-o", out], capture_output=True, text=True, env=env,
+                          timeout=3600, stdin=subprocess.DEVNULL)
+    console = (out / "console.log").read_text(errors="replace")
+    assert done.returncode == 0, (done.stderr[-2000:], console[-3000:])
+    assert f"SMP: Total of {SMP_PES} processors activated" in console
+    assert f"{MARK} online 0-{SMP_PES - 1}" in console
+    assert re.search(rf"arm_spe_pmu spe: probed (?:SPEv\d\.\d )?for CPUs 0-{SMP_PES - 1}",
+                     console), console[-3000:]
+    assert f"{MARK} perf record exit 0" in console, console[-3000:]
+    report = console.split(f"{MARK} perf record exit 0", 1)[1]
+    # (perf report lines: "  49.08%    49.08%  003": children, self, CPU)
+    cpus = {int(c) for c in re.findall(r"^\s*[\d.]+%\s+(?:[\d.]+%\s+)?(\d+)\s*$", report,
+                                       re.M)}
+    assert cpus == set(range(SMP_PES)), report[:3000]
+    summary = json.loads((out / "summary.json").read_text())
+    assert [p["pe"] for p in summary["per_pe"]] == list(range(SMP_PES))
+    assert all(p["records_written"] > 0 for p in summary["per_pe"]), summary["per_pe"]

@@ -14,7 +14,8 @@ attached (:meth:`Board.attach_pe`) with its own engine and registry."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable
+from dataclasses import replace
+from typing import Any, Callable
 
 from unicorn import Uc
 
@@ -53,7 +54,8 @@ class Board:
 
     def __init__(self, config: MachineConfig, uc: Uc, retired: Callable[[], int],
                  sysregs: SysregRegistry, guest_error: Callable[[str], None],
-                 on_change: Callable[[], None], waiting: Callable[[], bool]):
+                 on_change: Callable[[], None], waiting: Callable[[], bool],
+                 pe_clock: Callable[[VirtualClock], Any] | None = None):
         self.cfg = config
         self.sysregs = sysregs
         self._uc = uc
@@ -66,6 +68,9 @@ class Board:
         self.bus.map_ram("ram", config.ram_base, config.ram_size)
         self.platform = Platform(clock=self.clock, outdir=Path(config.outdir),
                                  guest_error=guest_error, console=config.console)
+        # Each PE's clock (its time; its private devices' events): the board's with one PE,
+        # a PeClock each with several (pe_clock makes PE 0's; attach_pe gets the others')
+        self.pe_clocks: list[Any] = [self.clock if pe_clock is None else pe_clock(self.clock)]
         self.devices: dict[str, Device] = {}
         # PE n's private devices by name (PE 0's are in ``devices`` too)
         self.pe_devices: list[dict[str, Device]] = [{}]
@@ -96,7 +101,10 @@ class Board:
         if cls is None:
             raise ConfigError(f"board {self.cfg.board.name}: no device model {spec.kind!r} "
                               f"(known: {', '.join(sorted(DEVICE_TYPES))})")
-        dev = cls(spec, self.platform)
+        platform = self.platform
+        if cls.PER_PE and self.pe_clocks[pe] is not self.clock:
+            platform = replace(platform, clock=self.pe_clocks[pe])
+        dev = cls(spec, platform)
         dev.on_change = self._changed
         if spec.size:
             self.bus.map_device(dev, spec.all_regions)
@@ -122,14 +130,16 @@ class Board:
         ``irq_line``, ``fiq_line``, native ``state`` and ``fill_native_path``."""
         return self.gic.cpu_interface(pe)
 
-    def attach_pe(self, pe: int, uc: Uc, sysregs: SysregRegistry) -> None:
+    def attach_pe(self, pe: int, uc: Uc, sysregs: SysregRegistry, clock: Any) -> None:
         """Attach PE number ``pe`` (1, 2, ...; PE 0 built the board): map RAM and the
         devices into its engine ``uc``, build its private devices (their registers in
-        ``sysregs``, their outputs on its PPIs) and register its GIC CPU interface."""
+        ``sysregs``, their outputs on its PPIs, their time ``clock``, its PeClock) and
+        register its GIC CPU interface."""
         if pe != len(self.pe_devices):
             raise ConfigError(f"PE {pe} attached out of order ({len(self.pe_devices)} PEs)")
         self.bus.attach(uc)
         self.pe_devices.append({})
+        self.pe_clocks.append(clock)
         sysregs.register(self.cpu_interface(pe), self.gic.SYSREGS, Replan.IRQ)
         for spec in self._specs[1:]:
             if DEVICE_TYPES[spec.kind].PER_PE:

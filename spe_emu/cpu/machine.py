@@ -49,6 +49,7 @@ from ..arch.id_regs import VMPIDR_EL2
 from ..arch.smccc import pe_mpidr
 from ..devices.psci import Psci
 from ..devices.semihosting import Semihosting
+from ..platform.clock import PeClock
 from ..platform.loader import Image
 from ..spe.pmu_events import PMU_COUNTERS
 from .board import Board
@@ -112,14 +113,22 @@ class Machine(RunLoops, UnicornHooks, Traps, Interrupts, ControlInstructions, Sa
         self.guest_errors: list[str] = []
         self._retired_now: int | None = None  # set while a hook reads the clock mid-block
         # The shared board: RAM, bus, devices, GIC, virtual clock, console input.
+        # (with several PEs each has its own time: a PeClock over the board's clock)
         if board is None:
+            pe_clock = None
+            if config.smp > 1:
+                def pe_clock(clock):
+                    return PeClock(clock, index, self._clock_retired)
             board = Board(config, self.uc, self._clock_retired, self.sysregs,
-                          self._guest_error, self._device_changed, lambda: core.waiting)
+                          self._guest_error, self._device_changed, lambda: core.waiting,
+                          pe_clock)
         else:
-            board.attach_pe(index, self.uc, self.sysregs)
+            board.attach_pe(index, self.uc, self.sysregs,
+                            PeClock(board.clock, index, self._clock_retired))
         self.board = board
         # (its parts this PE and the machine's users reach directly)
-        self.clock, self.bus, self.platform = self.board.clock, self.board.bus, self.board.platform
+        self.clock, self.bus, self.platform = (self.board.pe_clocks[index], self.board.bus,
+                                               self.board.platform)
         self.devices, self.gic = self.board.devices, self.board.gic
         self.gic_cpu = self.board.cpu_interface(index)   # (this PE's CPU interface)
         self._pmbirq_input = self.board.ppi_input(config.board.ppi("pmbirq"), index)

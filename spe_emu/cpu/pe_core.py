@@ -106,11 +106,9 @@ class PeCore:
         self.py_exceptions_taken = 0
         self.waiting = False   # the PE waits in WFI (Machine._wait_if_wfi)
         # On a several-PE machine (:mod:`.smp`): the PE waits in WFI for the scheduler to
-        # wake it; it is powered on (PSCI CPU_ON; the boot PE from reset); the ticks its
-        # clock is ahead of its instruction count (VirtualClock.idle_ticks while it runs)
+        # wake it; it is powered on (PSCI CPU_ON; the boot PE from reset)
         self.parked = False
         self.powered = index == 0
-        self.idle_ticks = 0
         # What stopped or is to stop its run: the reference loop stops at its next
         # instruction (Machine._stop_at_block_boundary); (UC_MEM_*, VA) of an access that
         # reached nothing (Machine._on_unmapped); an exception raised by a natively

@@ -10,8 +10,9 @@ Model (docs/model.md "Several PEs"), learnt from QEMU's single-threaded round-ro
   CPU_ON starts one (at the entry point, the context id in X0, the boot Exception level,
   MMU off).
 * **Time.** Each PE has its own instruction count; its virtual time is that count plus the
-  ticks it did not run for (:attr:`PeCore.idle_ticks`: waiting in WFI, OFF). The clock reads
-  the time of the PE that runs. The scheduler works in rounds: each round's end is the
+  ticks it did not run for (waiting in WFI, OFF): its :class:`~spe_emu.platform.clock.PeClock`,
+  which its generic timer and its own events use (they are due in its time and fire while it
+  runs). The board's clock reads the time of the PE that runs. The scheduler works in rounds: each round's end is the
   earliest time among the runnable PEs plus the quantum (``MachineConfig.smp_quantum``,
   instructions); every runnable PE, in PE order, runs until its time reaches the round's end,
   it waits in WFI, or the guest exits. So no PE's time is more than a quantum ahead of
@@ -79,7 +80,7 @@ class Smp(PowerDomains):
             self.machines.append(Machine(cfg, board=primary.board, index=index))
         # (one coherent memory system: shared LLC, invalidation between the PEs' L1D and L2)
         native.join_models([m.spu.builder.model for m in self.machines])
-        self.clock = primary.clock
+        self.clock = primary.board.clock   # (the board's: it reads the running PE's time)
         self.board = primary.board
         self.board.on_change = self._device_changed
         # The PE running now (its time is the clock's), and each PE's TLBI/IC counts when it
@@ -126,7 +127,7 @@ class Smp(PowerDomains):
             m._start_model_feed()
         pe = m.pe
         pe.powered, pe.parked = True, False
-        pe.idle_ticks = max(0, self.clock.ticks() - m.insns())
+        m.clock.idle_ticks = max(0, self.clock.ticks() - m.insns())
         tlbi, ic = self._counts()
         self._seen[m.index] = (tlbi - m.sysreg_filter.tlbi_seen, ic - m.sysreg_filter.ic_seen)
         m.replan = True
@@ -170,7 +171,7 @@ class Smp(PowerDomains):
 
     # -- scheduling ------------------------------------------------------------------------
     def _local_time(self, m: "Machine") -> int:
-        return m.insns() + m.pe.idle_ticks
+        return m.clock.ticks()
 
     def _wakes(self, m: "Machine") -> bool:
         """A parked PE has a reason to leave WFI (Arm ARM D1.6.2): an interrupt its CPU
@@ -181,11 +182,15 @@ class Smp(PowerDomains):
         """Make ``m`` the running PE: the clock reads its time; the TLB and code maintenance
         other PEs did since it last ran reach its engine."""
         self.running = m
-        self.clock.use(m._clock_retired, m.pe.idle_ticks)
+        self.clock.use_pe(m.clock)
         self._broadcast(m)
 
-    def _leave(self, m: "Machine") -> None:
-        m.pe.idle_ticks = self.clock.idle_ticks
+    def _move_up(self, m: "Machine", when: int) -> None:
+        """PE ``m`` (parked or OFF) did not run until ``when`` (ticks): its time moves up."""
+        local = self._local_time(m)
+        if local < when:
+            m.clock.idle_ticks += when - local
+            m._counter_reads_changed()
 
     def _counts(self) -> tuple[int, int]:
         """The TLBI and IC instructions every PE has executed so far."""
@@ -221,38 +226,46 @@ class Smp(PowerDomains):
         primary = machines[0]
         last_progress = 0
         while True:
-            runnable = []
+            runnable, timed = [], []
             for m in machines:
                 pe = m.pe
                 if not pe.powered:
                     continue
                 if pe.parked:
-                    if not self._wakes(m):
+                    if self._wakes(m):
+                        runnable.append((m, None))
+                    else:   # (an event of its own -- its timer's -- wakes it in time)
+                        when = self.clock.owner_deadline(m.index)
+                        if when != NEVER:
+                            timed.append((m, when))
+                    continue
+                runnable.append((m, None))
+            if not runnable:
+                self._all_wait(timed)
+                continue
+            # (the round starts at the earliest time of the PEs that ran on; with only woken
+            # ones, at the latest time any ON PE reached)
+            running = [self._local_time(m) for m, _ in runnable if not m.pe.parked]
+            start = (min(running) if running else
+                     max(self._local_time(m) for m in machines if m.pe.powered))
+            end = start + self.quantum
+            runnable += [(m, when) for m, when in timed if when < end]
+            runnable.sort(key=lambda item: item[0].index)
+            for m, when in runnable:
+                pe = m.pe
+                if not pe.powered:   # (turned off in this round)
+                    continue
+                if pe.parked:   # (woken: by an interrupt at the round's start, or its event)
+                    if when is None and not self._wakes(m):
                         continue
                     pe.parked = False
                     m.replan = True
-                runnable.append(m)
-            if not runnable:
-                self._all_wait()
-                continue
-            start = min(self._local_time(m) for m in runnable)
-            end = start + self.quantum
-            for m in runnable:
-                pe = m.pe
-                if pe.parked or not pe.powered:   # (parked or turned off in this round)
-                    continue
-                local = self._local_time(m)
-                if local < start:   # (woken: its time moves up to the round's start)
-                    pe.idle_ticks += start - local
-                    m._counter_reads_changed()
-                elif local >= end:
+                    self._move_up(m, start if when is None else when)
+                if self._local_time(m) >= end:
                     continue
                 self._enter(m)
-                m.yield_at = end - pe.idle_ticks
-                try:
-                    m.run_slice()
-                finally:
-                    self._leave(m)
+                m.yield_at = end - m.clock.idle_ticks
+                m.run_slice()
                 if m.exit is not None:
                     primary.exit = m.exit
                     return
@@ -277,8 +290,9 @@ class Smp(PowerDomains):
         else:
             self.quantum = min(self.cfg_quantum, 2 * self.quantum)
 
-    def _all_wait(self) -> None:
-        """Every ON PE waits in WFI: time moves to the next event on the clock, which runs.
+    def _all_wait(self, timed: list) -> None:
+        """Every ON PE waits in WFI: time moves to the next event -- the board's, which runs
+        now, or a PE's own (``timed``: (machine, ticks)), whose PE then runs from it.
 
         Raises:
             GuestError: no event is scheduled (nothing can ever wake a PE).
@@ -286,20 +300,23 @@ class Smp(PowerDomains):
         on = [m for m in self.machines if m.pe.powered]
         if not on:
             raise GuestError("every PE is off")
-        now = max(self._local_time(m) for m in on)
-        when = self.clock.next_deadline()
+        board = self.clock.owner_deadline(None)
+        when = min([board] + [w for _, w in timed])
         if when == NEVER:
             pcs = ", ".join(f"PE {m.index} at {m.pc - 4:#x}" for m in on)
             raise GuestError(f"every PE waits in WFI ({pcs}) with no interrupt that can wake "
                              f"one and no event scheduled")
-        now = max(now, when)
-        self.clock.use(lambda: 0, now)   # (the clock reads the event's time)
-        self.clock.run_due()
-        for m in on:   # (their time moves up to the event's)
-            local = self._local_time(m)
-            if local < now:
-                m.pe.idle_ticks += now - local
-                m._counter_reads_changed()
+        now = max(when, min(self._local_time(m) for m in on))
+        for m, w in timed:
+            if w == when:   # (its own event: it runs from then)
+                m.pe.parked = False
+                m.replan = True
+                self._move_up(m, now)
+        if board == when:
+            self.clock.use(lambda: 0, now)   # (the clock reads the event's time)
+            self.clock.run_due()
+            for m in on:   # (their time moves up to the event's)
+                self._move_up(m, now)
 
 
 from . import a64  # noqa: E402  (X0's register id)

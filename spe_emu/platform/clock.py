@@ -53,7 +53,8 @@ class VirtualClock:
         self.hz = hz
         self.idle_ticks = 0
         """Ticks the PE spent waiting in WFI/WFE (no instructions retired meanwhile)."""
-        self._queue: list[Event] = []
+        self._queues: dict[int | None, list[Event]] = {None: []}
+        """Pending events by owner: None the board's, n PE n's (:class:`PeClock`)."""
         self._seq = itertools.count()
 
     def use(self, retired: Callable[[], int], idle_ticks: int) -> None:
@@ -62,6 +63,11 @@ class VirtualClock:
         :mod:`spe_emu.cpu.smp`, when it switches PEs)."""
         self._retired = retired
         self.idle_ticks = idle_ticks
+
+    def use_pe(self, pe: "PeClock") -> None:
+        """Read time as PE clock ``pe`` does from now on (the PE that runs)."""
+        self._retired = pe.ticks
+        self.idle_ticks = 0
 
     # -- time -----------------------------------------------------------------------------
     def ticks(self, retired: int | None = None) -> int:
@@ -77,11 +83,14 @@ class VirtualClock:
         return self.ticks() * 100 // self.hz
 
     # -- events ---------------------------------------------------------------------------
-    def schedule(self, when: int, name: str, callback: Callable[[int], None]) -> Event:
+    def schedule(self, when: int, name: str, callback: Callable[[int], None],
+                 owner: int | None = None) -> Event:
         """Call ``callback(now)`` when the counter reaches ``when`` (ticks); returns the event
-        (pass it to :meth:`cancel`). A deadline already passed fires at the next stop."""
+        (pass it to :meth:`cancel`). A deadline already passed fires at the next stop.
+        ``owner``: the PE whose time the deadline is in (:class:`PeClock`; None: the
+        board's, whichever PE runs)."""
         ev = Event(min(when, NEVER), next(self._seq), name, callback)
-        heapq.heappush(self._queue, ev)
+        heapq.heappush(self._queues.setdefault(owner, []), ev)
         return ev
 
     def cancel(self, event: Event | None) -> None:
@@ -89,31 +98,49 @@ class VirtualClock:
         if event is not None:
             event.cancelled = True
 
-    def _head(self) -> Event | None:
-        q = self._queue
-        while q and q[0].cancelled:
-            heapq.heappop(q)
-        return q[0] if q else None
+    def _head(self, owner: int | None = None) -> Event | None:
+        """The earliest pending event of the board's and ``owner``'s."""
+        best = None
+        for key in (None, owner) if owner is not None else (None,):
+            q = self._queues.get(key)
+            while q and q[0].cancelled:
+                heapq.heappop(q)
+            if q and (best is None or q[0] < best):
+                best = q[0]
+        return best
 
-    def next_deadline(self) -> int:
-        """Ticks of the earliest pending event, or :data:`NEVER`."""
-        head = self._head()
+    def next_deadline(self, owner: int | None = None) -> int:
+        """Ticks of the earliest pending event (the board's and ``owner``'s), or
+        :data:`NEVER`."""
+        head = self._head(owner)
         return NEVER if head is None else head.when
 
     def next_deadline_insns(self) -> int:
         """The instruction count at which the earliest pending event is due, or NEVER."""
         return self.insns_at(self.next_deadline())
 
-    def run_due(self, retired: int | None = None) -> int:
-        """Fire every event due at the current time (in deadline order; a callback may
-        schedule more); returns how many fired."""
+    def owner_deadline(self, owner: int | None) -> int:
+        """Ticks of the earliest pending event of ``owner`` alone (None: the board's), or
+        NEVER."""
+        q = self._queues.get(owner)
+        while q and q[0].cancelled:
+            heapq.heappop(q)
+        return q[0].when if q else NEVER
+
+    def run_due(self, retired: int | None = None, owner: int | None = None) -> int:
+        """Fire every event due at the current time (the board's and ``owner``'s, in
+        deadline order; a callback may schedule more); returns how many fired."""
         now = self.ticks(retired)
         fired = 0
         while True:
-            head = self._head()
+            head = self._head(owner)
             if head is None or head.when > now:
                 return fired
-            heapq.heappop(self._queue)
+            for key in (None, owner):
+                q = self._queues.get(key)
+                if q and q[0] is head:
+                    heapq.heappop(q)
+                    break
             head.cancelled = True
             head.callback(now)
             fired += 1
@@ -121,6 +148,62 @@ class VirtualClock:
     def wait_for_event(self) -> bool:
         """A PE waits (WFI) with nothing else to run: advance time to the next deadline.
         Returns False when no event is scheduled (nothing can ever wake it by time)."""
+        when = self.next_deadline()
+        if when == NEVER:
+            return False
+        now = self.ticks()
+        if when > now:
+            self.idle_ticks += when - now
+        return True
+
+
+class PeClock:
+    """One PE's view of a board's clock on a several-PE machine (:mod:`spe_emu.cpu.smp`): time
+    is that PE's own (its instructions retired plus the ticks it did not run), whether it runs
+    or not, and the events it schedules (its generic timer's, its model feed's) are due in
+    its time and fire only while it runs (the board's events fire whichever PE runs). Offers
+    what a PE and its private devices use of :class:`VirtualClock`.
+
+    Args:
+        clock: the board's clock (its event queues).
+        owner: the PE's number.
+        retired: the PE's instructions retired.
+    """
+
+    def __init__(self, clock: VirtualClock, owner: int, retired: Callable[[], int]):
+        self.board = clock
+        self.owner = owner
+        self._retired = retired
+        self.hz = clock.hz
+        self.idle_ticks = 0
+        """Ticks the PE did not run (waiting in WFI, OFF)."""
+
+    def ticks(self, retired: int | None = None) -> int:
+        return (self._retired() if retired is None else retired) + self.idle_ticks
+
+    def insns_at(self, ticks: int) -> int:
+        return NEVER if ticks >= NEVER else max(0, ticks - self.idle_ticks)
+
+    def centiseconds(self) -> int:
+        return self.ticks() * 100 // self.hz
+
+    def schedule(self, when: int, name: str, callback: Callable[[int], None]) -> Event:
+        return self.board.schedule(when, name, callback, self.owner)
+
+    def cancel(self, event: Event | None) -> None:
+        self.board.cancel(event)
+
+    def next_deadline(self) -> int:
+        return self.board.next_deadline(self.owner)
+
+    def next_deadline_insns(self) -> int:
+        return self.insns_at(self.next_deadline())
+
+    def run_due(self, retired: int | None = None) -> int:
+        """(The board's clock reads this PE's time while it runs: :meth:`VirtualClock.use_pe`.)"""
+        return self.board.run_due(self.ticks(retired) - self.board.idle_ticks, self.owner)
+
+    def wait_for_event(self) -> bool:
         when = self.next_deadline()
         if when == NEVER:
             return False
