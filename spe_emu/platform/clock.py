@@ -39,7 +39,47 @@ class Event:
     cancelled: bool = field(default=False, compare=False)
 
 
-class VirtualClock:
+class TimeFrame:
+    """Time as one frame reads it (``_retired``: instructions retired; ``idle_ticks``: the
+    ticks spent not running; ``hz``), and the waits on its next event (``next_deadline``):
+    shared by the board's :class:`VirtualClock` and a PE's :class:`PeClock`."""
+
+    _retired: Callable[[], int]
+    idle_ticks: int
+    hz: int
+
+    def next_deadline(self) -> int:
+        raise NotImplementedError
+
+    def ticks(self, retired: int | None = None) -> int:
+        """The system counter value (ticks) now, or after ``retired`` instructions."""
+        return (self._retired() if retired is None else retired) + self.idle_ticks
+
+    def insns_at(self, ticks: int) -> int:
+        """The instruction count at which the counter reaches ``ticks`` (never below 0)."""
+        return NEVER if ticks >= NEVER else max(0, ticks - self.idle_ticks)
+
+    def centiseconds(self) -> int:
+        """Elapsed virtual time in units of 10 ms (semihosting SYS_CLOCK)."""
+        return self.ticks() * 100 // self.hz
+
+    def next_deadline_insns(self) -> int:
+        """The instruction count at which the earliest pending event is due, or NEVER."""
+        return self.insns_at(self.next_deadline())
+
+    def wait_for_event(self) -> bool:
+        """A PE waits (WFI) with nothing else to run: advance time to the next deadline.
+        Returns False when no event is scheduled (nothing can ever wake it by time)."""
+        when = self.next_deadline()
+        if when == NEVER:
+            return False
+        now = self.ticks()
+        if when > now:
+            self.idle_ticks += when - now
+        return True
+
+
+class VirtualClock(TimeFrame):
     """The system counter (ticks) of one board, derived from the instructions retired.
 
     Args:
@@ -68,19 +108,6 @@ class VirtualClock:
         """Read time as PE clock ``pe`` does from now on (the PE that runs)."""
         self._retired = pe.ticks
         self.idle_ticks = 0
-
-    # -- time -----------------------------------------------------------------------------
-    def ticks(self, retired: int | None = None) -> int:
-        """The system counter value (ticks) now, or after ``retired`` instructions."""
-        return (self._retired() if retired is None else retired) + self.idle_ticks
-
-    def insns_at(self, ticks: int) -> int:
-        """The instruction count at which the counter reaches ``ticks`` (never below 0)."""
-        return NEVER if ticks >= NEVER else max(0, ticks - self.idle_ticks)
-
-    def centiseconds(self) -> int:
-        """Elapsed virtual time in units of 10 ms (semihosting SYS_CLOCK)."""
-        return self.ticks() * 100 // self.hz
 
     # -- events ---------------------------------------------------------------------------
     def schedule(self, when: int, name: str, callback: Callable[[int], None],
@@ -115,10 +142,6 @@ class VirtualClock:
         head = self._head(owner)
         return NEVER if head is None else head.when
 
-    def next_deadline_insns(self) -> int:
-        """The instruction count at which the earliest pending event is due, or NEVER."""
-        return self.insns_at(self.next_deadline())
-
     def owner_deadline(self, owner: int | None) -> int:
         """Ticks of the earliest pending event of ``owner`` alone (None: the board's), or
         NEVER."""
@@ -145,19 +168,8 @@ class VirtualClock:
             head.callback(now)
             fired += 1
 
-    def wait_for_event(self) -> bool:
-        """A PE waits (WFI) with nothing else to run: advance time to the next deadline.
-        Returns False when no event is scheduled (nothing can ever wake it by time)."""
-        when = self.next_deadline()
-        if when == NEVER:
-            return False
-        now = self.ticks()
-        if when > now:
-            self.idle_ticks += when - now
-        return True
 
-
-class PeClock:
+class PeClock(TimeFrame):
     """One PE's view of a board's clock on a several-PE machine (:mod:`spe_emu.cpu.smp`): time
     is that PE's own (its instructions retired plus the ticks it did not run), whether it runs
     or not, and the events it schedules (its generic timer's, its model feed's) are due in
@@ -178,15 +190,6 @@ class PeClock:
         self.idle_ticks = 0
         """Ticks the PE did not run (waiting in WFI, OFF)."""
 
-    def ticks(self, retired: int | None = None) -> int:
-        return (self._retired() if retired is None else retired) + self.idle_ticks
-
-    def insns_at(self, ticks: int) -> int:
-        return NEVER if ticks >= NEVER else max(0, ticks - self.idle_ticks)
-
-    def centiseconds(self) -> int:
-        return self.ticks() * 100 // self.hz
-
     def schedule(self, when: int, name: str, callback: Callable[[int], None]) -> Event:
         return self.board.schedule(when, name, callback, self.owner)
 
@@ -196,18 +199,6 @@ class PeClock:
     def next_deadline(self) -> int:
         return self.board.next_deadline(self.owner)
 
-    def next_deadline_insns(self) -> int:
-        return self.insns_at(self.next_deadline())
-
     def run_due(self, retired: int | None = None) -> int:
         """(The board's clock reads this PE's time while it runs: :meth:`VirtualClock.use_pe`.)"""
         return self.board.run_due(self.ticks(retired) - self.board.idle_ticks, self.owner)
-
-    def wait_for_event(self) -> bool:
-        when = self.next_deadline()
-        if when == NEVER:
-            return False
-        now = self.ticks()
-        if when > now:
-            self.idle_ticks += when - now
-        return True
