@@ -597,3 +597,80 @@ def test_spe_emu_boots_smp_and_perf_records_every_cpu(guest, tmp_path):
     summary = json.loads((out / "summary.json").read_text())
     assert [p["pe"] for p in summary["per_pe"]] == list(range(SMP_PES))
     assert all(p["records_written"] > 0 for p in summary["per_pe"]), summary["per_pe"]
+
+
+FALSE_SHARING_C = r"""
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+struct { volatile long a; char pad[PAD]; volatile long b; } __attribute__((aligned(64))) s;
+static long n;
+static void *ta(void *x) { for (long i = 0; i < n; i++) s.a++; return 0; }
+static void *tb(void *x) { for (long i = 0; i < n; i++) s.b++; return 0; }
+int main(int argc, char **argv) {
+    n = atol(argv[1]);
+    pthread_t x, y;
+    pthread_create(&x, 0, ta, 0);
+    pthread_create(&y, 0, tb, 0);
+    pthread_join(x, 0);
+    pthread_join(y, 0);
+    printf("%ld %ld\n", s.a, s.b);
+    return 0;
+}
+"""
+C2C_FIELDS = ("Total Shared Cache Lines", "Load HIT Local Peer")
+
+
+@pytest.mark.skipif(shutil.which("aarch64-linux-gnu-gcc") is None,
+                    reason="gcc-aarch64-linux-gnu is not installed")
+def test_perf_c2c_finds_false_sharing(guest, tmp_path):
+    """Two threads incrementing adjacent counters in one cache line, on --smp 2 with the
+    Neoverse N1 preset: ``perf c2c record`` + ``perf c2c report --stdio`` (Debian perf 6.1)
+    finds the counters' cache line shared, with loads served by a peer core (perf 6.1 counts
+    Arm SPE's peer-core Data Source as "Load HIT Local Peer", not HITM); with the counters
+    padded to separate lines the program has no shared line (the kernel may have some)."""
+    from spe_emu.tools.cpio import Newc
+    init = blg._probe_lines(["arm_spe_pmu.ko"])
+    for variant, pad in (("shared", 0), ("padded", 128)):
+        exe = tmp_path / f"fs_{variant}"
+        (tmp_path / "fs.c").write_text(FALSE_SHARING_C)
+        subprocess.run(["aarch64-linux-gnu-gcc", "-O1", "-static", "-pthread", f"-DPAD={pad}",
+                        "-o", exe, tmp_path / "fs.c"], check=True)
+        init += [f"echo '{MARK} c2c {variant}'",
+                 f"perf c2c record -o /tmp/c2c.{variant} -- /usr/bin/fs_{variant} 1000000 "
+                 f"> /dev/null 2>&1",
+                 f"echo \"{MARK} record exit $?\"",
+                 f"perf c2c report -i /tmp/c2c.{variant} --stdio --no-source 2>&1 "
+                 f"| grep -E '{'|'.join(C2C_FIELDS)}|^ +[0-9]+ +0x[0-9a-f]+ '"]
+    init += [f"echo '{MARK} power off'", "poweroff -f", ""]
+    archive = Newc()
+    archive.file("init", "\n".join(init).encode(), mode=0o755)
+    for variant in ("shared", "padded"):
+        archive.file(f"usr/bin/fs_{variant}", (tmp_path / f"fs_{variant}").read_bytes(),
+                     mode=0o755)
+    initrd = tmp_path / "c2c.cpio.gz"
+    initrd.write_bytes((guest / "perf.cpio.gz").read_bytes()
+                       + gzip.compress(archive.finish(), 6, mtime=0))
+    out = tmp_path / "out"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-m", "spe_emu.tools.cli", "run", "--machine",
+                           "virt", "-m", "1G", "--smp", "2", "--core", "neoverse-n1",
+                           "--kernel", guest / "vmlinuz", "--initrd", initrd, "--append",
+                           APPEND, "-o", out], capture_output=True, text=True, env=env,
+                          timeout=3600, stdin=subprocess.DEVNULL)
+    console = (out / "console.log").read_text(errors="replace")
+    assert done.returncode == 0, (done.stderr[-2000:], console[-3000:])
+    counts = {}
+    for variant in ("shared", "padded"):
+        part = console.split(f"{MARK} c2c {variant}", 1)[1].split(MARK + " ", 2)
+        assert part[1].startswith("record exit 0"), console[-3000:]
+        counts[variant] = {name: int(v) for name, v in re.findall(
+            rf"^\s*({'|'.join(C2C_FIELDS)})\s*:\s*(\d+)", part[1], re.M)}
+        # (the Shared Data Cache Line Table's rows: index, cache line address ...; the
+        # counters' line is the program's, below the kernel's half of the address space)
+        counts[variant]["user lines"] = [int(a, 16) for a in re.findall(
+            r"^ +\d+ +(0x[0-9a-f]+) ", part[1], re.M) if int(a, 16) < 1 << 48]
+    assert counts["shared"]["Total Shared Cache Lines"] >= 1, counts
+    assert counts["shared"]["Load HIT Local Peer"] >= 3, counts
+    assert len(counts["shared"]["user lines"]) == 1, counts
+    assert counts["padded"]["user lines"] == [], counts
