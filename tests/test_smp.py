@@ -150,11 +150,11 @@ done:   .word 0
 """
 
 
-@pytest.mark.parametrize("quantum", [7, 13, 100_000])
+@pytest.mark.parametrize("quantum", [1, 2, 100_000])
 def test_exclusives_and_atomics_give_the_exact_total(tmp_path, quantum):
     """Four PEs each add COUNT with LDXR/STXR and COUNT with LDADD to one counter: the total
     is exact whether time slices end between a load-exclusive and its store-exclusive (a
-    quantum of 7 or 13 instructions) or not; the secondaries' CPU_OFF leaves the others
+    quantum of 1 or 2 instructions, shorter than the loop's block, splits it) or not; the secondaries' CPU_OFF leaves the others
     running, and PE 0's SYSTEM_OFF ends the run."""
     m, result, console = boot(tmp_path, build(tmp_path, ATOMICS), quantum=quantum)
     assert console == b"ok\n"
@@ -169,12 +169,12 @@ def test_interleaving_is_deterministic(tmp_path):
     """The same program and quantum give the same instruction counts on every PE (the
     store-exclusive retries included) and the same console."""
     code = build(tmp_path, ATOMICS)
-    runs = [boot(tmp_path / str(i), code, quantum=13)
+    runs = [boot(tmp_path / str(i), code, quantum=2)
             for i in range(2) if (tmp_path / str(i)).mkdir() is None]
     assert runs[0][1].per_pe == runs[1][1].per_pe
     assert runs[0][2] == runs[1][2] == b"ok\n"
-    # (slices of 13 instructions split LDXR/STXR pairs: store-exclusives failed and were
-    # retried, which slices of 100,000 hardly do)
+    # (slices of 2 instructions split LDXR/STXR pairs: store-exclusives failed and were
+    # retried, which slices of 100,000, ending at block boundaries, never do)
     (tmp_path / "big").mkdir()
     big = boot(tmp_path / "big", code, quantum=100_000)[1]
     assert runs[0][1].per_pe[1]["instructions"] > big.per_pe[1]["instructions"] + 100
@@ -482,17 +482,17 @@ spebuf: .space 0x10000
 
 @pytest.mark.parametrize("offset, peer", [(8, True), (64, False)])
 def test_false_sharing_shows_as_peer_core_loads(tmp_path, offset, peer):
-    """Two PEs incrementing counters in one cache line, interleaved every 7 instructions (as
-    two PEs running at once would be): PE 0's sampled loads of its counter are served by PE
-    1's cache (Data Source 0x9, peer core, as Neoverse cores encode it; PMSIDR_EL1.LDS = 1)
-    with peer_latency; counters in separate lines never are."""
+    """Two PEs incrementing counters in one cache line 100,000 times each (the default
+    quantum: sharing shortens the slices): some of PE 0's sampled loads of its counter are
+    served by PE 1's cache (Data Source 0x9, peer core, as Neoverse cores encode it;
+    PMSIDR_EL1.LDS = 1) with peer_latency; counters in separate lines never are."""
     from spe_emu.spe.config import SpeConfig
     from spe_emu.spe.packets import iter_records
     from spe_emu.spe.records import DS_PEER_CORE
-    code = build(tmp_path, false_sharing(offset))
+    code = build(tmp_path, false_sharing(offset).replace("mov x4, #2000", "ldr x4, =100000"))
     out: list[bytes] = []
     m = Machine(MachineConfig(smp=2, psci="hvc", max_insns=None, console=out.append,
-                              outdir=tmp_path, smp_quantum=7, spe=SpeConfig(lds=1)))
+                              outdir=tmp_path, spe=SpeConfig(lds=1)))
     m.uc.mem_write(LOAD, code)
     m.reset(LOAD)
     result = m.run()

@@ -148,6 +148,7 @@ class Machine(RunLoops, UnicornHooks, Traps, Interrupts, ControlInstructions, Sa
         # several-PE machine; NEVER: run to the end), and the several-PE machine's scheduler
         # when this PE is its first (None: one PE).
         self.yield_at = NEVER
+        self._slice_start = 0   # (instructions retired when the slice began: run_slice)
         self.smp = None
         self.watchpoints = core.watchpoints = Watchpoints(self)
         self.semihost = Semihosting(Path(config.outdir), self._read_current, self._write_current,

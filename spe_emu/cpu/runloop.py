@@ -208,6 +208,7 @@ class RunLoops:
         """Run this PE until the guest exits, its instruction count reaches
         :attr:`yield_at` (its time slice on a several-PE machine: :mod:`.smp`), or, on such a
         machine, it waits in WFI (:attr:`PeCore.parked`); raises as :meth:`run` does."""
+        self._slice_start = self.insns()
         if self.cfg.mode == "reference":
             self._run_reference(progress)
         elif self.cfg.mode == "raw":
@@ -369,6 +370,17 @@ class RunLoops:
                     c.stop_at = target
                     if self.exit is not None:
                         break
+            elif (in_front and not self.enabled and c.insns > self._slice_start
+                  and target == self.yield_at < min(
+                    event, budget, pe.hold_irq_until if hold else NEVER,
+                    max(self.clock.next_deadline_insns(), c.insns),
+                    max(self.debug_stop_at, c.insns))):
+                # Stopped in front of the block that holds the end of the PE's time slice
+                # (several PEs, nothing else due there): the slice ends here, at a block
+                # boundary (no block is split for it; as deterministic), once it has run
+                # something (a slice shorter than the block is split: it makes progress),
+                # while profiling is disabled (samples keep the exact stops they plan).
+                self.yield_at = c.insns
             elif in_front:
                 # Stopped in front of the block that holds instruction #target: run exactly
                 # up to it.
