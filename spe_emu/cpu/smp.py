@@ -14,8 +14,9 @@ Model (docs/model.md "Several PEs"), learnt from QEMU's single-threaded round-ro
   which its generic timer and its own events use (they are due in its time and fire while it
   runs). The board's clock reads the time of the PE that runs. The scheduler works in rounds: each round's end is the
   earliest time among the runnable PEs plus the quantum (``MachineConfig.smp_quantum``,
-  instructions); every runnable PE, in PE order, runs until its time reaches the round's end,
-  it waits in WFI, or the guest exits. So no PE's time is more than a quantum ahead of
+  instructions); every runnable PE, in PE order, runs until its time reaches the round's end
+  (exactly while its profiling is enabled; else at the block boundary in front of it), it
+  waits in WFI, or the guest exits. So no PE's time is more than a quantum ahead of
   another's, and the same program, options and seed give the same interleaving, traces and
   console, byte for byte (nothing but instruction counts decides).
 * **Idle PEs cost nothing.** A PE that executes WFI with no interrupt pending parks; it runs
