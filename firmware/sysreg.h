@@ -180,10 +180,13 @@
 #define SCR_EL3_RES1		GENMASK(5, 4)
 
 /* MDCR_EL3 */
+#define MDCR_EL3_TPM		BIT(6)
 #define MDCR_EL3_TDA		BIT(9)
 #define MDCR_EL3_TDOSA		BIT(10)
 #define MDCR_EL3_NSPB		GENMASK(13, 12)
 #define MDCR_EL3_SDD		BIT(16)
+#define MDCR_EL3_SPME		BIT(17)
+#define MDCR_EL3_SCCD		BIT(23)
 #define MDCR_EL3_PMSEE		GENMASK(52, 51)
 #define MDCR_EL3_NSPB_SHIFT	12
 /* Profiling Buffer owned by Non-secure EL1 (or EL2, see MDCR_EL2.E2PB) */
@@ -217,12 +220,17 @@
 
 /* MDCR_EL2 */
 #define MDCR_EL2_HPMN		GENMASK(4, 0)
+#define MDCR_EL2_TPMCR		BIT(5)
 #define MDCR_EL2_TPM		BIT(6)
+#define MDCR_EL2_HPME		BIT(7)
 #define MDCR_EL2_TDE		BIT(8)
 #define MDCR_EL2_TDA		BIT(9)
 #define MDCR_EL2_TDOSA		BIT(10)
 #define MDCR_EL2_E2PB		GENMASK(13, 12)
 #define MDCR_EL2_TPMS		BIT(14)
+#define MDCR_EL2_HPMD		BIT(17)
+#define MDCR_EL2_HCCD		BIT(23)
+#define MDCR_EL2_HLP		BIT(26)
 #define MDCR_EL2_HPMN_MASK	MDCR_EL2_HPMN	/* reset value PMCR_EL0.N */
 #define MDCR_EL2_E2PB_SHIFT	12
 /* Profiling Buffer owned by EL1, its accesses from EL1 not trapped */

@@ -220,10 +220,13 @@ def board_dtb(kopts: KernelOptions, opts: "RunOptions",
     """
     if kopts.dtb is not None:   # (a regular file, /dev/zero or a named pipe refused)
         return read_input(kopts.dtb, MAX_DTB_FILE, "a device tree blob", "--dtb", ConfigError)
-    return build_dtb(kopts.board_spec(), ram_size=kopts.ram_size, bootargs=kopts.append,
+    board = kopts.board_spec()
+    return build_dtb(board, ram_size=kopts.ram_size, bootargs=kopts.append,
                      initrd=initrd, psci_method=psci_conduit(opts.boot_el),
                      cpu_mpidrs=tuple(pe_mpidr(n) for n in range(kopts.smp)),
-                     spe=opts.spe.pmsver != 0 and opts.mode != "raw", pmu=False)
+                     spe=opts.spe.pmsver != 0 and opts.mode != "raw",
+                     pmu=any(d.kind == "pmuv3" for d in board.devices)
+                     and native.has_own_pmu())
 
 
 def ram_size_text(size: int) -> str:

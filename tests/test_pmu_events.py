@@ -1,15 +1,14 @@
 """SPE PMU events (SPE supplement §2.6 Table 1, issue 15): SAMPLE_POP, SAMPLE_FEED,
 SAMPLE_FILTRATE and SAMPLE_COLLISION counted by the guest through PMEVTYPER<n>_EL0 /
-PMEVCNTR<n>_EL0 (QEMU's PMU, spe_emu.spe.pmu_events), advertised in PMCEID0_EL0[35:32], equal
+PMEVCNTR<n>_EL0 (the PMUv3, spe_emu.devices.pmu), advertised in PMCEID0_EL0[35:32], equal
 to the run's own counts in both run loops and in summary.json."""
 
 import pytest
 from asmrun import EXIT, run_asm, spe_prologue, xregs
 
 from spe_emu.spe.config import SpeConfig
-from spe_emu.spe.pmu_events import (PMU_REGISTERS, SAMPLE_COLLISION, SAMPLE_FEED,
-                                    SAMPLE_FILTRATE, SAMPLE_POP, counts)
-from spe_emu.arch.context import AccessContext
+from spe_emu.devices.pmu import TYPER, counter_filtered
+from spe_emu.spe.pmu_events import SAMPLE_COLLISION, SAMPLE_FEED, SAMPLE_FILTRATE, SAMPLE_POP
 
 BUF = 0x4200_0000
 MODES = ("fast", "reference")
@@ -79,7 +78,7 @@ def test_counts_equal_the_run(tmp_path, mode):
     assert r.pmu_events == {"SAMPLE_POP": pop, "SAMPLE_FEED": feed,
                             "SAMPLE_FILTRATE": filtrate, "SAMPLE_COLLISION": 0}
     assert pmceid0 >> 32 & 0xF == 0xF
-    assert dfr0 >> 8 & 0xF >= 4  # ID_AA64DFR0_EL1.PMUVer: FEAT_PMUv3p1 (16-bit evtCount)
+    assert dfr0 >> 8 & 0xF == 6  # ID_AA64DFR0_EL1.PMUVer: FEAT_PMUv3p5 (16-bit evtCount)
     # the population: the loop (3 x 3000), its MOVZ, the ISB after MSR PMSCR_EL1 and the MSR
     # that disables profiling (§3.1: every architecturally executed instruction while enabled)
     assert pop == 3 * 3000 + 3
@@ -159,23 +158,24 @@ def test_collisions(tmp_path, mode):
 
 def test_counting_rules():
     """PMEVTYPER<n>_EL0 filtering, row by row (Arm ARM PMEVTYPER<n>_EL0: P, U, NSK, NSU, NSH,
-    M) in Non-secure state with EL3 implemented."""
-    ctx = AccessContext(el=1, scr_el3=1, mdcr_el2=4)   # HPMN = 4
-    pmcr, enset = 1, 0xF
-    evt = PMU_REGISTERS["PMEVTYPER0_EL0"]
+    M) in Non-secure state with EL3 implemented, and in Secure state."""
     cases = 0
     for p in (0, 1):
         for u in (0, 1):
             for nsk in (0, 1):
                 for nsu in (0, 1):
                     for nsh in (0, 1):
-                        v = evt.make(P=p, U=u, NSK=nsk, NSU=nsu, NSH=nsh, evtCount=SAMPLE_POP)
-                        assert counts(0, v, pmcr, enset, 1, False, ctx) == (p == nsk)
-                        assert counts(0, v, pmcr, enset, 0, False, ctx) == (u == nsu)
-                        assert counts(0, v, pmcr, enset, 2, False, ctx) == bool(nsh)
-                        assert counts(0, v, pmcr, enset, 1, True, ctx) is False  # SPME = 0
-                        cases += 4
-    print(f"{cases} filter cases")
+                        for m in (0, 1):
+                            v = TYPER.make(P=p, U=u, NSK=nsk, NSU=nsu, NSH=nsh, M=m,
+                                           evtCount=SAMPLE_POP)
+                            assert counter_filtered(v, 1, False, True) == (p != nsk)
+                            assert counter_filtered(v, 0, False, True) == (u != nsu)
+                            assert counter_filtered(v, 2, False, True) == (not nsh)
+                            assert counter_filtered(v, 3, True, True) == (m != p)
+                            assert counter_filtered(v, 1, True, True) == bool(p)
+                            assert counter_filtered(v, 0, False, False) == bool(u)
+                            cases += 6
+    assert cases == 6 * 64
 
 
 def test_spe_options_by_name():

@@ -19,12 +19,15 @@ SCR_EL3 = reg("SCR_EL3", (3, 6, 1, 1, 0), "GPF 48", "API 17", "APK 16", "RW 10",
 HCR_EL2 = reg("HCR_EL2", (3, 4, 1, 1, 0), "API 41", "APK 40", "GPF 38", "TEA 37", "E2H 34",
               "RW 31", "TGE 27", "TID3 18", "DC 12", "VSE 8", "VI 7", "VF 6", "AMO 5", "IMO 4",
               "FMO 3", "VM 0", doc="Arm ARM D19.2")
-MDCR_EL2 = reg("MDCR_EL2", (3, 4, 1, 1, 1), "TPMS 14", "E2PB 13:12", "TDOSA 10", "TDA 9",
-               "TDE 8", "TPM 6", "HPMN 4:0",
-               doc="SPE supplement 3.4.2; Arm ARM MDCR_EL2 (TPM, HPMN: for the firmware)")
-MDCR_EL3 = reg("MDCR_EL3", (3, 6, 1, 3, 1), "PMSEE 52:51", "SDD 16", "NSPB 13:12",
-               "TDOSA 10", "TDA 9",
-               doc="SPE supplement 3.4.2; Arm ARM MDCR_EL3.PMSEE (FEAT_SPE_EXC)")
+MDCR_EL2 = reg("MDCR_EL2", (3, 4, 1, 1, 1), "HLP 26", "HCCD 23", "HPMD 17", "TPMS 14",
+               "E2PB 13:12", "TDOSA 10", "TDA 9", "TDE 8", "HPME 7", "TPM 6", "TPMCR 5",
+               "HPMN 4:0",
+               doc="SPE supplement 3.4.2; Arm ARM MDCR_EL2 (the PMU's HPMN, HPME, HPMD, HLP, "
+                   "HCCD, TPM, TPMCR: spe_emu.devices.pmu)")
+MDCR_EL3 = reg("MDCR_EL3", (3, 6, 1, 3, 1), "PMSEE 52:51", "SCCD 23", "SPME 17", "SDD 16",
+               "NSPB 13:12", "TDOSA 10", "TDA 9", "TPM 6",
+               doc="SPE supplement 3.4.2; Arm ARM MDCR_EL3.PMSEE (FEAT_SPE_EXC); the PMU's "
+                   "SPME, SCCD, TPM")
 CPACR_EL1 = reg("CPACR_EL1", (3, 0, 1, 0, 2), "FPEN 21:20", doc="Arm ARM D19.2")
 CONTEXTIDR_EL1 = reg("CONTEXTIDR_EL1", (3, 0, 13, 0, 1), "PROCID 31:0", doc="Arm ARM D19.2")
 CONTEXTIDR_EL2 = reg("CONTEXTIDR_EL2", (3, 4, 13, 0, 1), "PROCID 31:0", doc="Arm ARM D19.2")

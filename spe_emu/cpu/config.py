@@ -152,6 +152,9 @@ class RunResult:
     pmu_events: dict = field(default_factory=dict)
     """The SPE PMU events over the run, as the guest's PMU counts them unfiltered (SPE
     supplement §2.6: SAMPLE_POP, SAMPLE_FEED, SAMPLE_FILTRATE, SAMPLE_COLLISION)."""
+    pmu: dict = field(default_factory=dict)
+    """The PE's PMU counters at the end (spe_emu.devices.pmu.PmuV3.counts: PMCCNTR_EL0 and
+    each PMEVCNTR<n>_EL0 with its event); empty without a PMU."""
     model: dict = field(default_factory=dict)
     """The micro-architecture model behind record events (docs/model.md): ``feed`` (its
     ``model_feed``) and the counts of the accesses it recorded (:data:`native.MODEL_STATS`:

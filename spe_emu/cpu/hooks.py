@@ -164,13 +164,24 @@ class UnicornHooks:
         else:
             self._follow_buffer(enabled)
 
+    def _pmu_wants_feed(self, on: bool) -> None:
+        """The PMU counts a model event (``on``) or no longer does: the model is fed while
+        it does or the Profiling Buffer is enabled (:meth:`_follow_buffer`), with
+        model_feed "every" (otherwise the PMU implements no model event)."""
+        self._pmu_feed = on
+        if self._model_every and self.cfg.mode != "raw":
+            self._follow_buffer(self._buffer_feed)
+
     def _follow_buffer(self, enabled: bool) -> None:
-        """E = 1 starts the feed
+        """The Profiling Buffer's E (``enabled``), or the PMU's demand (:meth:`_pmu_wants_feed`)
+        changed. E = 1 starts the feed
         (model_feed_from "enable") or resumes it; E = 0 lets it go on for
         SpeConfig.model_feed_linger instructions more (virtual time, an event on the clock,
         at which both run loops stop exactly, so they pause it at the same instruction), then
         pauses it: accesses and branches long after profiling (a guest's perf report) do not
         feed the model, and run at sampled-mode speed but for the trace calls themselves."""
+        self._buffer_feed = enabled
+        enabled = enabled or self._pmu_feed
         if enabled:
             self.clock.cancel(self._linger_event)
             self._linger_event = None

@@ -73,6 +73,7 @@ class Interrupts:
         self.exc.take(target, VectorKind.SYNC, self.pc, syndrome)   # (PSTATE.PM: _pm_on_entry)
         self.pe.forget_context()
         self.pe.py_exceptions_taken += 1
+        self.counter.pmu_exceptions += 1   # (EXC_TAKEN: the PMU)
         if self.exception_observer is not None:
             self.exception_observer(VectorKind.SYNC, target, syndrome)
         return True
@@ -117,6 +118,7 @@ class Interrupts:
             # (an IRQ or FIQ entry changes only PSTATE, whose EL context() reads live)
             self.exc.take(target, kind, self.pc)
         self.pe.py_irqs_taken += 1
+        self.counter.pmu_exceptions += 1   # (EXC_TAKEN: the PMU)
         if self.exception_observer is not None:
             self.exception_observer(kind, target, None)
         return True

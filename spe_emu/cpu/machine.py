@@ -51,7 +51,6 @@ from ..devices.psci import Psci
 from ..devices.semihosting import Semihosting
 from ..platform.clock import PeClock
 from ..platform.loader import Image
-from ..spe.pmu_events import PMU_COUNTERS
 from .board import Board
 from .config import NEVER, MachineConfig, MachineExit, RunResult
 from .controls import (CONTROL_MATCHES, PSB_CSYNC_WORD, ControlInstructions, ControlSites,
@@ -61,6 +60,7 @@ from .hooks import UnicornHooks
 from .interrupts import Interrupts
 from .native_records import CAPTURE_REGS, CAPTURE_SLOT, NativeRecords
 from .pe_core import PeCore
+from .pmu_feed import PmuFeed
 from .prediction import LEARNT_CODE, RECORD_BYTES_BOUND, Prediction
 from .runloop import RunLoops
 from .sampling import Sampling
@@ -135,6 +135,16 @@ class Machine(RunLoops, UnicornHooks, Traps, Interrupts, ControlInstructions, Sa
         core.connect(self.gic_cpu.irq_line, self.gic_cpu.fiq_line, self._spu_write,
                      self._pmbirq, self._spu_serror)
         self.spu, self.pmu_events, self.exc = core.spu, core.pmu_events, core.exc
+        # The PE's PMUv3 (devices/pmu.py), counting from this machine's sources; none with
+        # Unicorn's own library, whose CPU keeps QEMU's PMU (patches/unicorn/0006)
+        self.pmu = next((d for d in self.board.pe_devices[index].values()
+                         if d.kind == "pmuv3"), None)
+        if core.qemu_pmu:
+            self.pmu = None
+        self.pmu_feed = PmuFeed(self)
+        self._pmu_feed = self._buffer_feed = False   # (who wants the model fed: hooks.py)
+        if self.pmu is not None:
+            self.pmu.connect(self.pmu_feed)
         self.spu.rules.report, self.spu.rules.pc = self._guest_error, lambda: self.pc
         self.spu.rules.psb_visible = self._in_scanned_code
         self.spu.live_context = self.context
@@ -259,7 +269,7 @@ class Machine(RunLoops, UnicornHooks, Traps, Interrupts, ControlInstructions, Sa
                             (CPTR_EL3, CPTR_EL3.make(EZ=1)),
                             (CPTR_EL2, CPTR_EL2.make()),
                             (MDCR_EL3, MDCR_EL3.make(NSPB=0b11)),
-                            (MDCR_EL2, MDCR_EL2.make(E2PB=0b11, HPMN=PMU_COUNTERS)),
+                            (MDCR_EL2, MDCR_EL2.make(E2PB=0b11, HPMN=self.pmu_counters)),
                             (CPACR_EL1, CPACR_EL1.make(FPEN=0b11)),
                             (VMPIDR_EL2, self.mpidr)):
             uc.cpr_write(*spec.encoding.tuple, value)
@@ -319,6 +329,11 @@ class Machine(RunLoops, UnicornHooks, Traps, Interrupts, ControlInstructions, Sa
         self.clock.idle_ticks += max(0, ticks)
         self._counter_reads_changed()
         self.replan = True
+
+    @property
+    def pmu_counters(self) -> int:
+        """PMCR_EL0.N of the PE's PMU (MDCR_EL2.HPMN's reset value; 0 without one)."""
+        return self.pmu.counters if self.pmu is not None else 0
 
     def _clock_retired(self) -> int:
         """Instructions retired, for the clock: exact at the instruction a hook runs for."""

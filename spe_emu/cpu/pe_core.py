@@ -25,7 +25,7 @@ from __future__ import annotations
 import ctypes
 from typing import Any, Callable
 
-from unicorn import UC_ARCH_ARM64, UC_MODE_ARM, Uc
+from unicorn import UC_ARCH_ARM64, UC_CTL_IO_WRITE, UC_MODE_ARM, Uc, UcError
 from unicorn import arm64_const as A
 from unicorn.unicorn_py3.unicorn import uclib
 
@@ -50,6 +50,9 @@ from .sync_checks import PSTATE_EL
 from .translation import Translator
 from .traps import EXCEPTION_LOOP_LIMIT, RNDR_SEED_SALT
 
+UC_CTL_ARM_PMU = 15
+"""Unicorn's control that builds the CPU without QEMU's PMU (patches/unicorn/0006)."""
+
 # The control registers of an AccessContext, in its field order (scr_el3 ... mdcr_el3).
 CONTEXT_ENCODINGS = tuple(r.encoding.tuple for r in (SCR_EL3, HCR_EL2, MDCR_EL2, MDCR_EL3))
 
@@ -72,6 +75,13 @@ class PeCore:
         self.uc = Uc(UC_ARCH_ARM64, UC_MODE_ARM)
         # QEMU's "max" CPU: ARMv8.x features such as LSE atomics (the default is a Cortex-A72).
         self.uc.ctl_set_cpu_model(A.UC_CPU_ARM64_MAX)
+        # Without QEMU's PMU, whose counts follow host time: every PMU register UNDEFs and
+        # reaches spe_emu's (devices/pmu.py). Unicorn's own library has no such control.
+        try:
+            self.uc.ctl(UC_CTL_ARM_PMU, UC_CTL_IO_WRITE, ctypes.c_int(0))
+            self.qemu_pmu = False
+        except UcError:
+            self.qemu_pmu = True
         # Bound the translated-code cache: blocks split for samples are retranslated, and the
         # default 1 GiB buffer would grow with the number of samples until QEMU flushes it.
         self.uc.ctl_set_tcg_buffer_size(config.tcg_buffer_mb << 20)
@@ -154,9 +164,8 @@ class PeCore:
         interrupt controller's outputs ``irq`` and ``fiq``."""
         self.spu = Spu(self.cfg.spe, spu_write, pmbirq, spu_serror)
         self.sysregs.register(self.spu, self.spu.table)
-        # SAMPLE_POP/FEED/FILTRATE/COLLISION through QEMU's PMU registers (§2.6)
-        self.pmu_events = SpePmuEvents(lambda enc: self.uc.cpr_read(*enc), self.spu.stats)
-        self.sysregs.register(self.pmu_events, self.pmu_events.table)
+        # SAMPLE_POP/FEED/FILTRATE/COLLISION per context, for the PMU (§2.6)
+        self.pmu_events = SpePmuEvents(self.spu.stats)
         self.exc = ProcessingElement(self.fast, irq, fiq)
         self.sysregs.register(self.exc.ras, self.exc.ras.table)   # (FEAT_RAS: cpu.ras)
 

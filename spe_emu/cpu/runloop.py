@@ -114,7 +114,10 @@ class RunLoops:
                 return
             self._ref_sites[last] = kind
         if kind:
-            model.branch(kind, last, address, address != last + INSN_BYTES)
+            mispredicted = model.branch(kind, last, address, address != last + INSN_BYTES)
+            c = self.counter   # (the PMU's sources, as feed_branch counts them)
+            c.pmu_branches += 1
+            c.pmu_mispredicts += mispredicted
 
     def _on_every_insn(self, uc: Uc, address: int, size: int, _data) -> None:
         """Reference mode: one population step per instruction, in Python. The Exception level
@@ -165,6 +168,8 @@ class RunLoops:
             table = self._ref_enabled = {
                 el: self.spu.profiling_enabled(ctx.at_el(el)) for el in range(4)}
         el = PSTATE_EL.get(pstate)
+        if self.counter.pmu_on:
+            self.pmu_feed.reference_step(el, index)
         now = table[el]
         if (pe.pmu_bucket[0] if pe.pmu_bucket else None) != (el if now else None):
             pe.pmu_events.accrue(pe.pmu_bucket)
@@ -569,6 +574,7 @@ class RunLoops:
             firmware_console=self.semihost.firmware_output,
             driver_rules=[asdict(b) for b in self.spu.rules.breaks],
             pmu_events=self.pmu_events.event_totals(),
+            pmu=self.pmu.counts() if self.pmu is not None else {},
             model={"feed": self.cfg.spe.model_feed, **self.spu.builder.model.stats()},
             model_config={**self.cfg.spe.model_config(),
                           "midr": self.cfg.cpu.describe()["midr"]},

@@ -16,12 +16,14 @@ from unicorn import arm64_const as A
 
 from .. import native
 from ..arch import mmu
+from ..arch.faults import TranslationFault
 from ..arch.smccc import MPIDR_EL1
 from ..arch.context import (HCR_EL2, MDCR_EL2, MDCR_EL3, SCR_EL3, SCTLR_ENC, TTBR0_ENC,
                             TTBR1_EL1, AccessContext, banked)
 # (registers QEMU implements whose value spe_emu presents: the MRS hook returns it)
 from ..arch.id_regs import (ID_AA64DFR0_EL1, ID_AA64DFR2_EL1, ID_AA64PFR0_EL1, MIDR_EL1,
                             VMPIDR_EL2, VPIDR_EL2)
+from ..devices.pmu import PMUVER_V3P5
 from ..devices.psci import PeState, PsciAction
 from ..devices.semihosting import SemihostExit
 from ..errors import GuestError
@@ -130,24 +132,28 @@ class Traps:
             self._take_sync(ctx, verdict.target_el, esr(EC.SYSREG, iss), pc)
             return
         rt_reg = a64.X_REGS[info.rt] if info.rt < 31 else None  # Rt == 31 is XZR
-        self._account(self._retired_before(pc) + 1)
+        retired = self._retired_before(pc)
+        self._account(retired + 1)
         if entry.owner is self.spu and self._control_segments:
             self._follow_runtime_code(pc)
         if self.sync_observer is not None and entry.owner is self.spu:
             self.sync_observer("sysreg", self._retired_before(pc))
+        self._retired_now = retired   # (the clock at this instruction: the block ends here)
+        try:
+            if info.is_read:
+                value = entry.owner.sysreg_read(entry.spec.name, ctx)
+            else:
+                value = fast.reg(rt_reg) if rt_reg is not None else 0
+                entry.owner.sysreg_write(entry.spec.name, value, ctx)
+        finally:
+            self._retired_now = None
+        self._irq_line_value = None  # (an acknowledge, a PMU overflow change the outputs)
+        self._python_controls()
         if info.is_read:
-            value = entry.owner.sysreg_read(entry.spec.name, ctx)
-            self._irq_line_value = None  # (an acknowledge changes the GIC's outputs)
-            self._python_controls()
             if rt_reg is not None:
                 fast.set_reg(rt_reg, value)
-        else:
-            value = fast.reg(rt_reg) if rt_reg is not None else 0
-            entry.owner.sysreg_write(entry.spec.name, value, ctx)
-            self._irq_line_value = None
-            self._python_controls()
-            if self._stop_after_write(entry.replan, ctx):
-                self._request_stop()
+        elif self._stop_after_write(entry.replan, ctx):
+            self._request_stop()
         fast.set_reg(A.UC_ARM64_REG_PC, pc + 4)
 
     def _stop_after_write(self, replan: Replan, ctx: AccessContext) -> bool:
@@ -194,6 +200,7 @@ class Traps:
         self.exc.take(target, VectorKind.SYNC, preferred, syndrome, far)
         self.pe.forget_context()
         self.pe.py_exceptions_taken += 1
+        self.counter.pmu_exceptions += 1   # (EXC_TAKEN: the PMU)
         self._request_stop()
         if self.exception_observer is not None:
             self.exception_observer(VectorKind.SYNC, target, syndrome)
@@ -215,6 +222,10 @@ class Traps:
         pc = self.pc
         # SVC/HVC/SMC leave the PC after the instruction; the others at the instruction.
         insn = pc - 4 if intno in (INTNO_SVC, INTNO_HVC, INTNO_SMC) else pc
+        if intno == INTNO_UNDEF and self.pmu is not None and self._is_pmu_access(pc):
+            # (the SPE events before it, with the samples of its block not yet replayed --
+            # its own among them -- as the reference loop's instruction hook sees them)
+            self._pmu_catch_up(self._retired_before(pc))
         self._catch_up(self._insn_index(insn), pc)
         ctx = self.context()
         if (intno in (INTNO_HVC, INTNO_SMC) and self.psci is not None and ctx.el > 0
@@ -242,6 +253,15 @@ class Traps:
         far = exc.vaddress if ESR.get(syndrome, "EC") in FAR_ECS else None
         target, syndrome = self.checks.refine_abort(ctx, target, syndrome, far)
         self._take_sync(ctx, target, syndrome, pc, insn, far)
+
+    def _is_pmu_access(self, pc: int) -> bool:
+        """Whether the instruction at ``pc`` is an MRS/MSR of a PMU register (the PMU's)."""
+        try:
+            info = a64.decode(self._fetch(pc, self.pe.live_context().el))
+        except TranslationFault:
+            return False
+        entry = self._lookup(info.sysreg) if info.sysreg is not None else None
+        return entry is not None and entry.owner is self.pmu
 
     def _unicorn_exit(self, pc: int, word: int) -> bool:
         """Whether the UNDEF QEMU raised at ``pc`` (instruction ``word``) is Unicorn's
@@ -423,11 +443,7 @@ class Traps:
         if entry.verdict(is_read, ctx) is not Access.OK:
             return None
         retired = self._retired_before(self.pc)
-        if entry.owner is self.pmu_events:
-            # (no accounting here: it would step the interval counter past samples the
-            # native hook captured ahead in this block)
-            self._pmu_catch_up(retired)
-        elif self._pending is None and not self.counter.cap_count:
+        if self._pending is None and not self.counter.cap_count:
             # (an early update only; while a predicted sample or native captures are not yet
             # replayed, their members must be fired by the replay, at the next stop, not
             # passed by this accounting: that drove the interval counter below zero)
@@ -494,7 +510,9 @@ class Traps:
                 return 1
             if enc == ID_AA64DFR0_EL1.encoding.tuple:
                 value = ID_AA64DFR0_EL1.set(value, "PMSVer", self.cfg.spe.pmsver)
-                if self.cfg.spe.pmsver:  # (SPE events need 16-bit evtCount, §2.6)
+                if self.pmu is not None:   # (devices/pmu.py)
+                    value = ID_AA64DFR0_EL1.set(value, "PMUVer", PMUVER_V3P5)
+                elif self.cfg.spe.pmsver:  # (SPE events need 16-bit evtCount, §2.6)
                     value = ID_AA64DFR0_EL1.set(value, "PMUVer", max(
                         PMUVER_V3P1, ID_AA64DFR0_EL1.get(value, "PMUVer")))
             elif enc == ID_AA64DFR2_EL1.encoding.tuple:  # FEAT_SPE_EXC (Arm ARM D17.8)

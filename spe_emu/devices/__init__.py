@@ -5,3 +5,4 @@
 from . import generic_timer  # noqa: F401  (registers kind "generic_timer")
 from . import gicv3  # noqa: F401  (registers kind "gicv3")
 from . import pl011  # noqa: F401  (registers kind "pl011")
+from . import pmu  # noqa: F401  (registers kind "pmuv3")

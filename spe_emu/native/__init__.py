@@ -31,6 +31,7 @@ class NativeBuildError(SpeEmuError):
 
 CAP_MAX = 256         # SPE_CAP_MAX
 CAP_REGS = 33         # SPE_CAP_REGS: X0-X30, SP, NZCV
+PMU_SOURCE_COUNT = 13 # SPE_PMU_SOURCES (PMU_SOURCES names them)
 VERDICTS = 4096       # SPE_VERDICTS
 STEPS = 4096          # SPE_STEPS
 STEP_ADD, STEP_SUB, STEP_MOV, STEP_LOAD = 1, 2, 3, 4   # SPE_STEP_*
@@ -96,7 +97,13 @@ class SpeCounter(ctypes.Structure):
                 ("pc_id", ctypes.c_int32), ("pad2", ctypes.c_int32),
                 ("gt_events", ctypes.c_void_p), ("gt_events_cap", ctypes.c_uint64),
                 ("gt_events_used", ctypes.c_uint64), ("gt_last_pc", ctypes.c_uint64),
-                ("feed_until", ctypes.c_uint64)]
+                ("feed_until", ctypes.c_uint64),
+                ("pmu_on", ctypes.c_uint64), ("pmu_el", ctypes.c_uint64),
+                ("pmu_last_pc", ctypes.c_uint64), ("pmu_branches", ctypes.c_uint64),
+                ("pmu_mispredicts", ctypes.c_uint64), ("pmu_loads", ctypes.c_uint64),
+                ("pmu_stores", ctypes.c_uint64), ("pmu_exceptions", ctypes.c_uint64),
+                ("pmu_mark", ctypes.c_uint64 * PMU_SOURCE_COUNT),
+                ("pmu_counts", (ctypes.c_uint64 * PMU_SOURCE_COUNT) * 4)]
 
     @property
     def stop_at(self) -> int:
@@ -227,6 +234,23 @@ def end_block_at(counter: SpeCounter, insn: int) -> int:
     block the hook counted on entry ends there (ground truth corrected too). Returns the
     instructions retired up to and including it."""
     return library().spe_end_block_at(ctypes.byref(counter), insn)
+
+
+def pmu_settle(counter: SpeCounter) -> None:
+    """``spe_pmu_settle()``: the event sources' growth since the last settling goes to
+    ``counter.pmu_counts[counter.pmu_el]``."""
+    library().spe_pmu_settle(ctypes.byref(counter))
+
+
+def pmu_totals(counter: SpeCounter, retired: int) -> list[list[int]]:
+    """Each Exception level's event totals (``[el][source]``, :data:`PMU_SOURCES`) with
+    ``retired`` instructions retired (the exact count at an access in the middle of a block:
+    the hook counted the whole block at its entry)."""
+    pmu_settle(counter)
+    totals = [list(row) for row in counter.pmu_counts]
+    el = counter.pmu_el & 3
+    totals[el][0] -= counter.insns - retired
+    return totals
 
 
 def exception_guard(intr: "SpeIntr", retired: int) -> bool:
@@ -457,6 +481,12 @@ UC_MEM_WRITE = 17
 TOUCH_TLB, TOUCH_L1D, TOUCH_L2, TOUCH_LLC = 0, 1, 2, 3
 #: Model.stats names, in the order of the C counters (SPE_LEVEL_*, SPE_STAT_*)
 MODEL_STATS = ("l1d_hits", "l2_hits", "llc_hits", "dram", "peer_hits", "accesses", "tlb_walks")
+PMU_SOURCES = ("insns", "branches", "mispredicts", "loads", "stores", "exceptions"
+               ) + MODEL_STATS
+"""The PMU's event sources (``SPE_PMU_*``): instructions retired, branches executed and
+mispredicted, load and store instructions, exceptions taken (in the EL taken from), then the
+model's counts (:data:`MODEL_STATS`)."""
+assert len(PMU_SOURCES) == PMU_SOURCE_COUNT
 
 
 class SpeRecorder(ctypes.Structure):
@@ -689,6 +719,12 @@ def unicorn_patches() -> list[str]:
     return listing.read_text().split()
 
 
+def has_own_pmu() -> bool:
+    """Whether the libunicorn this process runs on builds CPUs without QEMU's PMU
+    (patches/unicorn/0006, UC_CTL_ARM_PMU), so spe_emu's PMUv3 is the guest's."""
+    return any(p.startswith("0006-") for p in unicorn_patches())
+
+
 def block_hook_address() -> int:
     """Address of ``spe_block_hook`` for ``uc_hook_add(UC_HOOK_BLOCK, ...)``."""
     return ctypes.cast(library().spe_block_hook, ctypes.c_void_p).value
@@ -741,6 +777,7 @@ def _declare(lib: ctypes.CDLL) -> None:
             ("spe_word_match", (ctypes.c_char_p, u64, ctypes.POINTER(u32), ctypes.POINTER(u32),
                                 u32, ctypes.POINTER(u64), ctypes.POINTER(u32), u64), u64),
             ("spe_end_block_at", (ctypes.POINTER(SpeCounter), u64), u64),
+            ("spe_pmu_settle", (ctypes.POINTER(SpeCounter),), None),
             ("spe_exception_guard", (ctypes.POINTER(SpeIntr), u64), ctypes.c_int),
             ("spe_set_pstate", (ctypes.POINTER(SpeExcModel), ctypes.c_void_p, u64,
                                 ctypes.POINTER(u32)), None),

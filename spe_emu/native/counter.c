@@ -463,6 +463,8 @@ static void feed_branch(void *uc, struct spe_counter *c, uint64_t next)
             cap->fed = spe_model_branch(c->feed, kind, pc, next, taken, 0) != 0;
     }
     int mispredicted = spe_model_branch(c->feed, kind, pc, next, taken, 1);
+    c->pmu_branches++;
+    c->pmu_mispredicts += mispredicted != 0;
     if (c->gt_events)
         spe_gt_event(c, pc, -1, mispredicted != 0);
 }
@@ -504,11 +506,57 @@ static void watch_unmask(void *uc, uint64_t address, struct spe_counter *c)
     }
 }
 
+_Static_assert(SPE_PMU_SOURCES == SPE_PMU_MODEL + SPE_MODEL_STATS, "PMU sources");
+
+/* The event sources' totals now (SPE_PMU_*; instructions: those counted at block entries). */
+void spe_pmu_sources(const struct spe_counter *c, uint64_t *out)
+{
+    out[SPE_PMU_INSNS] = c->insns;
+    out[SPE_PMU_BRANCHES] = c->pmu_branches;
+    out[SPE_PMU_MISPREDICTS] = c->pmu_mispredicts;
+    out[SPE_PMU_LOADS] = c->pmu_loads;
+    out[SPE_PMU_STORES] = c->pmu_stores;
+    out[SPE_PMU_EXCEPTIONS] = c->pmu_exceptions;
+    if (c->feed)
+        spe_model_stats(c->feed, out + SPE_PMU_MODEL);
+    else
+        memset(out + SPE_PMU_MODEL, 0, SPE_MODEL_STATS * sizeof *out);
+}
+
+/* Adds the sources' growth since the last settling to pmu_counts[pmu_el]. */
+void spe_pmu_settle(struct spe_counter *c)
+{
+    uint64_t now[SPE_PMU_SOURCES];
+    spe_pmu_sources(c, now);
+    for (int i = 0; i < SPE_PMU_SOURCES; i++) {
+        c->pmu_counts[c->pmu_el & 3][i] += now[i] - c->pmu_mark[i];
+        c->pmu_mark[i] = now[i];
+    }
+}
+
+/* At a block entry while pmu_on: a change of PSTATE.EL settles the EL left (a block never
+ * spans one: exception entry and return end it). */
+static void pmu_track(void *uc, struct spe_counter *c)
+{
+    uint64_t pstate = 0;
+    void *value = &pstate;
+    c->pmu_last_pc = 0;
+    if (c->reg_read_batch(uc, &c->pstate_id, &value, 1) != 0)
+        return;
+    uint64_t el = pstate >> 2 & 3;   /* PSTATE.EL (Unicorn's PSTATE: SPSR layout) */
+    if (el != c->pmu_el) {
+        spe_pmu_settle(c);
+        c->pmu_el = el;
+    }
+}
+
 static __attribute__((noinline)) void block_slow(void *uc, uint64_t address, uint64_t n,
                                                  struct spe_counter *c)
 {
     if (n == 0)
         return;
+    if (c->pmu_on)
+        pmu_track(uc, c);
     c->armed = 0;   /* (the block of a capture has run) */
     c->gt_last_pc = 0;
     if (watching(c))
@@ -537,14 +585,15 @@ static __attribute__((noinline)) void block_slow(void *uc, uint64_t address, uin
         c->stops++;
         c->stop_block = address;
         c->stop_block_insns = n;
-        c->fast_limit = c->gt_table || watching(c) ? 0 : c->stop_at;
+        c->fast_limit = c->gt_table || watching(c) || c->pmu_on ? 0 : c->stop_at;
         c->emu_stop(uc);
         return;
     }
     if (c->feed)
         feed_branch(uc, c, address);
     count_block(c, address, n);
-    c->fast_limit = c->completing || c->armed || c->gt_table || watching(c) ? 0 : c->stop_at;
+    c->fast_limit = c->completing || c->armed || c->gt_table || watching(c) || c->pmu_on
+                    ? 0 : c->stop_at;
 }
 
 /* The common path, one branch: the block ends by fast_limit (so it holds no stop point and

@@ -213,6 +213,7 @@ static void gic_changed(void *uc, struct spe_intr *h, struct spe_counter *c, uin
     if (target && !(h->enabled_els >> target & 1)) {
         spe_take_exception(h->model, uc, target, kind, next_pc, 0, 0, 0, 0);
         h->irqs_taken++;
+        h->counter->pmu_exceptions++;
         return;
     }
     c->stop_at = c->insns;
@@ -308,6 +309,7 @@ void spe_intr_hook(void *uc, uint32_t intno, struct spe_intr *h)
     uint32_t flags = SPE_EXC_SYNDROME | (((h->far_ecs >> ec) & 1) ? SPE_EXC_FAR : 0);
     spe_take_exception(m, uc, target, 0, pc, exc.syndrome, exc.vaddress, flags, 0);
     h->taken++;
+    h->counter->pmu_exceptions++;
     return;
 python:
     h->fallback(uc, intno, h);

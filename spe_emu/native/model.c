@@ -719,6 +719,17 @@ static void feed_access(void *uc, struct spe_counter *c, uint64_t pc, uint64_t a
         return;
     uint64_t last = address + (size ? size - 1 : 0);
     uint64_t line = address >> 6;
+    if (c->pmu_on) {   /* (an instruction's first access counts it: its later ones, same PC) */
+        if (!pc && c->reg_read(uc, c->pc_id, &pc) != 0)
+            pc = 0;
+        if (!pc || pc != c->pmu_last_pc) {
+            c->pmu_last_pc = pc;
+            if (store)
+                c->pmu_stores++;
+            else
+                c->pmu_loads++;
+        }
+    }
     if (c->armed | (uint64_t)c->gt_events) {
         if (!pc && c->reg_read(uc, c->pc_id, &pc) != 0)   /* (synced for memory hooks) */
             pc = 0;

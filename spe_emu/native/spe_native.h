@@ -108,6 +108,19 @@ struct spe_verdict {
 struct spe_gt_entry;
 
 struct spe_control;
+/* The PMU's event sources (struct spe_counter pmu_*; Python: native.PMU_SOURCES):
+ * instructions retired, branches executed and mispredicted, load and store instructions
+ * (each counted once, by its first access), exceptions taken (counted in the EL taken from),
+ * then the model's SPE_STAT counts. */
+#define SPE_PMU_INSNS 0
+#define SPE_PMU_BRANCHES 1
+#define SPE_PMU_MISPREDICTS 2
+#define SPE_PMU_LOADS 3
+#define SPE_PMU_STORES 4
+#define SPE_PMU_EXCEPTIONS 5
+#define SPE_PMU_MODEL 6
+#define SPE_PMU_SOURCES 13   /* SPE_PMU_MODEL + SPE_MODEL_STATS */
+
 struct spe_counter {
     uint64_t insns;        /* instructions of every block entered so far */
     uint64_t fast_limit;   /* the hook counts a block without more checks if it ends by this
@@ -191,7 +204,21 @@ struct spe_counter {
      * Profiling Buffer enabled: NEVER; disabled: SpeConfig.model_feed_linger instructions more;
      * the reference loop, which counts no blocks here, sets 0 when that has run out) */
     uint64_t feed_until;
+    /* PMUv3 (spe_emu/devices/pmu.py): while pmu_on, every block takes the slow path, which
+     * reads PSTATE.EL and, when it changed, adds the growth of each event source (SPE_PMU_*)
+     * since the last change (pmu_mark) to pmu_counts[the EL left] (spe_pmu_settle): the
+     * events of each Exception level, for the counters' filters. The branch and load/store
+     * sources grow only while the model is fed (feed, feed_until). */
+    uint64_t pmu_on;
+    uint64_t pmu_el;
+    uint64_t pmu_last_pc;        /* PC of the last access counted (0 at each block entry) */
+    uint64_t pmu_branches, pmu_mispredicts, pmu_loads, pmu_stores, pmu_exceptions;
+    uint64_t pmu_mark[SPE_PMU_SOURCES];
+    uint64_t pmu_counts[4][SPE_PMU_SOURCES];
 };
+
+void spe_pmu_settle(struct spe_counter *c);
+void spe_pmu_sources(const struct spe_counter *c, uint64_t *out);
 
 /* What the model gave the executions of the instruction at pc (SPE_GTE_* counts). */
 #define SPE_GTE_OPS 0          /* loads/stores (each execution, by its first access) */
@@ -312,6 +339,7 @@ int spe_model_site_kind(struct spe_model *m, uint64_t pc, uint32_t *kind);
 uint32_t spe_model_classify(const struct spe_model *m, uint32_t word);
 void spe_model_site_add(struct spe_model *m, uint64_t pc, uint32_t kind);
 void spe_model_sites_clear(struct spe_model *m);
+void spe_model_stats(const struct spe_model *m, uint64_t *out);
 void spe_model_set_encodings(struct spe_model *m, const uint32_t *masks, const uint32_t *values,
                              const uint32_t *kinds, uint32_t n);
 

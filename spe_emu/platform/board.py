@@ -151,6 +151,8 @@ VIRT = BoardSpec(
         DeviceSpec("generic_timer", "timer", 0, 0,
                    irqs=(("cntp", ppi(14)), ("cntv", ppi(11)), ("cnthp", ppi(10)),
                          ("cnthv", ppi(12)))),
+        DeviceSpec("pmuv3", "pmu", 0, 0, irqs=(("pmuirq", ppi(7)),),
+                   props=(("counters", 6),)),
     ),
     ppis=(("cntps", ppi(13)), ("cntp", ppi(14)), ("cntv", ppi(11)), ("cnthp", ppi(10)),
           ("cnthv", ppi(12)), ("pmbirq", ppi(5)), ("pmu", ppi(7))),
@@ -158,7 +160,8 @@ VIRT = BoardSpec(
 """QEMU's ``virt`` board (``hw/arm/virt.c`` base_memmap and a15irqmap): GICv3 distributor at
 0x0800_0000 and redistributor at 0x080A_0000, PL011 at 0x0900_0000 on SPI 1, RAM at
 0x4000_0000; generic timer PPIs 13/14/11/10 and 12 (INTIDs 29/30/27/26, 28), SPE's PMBIRQ
-on PPI 5 (INTID 21) and the PMU on PPI 7 (INTID 23). RAM is at most 255 GiB, up to 256 GiB
+on PPI 5 (INTID 21) and the PMU (PMUv3, 6 event counters: ``devices/pmu.py``) on PPI 7
+(INTID 23). RAM is at most 255 GiB, up to 256 GiB
 (QEMU's LEGACY_RAMLIMIT_GB: its legacy memory map; QEMU goes beyond it by moving its high IO
 regions above RAM, which this board does not have)."""
 

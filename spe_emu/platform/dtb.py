@@ -227,6 +227,7 @@ NODE_BUILDERS: dict[str, Callable[[DeviceSpec, DtTree], DtNode] | None] = {
     "gicv3": _gicv3_node,
     "pl011": _pl011_node,
     "generic_timer": None,  # the /timer node is built from board.ppis (_timer_node)
+    "pmuv3": None,          # the /pmu node is built from board.ppis["pmu"] (build_dtb's pmu)
 }
 """Device kind -> function building its node."""
 
