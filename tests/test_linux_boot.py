@@ -599,6 +599,32 @@ def test_spe_emu_boots_smp_and_perf_records_every_cpu(guest, tmp_path):
     assert all(p["records_written"] > 0 for p in summary["per_pe"]), summary["per_pe"]
 
 
+def run_perf_guest(guest: Path, tmp_path: Path, init: list[str], files: dict[str, Path],
+                   options: tuple[str, ...] = ()) -> str:
+    """Boot the 6.1 guest with the ``perf`` initramfs and, over it, an archive of ``init``
+    (the /init lines, then a power-off) and ``files`` (path in the guest -> host file);
+    the console log (the run must succeed)."""
+    from spe_emu.tools.cpio import Newc
+    init = init + [f"echo '{MARK} power off'", "poweroff -f", ""]
+    archive = Newc()
+    archive.file("init", "\n".join(init).encode(), mode=0o755)
+    for name, path in files.items():
+        archive.file(name, path.read_bytes(), mode=0o755)
+    initrd = tmp_path / "extra.cpio.gz"
+    initrd.write_bytes((guest / "perf.cpio.gz").read_bytes()
+                       + gzip.compress(archive.finish(), 6, mtime=0))
+    out = tmp_path / "out"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-m", "spe_emu.tools.cli", "run", "--machine",
+                           "virt", "-m", "1G", *options, "--kernel", guest / "vmlinuz",
+                           "--initrd", initrd, "--append", APPEND, "-o", out],
+                          capture_output=True, text=True, env=env, timeout=3600,
+                          stdin=subprocess.DEVNULL)
+    console = (out / "console.log").read_text(errors="replace")
+    assert done.returncode == 0, (done.stderr[-2000:], console[-3000:])
+    return console
+
+
 FALSE_SHARING_C = r"""
 #include <pthread.h>
 #include <stdio.h>
@@ -629,7 +655,6 @@ def test_perf_c2c_finds_false_sharing(guest, tmp_path):
     finds the counters' cache line shared, with loads served by a peer core (perf 6.1 counts
     Arm SPE's peer-core Data Source as "Load HIT Local Peer", not HITM); with the counters
     padded to separate lines the program has no shared line (the kernel may have some)."""
-    from spe_emu.tools.cpio import Newc
     init = blg._probe_lines(["arm_spe_pmu.ko"])
     for variant, pad in (("shared", 0), ("padded", 128)):
         exe = tmp_path / f"fs_{variant}"
@@ -642,24 +667,9 @@ def test_perf_c2c_finds_false_sharing(guest, tmp_path):
                  f"echo \"{MARK} record exit $?\"",
                  f"perf c2c report -i /tmp/c2c.{variant} --stdio --no-source 2>&1 "
                  f"| grep -E '{'|'.join(C2C_FIELDS)}|^ +[0-9]+ +0x[0-9a-f]+ '"]
-    init += [f"echo '{MARK} power off'", "poweroff -f", ""]
-    archive = Newc()
-    archive.file("init", "\n".join(init).encode(), mode=0o755)
-    for variant in ("shared", "padded"):
-        archive.file(f"usr/bin/fs_{variant}", (tmp_path / f"fs_{variant}").read_bytes(),
-                     mode=0o755)
-    initrd = tmp_path / "c2c.cpio.gz"
-    initrd.write_bytes((guest / "perf.cpio.gz").read_bytes()
-                       + gzip.compress(archive.finish(), 6, mtime=0))
-    out = tmp_path / "out"
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    done = subprocess.run([sys.executable, "-m", "spe_emu.tools.cli", "run", "--machine",
-                           "virt", "-m", "1G", "--smp", "2", "--core", "neoverse-n1",
-                           "--kernel", guest / "vmlinuz", "--initrd", initrd, "--append",
-                           APPEND, "-o", out], capture_output=True, text=True, env=env,
-                          timeout=3600, stdin=subprocess.DEVNULL)
-    console = (out / "console.log").read_text(errors="replace")
-    assert done.returncode == 0, (done.stderr[-2000:], console[-3000:])
+    console = run_perf_guest(guest, tmp_path, init, {
+        f"usr/bin/fs_{v}": tmp_path / f"fs_{v}" for v in ("shared", "padded")},
+        ("--smp", "2", "--core", "neoverse-n1"))
     counts = {}
     for variant in ("shared", "padded"):
         part = console.split(f"{MARK} c2c {variant}", 1)[1].split(MARK + " ", 2)
@@ -674,3 +684,67 @@ def test_perf_c2c_finds_false_sharing(guest, tmp_path):
     assert counts["shared"]["Load HIT Local Peer"] >= 3, counts
     assert len(counts["shared"]["user lines"]) == 1, counts
     assert counts["padded"]["user lines"] == [], counts
+
+
+STAT_EVENTS = "instructions:u,L1-dcache-load-misses:u,L1-dcache-loads:u"
+
+
+def workload_instructions() -> int:
+    """The instructions the guest's ``spe-workload`` retires at EL0, by its construction
+    (build_linux_guest.workload_tool): per round fill_array 3 + 3 W + 1, sum_array 4 + 4 W + 1,
+    branchy 2 + 3.5 W + 1 (W words; bit 1 of half the counts set) and 6 in _start's loop;
+    4 before the loop and 4 after it."""
+    w, rounds = blg.WORKLOAD_WORDS, blg.WORKLOAD_ROUNDS
+    per_round = (3 + 3 * w + 1) + (4 + 4 * w + 1) + (2 + 3 * w + w // 2 + 1) + 6
+    return 4 + rounds * per_round + 4
+
+
+@pytest.mark.skipif(shutil.which("aarch64-linux-gnu-gcc") is None,
+                    reason="gcc-aarch64-linux-gnu is not installed")
+def test_perf_stat_counts_with_the_pmu(guest, tmp_path):
+    """The PMUv3 in the Linux guest (issue 30): armv8_pmuv3 probes; ``perf stat`` of the
+    guest's spe-workload gives the instructions it retires at EL0 (plus one per demand-paging
+    fault of its 16 KiB array: a faulting instruction counts, then runs again); of a qsort
+    program, an L1D refill rate within the 99% confidence interval of the rate SPE's records
+    of the same run give; and ``perf record -e cycles`` samples through the overflow
+    interrupt, a sample per period."""
+    exe = tmp_path / "sortq"
+    subprocess.run(["aarch64-linux-gnu-gcc", "-O2", "-static", "-o", exe,
+                    ROOT / "tests" / "model_check" / "sortq.c"], check=True)
+    init = blg._probe_lines(["arm_spe_pmu.ko"]) + [
+        "dmesg | grep 'hw perfevents' | sed 's/^/" + MARK + " dmesg: /'",
+        f"echo '{MARK} workload'",
+        "perf stat -x, -o /tmp/w.csv -e instructions:u -- /usr/bin/spe-workload",
+        "cat /tmp/w.csv",
+        f"echo '{MARK} qsort'",
+        "perf record -e arm_spe_0/load_filter=1,store_filter=1/u -c 1024 -o /tmp/s.data -- "
+        f"perf stat -x, -o /tmp/q.csv -e {STAT_EVENTS} -- /usr/bin/sortq > /dev/null 2>&1",
+        "cat /tmp/q.csv",
+        # SPE's synthesized samples per command and kind (l1d-miss, memory, ...)
+        "perf script -i /tmp/s.data -F comm,event 2>/dev/null | awk '{n[$1 \" \" $2]++} "
+        "END {for (k in n) print \"spe\", k, n[k]}'",
+        f"echo '{MARK} cycles'",
+        "perf record -e cycles:u -c 100000 -o /tmp/c.data -- /usr/bin/sortq > /dev/null 2>&1",
+        "perf report -i /tmp/c.data --stdio --sort sym 2>&1 | grep -E '^# Samples|%'"
+        " | head -n 8"]
+    console = run_perf_guest(guest, tmp_path, init, {"usr/bin/sortq": exe})
+    assert re.search(r"hw perfevents: enabled with armv8_pmuv3 PMU driver, 7 counters",
+                     console), console[-3000:]
+    workload = console.split(f"{MARK} workload", 1)[1].split(f"{MARK} qsort", 1)[0]
+    (insns,) = [int(v) for v in re.findall(r"^(\d+),,instructions:u,", workload, re.M)]
+    assert 0 <= insns - workload_instructions() <= 4, (insns, workload_instructions())
+    qsort = console.split(f"{MARK} qsort", 1)[1].split(f"{MARK} cycles", 1)[0]
+    counts = {name: int(v) for v, name in re.findall(r"^(\d+),,([\w:-]+),", qsort, re.M)}
+    spe = {kind.rstrip(":"): int(n) for kind, n in
+           re.findall(r"^spe sortq (\S+) (\d+)$", qsort, re.M)}
+    pmu_rate = counts["L1-dcache-load-misses"] / counts["L1-dcache-loads"]
+    n = spe["memory"]
+    spe_rate = spe["l1d-miss"] / n
+    margin = 2.576 * (spe_rate * (1 - spe_rate) / n) ** 0.5
+    assert n > 2000 and abs(pmu_rate - spe_rate) <= margin, (pmu_rate, spe_rate, margin, spe)
+    cycles = console.split(f"{MARK} cycles", 1)[1]
+    (samples,) = [int(v) for v in re.findall(r"^# Samples: (\d+)\s+of event 'cycles:u'",
+                                             cycles, re.M)]
+    expect = counts["instructions:u"] / 100000
+    assert abs(samples - expect) <= 0.05 * expect, (samples, expect)
+    assert re.search(r"%.*msort_with_tmp", cycles), cycles
