@@ -275,6 +275,12 @@ MAX_SVC_US = 2.0
 MAX_IRQ_US = 5.0
 EXC_JSON_KEYS = ("guest", "mode", "svc_rounds", "irq_rounds", "spe_emu_svc_us",
                  "qemu_svc_us", "spe_emu_irq_us", "qemu_irq_us", "skipped")
+PMU_GUEST = "pmu"
+PMU_LOOP = 20_000_000   # iterations of the PMU row's loop (4 instructions, a load each)
+MAX_PMU_IDLE_RATIO = 1.03
+"""Issue 30: counting costs nothing measurable while no counter is enabled: the run with the
+PMU idle against the same run on a board without it."""
+PMU_JSON_KEYS = ("guest", "mode", "loop", "no_pmu_s", "idle_s", "counting_s", "skipped")
 LINUX_GUEST = "linux-user"
 LINUX_SOURCE = ROOT / "examples" / "linux-user" / "bench.c"
 LINUX_N = 200_000
@@ -766,6 +772,114 @@ def print_exceptions(console: Console, row: dict, repeats: int) -> None:
                     row, left=2)
     console.print(f"  examples/exceptions; cost = (run - baseline run) / rounds; QEMU: "
                   f"{QEMU} {' '.join(QEMU_ARGS)} -kernel IMAGE", highlight=False)
+
+
+# ------------------------------------------------------------------------ the PMU ------
+
+def pmu_program(counting: bool) -> str:
+    """The PMU row's bare-metal loop (EL1, MMU off): PMU_LOOP iterations of a load, an add
+    and the loop's two; with ``counting`` the cycle counter and four event counters
+    (INST_RETIRED, MEM_ACCESS, L1D_CACHE_REFILL, BR_RETIRED) count it."""
+    enable = """
+    mov x9, #0x08
+    msr pmevtyper0_el0, x9
+    mov x9, #0x13
+    msr pmevtyper1_el0, x9
+    mov x9, #0x03
+    msr pmevtyper2_el0, x9
+    mov x9, #0x21
+    msr pmevtyper3_el0, x9
+    mov x9, #0xf
+    orr x9, x9, #0x80000000
+    msr pmcntenset_el0, x9
+    mov x9, #0x47
+    msr pmcr_el0, x9
+    isb
+""" if counting else ""
+    return enable + f"""
+    movz x9, #0x4100, lsl #16
+    mov sp, x9
+    movz x4, #{PMU_LOOP & 0xFFFF:#x}
+    movk x4, #{PMU_LOOP >> 16:#x}, lsl #16
+loop:
+    ldr x5, [sp]
+    add x6, x6, x5
+    subs x4, x4, #1
+    b.ne loop
+    movz x1, #0x0026
+    movk x1, #0x2, lsl #16
+    sub sp, sp, #16
+    stp x1, xzr, [sp]
+    mov x1, sp
+    mov x0, #0x20
+    hlt #0xf000
+"""
+
+
+def pmu_side(runner: Runner, side: str) -> float:
+    """One run of the PMU row's loop in-process: ``no-pmu`` on a virt board without the PMU
+    device, ``idle`` with it and no counter enabled, ``counting`` with five counters; the
+    seconds Machine.run takes."""
+    from dataclasses import replace
+
+    from spe_emu.asm import assemble
+    from spe_emu.cpu.machine import Machine, MachineConfig
+    from spe_emu.platform.board import VIRT
+    from spe_emu.platform.loader import Image, Segment
+    base = VIRT.ram_base
+    code = assemble(pmu_program(side == "counting"), base)
+    board = VIRT if side != "no-pmu" else replace(
+        VIRT, devices=tuple(d for d in VIRT.devices if d.kind != "pmuv3"))
+    m = Machine(MachineConfig(boot_el=1, board=board, outdir=runner.workdir / PMU_GUEST,
+                              max_insns=None))
+    m.load(Image(path=Path("<pmu>"), entry=base,
+                 segments=[Segment(base, base, code, len(code), 0b111)]))
+    m.reset(base)
+    t0 = time.perf_counter()
+    result = m.run()
+    seconds = time.perf_counter() - t0
+    if result.exit_status != 0:
+        raise BenchError(f"{PMU_GUEST} {side}: exit status {result.exit_status}")
+    return seconds
+
+
+def measure_pmu(runner: Runner, repeats: int) -> dict:
+    """The PMU row (PMU_JSON_KEYS): median seconds per side, sides alternated."""
+    sides = ("no-pmu", "idle", "counting")
+    for side in sides:   # warm-up, not counted
+        pmu_side(runner, side)
+    seconds = runner.alternate(PMU_GUEST, {side: partial(pmu_side, runner, side)
+                                           for side in sides}, repeats)
+    row = {"guest": PMU_GUEST, "mode": "pmu", "loop": PMU_LOOP, "skipped": None}
+    for side in sides:
+        row[f"{side.replace('-', '_')}_s"] = round(statistics.median(seconds[side]), 3)
+    row["_idle_ratio"] = paired_median(seconds["idle"], seconds["no-pmu"], lambda a, b: a / b)
+    row["_counting_ratio"] = paired_median(seconds["counting"], seconds["no-pmu"],
+                                           lambda a, b: a / b)
+    return row
+
+
+def pmu_targets(row: dict | None) -> list[Target]:
+    """Issue 30's cost target on the PMU row."""
+    if row is None:
+        return []
+    ratio = row["_idle_ratio"]
+    return [Target(f"PMU idle / no PMU <= {MAX_PMU_IDLE_RATIO}",
+                   "PASS" if ratio <= MAX_PMU_IDLE_RATIO else "FAIL",
+                   f"{ratio:.3f} ({row['idle_s']:.3f} s against {row['no_pmu_s']:.3f} s; "
+                   f"counting: {row['_counting_ratio']:.2f}x)")]
+
+
+def print_pmu(console: Console, row: dict, repeats: int) -> None:
+    print_row_table(console, f"PMU, virt board (median of {repeats})",
+                    ("guest", "instructions", "no PMU s", "PMU idle s", "counting s",
+                     "idle / no PMU", "counting / no PMU"),
+                    [(row["guest"], f"{4 * row['loop']:,}", fmt(row["no_pmu_s"], ".3f"),
+                      fmt(row["idle_s"], ".3f"), fmt(row["counting_s"], ".3f"),
+                      fmt(row["_idle_ratio"], ".3f"), fmt(row["_counting_ratio"], ".2f"))],
+                    row, left=1)
+    console.print("  a load loop at EL1; counting: PMCCNTR_EL0 and INST_RETIRED, MEM_ACCESS, "
+                  "L1D_CACHE_REFILL, BR_RETIRED (the model fed every access)", highlight=False)
 
 
 # ------------------------------------------------------------------------ linux user -----
@@ -1832,6 +1946,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help=f"SVC round trips of the {EXC_GUEST} row (default {EXC_SVC_ROUNDS})")
     p.add_argument("--irq-rounds", type=int, default=EXC_IRQ_ROUNDS, metavar="N",
                    help=f"interrupts of the {EXC_GUEST} row (default {EXC_IRQ_ROUNDS})")
+    p.add_argument("--no-pmu", action="store_true",
+                   help=f"skip the {PMU_GUEST} row (when no --guest names it)")
     p.add_argument("--no-exceptions", action="store_true",
                    help=f"skip the {EXC_GUEST} row (when no --guest names it)")
     p.add_argument("--no-linux", action="store_true",
@@ -1879,7 +1995,7 @@ def resolve_guests(names: list[str] | None) -> dict[str, Path]:
     out = {}
     for name in names:
         if name in (TIMER_GUEST, EXC_GUEST, LINUX_GUEST, DECODER_GUEST, BOOT_GUEST,
-                    PERF_GUEST):
+                    PERF_GUEST, PMU_GUEST):
             continue
         stem = Path(name).stem if name.endswith(".elf") else name
         if stem not in available:
@@ -1911,6 +2027,8 @@ def main(argv: list[str] | None = None) -> int:
             timer_setup = TimerSetup(args.timer_ticks, args.timer_period_us, args.qemu_clock)
         exc_wanted = wanted(EXC_GUEST, args.no_exceptions)
         exceptions = None
+        pmu_wanted = wanted(PMU_GUEST, args.no_pmu)
+        pmu = None
         linux_wanted = wanted(LINUX_GUEST, args.no_linux)
         linux = None
         decoder_wanted = wanted(DECODER_GUEST, args.no_decoder)
@@ -1941,6 +2059,8 @@ def main(argv: list[str] | None = None) -> int:
             if exc_wanted:
                 exceptions = measure_exceptions(runner, args.svc_rounds, args.irq_rounds,
                                                 args.repeats)
+            if pmu_wanted:
+                pmu = measure_pmu(runner, args.repeats)
             if decoder_wanted:
                 decoder = measure_decoder(runner, args.decode_mib, args.repeats)
             if boot_wanted:
@@ -1954,6 +2074,7 @@ def main(argv: list[str] | None = None) -> int:
     targets = check_targets(rows, list(guests), memory, args.rss_tolerance_mb,
                             reference_run=not args.no_reference, per_run_rss=rss.per_run)
     targets += exception_targets(exceptions)
+    targets += pmu_targets(pmu)
     targets += linux_targets(linux)
     targets += decoder_targets(decoder)
     targets += boot_targets(boot)
@@ -1971,6 +2092,9 @@ def main(argv: list[str] | None = None) -> int:
     if decoder is not None:
         print_decoder(console, decoder, args.repeats)
         console.print()
+    if pmu is not None:
+        print_pmu(console, pmu, args.repeats)
+        console.print()
     print_report(console, rows, memory, targets, rss, args.repeats, timer, qemu_cmd,
                  exceptions, linux)
     if args.json is not None:
@@ -1979,6 +2103,8 @@ def main(argv: list[str] | None = None) -> int:
             data.append({k: timer[k] for k in TIMER_JSON_KEYS})
         if exceptions is not None:
             data.append({k: exceptions[k] for k in EXC_JSON_KEYS})
+        if pmu is not None:
+            data.append({k: pmu[k] for k in PMU_JSON_KEYS})
         if linux is not None:
             data.append({k: linux[k] for k in LINUX_JSON_KEYS})
         if decoder is not None:
