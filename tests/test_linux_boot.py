@@ -687,6 +687,9 @@ def test_perf_c2c_finds_false_sharing(guest, tmp_path):
 
 
 STAT_EVENTS = "instructions:u,L1-dcache-load-misses:u,L1-dcache-loads:u"
+ALONE_AT = 0x1000_0000
+"""Where the qsort program whose count is checked against the ground truth is linked (no
+other code of the guest is there: busybox-static sits at 0x400000)."""
 
 
 def workload_instructions() -> int:
@@ -704,18 +707,23 @@ def workload_instructions() -> int:
 def test_perf_stat_counts_with_the_pmu(guest, tmp_path):
     """The PMUv3 in the Linux guest (issue 30): armv8_pmuv3 probes; ``perf stat`` of the
     guest's spe-workload gives the instructions it retires at EL0 (plus one per demand-paging
-    fault of its 16 KiB array: a faulting instruction counts, then runs again); of a qsort
+    fault of its 16 KiB array: a faulting instruction counts, then runs again), of a qsort
+    program exactly the instructions the emulator's ground truth counts for it; of a qsort
     program, an L1D refill rate within the 99% confidence interval of the rate SPE's records
     of the same run give; and ``perf record -e cycles`` samples through the overflow
     interrupt, a sample per period."""
-    exe = tmp_path / "sortq"
-    subprocess.run(["aarch64-linux-gnu-gcc", "-O2", "-static", "-o", exe,
-                    ROOT / "tests" / "model_check" / "sortq.c"], check=True)
+    exe, alone = tmp_path / "sortq", tmp_path / "sortq-alone"
+    for path, extra in ((exe, []), (alone, [f"-Wl,-Ttext-segment={ALONE_AT:#x}"])):
+        subprocess.run(["aarch64-linux-gnu-gcc", "-O2", "-static", *extra, "-o", path,
+                        ROOT / "tests" / "model_check" / "sortq.c"], check=True)
     init = blg._probe_lines(["arm_spe_pmu.ko"]) + [
         "dmesg | grep 'hw perfevents' | sed 's/^/" + MARK + " dmesg: /'",
         f"echo '{MARK} workload'",
         "perf stat -x, -o /tmp/w.csv -e instructions:u -- /usr/bin/spe-workload",
         "cat /tmp/w.csv",
+        # (the only code at ALONE_AT: the ground truth's count of its instructions)
+        "perf stat -x, -o /tmp/a.csv -e instructions:u -- /usr/bin/sortq-alone > /dev/null",
+        "cat /tmp/a.csv",
         f"echo '{MARK} qsort'",
         "perf record -e arm_spe_0/load_filter=1,store_filter=1/u -c 1024 -o /tmp/s.data -- "
         f"perf stat -x, -o /tmp/q.csv -e {STAT_EVENTS} -- /usr/bin/sortq > /dev/null 2>&1",
@@ -727,12 +735,18 @@ def test_perf_stat_counts_with_the_pmu(guest, tmp_path):
         "perf record -e cycles:u -c 100000 -o /tmp/c.data -- /usr/bin/sortq > /dev/null 2>&1",
         "perf report -i /tmp/c.data --stdio --sort sym 2>&1 | grep -E '^# Samples|%'"
         " | head -n 8"]
-    console = run_perf_guest(guest, tmp_path, init, {"usr/bin/sortq": exe})
+    console = run_perf_guest(guest, tmp_path, init, {"usr/bin/sortq": exe,
+                                                     "usr/bin/sortq-alone": alone},
+                             ("--ground-truth",))
     assert re.search(r"hw perfevents: enabled with armv8_pmuv3 PMU driver, 7 counters",
                      console), console[-3000:]
     workload = console.split(f"{MARK} workload", 1)[1].split(f"{MARK} qsort", 1)[0]
-    (insns,) = [int(v) for v in re.findall(r"^(\d+),,instructions:u,", workload, re.M)]
+    insns, alone_insns = [int(v) for v in re.findall(r"^(\d+),,instructions:u,", workload,
+                                                      re.M)]
     assert 0 <= insns - workload_instructions() <= 4, (insns, workload_instructions())
+    truth = json.loads((tmp_path / "out" / "ground_truth.json").read_text())["pcs"]
+    assert alone_insns == sum(n for pc, n in truth.items()
+                              if ALONE_AT <= int(pc, 16) < ALONE_AT + (1 << 28))
     qsort = console.split(f"{MARK} qsort", 1)[1].split(f"{MARK} cycles", 1)[0]
     counts = {name: int(v) for v, name in re.findall(r"^(\d+),,([\w:-]+),", qsort, re.M)}
     spe = {kind.rstrip(":"): int(n) for kind, n in
