@@ -40,7 +40,7 @@ from ..spe.pmu_events import SpePmuEvents
 from ..spe.spu import Spu
 from ..sysreg import Access
 from .config import NEVER, MachineConfig
-from .exceptions import VectorKind
+from .exceptions import PSTATE, VectorKind
 from .fastuc import FastAccess
 from .native_records import CAPTURE_REGS
 from .pe import ProcessingElement
@@ -147,6 +147,10 @@ class PeCore:
         c = native.SpeCounter(emu_stop=ctypes.cast(uclib.uc_emu_stop, ctypes.c_void_p).value)
         c.stop_at = c.event_at = c.poll_at = NEVER
         c.feed_until = NEVER
+        # (PSTATE.EL for the PMU's per-EL tracking, spe_native.h pmu_on)
+        c.pstate_id = A.UC_ARM64_REG_PSTATE
+        el = PSTATE.field("EL")
+        c.el_lsb, c.el_mask = el.lsb, el.mask >> el.lsb
         c.reg_read_batch = ctypes.cast(uclib.uc_reg_read_batch, ctypes.c_void_p).value
         c.vmem_translate = ctypes.cast(uclib.uc_vmem_translate, ctypes.c_void_p).value
         c.mem_read = ctypes.cast(uclib.uc_mem_read, ctypes.c_void_p).value

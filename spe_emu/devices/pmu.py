@@ -163,6 +163,21 @@ ENABLE_FIELDS = ("C 31", "P 30:0")
 MAX_COUNTERS = 31
 
 
+_ENABLE = RegisterTable([reg("PMCNTENSET_EL0", (3, 3, 9, 12, 1), *ENABLE_FIELDS)])[
+    "PMCNTENSET_EL0"]
+
+
+def counter_bit(mask: int, n: int) -> bool:
+    """Counter ``n``'s bit (-1: the cycle counter's, C) of a PMCNTENSET_EL0-layout value
+    (PMCNTEN*, PMINTEN*, PMOVS*, PMSWINC_EL0: P<n> = bit n, C = bit 31)."""
+    return bool(_ENABLE.get(mask, "C") if n < 0 else _ENABLE.get(mask, "P") >> n & 1)
+
+
+def counter_mask(n: int) -> int:
+    """The value of that layout with only counter ``n``'s bit set (-1: C)."""
+    return _ENABLE.make(C=1) if n < 0 else _ENABLE.make(P=1 << n)
+
+
 def pmevcntr(n: int) -> tuple[int, int, int, int, int]:
     """PMEVCNTR<n>_EL0: op0 3, op1 3, CRn 14, CRm 0b10:n[4:3], op2 n[2:0]."""
     return (3, 3, 14, 0b1000 | n >> 3, n & 7)
@@ -455,7 +470,7 @@ class PmuV3(Device, kind="pmuv3"):
         self.settle(ctx)
         value &= MASK64
         spec = PMU_REGISTERS[name]
-        mask = (1 << CYCLE) | ((1 << self.counters) - 1)
+        mask = _ENABLE.make(C=1, P=(1 << self.counters) - 1)   # (the implemented ones)
         if name == "PMCR_EL0":
             self._write_pmcr(value, ctx)
         elif name == "PMCNTENSET_EL0":
@@ -520,7 +535,7 @@ class PmuV3(Device, kind="pmuv3"):
     def _enabled(self, n: int, ctx: AccessContext) -> bool:
         """``PMUCounterIsEnabled``: PMCNTENSET_EL0 and PMCR_EL0.E (MDCR_EL2.HPME for a
         counter reserved for EL2); ``n`` = -1: the cycle counter."""
-        if not self.cnten >> (CYCLE if n < 0 else n) & 1:
+        if not counter_bit(self.cnten, n):
             return False
         if n >= 0 and self._hyp(n, ctx):
             return bool(MDCR_EL2.get(ctx.mdcr_el2, "HPME"))
@@ -561,7 +576,7 @@ class PmuV3(Device, kind="pmuv3"):
         wraps = (new >> bits) - (old >> bits) if bits == 64 else (
             ((old & 0xFFFF_FFFF) + events) >> 32)
         if wraps:
-            self.ovs |= 1 << (CYCLE if n < 0 else n)
+            self.ovs |= counter_mask(n)
         return wraps
 
     def settle(self, ctx: AccessContext | None = None) -> None:
@@ -605,7 +620,7 @@ class PmuV3(Device, kind="pmuv3"):
         """PMSWINC_EL0: each counter named whose event is SW_INCR and that counts at the
         current EL increments by one (its odd CHAIN neighbour on a 32-bit overflow)."""
         for n in range(self.counters):
-            if (value >> n & 1 and TYPER.get(self.typer[n], "evtCount") == SW_INCR
+            if (counter_bit(value, n) and TYPER.get(self.typer[n], "evtCount") == SW_INCR
                     and self._enabled(n, ctx) and self._counts_at(n, ctx.el, ctx)):
                 if self._add(n, 1, ctx) and n % 2 == 0 and n + 1 < self.counters:
                     if (TYPER.get(self.typer[n + 1], "evtCount") == CHAIN
@@ -616,10 +631,10 @@ class PmuV3(Device, kind="pmuv3"):
         """``CheckForPMUOverflow()``: an overflow flag set whose interrupt is enabled, of a
         counter that is enabled at PMCR_EL0.E (MDCR_EL2.HPME for EL2's)."""
         pending = self.ovs & self.inten
-        if pending >> CYCLE & 1 and PMCR.get(self.pmcr, "E"):
+        if counter_bit(pending, -1) and PMCR.get(self.pmcr, "E"):
             return True
         for n in range(self.counters):
-            if pending >> n & 1:
+            if counter_bit(pending, n):
                 on = (MDCR_EL2.get(ctx.mdcr_el2, "HPME") if self._hyp(n, ctx)
                       else PMCR.get(self.pmcr, "E"))
                 if on:
@@ -655,7 +670,7 @@ class PmuV3(Device, kind="pmuv3"):
         now = self.platform.clock.ticks()
         due = NEVER
         for n in active:
-            if not self.inten >> (CYCLE if n < 0 else n) & 1:
+            if not counter_bit(self.inten, n):
                 continue
             event = EVENTS.get(0x11 if n < 0 else TYPER.get(self.typer[n], "evtCount"))
             if event is None or not event.most:

@@ -543,7 +543,7 @@ static void pmu_track(void *uc, struct spe_counter *c)
     c->pmu_last_pc = 0;
     if (c->reg_read_batch(uc, &c->pstate_id, &value, 1) != 0)
         return;
-    uint64_t el = pstate >> 2 & 3;   /* PSTATE.EL (Unicorn's PSTATE: SPSR layout) */
+    uint64_t el = pstate >> c->el_lsb & c->el_mask;
     if (el != c->pmu_el) {
         spe_pmu_settle(c);
         c->pmu_el = el;

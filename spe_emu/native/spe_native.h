@@ -210,6 +210,7 @@ struct spe_counter {
      * events of each Exception level, for the counters' filters. The branch and load/store
      * sources grow only while the model is fed (feed, feed_until). */
     uint64_t pmu_on;
+    uint32_t el_lsb, el_mask;    /* PSTATE.EL in Unicorn's PSTATE (Python's table) */
     uint64_t pmu_el;
     uint64_t pmu_last_pc;        /* PC of the last access counted (0 at each block entry) */
     uint64_t pmu_branches, pmu_mispredicts, pmu_loads, pmu_stores, pmu_exceptions;
