@@ -2010,6 +2010,11 @@ def main(argv: list[str] | None = None) -> int:
     width = None if sys.stdout.isatty() else 160
     console = Console(width=width)
     log = None if args.quiet else Console(stderr=True)
+    from spe_emu import native
+    if not native.unicorn_patches():   # (README "Quick start": a checkout not built in place)
+        Console(stderr=True).print("bench: warning: spe_emu runs on the unicorn binding's own "
+                                   "library, without patches/unicorn: these are not the "
+                                   "product's numbers (pip install -e . builds them here)")
     try:
         guests = resolve_guests(args.guest)
         intervals = list(dict.fromkeys(args.interval or DEFAULT_INTERVALS))

@@ -643,7 +643,11 @@ def result_summary(result: RunResult, error: GuestError | None = None,
 
 
 def write_summary(outdir: Path, summary: dict) -> None:
-    """``summary.json`` in ``outdir``: ``summary`` as indented JSON."""
+    """``summary.json`` in ``outdir``: ``summary`` as indented JSON, with
+    ``unicorn_patches``: the patches/unicorn of the libunicorn the run ran on (``[]``: the
+    unicorn binding's own library; :func:`spe_emu.native.unicorn_patches`)."""
+    from . import native
+    summary = {**summary, "unicorn_patches": native.unicorn_patches()}
     (Path(outdir) / SUMMARY_NAME).write_text(json.dumps(summary, indent=2) + "\n")
 
 

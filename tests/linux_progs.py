@@ -10,6 +10,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+import child
+
 CC = "aarch64-linux-gnu-gcc"
 QEMU_USER = "qemu-aarch64"
 CACHE = Path(os.environ.get("SPE_EMU_CACHE", Path.home() / ".cache" / "spe_emu"))
@@ -99,7 +101,7 @@ def run_spe_cli(program: str, args: list[str], share: Path, env: dict[str, str],
            "-o", str(outdir), *extra]
     for k, v in env.items():
         cmd += ["-E", f"{k}={v}"]
-    host_env = dict(os.environ, PYTHONPATH=str(REPO))
+    host_env = child.env()
     proc = subprocess.run([*cmd, program, "--", *args], cwd=cwd or share, env=host_env,
                           input=stdin, capture_output=True, timeout=600)
     return Outcome(proc.stdout, proc.stderr, proc.returncode)

@@ -4,7 +4,6 @@ the instruction budget)."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -12,6 +11,8 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+
+import child
 
 from spe_emu.native import GT_EVENTS
 from spe_emu.platform.loader import load_elf
@@ -205,7 +206,7 @@ def test_output_path_that_is_a_file_is_a_one_line_error(tmp_path):
 
 def test_error_from_a_real_process(tmp_path):
     """The installed entry point behaves the same outside CliRunner."""
-    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = child.env()
     proc = subprocess.run([sys.executable, "-m", "spe_emu.tools.cli", "run",
                            str(tmp_path / "missing.elf"), "-o", str(tmp_path / "o")],
                           capture_output=True, text=True, cwd=tmp_path, env=env, timeout=60)

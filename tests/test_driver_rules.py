@@ -6,6 +6,8 @@ section, with the PC and the register values, in both run loops; a driver that k
 import pytest
 from asmrun import EXIT, SPE_DRAIN, run_asm, spe_prologue, xregs
 
+import child
+
 from spe_emu.asm import assemble
 from spe_emu.spe.config import SpeConfig
 
@@ -170,16 +172,14 @@ def test_strict_from_the_command_line(tmp_path):
     with one error line and status 123; without --strict the guest's own status (0)."""
     import subprocess
     import sys
-    from pathlib import Path
     text = ("movz x9, #0x4100, lsl #16\nmov sp, x9\n" + spe_prologue(0b11, BUF, ptr=BUF + 8)
             + LOOP + SPE_DRAIN + VECTORS)
     kernel = tmp_path / "rule.bin"
     kernel.write_bytes(assemble(text, 0x4008_0000))   # raw binaries run at RAM + 0x8_0000
-    root = Path(__file__).resolve().parent.parent
     cmd = [sys.executable, "-c", "import sys; from spe_emu.tools.cli import main; "
            "sys.argv[0] = 'spe-emu'; main()", "run", "--machine", "virt", "--kernel",
            str(kernel), "--spe-feature", "Align=6", "-o", str(tmp_path / "out")]
-    env = {"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"}
+    env = child.env({"PATH": "/usr/bin:/bin"})
     ok = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
     assert ok.returncode == 0, ok.stderr
     strict = subprocess.run(cmd + ["--strict"], capture_output=True, text=True, env=env,

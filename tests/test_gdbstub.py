@@ -12,6 +12,7 @@ import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import child
 import pytest
 from elftools.elf.elffile import ELFFile
 
@@ -38,7 +39,7 @@ class Run:
         self.proc = subprocess.Popen(
             [sys.executable, "-c", "import sys; from spe_emu.tools.cli import main; "
              "sys.argv[0] = 'spe-emu'; main()", "run", "--gdb", "0", "-o", str(outdir), *args],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child.env())
         line = self.proc.stderr.readline().decode()
         m = re.search(r"waiting for GDB on 127\.0\.0\.1:(\d+)", line)
         assert m, line
@@ -74,7 +75,7 @@ def plain_run(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("plain")
     subprocess.run([sys.executable, "-c", "import sys; from spe_emu.tools.cli import main; "
                     "sys.argv[0] = 'spe-emu'; main()", "run", str(SORT), *IRQ_OPTS, "-o",
-                    str(out)], check=True, capture_output=True, cwd=ROOT)
+                    str(out)], check=True, capture_output=True, env=child.env())
     return out
 
 
@@ -237,7 +238,7 @@ def test_gdb_refuses_what_it_cannot_stop(tmp_path, args):
     done = subprocess.run(
         [sys.executable, "-c", "import sys; from spe_emu.tools.cli import main; "
          "sys.argv[0] = 'spe-emu'; main()", "run", str(SORT), "--gdb", "0", *args, "-o",
-         str(tmp_path)], capture_output=True, text=True, cwd=ROOT, timeout=60)
+         str(tmp_path)], capture_output=True, text=True, env=child.env(), timeout=60)
     assert done.returncode == 125
     assert done.stderr.startswith("spe-emu: error: --gdb") and done.stderr.count("\n") == 1
 

@@ -35,6 +35,8 @@ from pathlib import Path
 
 import pytest
 
+import child
+
 ROOT = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("build_linux_guest",
                                                ROOT / "scripts" / "build_linux_guest.py")
@@ -211,7 +213,7 @@ COUNT_SIZE_BITS = {0b0010: 12, 0b0011: 16}
 
 def _boot_on_spe_emu(guest: Path, out: Path, append: str,
                      *options: str, initrd: str = "probe.cpio.gz") -> tuple[str, dict]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = child.env()
     t0 = time.monotonic()
     done = subprocess.run([sys.executable, "-m", "spe_emu.tools.cli", "run", "--machine",
                            "virt", "-m", "1G", "--kernel", guest / "vmlinuz",
@@ -474,7 +476,7 @@ def test_spe_emu_perf_record(perf_guest, tmp_path):
     if not (perf_guest / "symfs" / blg.WORKLOAD_TOOL).is_file():
         pytest.skip(f"{perf_guest} predates spe-workload: python scripts/build_linux_guest.py")
     out = tmp_path / "out"
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = child.env()
     marks: dict[str, float] = {}
     t0 = time.monotonic()
     with subprocess.Popen([sys.executable, "-m", "spe_emu.tools.cli", "run", "--machine",
@@ -576,7 +578,7 @@ def test_spe_emu_boots_smp_and_perf_records_every_cpu(guest, tmp_path):
     initrd.write_bytes((guest / "perf.cpio.gz").read_bytes()
                        + blg.init_overlay(smp_init(modules)))
     out = tmp_path / "out"
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = child.env()
     done = subprocess.run([sys.executable, "-m", "spe_emu.tools.cli", "run", "--machine",
                            "virt", "-m", "1G", "--smp", str(SMP_PES), "--kernel",
                            guest / "vmlinuz", "--initrd", initrd, "--append", APPEND,
@@ -614,7 +616,7 @@ def run_perf_guest(guest: Path, tmp_path: Path, init: list[str], files: dict[str
     initrd.write_bytes((guest / "perf.cpio.gz").read_bytes()
                        + gzip.compress(archive.finish(), 6, mtime=0))
     out = tmp_path / "out"
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = child.env()
     done = subprocess.run([sys.executable, "-m", "spe_emu.tools.cli", "run", "--machine",
                            "virt", "-m", "1G", *options, "--kernel", guest / "vmlinuz",
                            "--initrd", initrd, "--append", APPEND, "-o", out],

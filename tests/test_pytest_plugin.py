@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import child
 import pytest
 
 pytest_plugins = ["pytester"]
@@ -77,12 +78,11 @@ def _readme_plugin_example() -> str:
 def test_readme_example_runs_outside_the_checkout(tmp_path):
     """The README's plugin example, as written, passes from a directory that is not the
     repository (issue 29 item 4: it named guests/sort.elf, found only from the root)."""
-    import os
     import subprocess
     example = _readme_plugin_example()
     assert "bundled_guest" in example
     (tmp_path / "test_example.py").write_text(example)
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env = child.env()
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                            *PLUGIN_ARGS, "test_example.py"], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=300)

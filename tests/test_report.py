@@ -5,6 +5,7 @@ import shutil
 import subprocess
 from collections import Counter
 
+import child
 import pytest
 from rich.console import Console
 
@@ -300,8 +301,9 @@ def test_report_piped_is_wide_and_says_where_files_went(tmp_path):
     out = tmp_path / "out"
     import os
     run = [sys.executable, "-m", "spe_emu.tools.cli"]
-    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
-    subprocess.run([*run, "run", str(sort), "-o", str(out)], check=True, capture_output=True)
+    env = child.env({k: v for k, v in os.environ.items() if k != "COLUMNS"})
+    subprocess.run([*run, "run", str(sort), "-o", str(out)], check=True, capture_output=True,
+                   env=env)
     done = subprocess.run([*run, "report", str(out / "spe.trace"), "--image", str(sort),
                            "--html", str(tmp_path / "r.html")], capture_output=True, text=True,
                           env=env)

@@ -17,7 +17,6 @@ Differences from QEMU found here are listed where they are asserted (``QEMU_DIFF
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -27,6 +26,8 @@ import fdt
 import pytest
 from click.testing import CliRunner, Result
 from qemu_probe import AS, CROSS, LD, QEMU, build, needs_qemu, run_elf, values
+
+import child
 
 from spe_emu.platform.loader import load_elf
 from spe_emu.tools.cli import main
@@ -66,7 +67,7 @@ def spe_emu(*args) -> Result:
 
 def spe_emu_process(*args, timeout: float = 60) -> subprocess.CompletedProcess:
     """``spe-emu run --machine virt ARGS`` as a command (this checkout's code)."""
-    env = {**os.environ, **ENV, "PYTHONPATH": str(ROOT)}
+    env = child.env(**ENV)
     return subprocess.run([sys.executable, "-m", "spe_emu.tools.cli", "run", "--machine",
                            "virt", *map(str, args)], check=False, capture_output=True,
                           env=env, timeout=timeout, stdin=subprocess.DEVNULL)

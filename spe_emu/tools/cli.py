@@ -459,6 +459,18 @@ def _write_perf_data(session, images: list[Path], interval: int,
         _fail(f"perf.data: {exc}")
 
 
+def _warn_without_patches() -> None:
+    """One stderr line when this process runs on the unicorn binding's own library, without
+    patches/unicorn (an install where the build could not run, or the source tree of a
+    checkout installed with ``pip install .``): the board then has QEMU's PMU instead of
+    spe-emu's PMUv3 and slower paths. summary.json's ``unicorn_patches`` says the same."""
+    from .. import native
+    if not native.unicorn_patches():
+        click.echo("spe-emu: warning: running on the unicorn binding's own library, without "
+                   "patches/unicorn (QEMU's PMU, not spe-emu's PMUv3): see README "
+                   "\"Installing\"", err=True)
+
+
 def _run_machine(board, kernel, initrd, append, dtb, memory, dumpdtb, boot_el, max_insns,
                  mode, outdir, seed, spe=None, ground_truth=False, perf_data=False,
                  semihosting_userspace=False, attach=None, cpu=None,
@@ -487,6 +499,7 @@ def _run_machine(board, kernel, initrd, append, dtb, memory, dumpdtb, boot_el, m
                           ground_truth=ground_truth, attach=attach,
                           cpu=cpu or CpuFeatures())
         opts.validate()
+        _warn_without_patches()
         session = run_kernel(kopts, opts, console=echo, stdin=sys.stdin.buffer)
     except SpeEmuError as exc:
         _fail_with(exc)
