@@ -27,7 +27,9 @@ from unicorn.unicorn_py3.unicorn import uclib
 from .. import native
 
 from ..sysreg import reg
-from ..arch.context import HCR_EL2, SCTLR_ELX, SCTLR_ENC, SPSR_ENC
+from ..arch import mmu
+from ..arch.context import HCR_EL2, SCR_EL3, SCTLR_ELX, SCTLR_ENC, SPSR_ENC
+from ..arch.id_regs import ID_AA64MMFR0_EL1
 from .fastuc import FastAccess
 
 ESR = reg("ESR_ELx", (3, 0, 5, 2, 0), "EC 31:26", "IL 25", "ISS 24:0", doc="Arm ARM D19.2")
@@ -147,6 +149,54 @@ def exception_model() -> native.SpeExcModel:
     m.reg_read = ctypes.cast(uclib.uc_reg_read, ctypes.c_void_p).value
     m.reg_write = ctypes.cast(uclib.uc_reg_write, ctypes.c_void_p).value
     return m
+
+
+@lru_cache(maxsize=1)
+def walk_tables(e0pd: bool) -> native.SpeWalk:
+    """The translation controls, fields and granules of :mod:`spe_emu.arch.mmu` for the
+    native check of what a stage 1 walk ends with (``spe_walk_fault()``, exception.c; the
+    mirror of :func:`spe_emu.arch.mmu.walk_fault`) and of the aborts
+    :meth:`spe_emu.cpu.sync_checks.SyncChecks.refine_abort` leaves unchanged
+    (``spe_abort_stands()``), for a PE with FEAT_E0PD presented or not (``e0pd``); one
+    each per process."""
+    w = native.SpeWalk()
+    w.e0pd = e0pd
+    w.e0pd_lsb[:] = [mmu.TCR_EL1.field(name).lsb for name in ("E0PD0", "E0PD1")]
+    w.translation_fscs = sum(1 << (mmu.FSC_TRANSLATION | level) for level in range(4))
+    w.model = ctypes.pointer(exception_model())
+    w.mem_read = ctypes.cast(uclib.uc_mem_read, ctypes.c_void_p).value
+    granules = (mmu.GRANULE_4K, mmu.GRANULE_16K, mmu.GRANULE_64K)
+    for g, granule in zip(w.granules, granules):
+        g.page_shift, g.index_bits = granule.page_shift, granule.index_bits
+        g.block_levels = sum(1 << level for level in granule.block_levels)
+        g.level_shift[:] = [granule.level_shift(level) for level in range(4)]
+        g.start_level[:] = [granule.start_level(max(ia_bits, 64 - mmu.TXSZ_MAX))
+                            for ia_bits in range(49)]
+    ranges = ((mmu.EL1_LOWER, 1), (mmu.EL1_UPPER, 1), (mmu.ELX_LOWER[2], 2),
+              (mmu.EL2_VHE_LOWER, 2), (mmu.EL2_VHE_UPPER, 2), (mmu.ELX_LOWER[3], 3))
+    for r, (rng, regime) in zip(w.ranges, ranges):
+        r.tcr_enc[:] = mmu.TCR_ENC[regime]   # (EL3's TCR has TCR_EL2's layout: rng.tcr)
+        r.ttbr_enc[:] = rng.ttbr
+        for name, field in (("tsz", rng.tsz), ("tg", rng.tg), ("ps", rng.ps)):
+            f = rng.tcr.field(field)
+            setattr(r, name + "_lsb", f.lsb)
+            setattr(r, name + "_mask", f.mask >> f.lsb)
+        r.tbi_lsb = rng.tcr.field(rng.tbi).lsb
+        r.epd_lsb = 64 if rng.epd is None else rng.tcr.field(rng.epd).lsb
+        r.upper = rng.upper
+        r.granule[:] = [granules.index(rng.granules[tg]) for tg in range(4)]
+    w.scr_enc[:] = SCR_EL3.encoding.tuple
+    w.mmfr0_enc[:] = ID_AA64MMFR0_EL1.encoding.tuple
+    w.m_lsb, w.vm_lsb = SCTLR_ELX.field("M").lsb, HCR_EL2.field("VM").lsb
+    w.ns_lsb = SCR_EL3.field("NS").lsb
+    parange = ID_AA64MMFR0_EL1.field("PARange")
+    w.parange_lsb, w.parange_mask = parange.lsb, parange.mask >> parange.lsb
+    w.pa_bits[:] = [mmu.PA_BITS.get(value, 48) for value in range(8)]
+    w.txsz_min, w.txsz_max, w.final_level = mmu.TXSZ_MIN, mmu.TXSZ_MAX, mmu.FINAL_LEVEL
+    w.valid_lsb, w.type_lsb = mmu.DESC.field("VALID").lsb, mmu.DESC.field("TYPE").lsb
+    w.fsc_address_size, w.fsc_walk_external = mmu.FSC_ADDRESS_SIZE, mmu.FSC_WALK_EXTERNAL
+    w.baddr_mask, w.oa_mask = mmu.TTBR.field("BADDR").mask, mmu.OA_MASK
+    return w
 
 
 #: PSTATE fields exception entry clears (AArch64.TakeException(): SS, IL, BTYPE; UAO with

@@ -28,7 +28,7 @@ from ..sysreg import MASK64
 from . import a64
 from .config import NEVER
 from .controls import PSB_CSYNC_WORD, UNMASK_WATCH
-from .exceptions import ABORT_ISS, EC, ESR, PSTATE, exception_model
+from .exceptions import ABORT_ISS, EC, ESR, PSTATE, exception_model, walk_tables
 from .pe import ISR_EL1
 from .qemu_state import exception_layout
 from .sync_checks import ABORT_ECS, ERET_WORD, SP_ALIGN, SP_ELX_WRITES, SPSR
@@ -285,6 +285,9 @@ class UnicornHooks:
         if self.cfg.cpu.e0pd:  # (an E0PD fault may come out as any of them: refine_abort)
             h.python_fscs |= sum(1 << (kind | level) for level in range(4) for kind in
                                  (mmu.FSC_ACCESS_FLAG, mmu.FSC_PERMISSION))
+        # (an abort refine_abort would leave unchanged is taken natively: spe_abort_stands)
+        h.walk = ctypes.cast(ctypes.pointer(walk_tables(self.cfg.cpu.e0pd)),
+                             ctypes.c_void_p).value
         fsc = ABORT_ISS.field("FSC")
         h.fsc_lsb, h.fsc_mask = fsc.lsb, fsc.mask >> fsc.lsb
         for i, (mask, value) in enumerate(PYTHON_UNDEFS):

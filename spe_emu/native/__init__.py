@@ -227,7 +227,65 @@ class SpeIntr(ctypes.Structure):
                 ("i_bit", ctypes.c_uint32), ("f_bit", ctypes.c_uint32),
                 ("x_ids", ctypes.c_int32 * 31), ("icc_native", ctypes.c_uint64),
                 ("irqs_taken", ctypes.c_uint64), ("wfx_ec", ctypes.c_uint32),
-                ("wfi_word", ctypes.c_uint32)]
+                ("wfi_word", ctypes.c_uint32), ("walk", ctypes.c_void_p)]
+
+
+class SpeGranule(ctypes.Structure):
+    """Mirror of ``struct spe_granule`` (one translation granule, from mmu.Granule)."""
+
+    _fields_ = [("page_shift", ctypes.c_uint32), ("index_bits", ctypes.c_uint32),
+                ("block_levels", ctypes.c_uint32), ("level_shift", ctypes.c_uint32 * 4),
+                ("start_level", ctypes.c_uint32 * 49)]
+
+
+class SpeVaRange(ctypes.Structure):
+    """Mirror of ``struct spe_va_range`` (one VA range, from mmu.VaRange)."""
+
+    _fields_ = [("tcr_enc", ctypes.c_uint32 * 5), ("ttbr_enc", ctypes.c_uint32 * 5),
+                *((name, ctypes.c_uint32) for name in (
+                    "tsz_lsb", "tsz_mask", "tg_lsb", "tg_mask", "tbi_lsb", "ps_lsb", "ps_mask",
+                    "epd_lsb", "upper")),
+                ("granule", ctypes.c_uint32 * 4)]
+
+
+class SpeWalk(ctypes.Structure):
+    """Mirror of ``struct spe_walk``: what the native stage 1 walk-fault check reads
+    (filled by :func:`spe_emu.cpu.exceptions.walk_tables`)."""
+
+    _fields_ = [("model", ctypes.POINTER(SpeExcModel)), ("mem_read", ctypes.c_void_p),
+                ("ranges", SpeVaRange * 6), ("granules", SpeGranule * 3),
+                ("scr_enc", ctypes.c_uint32 * 5), ("mmfr0_enc", ctypes.c_uint32 * 5),
+                *((name, ctypes.c_uint32) for name in (
+                    "m_lsb", "vm_lsb", "ns_lsb", "parange_lsb", "parange_mask")),
+                ("pa_bits", ctypes.c_uint32 * 8),
+                *((name, ctypes.c_uint32) for name in (
+                    "txsz_min", "txsz_max", "final_level", "valid_lsb", "type_lsb",
+                    "fsc_address_size", "fsc_walk_external", "e0pd")),
+                ("e0pd_lsb", ctypes.c_uint32 * 2), ("pad", ctypes.c_uint32),
+                ("translation_fscs", ctypes.c_uint64),
+                ("baddr_mask", ctypes.c_uint64), ("oa_mask", ctypes.c_uint64),
+                ("walks", ctypes.c_uint64)]
+
+
+WALK_AGREES, WALK_PYTHON = -1, -2   # SPE_WALK_* results of spe_walk_fault
+
+
+def walk_fault(walk: SpeWalk, uch, va: int, regime: int) -> int:
+    """``spe_walk_fault()`` (exception.c): the FSC of the Address size fault or External
+    abort on the walk that the stage 1 walk of ``va`` in the regime of ``regime`` (1 = EL1&0,
+    2, 3) ends with, :data:`WALK_AGREES` when it ends otherwise, :data:`WALK_PYTHON` when
+    stage 2 applies; the native mirror of :func:`spe_emu.arch.mmu.walk_fault`."""
+    return library().spe_walk_fault(ctypes.byref(walk), uch, ctypes.c_uint64(va),
+                                    ctypes.c_uint32(regime))
+
+
+def abort_stands(walk: SpeWalk, uch, el: int, va: int, fsc: int) -> bool:
+    """``spe_abort_stands()`` (exception.c): whether the abort Unicorn reports with ISS.FSC
+    ``fsc`` at ``va``, from EL ``el``, is one
+    :meth:`spe_emu.cpu.sync_checks.SyncChecks.refine_abort` leaves unchanged (then the
+    native INTR hook takes it)."""
+    return bool(library().spe_abort_stands(ctypes.byref(walk), uch, ctypes.c_uint32(el),
+                                           ctypes.c_uint64(va), ctypes.c_uint32(fsc)))
 
 
 def end_block_at(counter: SpeCounter, insn: int) -> int:
@@ -583,7 +641,8 @@ def _layout_matches(lib: ctypes.CDLL) -> bool:
         sizes = [ctypes.c_uint64.in_dll(lib, name).value for name in (
             "spe_counter_size", "spe_recorder_size", "spe_template_size",
             "spe_counter_reads_size", "spe_sysreg_filter_size", "spe_exc_model_size",
-            "spe_intr_size", "spe_control_size", "spe_gic_size", "spe_uart_size")]
+            "spe_intr_size", "spe_control_size", "spe_gic_size", "spe_uart_size",
+            "spe_walk_size")]
         stats = ctypes.c_uint64.in_dll(lib, "spe_model_stats_count").value
     except ValueError:
         return False
@@ -591,7 +650,8 @@ def _layout_matches(lib: ctypes.CDLL) -> bool:
         return False
     return sizes == [ctypes.sizeof(t) for t in (SpeCounter, SpeRecorder, SpeTemplate,
                                                 SpeCounterReads, SpeSysregFilter, SpeExcModel,
-                                                SpeIntr, SpeControl, SpeGic, SpeUart)]
+                                                SpeIntr, SpeControl, SpeGic, SpeUart,
+                                                SpeWalk)]
 
 
 def verdict_add(counter: SpeCounter, pc: int, n: int, k: int, mode: int) -> bool:
@@ -783,7 +843,10 @@ def _declare(lib: ctypes.CDLL) -> None:
             ("spe_set_pstate", (ctypes.POINTER(SpeExcModel), ctypes.c_void_p, u64,
                                 ctypes.POINTER(u32)), None),
             ("spe_take_exception", (ctypes.POINTER(SpeExcModel), ctypes.c_void_p, u32, u32, u64,
-                                    u64, u64, u32, ctypes.POINTER(SpeExcEntry)), None)):
+                                    u64, u64, u32, ctypes.POINTER(SpeExcEntry)), None),
+            ("spe_walk_fault", (ctypes.POINTER(SpeWalk), ctypes.c_void_p, u64, u32), ctypes.c_int),
+            ("spe_abort_stands", (ctypes.POINTER(SpeWalk), ctypes.c_void_p, u32, u64, u32),
+             ctypes.c_int)):
         fn = getattr(lib, name)
         fn.argtypes = args
         fn.restype = result

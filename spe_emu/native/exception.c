@@ -14,9 +14,11 @@
  * them back from a saved context and takes the exception without a Python call, unless
  * something of Python's is involved: profiling enabled at the current or the target EL (the
  * population and the records must see the exception), a pending capture, an UNDEF that may be
- * a register or semihosting call spe_emu emulates, a translation fault (Python walks again for
- * an Address size fault or External abort on the walk QEMU does not report), the PSCI conduit, a syndrome QEMU left
- * zero, an exception loop, or an exception number not known to be synchronous. Those go to
+ * a register or semihosting call spe_emu emulates, an abort SyncChecks.refine_abort would
+ * change (spe_abort_stands(): a Translation fault whose walk really ends with an Address size
+ * fault or External abort QEMU does not report, a possible FEAT_E0PD fault, a walk through
+ * stage 2), the PSCI conduit, a syndrome QEMU left zero, an exception loop, or an exception
+ * number not known to be synchronous. Those go to
  * `fallback` (Machine._on_intr), which does exactly what it did before this hook existed.
  */
 #include <string.h>
@@ -26,6 +28,7 @@
 const uint64_t spe_exc_model_size = sizeof(struct spe_exc_model);
 const uint64_t spe_intr_size = sizeof(struct spe_intr);
 const uint64_t spe_control_size = sizeof(struct spe_control);
+const uint64_t spe_walk_size = sizeof(struct spe_walk);
 
 static uint64_t cp_read(void *uc, const struct spe_exc_model *m, const uint32_t *enc)
 {
@@ -256,6 +259,100 @@ static int icc_fast(void *uc, struct spe_intr *h, struct spe_counter *c, uint32_
     return 1;
 }
 
+static uint64_t field(uint64_t value, uint32_t lsb, uint32_t mask)
+{
+    return lsb < 64 ? value >> lsb & mask : 0;
+}
+
+/* The FSC of the Address size fault or synchronous External abort on the stage 1 walk of
+ * `va` in the regime of `regime` (1 = EL1&0, 2, 3) that the walk ends with, SPE_WALK_AGREES
+ * when it ends otherwise, SPE_WALK_PYTHON with stage 2 enabled for EL1&0. As
+ * mmu.walk_fault (Arm ARM D8.3, AArch64.S1Walk(), AArch64.OAOutOfRange(),
+ * AArch64.FetchDescriptor()): the initial table address, each next-level table address and
+ * the output address are checked against the output address size (TCR_ELx.{I}PS, at most
+ * ID_AA64MMFR0_EL1.PARange); a descriptor read from no memory is an External abort at the
+ * level being read. */
+int spe_walk_fault(struct spe_walk *w, void *uc, uint64_t va, uint32_t regime)
+{
+    const struct spe_exc_model *m = w->model;
+    w->walks++;
+    uint64_t hcr = cp_read(uc, m, m->hcr_enc);
+    uint32_t e2h = hcr >> m->e2h_bit & 1, tge = hcr >> m->tge_bit & 1;
+    if (regime == 1 && (hcr >> w->vm_lsb & 1) && (cp_read(uc, m, w->scr_enc) >> w->ns_lsb & 1)
+            && !(e2h && tge))
+        return SPE_WALK_PYTHON;   /* (mmu.stage2_enabled) */
+    if (!(cp_read(uc, m, m->sctlr_enc[regime]) >> w->m_lsb & 1))
+        return SPE_WALK_AGREES;
+    uint32_t upper = va >> 55 & 1;
+    const struct spe_va_range *r =
+        regime == 1 ? &w->ranges[upper ? SPE_RANGE_EL1_UPPER : SPE_RANGE_EL1_LOWER]
+        : regime == 2 ? (e2h ? &w->ranges[upper ? SPE_RANGE_EL2_VHE_UPPER
+                                                : SPE_RANGE_EL2_VHE_LOWER]
+                             : &w->ranges[SPE_RANGE_EL2_LOWER])
+        : &w->ranges[SPE_RANGE_EL3_LOWER];
+    uint64_t tcr = cp_read(uc, m, r->tcr_enc);
+    uint32_t tsz = (uint32_t)field(tcr, r->tsz_lsb, r->tsz_mask);
+    tsz = tsz < w->txsz_min ? w->txsz_min : tsz > w->txsz_max ? w->txsz_max : tsz;
+    uint32_t ia_bits = 64 - tsz;
+    uint32_t top = (tcr >> r->tbi_lsb & 1) ? 55 : 63;
+    uint64_t ones = (1ULL << (top + 1 - ia_bits)) - 1;   /* VA[top:ia_bits] */
+    if ((va >> ia_bits & ones) != (r->upper ? ones : 0))
+        return SPE_WALK_AGREES;   /* (a level 0 Translation fault) */
+    if (field(tcr, r->epd_lsb, 1))
+        return SPE_WALK_AGREES;
+    const struct spe_granule *g = &w->granules[r->granule[field(tcr, r->tg_lsb, r->tg_mask)]];
+    uint32_t level = g->start_level[ia_bits];
+    uint64_t table_bytes = 8ULL << (ia_bits - g->level_shift[level]);
+    uint64_t table = cp_read(uc, m, r->ttbr_enc) & w->baddr_mask & ~(table_bytes - 1);
+    uint32_t ps = w->pa_bits[field(tcr, r->ps_lsb, r->ps_mask) & 7];
+    uint32_t pa_max = w->pa_bits[field(cp_read(uc, m, w->mmfr0_enc), w->parange_lsb,
+                                       w->parange_mask) & 7];
+    uint32_t oa_bits = ps < pa_max ? ps : pa_max;
+    if (table >> oa_bits)
+        return (int)w->fsc_address_size;   /* (level 0) */
+    uint32_t index_bits = ia_bits - g->level_shift[level];
+    uint64_t table_mask = w->oa_mask & ~((1ULL << g->page_shift) - 1);
+    for (;;) {
+        uint32_t shift = g->level_shift[level];
+        uint64_t index = va >> shift & ((1ULL << index_bits) - 1);
+        uint64_t desc = 0;
+        if (w->mem_read(uc, table + 8 * index, &desc, 8) != 0)
+            return (int)(w->fsc_walk_external | level);
+        if (!(desc >> w->valid_lsb & 1))
+            return SPE_WALK_AGREES;
+        if (desc >> w->type_lsb & 1) {
+            if (level < w->final_level) {
+                table = desc & table_mask;
+                if (table >> oa_bits)
+                    return (int)(w->fsc_address_size | level);
+                level++;
+                index_bits = g->index_bits;
+                continue;
+            }
+        } else if (!(g->block_levels >> level & 1)) {
+            return SPE_WALK_AGREES;
+        }
+        uint64_t size_mask = (1ULL << shift) - 1;
+        uint64_t oa = (desc & w->oa_mask & ~size_mask) | (va & size_mask);
+        return oa >> oa_bits ? (int)(w->fsc_address_size | level) : SPE_WALK_AGREES;
+    }
+}
+
+int spe_abort_stands(struct spe_walk *w, void *uc, uint32_t el, uint64_t va, uint32_t fsc)
+{
+    const struct spe_exc_model *m = w->model;
+    /* (SyncChecks._e0pd_fault decides whether an access at EL0/EL1 is unprivileged: any
+     * that may be goes to Python) */
+    if (w->e0pd && el <= 1
+            && (cp_read(uc, m, w->ranges[SPE_RANGE_EL1_LOWER].tcr_enc)
+                >> w->e0pd_lsb[va >> 55 & 1] & 1)
+            && (cp_read(uc, m, m->sctlr_enc[1]) >> w->m_lsb & 1))
+        return 0;
+    if (!(w->translation_fscs >> fsc & 1))
+        return 1;
+    return spe_walk_fault(w, uc, va, el > 1 ? el : 1) == SPE_WALK_AGREES;
+}
+
 void spe_intr_hook(void *uc, uint32_t intno, struct spe_intr *h)
 {
     const struct spe_exc_model *m = h->model;
@@ -295,8 +392,9 @@ void spe_intr_hook(void *uc, uint32_t intno, struct spe_intr *h)
     uint32_t ec = (exc.syndrome >> h->ec_lsb) & h->ec_mask;
     if (intno == h->undef_intno && ec == h->wfx_ec && word != h->wfi_word)
         goto python;   /* (Unicorn's emu_start exit: Machine._unicorn_exit) */
-    if ((h->abort_ecs >> ec & 1)
-            && (h->python_fscs >> ((exc.syndrome >> h->fsc_lsb) & h->fsc_mask) & 1))
+    uint32_t fsc = (exc.syndrome >> h->fsc_lsb) & h->fsc_mask;
+    if ((h->abort_ecs >> ec & 1) && (h->python_fscs >> fsc & 1)
+            && !(h->walk && spe_abort_stands(h->walk, uc, el, exc.vaddress, fsc)))
         goto python;
 
     /* The population is accounted up to and including the instruction, and the block ends

@@ -525,9 +525,63 @@ struct spe_intr {
      * (ESR_ELx.EC == wfx_ec) of the instruction before. Such an UNDEF whose word is not
      * wfi_word is not the guest's: Python's (Machine._unicorn_exit). */
     uint32_t wfx_ec, wfi_word;
+    /* NULL: every abort of python_fscs goes to Python; else one that spe_abort_stands()
+     * finds Python would leave unchanged is taken natively. */
+    struct spe_walk *walk;
 };
 
 int spe_exception_guard(struct spe_intr *h, uint64_t retired);
+
+/* ---- exception.c: what the stage 1 walk really ends with -------------------------------
+ * Unicorn's walker reads zeros where there is no memory and lets any output address through,
+ * so a fault it reports as a Translation fault may be an Address size fault or a synchronous
+ * External abort on the walk (Python: spe_emu.arch.mmu.walk_fault, SyncChecks.refine_abort).
+ * Every register encoding, field position and granule property below comes from mmu.py's
+ * tables (spe_emu.cpu.exceptions.walk_tables); the walk itself is mmu.walk's, checked
+ * against it by tests/test_native_walk.py. Field masks are width-masks (value >> lsb & mask). */
+struct spe_granule {
+    uint32_t page_shift, index_bits;      /* Granule.page_shift, Granule.index_bits */
+    uint32_t block_levels;                /* bit n: a block is valid at level n */
+    uint32_t level_shift[4];              /* Granule.level_shift(level) */
+    uint32_t start_level[49];             /* Granule.start_level(ia_bits), ia_bits <= 48 */
+};
+struct spe_va_range {                     /* mmu.VaRange */
+    uint32_t tcr_enc[5], ttbr_enc[5];     /* op0, op1, CRn, CRm, op2 */
+    uint32_t tsz_lsb, tsz_mask, tg_lsb, tg_mask, tbi_lsb, ps_lsb, ps_mask;
+    uint32_t epd_lsb;                     /* 64: the range has no EPD */
+    uint32_t upper;                       /* the upper range: VA[top:ia_bits] all ones */
+    uint32_t granule[4];                  /* TGx value -> index in spe_walk.granules */
+};
+#define SPE_RANGE_EL1_LOWER 0
+#define SPE_RANGE_EL1_UPPER 1
+#define SPE_RANGE_EL2_LOWER 2
+#define SPE_RANGE_EL2_VHE_LOWER 3
+#define SPE_RANGE_EL2_VHE_UPPER 4
+#define SPE_RANGE_EL3_LOWER 5
+struct spe_walk {
+    const struct spe_exc_model *model;    /* cp-register reads; SCTLR_ELx encodings */
+    spe_mem_read_fn mem_read;             /* uc_mem_read: fails where there is no memory */
+    struct spe_va_range ranges[6];        /* SPE_RANGE_* */
+    struct spe_granule granules[3];
+    uint32_t scr_enc[5], mmfr0_enc[5];
+    uint32_t m_lsb, vm_lsb, ns_lsb, parange_lsb, parange_mask;  /* SCTLR.M, HCR.VM, SCR.NS */
+    uint32_t pa_bits[8];                  /* PA_BITS: a PS / PARange value -> bits */
+    uint32_t txsz_min, txsz_max, final_level, valid_lsb, type_lsb;
+    uint32_t fsc_address_size, fsc_walk_external;
+    uint32_t e0pd;                        /* FEAT_E0PD presented (CpuFeatures.e0pd) */
+    uint32_t e0pd_lsb[2];                 /* TCR_EL1.E0PD0, E0PD1 */
+    uint32_t pad;
+    uint64_t translation_fscs;            /* bit n: FSC n is a Translation fault */
+    uint64_t baddr_mask, oa_mask;         /* TTBR.BADDR, DESC.OA (in place) */
+    uint64_t walks;                       /* walks made (for tests) */
+};
+#define SPE_WALK_AGREES (-1)              /* the walk ends otherwise: QEMU's fault stands */
+#define SPE_WALK_PYTHON (-2)              /* not decided here (stage 2 applies) */
+int spe_walk_fault(struct spe_walk *w, void *uc, uint64_t va, uint32_t regime);
+/* Whether SyncChecks.refine_abort leaves the abort QEMU reports with `fsc` at `va`, from
+ * EL `el`, unchanged: not possibly FEAT_E0PD's level 0 Translation fault, and for a
+ * Translation fault, a walk that ends with it. */
+int spe_abort_stands(struct spe_walk *w, void *uc, uint32_t el, uint64_t va, uint32_t fsc);
 
 /* D1.3.6 interrupt masking (exception.c): whether an asynchronous exception routed to
  * `target` is taken at `el` under `pstate` (mask_bit: PSTATE.A, I or F). */
