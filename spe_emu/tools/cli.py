@@ -16,8 +16,6 @@ import sys
 from pathlib import Path
 
 import click
-from rich.console import Console
-from rich.table import Table
 
 from ..arch.cores import CORES, core_preset
 from ..arch.cpu_features import CpuFeatures
@@ -327,6 +325,8 @@ def _run(image, args, share, env_set, env_unset, clear_env, machine, kernel, ini
         _run_linux(image, program_name, args, share, env_set, env_unset, clear_env, opts,
                    perf_data)
         return
+    from rich.console import Console  # (rich: about 20 ms; not imported by --machine runs)
+    from rich.table import Table
     console = Console(stderr=True)
 
     def echo(data: bytes) -> None:
@@ -550,6 +550,8 @@ def report(trace: Path, image: Path | None, top: int, as_json: bool, function: s
     """Where SPE's samples fall (functions, source lines, PCs), their latency, events and data
     addresses, and the operation mix, of TRACE (perf report --mem-mode / annotate / c2c)."""
     import json
+
+    from rich.console import Console
 
     from .report import (GROUND_TRUTH_NAME, annotate, build_report, load_ground_truth,
                          load_ground_truth_events, render_report)
