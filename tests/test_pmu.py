@@ -130,6 +130,22 @@ def test_filtered_by_exception_level(tmp_path, mode):
 
 
 @pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("fault", ["    .word 0              // UDF #0\n",
+                                   "    ldr x1, [x2]         // no memory there\n"])
+def test_an_instruction_that_faults_is_not_retired(tmp_path, mode, fault):
+    """An instruction that takes a synchronous exception returning to itself (an UNDEFINED
+    instruction, an External abort) is not architecturally executed: INST_RETIRED leaves it
+    out, CPU_CYCLES counts its cycle; EXC_TAKEN counts the exception (an SVC, which returns
+    after itself, is retired: test_filtered_by_exception_level)."""
+    body = mov64("x2", 0x7_0000_0000) + TO_EL0 + loop(100) + fault
+    m = run(program({0: INST_RETIRED | P, 1: CPU_CYCLES | P, 2: EXC_TAKEN | P}, body),
+            tmp_path, mode)
+    insns, cycles, exc, syndrome = xregs(m, 23, 24, 25, 21)
+    assert syndrome >> 26 in (EC.UNKNOWN, EC.DABORT_LOWER)
+    assert (insns, cycles, exc) == (1 + 2 * 100, 1 + 2 * 100 + 1, 1)
+
+
+@pytest.mark.parametrize("mode", MODES)
 def test_loads_stores_and_branches(tmp_path, mode):
     """LD_RETIRED, ST_RETIRED and BR_RETIRED count instructions (an LDP once), MEM_ACCESS the
     model's accesses."""

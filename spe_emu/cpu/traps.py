@@ -201,6 +201,10 @@ class Traps:
         self.pe.forget_context()
         self.pe.py_exceptions_taken += 1
         self.counter.pmu_exceptions += 1   # (EXC_TAKEN: the PMU)
+        # (INST_RETIRED, ground truth; the reference loop counted the instruction if its hook
+        # ran for it: not for an instruction abort)
+        native.exception_from(self.counter, insn, preferred, None if self.cfg.mode != "reference"
+                              else self._last_insn == insn)
         self._request_stop()
         if self.exception_observer is not None:
             self.exception_observer(VectorKind.SYNC, target, syndrome)

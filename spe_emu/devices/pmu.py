@@ -78,9 +78,9 @@ SW_INCR, CHAIN = 0x00, 0x1E
 SPE_EVENTS = (0x4000, 0x4001, 0x4002, 0x4003)
 """SAMPLE_POP, SAMPLE_FEED, SAMPLE_FILTRATE, SAMPLE_COLLISION (SPE supplement §2.6)."""
 
-SOURCES = ("insns", "branches", "mispredicts", "loads", "stores", "exceptions", "l1d_hits",
-           "l2_hits", "llc_hits", "dram", "peer_hits", "accesses", "tlb_walks", "sample_pop",
-           "sample_feed", "sample_filtrate", "sample_collision")
+SOURCES = ("insns", "branches", "mispredicts", "loads", "stores", "exceptions", "faulted",
+           "l1d_hits", "l2_hits", "llc_hits", "dram", "peer_hits", "accesses", "tlb_walks",
+           "sample_pop", "sample_feed", "sample_filtrate", "sample_collision")
 """The event sources, per Exception level (:meth:`PmuSources.totals`): spe_native.h
 ``SPE_PMU_*`` (``native.PMU_SOURCES``), then the SPE events (SpePmuEvents)."""
 _S = {name: i for i, name in enumerate(SOURCES)}
@@ -115,7 +115,7 @@ EVENTS: dict[int, PmuEvent] = {
     0x05: PmuEvent("L1D_TLB_REFILL", _src("tlb_walks"), True, MOST_ACCESSES),
     0x06: PmuEvent("LD_RETIRED", _src("loads"), True),
     0x07: PmuEvent("ST_RETIRED", _src("stores"), True),
-    0x08: PmuEvent("INST_RETIRED", _src("insns")),
+    0x08: PmuEvent("INST_RETIRED", _src("insns", minus=("faulted",))),
     0x09: PmuEvent("EXC_TAKEN", _src("exceptions"), most=2),
     0x10: PmuEvent("BR_MIS_PRED", _src("mispredicts"), True),
     0x11: PmuEvent("CPU_CYCLES", _src("insns")),

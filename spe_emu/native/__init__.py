@@ -31,7 +31,7 @@ class NativeBuildError(SpeEmuError):
 
 CAP_MAX = 256         # SPE_CAP_MAX
 CAP_REGS = 33         # SPE_CAP_REGS: X0-X30, SP, NZCV
-PMU_SOURCE_COUNT = 13 # SPE_PMU_SOURCES (PMU_SOURCES names them)
+PMU_SOURCE_COUNT = 14 # SPE_PMU_SOURCES (PMU_SOURCES names them)
 VERDICTS = 4096       # SPE_VERDICTS
 STEPS = 4096          # SPE_STEPS
 STEP_ADD, STEP_SUB, STEP_MOV, STEP_LOAD = 1, 2, 3, 4   # SPE_STEP_*
@@ -103,6 +103,7 @@ class SpeCounter(ctypes.Structure):
                 ("pmu_last_pc", ctypes.c_uint64), ("pmu_branches", ctypes.c_uint64),
                 ("pmu_mispredicts", ctypes.c_uint64), ("pmu_loads", ctypes.c_uint64),
                 ("pmu_stores", ctypes.c_uint64), ("pmu_exceptions", ctypes.c_uint64),
+                ("pmu_faulted", ctypes.c_uint64),
                 ("pmu_mark", ctypes.c_uint64 * PMU_SOURCE_COUNT),
                 ("pmu_counts", (ctypes.c_uint64 * PMU_SOURCE_COUNT) * 4)]
 
@@ -286,6 +287,16 @@ def abort_stands(walk: SpeWalk, uch, el: int, va: int, fsc: int) -> bool:
     native INTR hook takes it)."""
     return bool(library().spe_abort_stands(ctypes.byref(walk), uch, ctypes.c_uint32(el),
                                            ctypes.c_uint64(va), ctypes.c_uint32(fsc)))
+
+
+def exception_from(counter: SpeCounter, insn: int, preferred: int,
+                   counted: bool | None = None) -> None:
+    """``spe_exception_from()``: the instruction at ``insn`` took a synchronous exception
+    with preferred return address ``preferred``; when they are the same and the instruction
+    was counted (``counted``; None: it is in the block the native hook counted last) it was
+    not architecturally executed (PMU INST_RETIRED, ground truth ``faulted``)."""
+    library().spe_exception_from(ctypes.byref(counter), insn, preferred,
+                                 -1 if counted is None else int(counted))
 
 
 def end_block_at(counter: SpeCounter, insn: int) -> int:
@@ -540,11 +551,12 @@ UC_MEM_WRITE = 17
 TOUCH_TLB, TOUCH_L1D, TOUCH_L2, TOUCH_LLC = 0, 1, 2, 3
 #: Model.stats names, in the order of the C counters (SPE_LEVEL_*, SPE_STAT_*)
 MODEL_STATS = ("l1d_hits", "l2_hits", "llc_hits", "dram", "peer_hits", "accesses", "tlb_walks")
-PMU_SOURCES = ("insns", "branches", "mispredicts", "loads", "stores", "exceptions"
-               ) + MODEL_STATS
-"""The PMU's event sources (``SPE_PMU_*``): instructions retired, branches executed and
-mispredicted, load and store instructions, exceptions taken (in the EL taken from), then the
-model's counts (:data:`MODEL_STATS`)."""
+PMU_SOURCES = ("insns", "branches", "mispredicts", "loads", "stores", "exceptions",
+               "faulted") + MODEL_STATS
+"""The PMU's event sources (``SPE_PMU_*``): instructions of every block entered, branches
+executed and mispredicted, load and store instructions, exceptions taken (in the EL taken
+from), instructions that took a synchronous exception with themselves as the preferred return
+address (not architecturally executed), then the model's counts (:data:`MODEL_STATS`)."""
 assert len(PMU_SOURCES) == PMU_SOURCE_COUNT
 
 
@@ -728,13 +740,14 @@ def ground_truth_blocks(counter: SpeCounter) -> dict[tuple[int, int], int]:
     return {(e.addr, e.n): e.count for e in table if e.n and e.count}
 
 
-GTE_COUNTS = 7   # SPE_GTE_COUNTS
+GTE_COUNTS = 8   # SPE_GTE_COUNTS
 GT_EVENTS = ("ops", "l1d_refill", "llc_access", "llc_miss", "tlb_walk", "branches",
-             "mispredicted")
+             "mispredicted", "faulted")
 """The counts per PC of :func:`ground_truth_events`, in the order of spe_native.h's
 SPE_GTE_*: load/store executions, of those whose (first) access the L1D missed, the L2 missed
 too (an LLC access), the LLC missed, the TLB missed; branch executions, of those
-mispredicted."""
+mispredicted; executions that took a synchronous exception returning to the instruction (not
+architecturally executed: PMU INST_RETIRED leaves them out)."""
 
 
 class GtEvent(ctypes.Structure):
@@ -826,6 +839,8 @@ def _declare(lib: ctypes.CDLL) -> None:
              ctypes.c_int),
             ("spe_gt_free", (ctypes.POINTER(SpeCounter),), None),
             ("spe_gt_events_enable", (ctypes.POINTER(SpeCounter), u64), ctypes.c_int),
+            ("spe_exception_from", (ctypes.POINTER(SpeCounter), u64, u64, ctypes.c_int),
+             None),
             ("spe_gic_hppi", (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
                               ctypes.c_void_p), ctypes.c_int),
             ("spe_gic_lines", (ctypes.c_void_p,), u32),

@@ -320,18 +320,14 @@ static struct spe_gt_event *gt_event_slot(struct spe_gt_event *t, uint64_t cap, 
     }
 }
 
-/* One execution of the instruction at pc: a load/store whose first access had the
- * spe_model_access outcome (-1: not a load/store), or a branch, mispredicted or not (-1: not
- * a branch). (Out of memory to grow: not recorded.) */
-void spe_gt_event(struct spe_counter *c, uint64_t pc, int outcome, int mispredicted)
+/* The entry of pc (NULL: out of memory to grow). */
+static struct spe_gt_event *gt_event_entry(struct spe_counter *c, uint64_t pc)
 {
-    if (!pc)
-        return;
     if (2 * (c->gt_events_used + 1) > c->gt_events_cap) {
         uint64_t cap = 2 * c->gt_events_cap;
         struct spe_gt_event *t = calloc(cap, sizeof(struct spe_gt_event));
         if (!t)
-            return;
+            return NULL;
         for (uint64_t i = 0; i < c->gt_events_cap; i++)
             if (c->gt_events[i].pc)
                 *gt_event_slot(t, cap, c->gt_events[i].pc) = c->gt_events[i];
@@ -344,6 +340,17 @@ void spe_gt_event(struct spe_counter *c, uint64_t pc, int outcome, int mispredic
         e->pc = pc;
         c->gt_events_used++;
     }
+    return e;
+}
+
+/* One execution of the instruction at pc: a load/store whose first access had the
+ * spe_model_access outcome (-1: not a load/store), or a branch, mispredicted or not (-1: not
+ * a branch). (Out of memory to grow: not recorded.) */
+void spe_gt_event(struct spe_counter *c, uint64_t pc, int outcome, int mispredicted)
+{
+    struct spe_gt_event *e = pc ? gt_event_entry(c, pc) : NULL;
+    if (!e)
+        return;
     if (outcome >= 0) {
         int level = outcome >> SPE_OUT_LEVEL_SHIFT;
         e->n[SPE_GTE_OPS]++;
@@ -356,6 +363,20 @@ void spe_gt_event(struct spe_counter *c, uint64_t pc, int outcome, int mispredic
         e->n[SPE_GTE_BRANCHES]++;
         e->n[SPE_GTE_MISPRED] += mispredicted != 0;
     }
+}
+
+void spe_exception_from(struct spe_counter *c, uint64_t insn, uint64_t pc, int counted)
+{
+    /* (an instruction abort at a block's first instruction: the block was never entered,
+     * the instruction never counted, in the ground truth either) */
+    if (counted < 0)
+        counted = insn >= c->block_start && insn - c->block_start < 4 * c->block_insns;
+    if (insn != pc || !counted)
+        return;
+    c->pmu_faulted++;
+    struct spe_gt_event *e = c->gt_events && pc ? gt_event_entry(c, pc) : NULL;
+    if (e)
+        e->n[SPE_GTE_FAULTED]++;
 }
 
 /* Adds `times` executions of the n-instruction block at addr (negative: takes them back, for
@@ -517,6 +538,7 @@ void spe_pmu_sources(const struct spe_counter *c, uint64_t *out)
     out[SPE_PMU_LOADS] = c->pmu_loads;
     out[SPE_PMU_STORES] = c->pmu_stores;
     out[SPE_PMU_EXCEPTIONS] = c->pmu_exceptions;
+    out[SPE_PMU_FAULTED] = c->pmu_faulted;
     if (c->feed)
         spe_model_stats(c->feed, out + SPE_PMU_MODEL);
     else

@@ -408,6 +408,7 @@ void spe_intr_hook(void *uc, uint32_t intno, struct spe_intr *h)
     spe_take_exception(m, uc, target, 0, pc, exc.syndrome, exc.vaddress, flags, 0);
     h->taken++;
     h->counter->pmu_exceptions++;
+    spe_exception_from(h->counter, insn, pc, -1);
     return;
 python:
     h->fallback(uc, intno, h);

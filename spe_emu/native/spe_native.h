@@ -109,17 +109,20 @@ struct spe_gt_entry;
 
 struct spe_control;
 /* The PMU's event sources (struct spe_counter pmu_*; Python: native.PMU_SOURCES):
- * instructions retired, branches executed and mispredicted, load and store instructions
- * (each counted once, by its first access), exceptions taken (counted in the EL taken from),
- * then the model's SPE_STAT counts. */
+ * instructions of every block entered, branches executed and mispredicted, load and store
+ * instructions (each counted once, by its first access), exceptions taken (counted in the EL
+ * taken from), instructions that took a synchronous exception with themselves as the
+ * preferred return address (not architecturally executed: INST_RETIRED is instructions minus
+ * these), then the model's SPE_STAT counts. */
 #define SPE_PMU_INSNS 0
 #define SPE_PMU_BRANCHES 1
 #define SPE_PMU_MISPREDICTS 2
 #define SPE_PMU_LOADS 3
 #define SPE_PMU_STORES 4
 #define SPE_PMU_EXCEPTIONS 5
-#define SPE_PMU_MODEL 6
-#define SPE_PMU_SOURCES 13   /* SPE_PMU_MODEL + SPE_MODEL_STATS */
+#define SPE_PMU_FAULTED 6
+#define SPE_PMU_MODEL 7
+#define SPE_PMU_SOURCES 14   /* SPE_PMU_MODEL + SPE_MODEL_STATS */
 
 struct spe_counter {
     uint64_t insns;        /* instructions of every block entered so far */
@@ -214,6 +217,7 @@ struct spe_counter {
     uint64_t pmu_el;
     uint64_t pmu_last_pc;        /* PC of the last access counted (0 at each block entry) */
     uint64_t pmu_branches, pmu_mispredicts, pmu_loads, pmu_stores, pmu_exceptions;
+    uint64_t pmu_faulted;
     uint64_t pmu_mark[SPE_PMU_SOURCES];
     uint64_t pmu_counts[4][SPE_PMU_SOURCES];
 };
@@ -229,12 +233,20 @@ void spe_pmu_sources(const struct spe_counter *c, uint64_t *out);
 #define SPE_GTE_WALK 4         /* ... whose page the TLB did not hold */
 #define SPE_GTE_BRANCHES 5     /* branch executions */
 #define SPE_GTE_MISPRED 6      /* ... the predictor mispredicted */
-#define SPE_GTE_COUNTS 7
+#define SPE_GTE_FAULTED 7      /* executions that took a synchronous exception returning to
+                                  the instruction (not architecturally executed) */
+#define SPE_GTE_COUNTS 8
 struct spe_gt_event {
     uint64_t pc;               /* 0: an empty slot */
     uint64_t n[SPE_GTE_COUNTS];
 };
 void spe_gt_event(struct spe_counter *c, uint64_t pc, int outcome, int mispredicted);
+/* The instruction at insn took a synchronous exception; pc: the preferred return address.
+ * When they are the same (not SVC, HVC, SMC) and the instruction was counted (`counted`; -1:
+ * it is in the block being executed, as in the fast loop), it was not architecturally
+ * executed: the PMU's INST_RETIRED leaves it out (pmu_faulted), and the ground truth says so
+ * (SPE_GTE_FAULTED) while it counts it among the executions, as SPE's population does. */
+void spe_exception_from(struct spe_counter *c, uint64_t insn, uint64_t pc, int counted);
 
 /* One ground-truth entry: the block at addr of n instructions was entered count times
  * (n == 0: an empty slot). */
