@@ -39,7 +39,7 @@ def test_ground_truth_counts_follow_the_header():
     header_names = {"ops": "GTE_OPS", "l1d_refill": "GTE_L1D_REFILL",
                     "llc_access": "GTE_LLC_ACCESS", "llc_miss": "GTE_LLC_MISS",
                     "tlb_walk": "GTE_WALK", "branches": "GTE_BRANCHES",
-                    "mispredicted": "GTE_MISPRED"}
+                    "mispredicted": "GTE_MISPRED", "faulted": "GTE_FAULTED"}
     assert [values[header_names[n]] for n in native.GT_EVENTS] == list(range(len(
         native.GT_EVENTS)))
     assert len(native.GT_EVENTS) == values["GTE_COUNTS"]
