@@ -88,6 +88,13 @@ DEFAULT_TIMEOUT_S = 90.0  # scripts/runtime.bash: timeout=${TIMEOUT:-${11:-90s}}
 DEFAULT_MAX_SMP = 4  # --max-smp: kvm-unit-tests' MAX_SMP (runtime.bash: the host's CPU count)
 SPE_EMU_MAX_PES = 8  # spe-emu run --smp N: N = 1..8
 BOOT_EL = 1  # QEMU -M virt without virtualization=on enters the kernel at EL1
+QEMU_COUNTER_HZ = 62_500_000
+"""CNTFRQ_EL0 of QEMU 7.2's virt (target/arm: GTIMER_SCALE 16 ns, 62.5 MHz), which the
+runner gives spe-emu's board by default (``--counter-hz``): with one counter tick per
+instruction, the tests' busy waits on the counter (the timer test's mdelay(100) loops) then
+take as many instructions as QEMU's 62.5 MHz counter has ticks, and fit the timeouts
+unittests.cfg sets for QEMU's real-time clock. The board's own default (1 GHz) makes the
+timer test wait 1.6 G instructions, about 18 s against its 10 s timeout."""
 # What arm/run's initrd_create puts in the -initrd environ under TCG (host-specific version
 # strings left out: none of the arm tests reads them).
 ENVIRON = "TARGET=qemu\nQEMU_ACCEL=tcg\nERRATA_FORCE=y\n"
@@ -447,11 +454,13 @@ def qemu_command(qemu: str, flat: Path, test: UnitTest, append: str | None,
 
 
 def spe_emu_command(spe: list[str], flat: Path, test: UnitTest, append: str | None,
-                    environ: Path | None, *, smp: int) -> tuple[list[str], str]:
-    """The spe-emu command line with ``smp`` PEs (``--smp`` left out for one), or an empty
-    list and why the test cannot map: more PEs than spe-emu models, or QEMU parameters
-    without an equivalent (``-append`` is not among them: ``append`` is the test's command
-    line, :meth:`UnitTest.append_args`)."""
+                    environ: Path | None, *, smp: int,
+                    counter_hz: int | None = None) -> tuple[list[str], str]:
+    """The spe-emu command line with ``smp`` PEs (``--smp`` left out for one) and the
+    system counter at ``counter_hz`` (None: the board's own), or an empty list and why the
+    test cannot map: more PEs than spe-emu models, or QEMU parameters without an equivalent
+    (``-append`` is not among them: ``append`` is the test's command line,
+    :meth:`UnitTest.append_args`)."""
     if smp > SPE_EMU_MAX_PES:
         return [], f"smp {smp}: spe-emu models at most {SPE_EMU_MAX_PES} PEs"
     cmd = [*spe, "run", "--machine", "virt", "--kernel", str(flat)]
@@ -476,6 +485,8 @@ def spe_emu_command(spe: list[str], flat: Path, test: UnitTest, append: str | No
             return [], f"qemu_params {word!r} has no spe-emu equivalent"
         i += 2
     cmd += ["--boot-el", str(BOOT_EL)]
+    if counter_hz is not None:
+        cmd += ["--counter-hz", str(counter_hz)]
     return cmd, ""
 
 
@@ -538,16 +549,21 @@ def cell(out: Outcome | None) -> str:
               help="Command that starts spe-emu (split like a shell would); '' to skip it.")
 @click.option("--environ/--no-environ", default=True, show_default=True,
               help="Pass arm/run's TCG environ file as -initrd/--initrd.")
+@click.option("--counter-hz", "counter_hz", type=click.IntRange(min=0),
+              default=QEMU_COUNTER_HZ, show_default=True, metavar="HZ",
+              help="spe-emu's system counter frequency (run --counter-hz): QEMU 7.2 virt's "
+                   "by default, so the tests' waits on the counter fit their timeouts; 0: "
+                   "the board's own (1 GHz).")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Write machine-readable results here.")
 @click.option("--logs", type=click.Path(file_okay=False, path_type=Path),
               help="Write each run's command line and output to DIR/<test>.<vmm>.log.")
 def main(tree: Path, build: bool, tests_opt: str, max_smp: int, use_qemu: bool,
-         qemu_binary: str, spe_emu: str, environ: bool, json_path: Path | None,
-         logs: Path | None) -> None:
+         qemu_binary: str, spe_emu: str, environ: bool, counter_hz: int,
+         json_path: Path | None, logs: Path | None) -> None:
     try:
         code = run_all(tree.resolve(), build, tests_opt, use_qemu, qemu_binary, spe_emu,
-                       environ, json_path, logs, max_smp)
+                       environ, json_path, logs, max_smp, counter_hz or None)
     except UsageError as exc:
         click.echo(f"error: {exc}", err=True)
         code = 2
@@ -556,7 +572,7 @@ def main(tree: Path, build: bool, tests_opt: str, max_smp: int, use_qemu: bool,
 
 def run_all(tree: Path, build: bool, tests_opt: str, use_qemu: bool, qemu_binary: str,
             spe_emu: str, environ: bool, json_path: Path | None, logs: Path | None,
-            max_smp: int = DEFAULT_MAX_SMP) -> int:
+            max_smp: int = DEFAULT_MAX_SMP, counter_hz: int | None = QEMU_COUNTER_HZ) -> int:
     cfg_path = tree / "arm" / "unittests.cfg"
     if not cfg_path.exists():
         raise UsageError(f"{cfg_path} not found: is --tree a kvm-unit-tests checkout?")
@@ -599,7 +615,8 @@ def run_all(tree: Path, build: bool, tests_opt: str, use_qemu: bool, qemu_binary
                                                  smp=smp)
                 row["qemu"] = run_on("qemu", cmd, test, na, adjusted, logs)
             if spe_cmd:
-                cmd, why = spe_emu_command(spe_cmd, flat, test, append, env_file, smp=smp)
+                cmd, why = spe_emu_command(spe_cmd, flat, test, append, env_file, smp=smp,
+                                           counter_hz=counter_hz)
                 row["spe_emu"] = run_on("spe-emu", cmd, test, na or why, adjusted, logs)
             rows.append(row)
             click.echo(f"{test.name:<26} qemu: {cell(row['qemu']):<40} "

@@ -50,3 +50,49 @@ def test_native_counter_reads_equal_the_python_path(tmp_path):
     assert vct == (pct + 2 - 1000) & mask and vct1 == (pct1 + 3 - 1000) & mask
     assert pct1 > pct + 400          # the loop's 400 instructions passed in between
     assert fast.counter_reads.answered >= 2   # (at least the reads after the first MSR)
+
+
+# The virtual timer programmed 300 ticks ahead (CNTV_CVAL_EL0 = CNTVCT_EL0 + 300, enabled and
+# masked), then polled: a loop of CNTV_CTL_EL0 reads until ISTATUS; the count and CTL after it,
+# a CTL with the timer disabled, CVAL moved back and the physical timer's CTL (never enabled).
+TIMER_POLL = """
+    mrs x1, s3_3_c14_c0_2       // CNTVCT_EL0
+    add x1, x1, #300
+    msr s3_3_c14_c3_2, x1       // CNTV_CVAL_EL0
+    mov x2, #3                  // ENABLE | IMASK
+    msr s3_3_c14_c3_1, x2       // CNTV_CTL_EL0
+    mov x5, #0
+poll:
+    add x5, x5, #1
+    mrs x3, s3_3_c14_c3_1
+    tbz x3, #2, poll            // ISTATUS
+    mrs x19, s3_3_c14_c0_2
+    mov x20, x3
+    mov x2, #2                  // IMASK only: disabled
+    msr s3_3_c14_c3_1, x2
+    mrs x21, s3_3_c14_c3_1
+    mov x2, #1
+    msr s3_3_c14_c3_1, x2       // enabled again, unmasked (the interrupt masked by PSTATE)
+    movz x6, #1, lsl #16
+    add x1, x1, x6
+    msr s3_3_c14_c3_2, x1       // CompareValue 65536 ahead again: ISTATUS clears
+    mrs x22, s3_3_c14_c3_1
+    mrs x23, s3_3_c14_c2_1      // CNTP_CTL_EL0
+    mov x24, x5
+    mov x0, #0
+""" + EXIT
+
+
+def test_native_timer_control_reads_equal_the_python_path(tmp_path):
+    """CNTV_CTL_EL0/CNTP_CTL_EL0 reads answered natively (ISTATUS from the instructions
+    retired, Arm ARM D12.2.4: ENABLE and count >= CompareValue) give what the Python path
+    gives, at the same instruction: a poll loop ends at the same iteration, CTL reads after
+    writes of CTL and CVAL follow them; the fast loop answered them natively."""
+    fast = run_asm(TIMER_POLL, tmp_path / "f", boot_el=1, mode="fast")
+    ref = run_asm(TIMER_POLL, tmp_path / "r", boot_el=1, mode="reference")
+    values = xregs(fast, 19, 20, 21, 22, 23, 24)
+    assert values == xregs(ref, 19, 20, 21, 22, 23, 24)
+    vct, ctl, disabled, ahead, pctl, polls = values
+    assert ctl == 0b111 and disabled == 0b010 and ahead == 0b001 and pctl == 0
+    assert 300 // 3 - 2 <= polls <= 300 // 3 + 2     # (three instructions a poll)
+    assert fast.counter_reads.ctl_answered >= polls - 1

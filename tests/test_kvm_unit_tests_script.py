@@ -144,6 +144,12 @@ def test_spe_emu_command_mapping(tmp_path):
     assert why == "" and "--initrd" in cmd and "-machine" not in cmd
     cmd, why = kut.spe_emu_command(["spe-emu"], flat, tests["delta"], None, None, smp=1)
     assert cmd == [] and "-icount" in why
+    # (the runner's default: QEMU 7.2 virt's counter frequency, 1 GHz / 16)
+    cmd, why = kut.spe_emu_command(["spe-emu"], flat, tests["alpha"], "x", None, smp=1,
+                                   counter_hz=kut.QEMU_COUNTER_HZ)
+    assert why == "" and cmd[-2:] == ["--counter-hz", "62500000"]
+    default = {p.name: p.default for p in kut.main.params}["counter_hz"]
+    assert default == kut.QEMU_COUNTER_HZ == 1_000_000_000 // 16
 
 
 @pytest.mark.parametrize("smp", [1, 2, 3, 8, 9, 12])

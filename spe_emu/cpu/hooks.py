@@ -23,6 +23,7 @@ from .. import native
 from ..arch import mmu
 from ..arch.id_regs import ID_AA64DFR0_EL1, ID_AA64DFR2_EL1, ID_AA64PFR0_EL1
 from ..arch.smccc import MPIDR_EL1
+from ..devices.generic_timer import CTL as TIMER_CTL
 from ..errors import GuestError
 from ..sysreg import MASK64
 from . import a64
@@ -34,7 +35,8 @@ from .qemu_state import exception_layout
 from .sync_checks import ABORT_ECS, ERET_WORD, SP_ALIGN, SP_ELX_WRITES, SPSR
 from .traps import (COUNTER_READS, CRN_CACHE, DAIF_ENC, FAR_ECS, INTNO_HVC, INTNO_SMC, INTNO_SVC,
                     INTNO_UNDEF, PYTHON_SYS, PYTHON_UNDEFS, QEMU_SYNC_EXCEPTIONS,
-                    RANDOM_NUMBER_REGS, TRANSLATION_WRITES, WATCHED_WRITES, WFI_WORD)
+                    RANDOM_NUMBER_REGS, TIMER_CTL_READS, TRANSLATION_WRITES, WATCHED_WRITES,
+                    WFI_WORD)
 from .uc_calls import CODE_HOOK, INTR_HOOK, SYS_HOOK, UC_HOOK_ADD, UC_HOOK_DEL
 from .watchpoints import DEBUG_WRITES, SHADOWED
 
@@ -87,6 +89,10 @@ class UnicornHooks:
             reads.model = ctypes.addressof(exception_model())
             for which, enc in enumerate(COUNTER_READS):
                 reads.enc[which][:] = enc
+            for which, enc in enumerate(TIMER_CTL_READS):
+                reads.ctl_enc[which][:] = enc
+            reads.enable_lsb = TIMER_CTL.field("ENABLE").lsb
+            reads.istatus_lsb = TIMER_CTL.field("ISTATUS").lsb
             reads.filter = ctypes.addressof(self.sysreg_filter)
             self._mrs_callback = SYS_HOOK(self._mrs_fallback)
             reads.fallback = ctypes.cast(self._mrs_callback, ctypes.c_void_p).value
@@ -369,12 +375,14 @@ class UnicornHooks:
 
     def _mrs_fallback(self, _uch, reg: int, cp_ptr, _data) -> int:
         """The native MRS hook's fallback (fast and raw modes): fills the counter-read table
-        when it is invalid and this is a counter read, then :meth:`_on_mrs`
+        when it is invalid and this is a counter or timer-control read, then :meth:`_on_mrs`
         (:meth:`_guarded`)."""
         def body() -> int:
             cp = self._cp_reg(cp_ptr)
-            if (not self.counter_reads.valid
-                    and (cp.op0, cp.op1, cp.crn, cp.crm, cp.op2) in COUNTER_READS):
+            enc = (cp.op0, cp.op1, cp.crn, cp.crm, cp.op2)
+            reads = self.counter_reads
+            if ((not reads.valid and enc in COUNTER_READS)
+                    or (not (reads.valid and reads.ctl_valid) and enc in TIMER_CTL_READS)):
                 self._fill_counter_reads()
             return self._on_mrs(self.uc, reg, cp, None)
         return self._guarded(body, 0)

@@ -23,6 +23,7 @@ from ..arch.context import (HCR_EL2, MDCR_EL2, MDCR_EL3, SCR_EL3, SCTLR_ENC, TTB
 # (registers QEMU implements whose value spe_emu presents: the MRS hook returns it)
 from ..arch.id_regs import (ID_AA64DFR0_EL1, ID_AA64DFR2_EL1, ID_AA64PFR0_EL1, MIDR_EL1,
                             VMPIDR_EL2, VPIDR_EL2)
+from ..devices.generic_timer import TIMER_REGISTERS
 from ..devices.pmu import PMUVER_V3P5
 from ..devices.psci import PeState, PsciAction
 from ..devices.semihosting import SemihostExit
@@ -75,6 +76,10 @@ PYTHON_SYS = tuple((1, op1, crn, crm, op2) for op1 in range(8) for op2 in range(
                    for crn, crms in ((8, range(16)), (CRN_CACHE, CRM_IC)) for crm in crms)
 # CNTPCT_EL0 and CNTVCT_EL0, in the native table's order (spe_native.h spe_counter_reads)
 COUNTER_READS = ((3, 3, 14, 0, 1), (3, 3, 14, 0, 2))
+TIMER_CTL_READS = tuple(TIMER_REGISTERS[name].encoding.tuple
+                        for name in ("CNTP_CTL_EL0", "CNTV_CTL_EL0"))
+"""The timer-control reads the native MRS hook answers (spe_native.h spe_counter_reads:
+which 0 and 1), from the parts :meth:`_fill_counter_reads` puts in its table."""
 # RNDR and RNDRRS (Arm ARM D19.2, FEAT_RNG), answered from a seeded generator
 RANDOM_NUMBER_REGS = ((3, 3, 2, 4, 0), (3, 3, 2, 4, 1))
 RNDR_SEED_SALT = 0x524E4452  # "RNDR": the generator's stream differs from the interval's
@@ -373,10 +378,13 @@ class Traps:
         """The native counter-read table for the present control state, from the registered
         owner's own access checks and values (the rules stay in Python): for each EL and
         counter, whether a read is permitted and the offset from the instruction count
-        (valid until an MSR or a wait changes the control state or the idle time)."""
+        (valid until an MSR or a wait changes the control state or the idle time); for each
+        EL and timer control register (:data:`TIMER_CTL_READS`), whether a read is permitted
+        and the parts of its value (the owner's ``ctl_parts``; until a timer register is
+        written, ``ctl_valid``)."""
         reads = self.counter_reads
         ctx = self.context()
-        allowed = 0
+        allowed = ctl_allowed = 0
         self._retired_now = 0
         try:
             for el in range(4):
@@ -389,10 +397,22 @@ class Traps:
                     value = entry.owner.sysreg_read(entry.spec.name, ctx_el)
                     reads.offset[el][which] = -value & MASK64
                     allowed |= 1 << (2 * el + which)
+                for which, enc in enumerate(TIMER_CTL_READS):
+                    entry = self.sysregs.lookup(enc)
+                    if (entry is None or entry.via_undef
+                            or entry.verdict(True, ctx_el) is not Access.OK):
+                        continue
+                    parts = getattr(entry.owner, "ctl_parts", lambda *_: None)(
+                        entry.spec.name, ctx_el)
+                    if parts is None:
+                        continue
+                    reads.ctl[el][which], reads.ctl_cval[el][which] = parts[0], parts[1]
+                    reads.ctl_offset[el][which] = -parts[2] & MASK64   # (count at 0 retired)
+                    ctl_allowed |= 1 << (2 * el + which)
         finally:
             self._retired_now = None
-        reads.allowed = allowed
-        reads.valid = 1
+        reads.allowed, reads.ctl_allowed = allowed, ctl_allowed
+        reads.valid = reads.ctl_valid = 1
 
     def _pmu_catch_up(self, retired: int) -> None:
         """Before a PMU register access by instruction number ``retired`` (from its MRS/MSR
@@ -557,6 +577,8 @@ class Traps:
         if entry is None or not entry.counter_read_neutral:
             self._counter_reads_changed()
         if entry is not None and not entry.via_undef:
+            if self.counter_reads is not None:
+                self.counter_reads.ctl_valid = 0   # (a timer's CTL or CompareValue may change)
             # The owner performs the write, and QEMU then executes it as well (returning 0):
             # QEMU's copy of the trap controls (CNTKCTL_EL1, CNTHCTL_EL2) is what it raises
             # the traps of later MRS/MSR by when the owner's verdict is not OK

@@ -539,6 +539,21 @@ class GenericTimer(Device, kind="generic_timer"):
         istatus, _ = self.output(timer)
         return CTL.set(self._timers[timer].ctl, "ISTATUS", int(istatus))
 
+    def ctl_parts(self, name: str, ctx: AccessContext) -> tuple[int, int, int] | None:
+        """What an MRS of the CTL register ``name`` (CNTP_CTL_EL0, CNTV_CTL_EL0, ...) at
+        ``ctx`` reads, in parts, for a native reader (the machine's counter-read table): (the
+        CTL value without ISTATUS, CompareValue, the count the timer compares now) of the
+        timer the access reaches (redirected as :meth:`sysreg_read`); the read is that CTL
+        with ISTATUS = ENABLE and count >= CompareValue (:func:`timer_output`), the count
+        advancing with the counter. None: the read is not of a timer (an EL2 timer register
+        without EL2 reads 0)."""
+        name = redirect(name, ctx)
+        if name in EL2_REGISTERS and not ctx.have_el2:
+            return None
+        timer = _TIMER_OF[name]
+        t = self._timers[timer]
+        return CTL.set(t.ctl, "ISTATUS", 0), t.cval, self.timer_count(timer)
+
     def _read_tval(self, spec: RegisterSpec, ctx: AccessContext) -> int:
         """``ZeroExtend((CompareValue - count)<31:0>, 64)`` (D12.2.4.2)."""
         timer = _TIMER_OF[spec.name]

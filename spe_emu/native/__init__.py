@@ -130,14 +130,19 @@ TEMPLATE_HEAD = 19    # bytes of spe_template.head
 
 
 class SpeCounterReads(ctypes.Structure):
-    """Mirror of ``struct spe_counter_reads`` (spe_native.h): counter reads answered by
-    ``spe_mrs_hook``."""
+    """Mirror of ``struct spe_counter_reads`` (spe_native.h): counter and timer-control
+    reads answered by ``spe_mrs_hook``."""
 
     _fields_ = [("valid", ctypes.c_uint64), ("allowed", ctypes.c_uint64),
                 ("offset", (ctypes.c_uint64 * 2) * 4),
                 ("counter", ctypes.POINTER(SpeCounter)), ("model", ctypes.c_void_p),
                 ("fallback", ctypes.c_void_p), ("answered", ctypes.c_uint64),
-                ("enc", (ctypes.c_uint32 * 5) * 2), ("filter", ctypes.c_void_p)]
+                ("enc", (ctypes.c_uint32 * 5) * 2), ("filter", ctypes.c_void_p),
+                ("ctl_valid", ctypes.c_uint64), ("ctl_allowed", ctypes.c_uint64),
+                *((name, (ctypes.c_uint64 * 2) * 4) for name in (
+                    "ctl", "ctl_cval", "ctl_offset")),
+                ("ctl_enc", (ctypes.c_uint32 * 5) * 2), ("enable_lsb", ctypes.c_uint32),
+                ("istatus_lsb", ctypes.c_uint32), ("ctl_answered", ctypes.c_uint64)]
 
 
 SYSREG_KEYS = 65536   # SPE_SYSREG_KEYS

@@ -684,6 +684,27 @@ uint32_t spe_mrs_hook(void *uc, int reg, const struct uc_arm64_cp *cp,
         }
         break;
     }
+    for (unsigned which = 0; r->valid && r->ctl_valid && which < 2; which++) {
+        const uint32_t *e = r->ctl_enc[which];
+        if (cp->op0 != e[0] || cp->op1 != e[1] || cp->crn != e[2] || cp->crm != e[3]
+                || cp->op2 != e[4])
+            continue;
+        const struct spe_exc_model *m = r->model;
+        uint64_t pstate = 0, pc = 0;
+        m->reg_read(uc, m->pstate_id, &pstate);
+        unsigned el = (unsigned)(pstate >> m->el_lsb) & m->el_mask;
+        if ((r->ctl_allowed >> (2 * el + which)) & 1) {
+            m->reg_read(uc, m->pc_id, &pc);
+            uint64_t count = spe_retired_before(r->counter, pc) - r->ctl_offset[el][which];
+            uint64_t value = r->ctl[el][which];
+            if ((value >> r->enable_lsb & 1) && count >= r->ctl_cval[el][which])
+                value |= (uint64_t)1 << r->istatus_lsb;
+            m->reg_write(uc, reg, &value);
+            r->ctl_answered++;
+            return 1;
+        }
+        break;
+    }
     const struct spe_sysreg_filter *f = r->filter;
     unsigned key = spe_sysreg_key(cp);
     if (f && !spe_key_set(f->mrs, key)) {

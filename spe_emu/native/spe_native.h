@@ -445,6 +445,18 @@ struct spe_counter_reads {
      * encodings (op0, op1, CRn, CRm, op2; COUNTER_READS). */
     uint32_t enc[2][5];
     struct spe_sysreg_filter *filter;   /* MRS encodings Python answers */
+    /* Timer control reads, MRS CNTP_CTL_EL0 (which 0) and CNTV_CTL_EL0 (which 1), while
+     * valid and ctl_valid (Python clears ctl_valid at every write of a timer register):
+     * ctl_allowed bit 2 * EL + which says the read is permitted at that EL and reaches a
+     * timer; the value is ctl[EL][which] with ISTATUS set when its ENABLE bit is set and the
+     * count the timer compares -- the instructions retired before the MRS minus
+     * ctl_offset[EL][which] -- has reached ctl_cval[EL][which] (unsigned; generic_timer.py
+     * timer_output, GenericTimer.ctl_parts: the timer an EL's access reaches). */
+    uint64_t ctl_valid, ctl_allowed;
+    uint64_t ctl[4][2], ctl_cval[4][2], ctl_offset[4][2];
+    uint32_t ctl_enc[2][5];
+    uint32_t enable_lsb, istatus_lsb;
+    uint64_t ctl_answered;      /* CTL reads answered natively */
 };
 
 /* ---- exception.c: exception entry (AArch64.TakeException) and the INTR hook ----------- */
