@@ -62,6 +62,9 @@ def test_cfg_parsing():
     assert g.append_args(1) == (None, False)
     assert g.param_words() == ["-m", "128", "-machine", "gic-version=2"]
     assert kut.not_applicable(g) == "GICv2 only"
+    migrating = kut.UnitTest("its-migration", file="gic.flat", groups="its migration")
+    assert kut.not_applicable(migrating).startswith("migration group")
+    assert kut.not_applicable(kut.UnitTest("its-trigger", file="gic.flat", groups="its")) == ""
     assert d.params == "-icount 0"
 
 
