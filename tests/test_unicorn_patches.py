@@ -4,8 +4,10 @@ behaves as its header says."""
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
+from asmrun import EXIT, run_asm, xregs
 from unicorn import (UC_ARCH_ARM64, UC_HOOK_INTR, UC_HOOK_MEM_READ, UC_HOOK_MEM_WRITE, UC_MODE_ARM,
                      Uc)
 from unicorn import arm64_const as A
@@ -104,3 +106,41 @@ def test_simd_fp_access_traps_are_taken_by_qemu():
     uc.reg_write(A.UC_ARM64_REG_X1, 0x5678)
     uc.emu_start(0x10000, 0x10000 + len(code))
     assert seen == [(1, 0x10000)] and uc.reg_read(A.UC_ARM64_REG_D0) == 0x1234
+
+
+STEP_AFTER_DAIFCLR = """
+    adr x9, vectors
+    msr vbar_el1, x9
+    msr s2_0_c1_c0_4, xzr       // OSLAR_EL1: the OS Lock off
+    mov x9, #0x2001             // MDSCR_EL1.KDE | SS
+    msr s2_0_c0_c2_2, x9
+    isb
+    mov x21, #0
+    adr x23, stepped
+    msr daifclr, #8             // PSTATE.D = 0: Software Step active, PSTATE.SS = 0
+stepped:
+    nop
+    nop
+back:
+    mov x0, #0
+""" + EXIT + """
+    .balign 2048
+vectors:
+    b vectors
+    .balign 512
+    mrs x21, esr_el1
+    mrs x22, elr_el1
+    b back
+"""
+
+
+def test_clearing_pstate_d_by_daifclr_activates_software_step():
+    # 0007: MSR DAIFClr, #8 with MDSCR_EL1.{SS, KDE} = {1, 1} makes Software Step active in
+    # the active-pending state: the next instruction takes the Software Step exception before
+    # it executes (Arm ARM D2.12), in both run loops: ESR_EL1 EC 0x33 (same EL), IL 1, ISV 0
+    # (taken from active-pending: no instruction stepped), IFSC 0b100010
+    for mode in ("fast", "reference"):
+        m = run_asm(STEP_AFTER_DAIFCLR, Path(tempfile.mkdtemp()) / mode, mode=mode,
+                    boot_el=1)
+        esr, elr, stepped = xregs(m, 21, 22, 23)
+        assert (esr, elr) == (0x33 << 26 | 1 << 25 | 0x22, stepped), hex(esr)
