@@ -96,3 +96,77 @@ def test_native_timer_control_reads_equal_the_python_path(tmp_path):
     assert ctl == 0b111 and disabled == 0b010 and ahead == 0b001 and pctl == 0
     assert 300 // 3 - 2 <= polls <= 300 // 3 + 2     # (three instructions a poll)
     assert fast.counter_reads.ctl_answered >= polls - 1
+
+
+# Boot at EL2 with E2H = 1, TGE = 0: EL0 may use the timers (CNTKCTL_EL1 = 0x303), the EL1
+# virtual timer is enabled and met; a CNTV_CTL_EL0 read at EL2 fills the native table, then
+# CNTKCTL_EL12 = 0 (emulated: QEMU 5 does not know the EL12 alias) takes EL0's access away,
+# and EL0 reads CNTV_CTL_EL0 and CNTP_CTL_EL0 (reported by review helper-15).
+CNTKCTL12_THEN_EL0 = """
+    adr x0, vec1
+    msr s3_0_c12_c0_0, x0        // VBAR_EL1
+    adr x0, vec2
+    msr s3_4_c12_c0_0, x0        // VBAR_EL2
+    mov x0, #0x303               // EL0PTEN|EL0VTEN|EL0VCTEN|EL0PCTEN
+    msr s3_0_c14_c1_0, x0        // CNTKCTL_EL1
+    movz x7, #0x4100, lsl #16
+    msr s3_4_c4_c1_0, x7         // SP_EL1
+    msr s3_4_c14_c0_3, xzr       // CNTVOFF_EL2 = 0
+    msr s3_3_c14_c3_2, xzr       // CNTV_CVAL_EL0 = 0 (EL1 virtual timer)
+    mov x0, #1
+    msr s3_3_c14_c3_1, x0        // CNTV_CTL_EL0 = ENABLE
+    mov x0, #3
+    msr s3_4_c14_c1_0, x0        // CNTHCTL_EL2 = EL1PCTEN|EL1PCEN
+    movz x0, #0x8000, lsl #16    // HCR_EL2.RW
+    movk x0, #0x4, lsl #32       // HCR_EL2.E2H
+    msr s3_4_c1_c1_0, x0
+    isb
+    adr x2, el0
+    msr s3_4_c4_c0_1, x2         // ELR_EL2
+    msr s3_4_c4_c0_0, xzr        // SPSR_EL2 = EL0t
+    mov x25, #0
+    mov x20, #0x777
+    mov x21, #0x777
+    mrs x19, s3_3_c14_c3_1       // CNTV_CTL_EL0 at EL2 (fills the native table)
+    msr s3_5_c14_c1_0, xzr       // CNTKCTL_EL12 = 0: EL0 loses timer/counter access
+    isb
+    eret
+el0:
+    mrs x20, s3_3_c14_c3_1       // CNTV_CTL_EL0 at EL0: should trap to EL1 (EC 0x18)
+    mrs x21, s3_3_c14_c2_1       // CNTP_CTL_EL0
+    svc #0
+    nop
+    .balign 2048
+vec1:
+    .skip 0x400
+    mrs x9, s3_0_c5_c2_0         // ESR_EL1
+    lsr x10, x9, #26
+    cmp x10, #0x15
+    b.eq done
+    add x25, x25, #1
+    mov x26, x9
+    mrs x24, s3_0_c4_c0_1
+    add x24, x24, #4
+    msr s3_0_c4_c0_1, x24
+    eret
+done:
+    mov x0, #0
+""" + EXIT + """
+    .balign 2048
+vec2:
+    .skip 0x200
+    mrs x27, s3_4_c5_c2_0
+    mrs x28, s3_4_c4_c0_1
+    mov x0, #2
+""" + EXIT
+
+
+
+def test_an_emulated_cntkctl_el12_write_refills_the_native_table(tmp_path):
+    """The native table's access bits follow a write that reaches the timer through the
+    UNDEF path (CNTKCTL_EL12): the fast loop reads at EL0 what the reference loop reads, not
+    the ENABLE | ISTATUS an out-of-date table gave."""
+    fast = run_asm(CNTKCTL12_THEN_EL0, tmp_path / "f", boot_el=2, mode="fast")
+    ref = run_asm(CNTKCTL12_THEN_EL0, tmp_path / "r", boot_el=2, mode="reference")
+    assert xregs(fast, 19, 20, 21, 25, 26) == xregs(ref, 19, 20, 21, 25, 26)
+    assert xregs(fast, 20)[0] != 0b101

@@ -157,8 +157,16 @@ class Traps:
         if info.is_read:
             if rt_reg is not None:
                 fast.set_reg(rt_reg, value)
-        elif self._stop_after_write(entry.replan, ctx):
-            self._request_stop()
+        else:
+            if self.counter_reads is not None and any(
+                    (e := self.sysregs.lookup(enc)) is not None and e.owner is entry.owner
+                    for enc in COUNTER_READS + TIMER_CTL_READS):
+                # (the owner of the natively answered reads: CNTKCTL_EL12, emulated, changes
+                # their access checks)
+                self._counter_reads_changed()
+                self.counter_reads.ctl_valid = 0
+            if self._stop_after_write(entry.replan, ctx):
+                self._request_stop()
         fast.set_reg(A.UC_ARM64_REG_PC, pc + 4)
 
     def _stop_after_write(self, replan: Replan, ctx: AccessContext) -> bool:
