@@ -657,53 +657,44 @@ static struct PyModuleDef spe_counter_module = {PyModuleDef_HEAD_INIT, "_counter
     "Native block-hook instruction counter (used through ctypes).", -1, NULL};
 PyMODINIT_FUNC PyInit__counter(void) { return PyModule_Create(&spe_counter_module); }
 
-/* UC_HOOK_INSN (MRS) callback: CNTPCT_EL0 / CNTVCT_EL0 from the instruction count, when the
+static int cp_is(const struct uc_arm64_cp *cp, const uint32_t *e)
+{
+    return cp->op0 == e[0] && cp->op1 == e[1] && cp->crn == e[2] && cp->crm == e[3]
+           && cp->op2 == e[4];
+}
+
+/* UC_HOOK_INSN (MRS) callback: CNTPCT_EL0 / CNTVCT_EL0 from the instruction count, and
+ * CNTP_CTL_EL0 / CNTV_CTL_EL0 from the timer's parts and the instruction count, when the
  * table says the read is permitted at the current EL; the registers the filter names go to
  * the Python hook; QEMU reads the rest.
  * (Returning 1 skips the MRS with our value in Xt: QEMU knows these registers.) */
 uint32_t spe_mrs_hook(void *uc, int reg, const struct uc_arm64_cp *cp,
                       struct spe_counter_reads *r)
 {
-    for (unsigned which = 0; r->valid && which < 2; which++) {
-        const uint32_t *e = r->enc[which];
-        if (cp->op0 != e[0] || cp->op1 != e[1] || cp->crn != e[2] || cp->crm != e[3]
-                || cp->op2 != e[4])
+    for (unsigned k = 0; r->valid && k < 4; k++) {   /* (k 0, 1: counters; 2, 3: CTL) */
+        unsigned which = k & 1, ctl = k >> 1;
+        if (!cp_is(cp, ctl ? r->ctl_enc[which] : r->enc[which]) || (ctl && !r->ctl_valid))
             continue;
         const struct spe_exc_model *m = r->model;
         uint64_t pstate = 0, pc = 0;
         m->reg_read(uc, m->pstate_id, &pstate);
         unsigned el = (unsigned)(pstate >> m->el_lsb) & m->el_mask;
-        if ((r->allowed >> (2 * el + which)) & 1) {
-            struct spe_counter *c = r->counter;
-            m->reg_read(uc, m->pc_id, &pc);
-            uint64_t retired = spe_retired_before(c, pc);
-            uint64_t value = retired - r->offset[el][which];
-            m->reg_write(uc, reg, &value);
+        if (!(((ctl ? r->ctl_allowed : r->allowed) >> (2 * el + which)) & 1))
+            break;
+        m->reg_read(uc, m->pc_id, &pc);
+        uint64_t retired = spe_retired_before(r->counter, pc), value;
+        if (!ctl) {
+            value = retired - r->offset[el][which];
             r->answered++;
-            return 1;
-        }
-        break;
-    }
-    for (unsigned which = 0; r->valid && r->ctl_valid && which < 2; which++) {
-        const uint32_t *e = r->ctl_enc[which];
-        if (cp->op0 != e[0] || cp->op1 != e[1] || cp->crn != e[2] || cp->crm != e[3]
-                || cp->op2 != e[4])
-            continue;
-        const struct spe_exc_model *m = r->model;
-        uint64_t pstate = 0, pc = 0;
-        m->reg_read(uc, m->pstate_id, &pstate);
-        unsigned el = (unsigned)(pstate >> m->el_lsb) & m->el_mask;
-        if ((r->ctl_allowed >> (2 * el + which)) & 1) {
-            m->reg_read(uc, m->pc_id, &pc);
-            uint64_t count = spe_retired_before(r->counter, pc) - r->ctl_offset[el][which];
-            uint64_t value = r->ctl[el][which];
+        } else {
+            uint64_t count = retired - r->ctl_offset[el][which];
+            value = r->ctl[el][which];
             if ((value >> r->enable_lsb & 1) && count >= r->ctl_cval[el][which])
                 value |= (uint64_t)1 << r->istatus_lsb;
-            m->reg_write(uc, reg, &value);
             r->ctl_answered++;
-            return 1;
         }
-        break;
+        m->reg_write(uc, reg, &value);
+        return 1;
     }
     const struct spe_sysreg_filter *f = r->filter;
     unsigned key = spe_sysreg_key(cp);
