@@ -151,7 +151,7 @@ def exception_model() -> native.SpeExcModel:
     return m
 
 
-@lru_cache(maxsize=1)
+@lru_cache(maxsize=2)
 def walk_tables(e0pd: bool) -> native.SpeWalk:
     """The translation controls, fields and granules of :mod:`spe_emu.arch.mmu` for the
     native check of what a stage 1 walk ends with (``spe_walk_fault()``, exception.c; the

@@ -292,8 +292,8 @@ class UnicornHooks:
             h.python_fscs |= sum(1 << (kind | level) for level in range(4) for kind in
                                  (mmu.FSC_ACCESS_FLAG, mmu.FSC_PERMISSION))
         # (an abort refine_abort would leave unchanged is taken natively: spe_abort_stands)
-        h.walk = ctypes.cast(ctypes.pointer(walk_tables(self.cfg.cpu.e0pd)),
-                             ctypes.c_void_p).value
+        self._walk_tables = walk_tables(self.cfg.cpu.e0pd)   # (h.walk points into it)
+        h.walk = ctypes.addressof(self._walk_tables)
         fsc = ABORT_ISS.field("FSC")
         h.fsc_lsb, h.fsc_mask = fsc.lsb, fsc.mask >> fsc.lsb
         for i, (mask, value) in enumerate(PYTHON_UNDEFS):

@@ -158,13 +158,9 @@ class Traps:
             if rt_reg is not None:
                 fast.set_reg(rt_reg, value)
         else:
-            if self.counter_reads is not None and any(
-                    (e := self.sysregs.lookup(enc)) is not None and e.owner is entry.owner
-                    for enc in COUNTER_READS + TIMER_CTL_READS):
-                # (the owner of the natively answered reads: CNTKCTL_EL12, emulated, changes
-                # their access checks)
+            if entry.owner is self._native_reads_owner():
+                # (CNTKCTL_EL12, emulated, changes the natively answered reads' checks)
                 self._counter_reads_changed()
-                self.counter_reads.ctl_valid = 0
             if self._stop_after_write(entry.replan, ctx):
                 self._request_stop()
         fast.set_reg(A.UC_ARM64_REG_PC, pc + 4)
@@ -398,20 +394,15 @@ class Traps:
             for el in range(4):
                 ctx_el = ctx.at_el(el)
                 for which, enc in enumerate(COUNTER_READS):
-                    entry = self.sysregs.lookup(enc)
-                    if (entry is None or entry.via_undef
-                            or entry.verdict(True, ctx_el) is not Access.OK):
+                    entry = self._native_read(enc, ctx_el)
+                    if entry is None:
                         continue
                     value = entry.owner.sysreg_read(entry.spec.name, ctx_el)
                     reads.offset[el][which] = -value & MASK64
                     allowed |= 1 << (2 * el + which)
                 for which, enc in enumerate(TIMER_CTL_READS):
-                    entry = self.sysregs.lookup(enc)
-                    if (entry is None or entry.via_undef
-                            or entry.verdict(True, ctx_el) is not Access.OK):
-                        continue
-                    parts = getattr(entry.owner, "ctl_parts", lambda *_: None)(
-                        entry.spec.name, ctx_el)
+                    entry = self._native_read(enc, ctx_el)
+                    parts = entry and entry.owner.ctl_parts(entry.spec.name, ctx_el)
                     if parts is None:
                         continue
                     reads.ctl[el][which], reads.ctl_cval[el][which] = parts[0], parts[1]
@@ -421,6 +412,23 @@ class Traps:
             self._retired_now = None
         reads.allowed, reads.ctl_allowed = allowed, ctl_allowed
         reads.valid = reads.ctl_valid = 1
+
+    def _native_read(self, enc, ctx: AccessContext) -> SysregEntry | None:
+        """The registered owner's entry for an MRS at ``enc`` that the native table may
+        answer at ``ctx`` (reached through the instruction hook, the access check passes),
+        else None."""
+        entry = self.sysregs.lookup(enc)
+        if entry is None or entry.via_undef or entry.verdict(True, ctx) is not Access.OK:
+            return None
+        return entry
+
+    def _native_reads_owner(self):
+        """The owner of the reads the native MRS hook answers (:data:`COUNTER_READS`,
+        :data:`TIMER_CTL_READS`: the generic timer), or None without a table."""
+        if self.counter_reads is None:
+            return None
+        entry = self.sysregs.lookup(COUNTER_READS[0])
+        return entry.owner if entry is not None else None
 
     def _pmu_catch_up(self, retired: int) -> None:
         """Before a PMU register access by instruction number ``retired`` (from its MRS/MSR

@@ -269,8 +269,7 @@ class SpeWalk(ctypes.Structure):
                     "fsc_address_size", "fsc_walk_external", "e0pd")),
                 ("e0pd_lsb", ctypes.c_uint32 * 2), ("pad", ctypes.c_uint32),
                 ("translation_fscs", ctypes.c_uint64),
-                ("baddr_mask", ctypes.c_uint64), ("oa_mask", ctypes.c_uint64),
-                ("walks", ctypes.c_uint64)]
+                ("baddr_mask", ctypes.c_uint64), ("oa_mask", ctypes.c_uint64)]
 
 
 WALK_AGREES, WALK_PYTHON = -1, -2   # SPE_WALK_* results of spe_walk_fault

@@ -275,7 +275,6 @@ static uint64_t field(uint64_t value, uint32_t lsb, uint32_t mask)
 int spe_walk_fault(struct spe_walk *w, void *uc, uint64_t va, uint32_t regime)
 {
     const struct spe_exc_model *m = w->model;
-    w->walks++;
     uint64_t hcr = cp_read(uc, m, m->hcr_enc);
     uint32_t e2h = hcr >> m->e2h_bit & 1, tge = hcr >> m->tge_bit & 1;
     if (regime == 1 && (hcr >> w->vm_lsb & 1) && (cp_read(uc, m, w->scr_enc) >> w->ns_lsb & 1)

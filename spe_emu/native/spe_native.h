@@ -597,7 +597,6 @@ struct spe_walk {
     uint32_t pad;
     uint64_t translation_fscs;            /* bit n: FSC n is a Translation fault */
     uint64_t baddr_mask, oa_mask;         /* TTBR.BADDR, DESC.OA (in place) */
-    uint64_t walks;                       /* walks made (for tests) */
 };
 #define SPE_WALK_AGREES (-1)              /* the walk ends otherwise: QEMU's fault stands */
 #define SPE_WALK_PYTHON (-2)              /* not decided here (stage 2 applies) */
