@@ -4,6 +4,7 @@ behaves as its header says."""
 
 from __future__ import annotations
 
+import ctypes
 import tempfile
 from pathlib import Path
 
@@ -11,6 +12,7 @@ from asmrun import EXIT, run_asm, xregs
 from unicorn import (UC_ARCH_ARM64, UC_HOOK_INTR, UC_HOOK_MEM_READ, UC_HOOK_MEM_WRITE, UC_MODE_ARM,
                      Uc)
 from unicorn import arm64_const as A
+from unicorn.unicorn_const import UC_CTL_IO_WRITE, UC_CTL_TLB_FLUSH
 
 import spe_emu  # noqa: F401  (points the binding at the patched library before unicorn loads it)
 from spe_emu import native
@@ -23,32 +25,66 @@ def test_the_build_in_use_carries_the_patches():
     assert expected and native.unicorn_patches() == expected
 
 
+_LDST = b"".join(w.to_bytes(4, "little") for w in (
+    0xF9400022,    # ldr x2, [x1]
+    0xF9080022,    # str x2, [x1, #0x1000]
+    0xF9500023,    # ldr x3, [x1, #0x2000]
+    0x14000001,    # b .+4
+    0xD503201F))   # nop
+"""Three accesses, at +0, +4 and +8, each to a page of its own (X1, X1 + 4 KiB, X1 + 8 KiB),
+in a block of their own: emu_start invalidates the block holding the byte before its
+``until`` address (the nop's)."""
+
+
+def _ldst_pcs(uc: Uc, at: int, seen: list) -> list:
+    """Run the copy of _LDST at ``at`` (X1 = 0x20000) after a TLB flush (so that each
+    access takes the slow path, where Unicorn calls the memory hooks whether or not the block
+    was translated with one); [the (PC, address) pairs the memory hook that appends to
+    ``seen`` reported, what it should have]."""
+    seen.clear()
+    uc.reg_write(A.UC_ARM64_REG_X1, 0x20000)
+    uc.ctl(UC_CTL_TLB_FLUSH, UC_CTL_IO_WRITE)
+    uc.emu_start(at, at + len(_LDST))
+    return [seen[:], [(at, 0x20000), (at + 4, 0x21000), (at + 8, 0x22000)]]
+
+
 def test_a_memory_hook_added_after_translation_sees_the_pc():
-    # 0001: loads and stores write their PC before the access whether or not a memory hook
-    # existed when their block was translated, so a hook added later (no cpu_restore_state)
-    # reads each access's own PC
-    code = b"".join(w.to_bytes(4, "little") for w in (
-        0xF9400022,    # ldr x2, [x1]
-        0xF9000422,    # str x2, [x1, #8]
-        0xF9400823,    # ldr x3, [x1, #16]
-        0xD503201F))   # nop
+    # 0001 + 0008: code translated without a memory hook leaves the PC of its accesses
+    # unsynced, so a hook added later finds it with cpu_restore_state(); code translated with
+    # the hook writes it before each access, and the hook reads it from there
     uc = Uc(UC_ARCH_ARM64, UC_MODE_ARM)
-    uc.mem_map(0x10000, 0x10000)
-    uc.mem_write(0x10000, code)
-    uc.reg_write(A.UC_ARM64_REG_X1, 0x18000)
-    uc.emu_start(0x10000, 0x10000 + len(code))   # (translated without a hook)
+    uc.mem_map(0x10000, 0x20000)
+    for at in (0x10000, 0x11000, 0x12000):   # (a page each: one run's code stays translated)
+        uc.mem_write(at, _LDST)
     seen = []
-    uc.hook_add(UC_HOOK_MEM_READ | UC_HOOK_MEM_WRITE,
-                lambda u, _t, addr, _s, _v, _d: seen.append(
-                    (u.reg_read(A.UC_ARM64_REG_PC), addr)))
-    uc.emu_start(0x10000, 0x10000 + len(code))
-    assert seen == [(0x10000, 0x18000), (0x10004, 0x18008), (0x10008, 0x18010)]
+
+    def hook():
+        return uc.hook_add(UC_HOOK_MEM_READ | UC_HOOK_MEM_WRITE,
+                           lambda u, _t, addr, _s, _v, _d: seen.append(
+                               (u.reg_read(A.UC_ARM64_REG_PC), addr)))
+
+    _ldst_pcs(uc, 0x10000, seen)   # (translated without a hook)
+    added = hook()
+    got, want = _ldst_pcs(uc, 0x10000, seen)
+    assert got == want
+    # after a flush, everything translated has the hook: the code writes the PC itself
+    uc.ctl_flush_tb()
+    got, want = _ldst_pcs(uc, 0x11000, seen)
+    assert got == want
+    # the hook goes, new code is translated without the PC, the hook comes back: the old
+    # code (with the PC) and the new (without) both report their own
+    uc.hook_del(added)
+    _ldst_pcs(uc, 0x12000, seen)
+    hook()
+    for at in (0x11000, 0x12000):
+        got, want = _ldst_pcs(uc, at, seen)
+        assert got == want
 
 
 def test_the_memory_trace_reports_each_access_with_its_pc_and_physical_address():
     # 0002: uc_mem_trace_set calls its callback after each load and store of code translated
     # while it is set (PC, physical address, size, store?), and after a DC ZVA with its block
-    import ctypes
+
     from unicorn.unicorn_py3.unicorn import uclib
     seen = []
     callback = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint64,
@@ -144,3 +180,68 @@ def test_clearing_pstate_d_by_daifclr_activates_software_step():
                     boot_el=1)
         esr, elr, stepped = xregs(m, 21, 22, 23)
         assert (esr, elr) == (0x33 << 26 | 1 << 25 | 0x22, stepped), hex(esr)
+
+
+class _BlockCounter(ctypes.Structure):
+    """struct uc_block_counter (0009)."""
+    _fields_ = [("count", ctypes.c_uint64), ("limit", ctypes.c_uint64),
+                ("last_pc", ctypes.c_uint64), ("last_insns", ctypes.c_uint64)]
+
+
+# Three blocks of 2, 3 and 1 instructions, each ended by a branch: at 0x10000, 0x10008 and
+# 0x10014; the run stops at 0x10018.
+_BLOCKS = b"".join(w.to_bytes(4, "little") for w in (
+    0xD2800020,    # mov x0, #1
+    0x14000001,    # b .+4
+    0x91000400,    # add x0, x0, #1
+    0x91000400,    # add x0, x0, #1
+    0x14000001,    # b .+4
+    0x14000001,    # b .+4
+    0xD503201F))   # nop
+
+
+def _counted_run(limit: int, second_hook: bool = False, remove: str = "") -> tuple:
+    """Run _BLOCKS with a Python block hook that has the inline counter (limit ``limit``),
+    optionally a second block hook, the counter removed (``remove`` "null") or the hook
+    deleted ("hook") before the run: (blocks the hook was called for, as (address, size);
+    the counter's fields; blocks the second hook was called for)."""
+    from unicorn import UC_HOOK_BLOCK
+    from unicorn.unicorn_py3.unicorn import uclib
+    uc = Uc(UC_ARCH_ARM64, UC_MODE_ARM)
+    uc.mem_map(0x10000, 0x10000)
+    uc.mem_write(0x10000, _BLOCKS)
+    called, other = [], []
+    hook = uc.hook_add(UC_HOOK_BLOCK, lambda _u, addr, size, _d: called.append((addr, size)))
+    if second_hook:
+        uc.hook_add(UC_HOOK_BLOCK, lambda _u, addr, size, _d: other.append((addr, size)))
+    counter = _BlockCounter(count=100, limit=limit)
+    counter_set = uclib.uc_hook_block_counter
+    counter_set.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p)
+    assert counter_set(uc._uch, hook, ctypes.byref(counter)) == 0
+    if remove == "null":
+        assert counter_set(uc._uch, hook, None) == 0
+    elif remove == "hook":
+        uc.hook_del(hook)
+    uc.emu_start(0x10000, 0x10018)
+    return (called, (counter.count, counter.last_pc, counter.last_insns), other)
+
+
+def test_a_block_hook_with_the_inline_counter_is_called_only_past_its_limit():
+    # 0009: while count + n <= limit the translated code counts the block itself (count,
+    # last_pc, last_insns) and calls no hook; a block that would pass the limit calls the
+    # hook, which does its own counting
+    assert _counted_run(limit=1000) == ([], (106, 0x10014, 1), [])
+    assert _counted_run(limit=105) == ([(0x10014, 4)], (105, 0x10008, 3), [])
+    # (this hook does not count: the block after the one it was called for fits again)
+    assert _counted_run(limit=104) == ([(0x10008, 12)], (103, 0x10014, 1), [])
+    assert _counted_run(limit=0) == ([(0x10000, 8), (0x10008, 12), (0x10014, 4)],
+                                     (100, 0, 0), [])
+
+
+def test_the_inline_counter_is_only_for_its_hook_alone():
+    # a second block hook, a NULL counter or the hook's deletion: every block calls the
+    # hooks as before, and the counter is left alone
+    every = [(0x10000, 8), (0x10008, 12), (0x10014, 4)]
+    assert _counted_run(limit=1000, second_hook=True) == (every, (100, 0, 0), every)
+    assert _counted_run(limit=1000, remove="null") == (every, (100, 0, 0), [])
+    assert _counted_run(limit=1000, remove="hook") == ([], (100, 0, 0), [])

@@ -100,9 +100,11 @@ class UnicornHooks:
                               ctypes.byref(reads), 1, 0, A.UC_ARM64_INS_MRS)
         else:
             uc.hook_add(UC_HOOK_INSN, self._on_mrs, None, 1, 0, A.UC_ARM64_INS_MRS)
+        self._block_hook = None
         if self.cfg.mode != "reference":
-            self._native_hook(UC_HOOK_BLOCK, ctypes.c_void_p(native.block_hook_address()),
-                              ctypes.byref(self.counter), 1, 0)
+            self._block_hook = self._native_hook(
+                UC_HOOK_BLOCK, ctypes.c_void_p(native.block_hook_address()),
+                ctypes.byref(self.counter), 1, 0)
         if self.cfg.mode == "fast":
             # One callback object for every control instruction, registered directly: the
             # binding's hook_add costs about 30 us per address and run.
@@ -140,6 +142,8 @@ class UnicornHooks:
                                             for off, word in site.offsets
                                             if word == PSB_CSYNC_WORD)
             uc.hook_add(UC_HOOK_CODE, self._on_every_insn)
+        self._inline_block_counter(self._block_hook is not None and not self.counter.pbt_on
+                                   and not self.counter.feed)
         if self.cfg.mode != "raw":
             # On each DC ZVA: Python only at an EL with Device data (SyncChecks.dc_zva)
             self._zva_callback = CODE_HOOK(lambda _uch, address, _size, _data: self._guarded(
@@ -223,6 +227,7 @@ class UnicornHooks:
         if self._feeding:
             return
         self._feeding = True
+        self._inline_block_counter(False)   # (block_fed trains the predictor at every block)
         self.counter.feed = self.spu.builder.model.ptr
         try:   # (the patched library's trace: patches/unicorn/0002)
             trace_set = uclib.uc_mem_trace_set
@@ -343,6 +348,24 @@ class UnicornHooks:
         """The native MSR hook's fallback: :meth:`_on_msr` (:meth:`_guarded`)."""
         return self._guarded(lambda: self._on_msr(self.uc, reg, self._cp_reg(cp_ptr), None), 0)
 
+    def _inline_block_counter(self, on: bool) -> None:
+        """Give the native block hook its inline fast path (patches/unicorn/0009,
+        ``uc_hook_block_counter``: the translated code counts a block that ends by
+        ``fast_limit`` itself, as spe_block_hook's common path would, and calls the hook
+        only for the others), or take it away. Only while that path is all the hook would do
+        for such a block: no FEAT_SPE_PBT tracking, no model feed. Applies to code translated
+        from then on (the caller flushes the rest when it matters: :meth:`_start_model_feed`).
+        Nothing with Unicorn's own library."""
+        try:
+            counter_set = uclib.uc_hook_block_counter
+        except AttributeError:
+            return
+        counter_set.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p)
+        err = counter_set(self.uc._uch, self._block_hook or 0,
+                          ctypes.byref(self.counter) if on else None)
+        if err:
+            raise GuestError(f"cannot set the block hook's inline counter (uc error {err})")
+
     def _native_hook(self, kind: int, callback, user_data, begin: int, end: int,
                      *insn: int) -> int:
         """``uc_hook_add`` without the binding's per-hook Python wrapper (the caller keeps
@@ -374,15 +397,13 @@ class UnicornHooks:
         self._guarded(lambda: self._on_control_insn(self.uc, address, size, None))
 
     def _mrs_fallback(self, _uch, reg: int, cp_ptr, _data) -> int:
-        """The native MRS hook's fallback (fast and raw modes): fills the counter-read table
-        when it is invalid and this is a counter or timer-control read, then :meth:`_on_mrs`
-        (:meth:`_guarded`)."""
+        """The native MRS hook's fallback (fast and raw modes): fills the counter-read
+        table's entries of the current EL when this is a counter or timer-control read (and
+        they are not there), then :meth:`_on_mrs` (:meth:`_guarded`)."""
         def body() -> int:
             cp = self._cp_reg(cp_ptr)
             enc = (cp.op0, cp.op1, cp.crn, cp.crm, cp.op2)
-            reads = self.counter_reads
-            if ((not reads.valid and enc in COUNTER_READS)
-                    or (not (reads.valid and reads.ctl_valid) and enc in TIMER_CTL_READS)):
+            if enc in COUNTER_READS or enc in TIMER_CTL_READS:
                 self._fill_counter_reads()
             return self._on_mrs(self.uc, reg, cp, None)
         return self._guarded(body, 0)

@@ -112,6 +112,7 @@ class Machine(RunLoops, UnicornHooks, Traps, Interrupts, ControlInstructions, Sa
         self._read_current, self._write_current = t.read_current, t.write_current
         self.guest_errors: list[str] = []
         self._retired_now: int | None = None  # set while a hook reads the clock mid-block
+        self._reads_filled = 0   # (ELs whose native counter-read entries are filled)
         # The shared board: RAM, bus, devices, GIC, virtual clock, console input.
         # (with several PEs each has its own time: a PeClock over the board's clock)
         if board is None:

@@ -379,39 +379,56 @@ class Traps:
         self.uc.reg_write(A.UC_ARM64_REG_PC, pc + 4)
 
     def _fill_counter_reads(self) -> None:
-        """The native counter-read table for the present control state, from the registered
-        owner's own access checks and values (the rules stay in Python): for each EL and
-        counter, whether a read is permitted and the offset from the instruction count
-        (valid until an MSR or a wait changes the control state or the idle time); for each
-        EL and timer control register (:data:`TIMER_CTL_READS`), whether a read is permitted
-        and the parts of its value (the owner's ``ctl_parts``; until a timer register is
-        written, ``ctl_valid``)."""
+        """The native counter-read table's entries for the current Exception level, for the
+        present control state, from the registered owner's own access checks and values (the
+        rules stay in Python): for each counter, whether a read is permitted and the offset
+        from the instruction count (valid until an MSR or a wait changes the control state or
+        the idle time: ``valid``); for each timer control register (:data:`TIMER_CTL_READS`),
+        whether a read is permitted and the parts of its value (the owner's ``ctl_parts``;
+        until a timer register is written: ``ctl_valid``).
+
+        An EL's entries are filled when a read at that EL reaches Python (the native hook
+        found no entry: its ``allowed`` bits are clear until then), so a change of the
+        control state costs one EL's four entries, not sixteen; nothing when the EL's are
+        there already (the read is one the access check does not permit)."""
         reads = self.counter_reads
+        if not reads.valid:
+            reads.allowed = reads.ctl_allowed = 0
+            self._reads_filled = 0
+        elif not reads.ctl_valid:
+            reads.ctl_allowed = 0
+            self._reads_filled = 0   # (an EL's counter entries are filled again with its CTLs)
         ctx = self.context()
-        allowed = ctl_allowed = 0
+        el = ctx.el
+        if self._reads_filled >> el & 1:
+            return
+        allowed, ctl_allowed = reads.allowed, reads.ctl_allowed
         self._retired_now = 0
         try:
-            for el in range(4):
-                ctx_el = ctx.at_el(el)
-                for which, enc in enumerate(COUNTER_READS):
-                    entry = self._native_read(enc, ctx_el)
-                    if entry is None:
-                        continue
-                    value = entry.owner.sysreg_read(entry.spec.name, ctx_el)
-                    reads.offset[el][which] = -value & MASK64
-                    allowed |= 1 << (2 * el + which)
-                for which, enc in enumerate(TIMER_CTL_READS):
-                    entry = self._native_read(enc, ctx_el)
-                    parts = entry and entry.owner.ctl_parts(entry.spec.name, ctx_el)
-                    if parts is None:
-                        continue
-                    reads.ctl[el][which], reads.ctl_cval[el][which] = parts[0], parts[1]
-                    reads.ctl_offset[el][which] = -parts[2] & MASK64   # (count at 0 retired)
-                    ctl_allowed |= 1 << (2 * el + which)
+            for which, enc in enumerate(COUNTER_READS):
+                bit = 1 << (2 * el + which)
+                allowed &= ~bit
+                entry = self._native_read(enc, ctx)
+                if entry is None:
+                    continue
+                value = entry.owner.sysreg_read(entry.spec.name, ctx)
+                reads.offset[el][which] = -value & MASK64
+                allowed |= bit
+            for which, enc in enumerate(TIMER_CTL_READS):
+                bit = 1 << (2 * el + which)
+                ctl_allowed &= ~bit
+                entry = self._native_read(enc, ctx)
+                parts = entry and entry.owner.ctl_parts(entry.spec.name, ctx)
+                if parts is None:
+                    continue
+                reads.ctl[el][which], reads.ctl_cval[el][which] = parts[0], parts[1]
+                reads.ctl_offset[el][which] = -parts[2] & MASK64   # (count at 0 retired)
+                ctl_allowed |= bit
         finally:
             self._retired_now = None
         reads.allowed, reads.ctl_allowed = allowed, ctl_allowed
         reads.valid = reads.ctl_valid = 1
+        self._reads_filled |= 1 << el
 
     def _native_read(self, enc, ctx: AccessContext) -> SysregEntry | None:
         """The registered owner's entry for an MRS at ``enc`` that the native table may

@@ -20,6 +20,13 @@
  * management event) lasts, when the next event is not in the same block and the block ends
  * before `limit`.
  *
+ * With the patched libunicorn (patches/unicorn/0009, uc_hook_block_counter) the translated
+ * code runs that common path itself: a block that ends by `fast_limit` adds its length to
+ * `insns` and sets `block_start` and `block_insns` (the struct's first four fields, laid out
+ * as struct uc_block_counter) without a call; the hook runs for every other block. Python
+ * gives the hook that path only while it is all the hook would do (no FEAT_SPE_PBT tracking,
+ * no model feed: Machine._inline_block_counter).
+ *
  * Ground truth (spe-emu run --ground-truth): while gt_table is set, fast_limit stays 0, so
  * every block takes the slow path, which counts one more execution of (block address, length)
  * in an open-addressing table that grows at half full; Python expands the blocks to PCs at the
@@ -29,6 +36,7 @@
  * The file is also a (trivial) CPython extension module so setuptools can build it; the
  * module itself exports nothing.
  */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -43,6 +51,12 @@ const char spe_source_digest[17] = SPE_SOURCE_DIGEST;
 const uint64_t spe_counter_size = sizeof(struct spe_counter);
 const uint64_t spe_counter_reads_size = sizeof(struct spe_counter_reads);
 const uint64_t spe_sysreg_filter_size = sizeof(struct spe_sysreg_filter);
+/* (uc_hook_block_counter's struct uc_block_counter: count, limit, last_pc, last_insns) */
+_Static_assert(offsetof(struct spe_counter, insns) == 0
+               && offsetof(struct spe_counter, fast_limit) == 8
+               && offsetof(struct spe_counter, block_start) == 16
+               && offsetof(struct spe_counter, block_insns) == 24,
+               "struct spe_counter begins as struct uc_block_counter");
 
 static uint32_t verdict_slot(uint64_t pc, uint32_t n, uint32_t k)
 {
