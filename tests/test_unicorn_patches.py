@@ -9,8 +9,8 @@ import tempfile
 from pathlib import Path
 
 from asmrun import EXIT, run_asm, xregs
-from unicorn import (UC_ARCH_ARM64, UC_HOOK_INTR, UC_HOOK_MEM_READ, UC_HOOK_MEM_WRITE, UC_MODE_ARM,
-                     Uc)
+from unicorn import (UC_ARCH_ARM64, UC_HOOK_INSN, UC_HOOK_INTR, UC_HOOK_MEM_READ,
+                     UC_HOOK_MEM_WRITE, UC_MODE_ARM, Uc)
 from unicorn import arm64_const as A
 from unicorn.unicorn_const import UC_CTL_IO_WRITE, UC_CTL_TLB_FLUSH
 
@@ -245,3 +245,85 @@ def test_the_inline_counter_is_only_for_its_hook_alone():
     assert _counted_run(limit=1000, second_hook=True) == (every, (100, 0, 0), every)
     assert _counted_run(limit=1000, remove="null") == (every, (100, 0, 0), [])
     assert _counted_run(limit=1000, remove="hook") == ([], (100, 0, 0), [])
+
+
+# 0010: a load's access (at 0x10004) between two register moves, then a second load
+_STOPS = b"".join(w.to_bytes(4, "little") for w in (
+    0xD2800025,    # 0x10000 mov x5, #1
+    0xF9400022,    # 0x10004 ldr x2, [x1]
+    0xD2800046,    # 0x10008 mov x6, #2
+    0xD53BE047,    # 0x1000c mrs x7, cntvct_el0
+    0xD2800068,    # 0x10010 mov x8, #3
+    0xF9400423,    # 0x10014 ldr x3, [x1, #8]
+    0xD2800089,    # 0x10018 mov x9, #4
+    0xD503201F))   # 0x1001c nop
+
+
+def _stop_run(setup) -> tuple:
+    """Run _STOPS (X1 = 0x18000, where 0x1234 is) after ``setup(uc)``: (PC, X2, X5, X6, X8,
+    X9) where it stopped, and the error emu_start raised (None)."""
+    from unicorn import UcError
+    uc = Uc(UC_ARCH_ARM64, UC_MODE_ARM)
+    uc.mem_map(0x10000, 0x10000)
+    uc.mem_write(0x10000, _STOPS)
+    uc.mem_write(0x18000, (0x1234).to_bytes(8, "little"))
+    uc.reg_write(A.UC_ARM64_REG_X1, 0x18000)
+    setup(uc)
+    err = None
+    try:
+        uc.emu_start(0x10000, 0x1001c)
+    except UcError as exc:
+        err = exc.errno
+    regs = [uc.reg_read(r) for r in (A.UC_ARM64_REG_PC, A.UC_ARM64_REG_X2, A.UC_ARM64_REG_X5,
+                                      A.UC_ARM64_REG_X6, A.UC_ARM64_REG_X8,
+                                      A.UC_ARM64_REG_X9)]
+    return (*regs, err)
+
+
+def test_a_memory_hook_that_stops_leaves_the_block_at_its_access():
+    # 0010: the slow path of the access checks the exit request: the run leaves at the
+    # accessing instruction (PC restored to it, made again when the run resumes), before
+    # the next instruction and before the load's register is written (Unicorn 2.1.4 wrote
+    # X2 first: 0x1234)
+    def setup(uc):
+        uc.hook_add(UC_HOOK_MEM_READ, lambda u, *_: u.emu_stop(), None, 0x18000, 0x18007)
+    assert _stop_run(setup) == (0x10004, 0, 1, 0, 0, 0, None)
+
+
+def test_a_stop_requested_by_an_mrs_hook_is_taken_after_that_mrs():
+    # 0010: after an instruction a UC_HOOK_INSN hook was called for, a stop the hook
+    # requested is taken at the next instruction (before 0010: after the next load, whose
+    # access was made, with the PC back on that load: 0x10014, X8 = 3)
+    def setup(uc):
+        uc.hook_add(UC_HOOK_INSN, lambda u, *_: (u.emu_stop(), 0)[1], None, 1, 0,
+                    A.UC_ARM64_INS_MRS)
+    assert _stop_run(setup) == (0x10010, 0x1234, 1, 2, 0, 0, None)
+
+
+
+def test_the_trace_sees_an_access_a_hook_stopped_once_when_it_is_made_again():
+    # 0002 + 0010: the access a memory hook stopped the run in is left out of the memory
+    # trace (it is made again when the run resumes), and only that one
+    from unicorn.unicorn_py3.unicorn import uclib
+    seen = []
+    callback = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint64,
+                                ctypes.c_uint32, ctypes.c_uint32)(
+        lambda _user, pc, pa, size, store: seen.append((pc, pa)))
+    uc = Uc(UC_ARCH_ARM64, UC_MODE_ARM)
+    uc.mem_map(0x10000, 0x10000)
+    uc.mem_write(0x10000, _STOPS)
+    uc.reg_write(A.UC_ARM64_REG_X1, 0x18000)
+    trace_set = uclib.uc_mem_trace_set
+    trace_set.argtypes = (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
+    assert trace_set(uc._uch, ctypes.cast(callback, ctypes.c_void_p), None) == 0
+    stops = []
+
+    def stop_once(u, *_):
+        if not stops:
+            stops.append(u.reg_read(A.UC_ARM64_REG_PC))
+            u.emu_stop()
+    uc.hook_add(UC_HOOK_MEM_READ, stop_once, None, 0x18000, 0x18007)
+    uc.emu_start(0x10000, 0x1001c)
+    assert stops == [0x10004] and seen == [] and uc.reg_read(A.UC_ARM64_REG_PC) == 0x10004
+    uc.emu_start(0x10004, 0x1001c)
+    assert seen == [(0x10004, 0x18000), (0x10014, 0x18008)]
