@@ -327,3 +327,79 @@ def test_the_trace_sees_an_access_a_hook_stopped_once_when_it_is_made_again():
     assert stops == [0x10004] and seen == [] and uc.reg_read(A.UC_ARM64_REG_PC) == 0x10004
     uc.emu_start(0x10004, 0x1001c)
     assert seen == [(0x10004, 0x18000), (0x10014, 0x18008)]
+
+
+def test_a_stop_the_memory_trace_asks_for_is_taken_at_that_access():
+    # 0010: helper_uc_mem_trace checks after the trace callback: nothing after the access
+    # runs (the PC back on it)
+    from unicorn.unicorn_py3.unicorn import uclib
+    uc = Uc(UC_ARCH_ARM64, UC_MODE_ARM)
+    uc.mem_map(0x10000, 0x10000)
+    uc.mem_write(0x10000, _STOPS)
+    uc.reg_write(A.UC_ARM64_REG_X1, 0x18000)
+    callback = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint64,
+                                ctypes.c_uint32, ctypes.c_uint32)(
+        lambda _user, pc, pa, size, store: uc.emu_stop())
+    trace_set = uclib.uc_mem_trace_set
+    trace_set.argtypes = (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
+    assert trace_set(uc._uch, ctypes.cast(callback, ctypes.c_void_p), None) == 0
+    uc.emu_start(0x10000, 0x1001c)
+    assert (uc.reg_read(A.UC_ARM64_REG_PC), uc.reg_read(A.UC_ARM64_REG_X6)) == (0x10004, 0)
+
+
+def test_a_store_exclusive_pair_a_hook_stops_in_completes_first():
+    # 0010: an access a helper written in C makes (STXP: do_paired_cmpxchg64) is not checked
+    # in the middle of its instruction: the pair is written whole and the status is 0
+    uc = Uc(UC_ARCH_ARM64, UC_MODE_ARM)
+    uc.mem_map(0x10000, 0x10000)
+    uc.mem_write(0x10000, b"".join(w.to_bytes(4, "little") for w in (
+        0xC87F0C22,    # ldxp x2, x3, [x1]
+        0xC8241825,    # stxp w4, x5, x6, [x1]
+        0xD503201F)))  # nop
+    uc.mem_write(0x18000, (0x1111).to_bytes(8, "little") + (0x2222).to_bytes(8, "little"))
+    for reg, value in ((A.UC_ARM64_REG_X1, 0x18000), (A.UC_ARM64_REG_X4, 0x77),
+                       (A.UC_ARM64_REG_X5, 0xAAAA), (A.UC_ARM64_REG_X6, 0xBBBB)):
+        uc.reg_write(reg, value)
+    uc.hook_add(UC_HOOK_MEM_WRITE, lambda u, *_: u.emu_stop())
+    uc.emu_start(0x10000, 0x10008)
+    words = [int.from_bytes(uc.mem_read(0x18000 + o, 8), "little") for o in (0, 8)]
+    assert (words, uc.reg_read(A.UC_ARM64_REG_X4)) == ([0xAAAA, 0xBBBB], 0)
+
+
+def test_the_inline_counter_counts_no_instruction_for_the_run_until_address():
+    # 0009: a block that the run's "until" address ends counts the instructions it executed
+    # (the exit's pseudo-instruction is in the block's icount, not in its size)
+    from unicorn.unicorn_py3.unicorn import uclib
+    from unicorn import UC_HOOK_BLOCK
+    uc = Uc(UC_ARCH_ARM64, UC_MODE_ARM)
+    uc.mem_map(0x10000, 0x10000)
+    uc.mem_write(0x10000, _STOPS)
+    uc.reg_write(A.UC_ARM64_REG_X1, 0x18000)
+    hook = uc.hook_add(UC_HOOK_BLOCK, lambda *_: None)
+    counter = _BlockCounter(count=0, limit=1000)
+    counter_set = uclib.uc_hook_block_counter
+    counter_set.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p)
+    assert counter_set(uc._uch, hook, ctypes.byref(counter)) == 0
+    uc.emu_start(0x10000, 0x10008)
+    assert (counter.count, counter.last_insns) == (2, 2)
+
+
+def test_code_translated_with_the_inline_counter_calls_the_hook_once_it_is_removed():
+    # 0009: the fast path checks at run time that the counter is still installed
+    every = [(0x10000, 8), (0x10008, 12), (0x10014, 4)]
+    from unicorn import UC_HOOK_BLOCK
+    from unicorn.unicorn_py3.unicorn import uclib
+    uc = Uc(UC_ARCH_ARM64, UC_MODE_ARM)
+    uc.mem_map(0x10000, 0x10000)
+    uc.mem_write(0x10000, _BLOCKS)
+    called = []
+    hook = uc.hook_add(UC_HOOK_BLOCK, lambda _u, addr, size, _d: called.append((addr, size)))
+    counter = _BlockCounter(count=0, limit=1000)
+    counter_set = uclib.uc_hook_block_counter
+    counter_set.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p)
+    assert counter_set(uc._uch, hook, ctypes.byref(counter)) == 0
+    uc.emu_start(0x10000, 0x10018)
+    assert (called, counter.count) == ([], 6)
+    assert counter_set(uc._uch, hook, None) == 0
+    uc.emu_start(0x10000, 0x10018)
+    assert (called, counter.count) == (every, 6)
