@@ -18,6 +18,20 @@ import spe_emu  # noqa: F401  (points the binding at the patched library before 
 from spe_emu import native
 
 PATCHES = Path(__file__).resolve().parent.parent / "patches" / "unicorn"
+_TRACE_CALLBACK = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint64,
+                                   ctypes.c_uint32, ctypes.c_uint32)
+"""uc_cb_mem_trace_t (0002): (user data, PC, physical address, size, store?)."""
+
+
+def _set_trace(uc: Uc, fn):
+    """uc_mem_trace_set(uc, fn) (0002), for the code translated from now on; returns the
+    callback object, which the caller keeps while the trace is set."""
+    from unicorn.unicorn_py3.unicorn import uclib
+    callback = _TRACE_CALLBACK(fn)
+    trace_set = uclib.uc_mem_trace_set
+    trace_set.argtypes = (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
+    assert trace_set(uc._uch, ctypes.cast(callback, ctypes.c_void_p), None) == 0
+    return callback
 
 
 def test_the_build_in_use_carries_the_patches():
@@ -85,11 +99,10 @@ def test_the_memory_trace_reports_each_access_with_its_pc_and_physical_address()
     # 0002: uc_mem_trace_set calls its callback after each load and store of code translated
     # while it is set (PC, physical address, size, store?), and after a DC ZVA with its block
 
-    from unicorn.unicorn_py3.unicorn import uclib
     seen = []
-    callback = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint64,
-                                ctypes.c_uint32, ctypes.c_uint32)(
-        lambda _user, pc, pa, size, store: seen.append((pc, pa, size, store)))
+
+    def fn(_user, pc, pa, size, store):
+        seen.append((pc, pa, size, store))
     code = b"".join(w.to_bytes(4, "little") for w in (
         0xF9400022,    # ldr x2, [x1]
         0xB9000822,    # str w2, [x1, #8]
@@ -99,9 +112,7 @@ def test_the_memory_trace_reports_each_access_with_its_pc_and_physical_address()
     uc.mem_map(0x10000, 0x10000)
     uc.mem_write(0x10000, code)
     uc.reg_write(A.UC_ARM64_REG_X1, 0x18040)
-    trace_set = uclib.uc_mem_trace_set
-    trace_set.argtypes = (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
-    assert trace_set(uc._uch, ctypes.cast(callback, ctypes.c_void_p), None) == 0
+    callback = _set_trace(uc, fn)  # noqa: F841  (kept while the trace is set)
     uc.emu_start(0x10000, 0x10000 + len(code))
     assert seen == [(0x10000, 0x18040, 8, 0), (0x10004, 0x18048, 4, 1),
                     (0x10008, 0x18050, 8, 0), (0x10008, 0x18058, 8, 0),
@@ -304,18 +315,15 @@ def test_a_stop_requested_by_an_mrs_hook_is_taken_after_that_mrs():
 def test_the_trace_sees_an_access_a_hook_stopped_once_when_it_is_made_again():
     # 0002 + 0010: the access a memory hook stopped the run in is left out of the memory
     # trace (it is made again when the run resumes), and only that one
-    from unicorn.unicorn_py3.unicorn import uclib
     seen = []
-    callback = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint64,
-                                ctypes.c_uint32, ctypes.c_uint32)(
-        lambda _user, pc, pa, size, store: seen.append((pc, pa)))
+
+    def fn(_user, pc, pa, _size, _store):
+        seen.append((pc, pa))
     uc = Uc(UC_ARCH_ARM64, UC_MODE_ARM)
     uc.mem_map(0x10000, 0x10000)
     uc.mem_write(0x10000, _STOPS)
     uc.reg_write(A.UC_ARM64_REG_X1, 0x18000)
-    trace_set = uclib.uc_mem_trace_set
-    trace_set.argtypes = (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
-    assert trace_set(uc._uch, ctypes.cast(callback, ctypes.c_void_p), None) == 0
+    callback = _set_trace(uc, fn)  # noqa: F841  (kept while the trace is set)
     stops = []
 
     def stop_once(u, *_):
@@ -332,17 +340,14 @@ def test_the_trace_sees_an_access_a_hook_stopped_once_when_it_is_made_again():
 def test_a_stop_the_memory_trace_asks_for_is_taken_at_that_access():
     # 0010: helper_uc_mem_trace checks after the trace callback: nothing after the access
     # runs (the PC back on it)
-    from unicorn.unicorn_py3.unicorn import uclib
     uc = Uc(UC_ARCH_ARM64, UC_MODE_ARM)
     uc.mem_map(0x10000, 0x10000)
     uc.mem_write(0x10000, _STOPS)
     uc.reg_write(A.UC_ARM64_REG_X1, 0x18000)
-    callback = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint64,
-                                ctypes.c_uint32, ctypes.c_uint32)(
-        lambda _user, pc, pa, size, store: uc.emu_stop())
-    trace_set = uclib.uc_mem_trace_set
-    trace_set.argtypes = (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
-    assert trace_set(uc._uch, ctypes.cast(callback, ctypes.c_void_p), None) == 0
+
+    def fn(_user, _pc, _pa, _size, _store):
+        uc.emu_stop()
+    callback = _set_trace(uc, fn)  # noqa: F841  (kept while the trace is set)
     uc.emu_start(0x10000, 0x1001c)
     assert (uc.reg_read(A.UC_ARM64_REG_PC), uc.reg_read(A.UC_ARM64_REG_X6)) == (0x10004, 0)
 
