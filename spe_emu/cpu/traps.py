@@ -402,28 +402,25 @@ class Traps:
         el = ctx.el
         if self._reads_filled >> el & 1:
             return
-        allowed, ctl_allowed = reads.allowed, reads.ctl_allowed
+        el_bits = 0b11 << 2 * el   # (bit 2 * EL + which, in both masks)
+        allowed, ctl_allowed = reads.allowed & ~el_bits, reads.ctl_allowed & ~el_bits
         self._retired_now = 0
         try:
             for which, enc in enumerate(COUNTER_READS):
-                bit = 1 << (2 * el + which)
-                allowed &= ~bit
                 entry = self._native_read(enc, ctx)
                 if entry is None:
                     continue
                 value = entry.owner.sysreg_read(entry.spec.name, ctx)
                 reads.offset[el][which] = -value & MASK64
-                allowed |= bit
+                allowed |= 1 << (2 * el + which)
             for which, enc in enumerate(TIMER_CTL_READS):
-                bit = 1 << (2 * el + which)
-                ctl_allowed &= ~bit
                 entry = self._native_read(enc, ctx)
                 parts = entry and entry.owner.ctl_parts(entry.spec.name, ctx)
                 if parts is None:
                     continue
                 reads.ctl[el][which], reads.ctl_cval[el][which] = parts[0], parts[1]
                 reads.ctl_offset[el][which] = -parts[2] & MASK64   # (count at 0 retired)
-                ctl_allowed |= bit
+                ctl_allowed |= 1 << (2 * el + which)
         finally:
             self._retired_now = None
         reads.allowed, reads.ctl_allowed = allowed, ctl_allowed
