@@ -337,19 +337,153 @@ def test_the_trace_sees_an_access_a_hook_stopped_once_when_it_is_made_again():
     assert seen == [(0x10004, 0x18000), (0x10014, 0x18008)]
 
 
-def test_a_stop_the_memory_trace_asks_for_is_taken_at_that_access():
-    # 0010: helper_uc_mem_trace checks after the trace callback: nothing after the access
-    # runs (the PC back on it)
+def test_a_stop_the_memory_trace_asks_for_is_taken_at_the_next_exit_check():
+    # 0011: the trace's callback runs when its buffer is drained (here before the code hook
+    # of the instruction after the load), and a stop it asks for is taken at the next exit
+    # check (the code hook's): the load done, nothing after it
+    from unicorn import UC_HOOK_CODE
     uc = Uc(UC_ARCH_ARM64, UC_MODE_ARM)
     uc.mem_map(0x10000, 0x10000)
     uc.mem_write(0x10000, _STOPS)
+    uc.mem_write(0x18000, (0x1234).to_bytes(8, "little"))
     uc.reg_write(A.UC_ARM64_REG_X1, 0x18000)
+    hooked = []
+    uc.hook_add(UC_HOOK_CODE, lambda _u, addr, _size, _d: hooked.append(addr))
 
     def fn(_user, _pc, _pa, _size, _store):
         uc.emu_stop()
     callback = _set_trace(uc, fn)  # noqa: F841  (kept while the trace is set)
     uc.emu_start(0x10000, 0x1001c)
-    assert (uc.reg_read(A.UC_ARM64_REG_PC), uc.reg_read(A.UC_ARM64_REG_X6)) == (0x10004, 0)
+    assert (uc.reg_read(A.UC_ARM64_REG_PC), uc.reg_read(A.UC_ARM64_REG_X2),
+            uc.reg_read(A.UC_ARM64_REG_X6)) == (0x10008, 0x1234, 0)
+
+
+class _TraceEntry(ctypes.Structure):
+    """uc_mem_trace_entry (0011): the physical address and the info word."""
+    _fields_ = [("addr", ctypes.c_uint64), ("info", ctypes.c_uint64)]
+
+
+_BATCH_CALLBACK = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.POINTER(_TraceEntry),
+                                   ctypes.c_size_t)
+
+
+def _set_batch_trace(uc: Uc, seen: list, batches: list | None = None):
+    """uc_mem_trace_batch_set (0011) with a callback that appends (PC, physical address,
+    size, store?) to ``seen`` (decoding the info word as unicorn.h says) and each batch's
+    length to ``batches``; returns the callback object, which the caller keeps."""
+    from unicorn.unicorn_py3.unicorn import uclib
+
+    def fn(_user, entries, count):
+        if batches is not None:
+            batches.append(count)
+        for i in range(count):
+            e = entries[i]
+            pc = e.info & ((1 << 56) - 1)
+            pc |= (0xFF << 56) if pc >> 55 else 0
+            seen.append((pc, e.addr, 1 << (e.info >> 56 & 7), e.info >> 59 & 1))
+    callback = _BATCH_CALLBACK(fn)
+    trace_set = uclib.uc_mem_trace_batch_set
+    trace_set.argtypes = (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
+    assert trace_set(uc._uch, ctypes.cast(callback, ctypes.c_void_p), None) == 0
+    return callback
+
+
+def test_the_batched_trace_hands_over_what_the_per_access_trace_does():
+    # 0011: the same accesses as 0002's callback (the test above), from the buffer
+    code = b"".join(w.to_bytes(4, "little") for w in (
+        0xF9400022,    # ldr x2, [x1]
+        0xB9000822,    # str w2, [x1, #8]
+        0xA9410C22,    # ldp x2, x3, [x1, #16]
+        0xD50B7421))   # dc zva, x1
+    uc = Uc(UC_ARCH_ARM64, UC_MODE_ARM)
+    uc.mem_map(0x10000, 0x10000)
+    uc.mem_write(0x10000, code)
+    uc.reg_write(A.UC_ARM64_REG_X1, 0x18040)
+    seen = []
+    callback = _set_batch_trace(uc, seen)  # noqa: F841  (kept while the trace is set)
+    uc.emu_start(0x10000, 0x10000 + len(code))
+    assert seen == [(0x10000, 0x18040, 8, 0), (0x10004, 0x18048, 4, 1),
+                    (0x10008, 0x18050, 8, 0), (0x10008, 0x18058, 8, 0),
+                    (0x1000C, 0x18040, 64, 1)]
+
+
+_LOOP = b"".join(w.to_bytes(4, "little") for w in (
+    0xF8408422,    # 0x10000 ldr x2, [x1], #8
+    0xF1000463,    # 0x10004 subs x3, x3, #1
+    0x54FFFFC1,    # 0x10008 b.ne 0x10000
+    0xD503201F))   # 0x1000c nop
+"""X3 loads of consecutive doublewords from X1 up, in one chain of blocks without a hook."""
+
+
+def test_the_trace_buffer_drains_when_it_runs_short_and_loses_nothing():
+    # 0011: 20,000 accesses in one run without hooks: the buffer (8,192 entries) is drained
+    # at block starts when it runs short, and every access arrives once, in order
+    uc = Uc(UC_ARCH_ARM64, UC_MODE_ARM)
+    uc.mem_map(0x10000, 0x40000)
+    uc.mem_write(0x10000, _LOOP)
+    uc.reg_write(A.UC_ARM64_REG_X1, 0x18000)
+    uc.reg_write(A.UC_ARM64_REG_X3, 20000)
+    seen, batches = [], []
+    callback = _set_batch_trace(uc, seen, batches)  # noqa: F841  (kept while set)
+    uc.emu_start(0x10000, 0x1000c)
+    assert seen == [(0x10000, 0x18000 + 8 * i, 8, 0) for i in range(20000)]
+    assert len(batches) > 2 and max(batches) <= 8192
+
+
+def test_the_trace_resolves_an_access_whose_tlb_entry_was_replaced_in_the_run():
+    # 0011: two pages whose TLB entries collide (256 pages apart); the first one's entry is
+    # replaced by the second's before the buffer is drained, so the buffer is drained before
+    # the replacement: the first access keeps the physical address it was made at (the TLB
+    # fill hook maps its page elsewhere from its second fill on)
+    from unicorn import UC_HOOK_TLB_FILL, UC_PROT_ALL
+    from unicorn.unicorn_const import UC_TLB_VIRTUAL
+    uc = Uc(UC_ARCH_ARM64, UC_MODE_ARM)
+    uc.mem_map(0x10000, 0x20000)
+    uc.mem_write(0x10000, b"".join(w.to_bytes(4, "little") for w in (
+        0xF9400022,    # ldr x2, [x1]
+        0xF9400083,    # ldr x3, [x4]
+        0xD503201F)))  # nop
+    uc.ctl_set_tlb_mode(UC_TLB_VIRTUAL)
+    fills = []
+
+    def fill(_uc, vaddr, _access, entry, _data):
+        page = vaddr & ~0xFFF
+        fills.append(page)
+        entry.paddr = {0x40000: 0x20000 if fills.count(page) == 1 else 0x28000,
+                       0x140000: 0x21000}.get(page, page)
+        entry.perms = UC_PROT_ALL
+        return True
+    uc.hook_add(UC_HOOK_TLB_FILL, fill)
+    uc.reg_write(A.UC_ARM64_REG_X1, 0x40010)
+    uc.reg_write(A.UC_ARM64_REG_X4, 0x140020)
+    seen = []
+    callback = _set_batch_trace(uc, seen)  # noqa: F841  (kept while the trace is set)
+    uc.emu_start(0x10000, 0x10008)
+    assert seen == [(0x10000, 0x20010, 8, 0), (0x10004, 0x21020, 8, 0)]
+
+
+def test_a_block_hook_sees_the_accesses_before_it_once_it_flushes_the_trace():
+    # 0011: a block hook is not drained for (Unicorn may call it straight from the
+    # translated code); uc_mem_trace_flush hands the buffer over when the hook needs it
+    from unicorn import UC_HOOK_BLOCK
+    from unicorn.unicorn_py3.unicorn import uclib
+    flush = uclib.uc_mem_trace_flush
+    flush.argtypes, flush.restype = (ctypes.c_void_p,), None
+    uc = Uc(UC_ARCH_ARM64, UC_MODE_ARM)
+    uc.mem_map(0x10000, 0x10000)
+    uc.mem_write(0x10000, _LOOP)
+    uc.reg_write(A.UC_ARM64_REG_X1, 0x18000)
+    uc.reg_write(A.UC_ARM64_REG_X3, 3)
+    seen, at_blocks = [], []
+
+    def block(u, _addr, _size, _data):
+        before = len(seen)
+        flush(u._uch)
+        at_blocks.append((before, len(seen)))
+    uc.hook_add(UC_HOOK_BLOCK, block)
+    callback = _set_batch_trace(uc, seen)  # noqa: F841  (kept while the trace is set)
+    uc.emu_start(0x10000, 0x1000c)
+    assert at_blocks == [(0, 0), (0, 1), (1, 2)] and len(seen) == 3
 
 
 def test_a_store_exclusive_pair_a_hook_stops_in_completes_first():

@@ -221,7 +221,9 @@ class UnicornHooks:
         """From now on every data access and branch feeds the model (idempotent): at reset,
         or in the handler of the MSR that first sets PMBLIMITR_EL1.E. The accesses reach it
         through the patched libunicorn's memory trace (patches/unicorn/0002, which keeps them
-        on the TLB fast path) or, with Unicorn's own library, a memory hook. The run stops
+        on the TLB fast path; 0011 has the translated code append them to a buffer that
+        reaches ``spe_model_trace_batch`` in batches: block_slow flushes it first) or, with
+        Unicorn's own library, a memory hook. The run stops
         after that instruction, in both loops, and the translated code is flushed before it
         goes on (:meth:`_start`): code translated before calls neither."""
         if self._feeding:
@@ -229,14 +231,17 @@ class UnicornHooks:
         self._feeding = True
         self._inline_block_counter(False)   # (block_fed trains the predictor at every block)
         self.counter.feed = self.spu.builder.model.ptr
-        try:   # (the patched library's trace: patches/unicorn/0002)
-            trace_set = uclib.uc_mem_trace_set
-        except AttributeError:
+        # (the patched library's trace: patches/unicorn/0011 batches it, 0002 calls per access)
+        trace_set = getattr(uclib, "uc_mem_trace_batch_set", None)
+        callback = native.model_trace_batch_address
+        if trace_set is None:
+            trace_set = getattr(uclib, "uc_mem_trace_set", None)
+            callback = native.model_trace_address
+        if trace_set is None:
             self.model_hook_last(install=True)
         else:
             trace_set.argtypes = (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
-            trace_set(self.uc._uch, ctypes.c_void_p(native.model_trace_address()),
-                      ctypes.byref(self.counter))
+            trace_set(self.uc._uch, ctypes.c_void_p(callback()), ctypes.byref(self.counter))
         self._feed_flush = True
         self.uc.emu_stop()
 

@@ -154,6 +154,8 @@ class PeCore:
         c.reg_read_batch = ctypes.cast(uclib.uc_reg_read_batch, ctypes.c_void_p).value
         c.vmem_translate = ctypes.cast(uclib.uc_vmem_translate, ctypes.c_void_p).value
         c.mem_read = ctypes.cast(uclib.uc_mem_read, ctypes.c_void_p).value
+        flush = getattr(uclib, "uc_mem_trace_flush", None)   # (patches/unicorn/0011)
+        c.trace_flush = ctypes.cast(flush, ctypes.c_void_p).value if flush else None
         c.ram_base, c.ram_size = config.ram_base, config.ram_size
         for i, rid in enumerate(CAPTURE_REGS):
             c.reg_ids[i] = rid

@@ -105,7 +105,8 @@ class SpeCounter(ctypes.Structure):
                 ("pmu_stores", ctypes.c_uint64), ("pmu_exceptions", ctypes.c_uint64),
                 ("pmu_faulted", ctypes.c_uint64),
                 ("pmu_mark", ctypes.c_uint64 * PMU_SOURCE_COUNT),
-                ("pmu_counts", (ctypes.c_uint64 * PMU_SOURCE_COUNT) * 4)]
+                ("pmu_counts", (ctypes.c_uint64 * PMU_SOURCE_COUNT) * 4),
+                ("trace_flush", ctypes.c_void_p)]
 
     @property
     def stop_at(self) -> int:
@@ -1007,6 +1008,12 @@ def model_trace_address() -> int:
     """Address of ``spe_model_trace`` for ``uc_mem_trace_set`` (the patched libunicorn:
     patches/unicorn/0002) with the block hook's :class:`SpeCounter` as user data."""
     return ctypes.cast(library().spe_model_trace, ctypes.c_void_p).value
+
+
+def model_trace_batch_address() -> int:
+    """Address of ``spe_model_trace_batch`` for ``uc_mem_trace_batch_set`` (the patched
+    libunicorn: patches/unicorn/0011) with the block hook's :class:`SpeCounter` as user data."""
+    return ctypes.cast(library().spe_model_trace_batch, ctypes.c_void_p).value
 
 
 def model_hook_address() -> int:

@@ -589,6 +589,8 @@ static void pmu_track(void *uc, struct spe_counter *c)
 static __attribute__((noinline)) void block_slow(void *uc, uint64_t address, uint64_t n,
                                                  struct spe_counter *c)
 {
+    if (c->trace_flush)   /* (the accesses before this block reach the model first) */
+        c->trace_flush(uc);
     if (n == 0)
         return;
     if (c->pmu_on)
@@ -642,6 +644,10 @@ static __attribute__((noinline)) void block_slow(void *uc, uint64_t address, uin
 static __attribute__((noinline)) void block_fed(void *uc, uint64_t address, uint64_t n,
                                                 struct spe_counter *c)
 {
+    /* (feed_access feeds while c->insns < feed_until: the accesses before a block that
+     * crosses it go in first) */
+    if (c->insns < c->feed_until && c->insns + n >= c->feed_until && c->trace_flush)
+        c->trace_flush(uc);
     feed_branch(uc, c, address);
     track_branch(c, address);
     c->block_start = address;

@@ -256,6 +256,7 @@ static int targets_swap(struct spe_targets *t, uint64_t pc, uint64_t target, uin
  * do not depend on which a level uses. */
 #define SPE_ARRAY_WAYS 16
 #define SPE_TLB_RECENT 4   /* the newest TLB pages kept with their nodes (spe_model) */
+#define SPE_SITE_CACHE 1024   /* the direct-mapped table of branch sites' kinds (spe_model) */
 
 struct spe_level {
     uint32_t sets;          /* 0: the level is absent */
@@ -275,8 +276,12 @@ struct spe_model {
     /* returns: a stack of ras_depth return addresses, the oldest overwritten when full */
     uint32_t ras_depth, ras_count, ras_top;
     uint64_t *ras;
-    /* the kind of the instruction at each PC met (SPE_BR_* | SPE_BR_BRANCH, or 0) */
+    /* the kind of the instruction at each PC met (SPE_BR_* | SPE_BR_BRANCH, or 0), and the
+     * newest of them in a direct-mapped table indexed by PC[11:2] (key pc + 1; 0: empty),
+     * looked up first: the branch feed asks for a block's last instruction at every block */
     struct spe_targets sites;
+    uint64_t site_key[SPE_SITE_CACHE];
+    uint32_t site_val[SPE_SITE_CACHE];
     uint32_t encodings;
     uint32_t enc_mask[SPE_ENCODINGS], enc_value[SPE_ENCODINGS], enc_kind[SPE_ENCODINGS];
     uint64_t stats[SPE_MODEL_STATS];
@@ -679,10 +684,17 @@ uint32_t spe_model_classify(const struct spe_model *m, uint32_t word)
 /* The kind of the instruction at pc into *kind: 1, or 0 when it is not known yet. */
 int spe_model_site_kind(struct spe_model *m, uint64_t pc, uint32_t *kind)
 {
+    uint32_t slot = (uint32_t)(pc >> 2) & (SPE_SITE_CACHE - 1);
     uint64_t value = 0;
+    if (m->site_key[slot] == pc + 1) {
+        *kind = m->site_val[slot];
+        return 1;
+    }
     if (!targets_peek(&m->sites, pc, &value))
         return 0;
     *kind = (uint32_t)value;
+    m->site_key[slot] = pc + 1;
+    m->site_val[slot] = *kind;
     return 1;
 }
 
@@ -690,7 +702,11 @@ void spe_model_site_add(struct spe_model *m, uint64_t pc, uint32_t kind)
 {
     uint64_t old = 0;
     int had;
-    targets_swap(&m->sites, pc, kind, &old, &had);   /* (no memory: not remembered) */
+    if (targets_swap(&m->sites, pc, kind, &old, &had)) {   /* (no memory: not remembered) */
+        uint32_t slot = (uint32_t)(pc >> 2) & (SPE_SITE_CACHE - 1);
+        m->site_key[slot] = pc + 1;
+        m->site_val[slot] = kind;
+    }
 }
 
 /* Code or its mapping may have changed (Machine._forget_code): forget the sites' kinds. */
@@ -698,6 +714,7 @@ void spe_model_sites_clear(struct spe_model *m)
 {
     memset(m->sites.used, 0, (size_t)m->sites.mask + 1);
     m->sites.count = 0;
+    memset(m->site_key, 0, sizeof m->site_key);
 }
 
 /* Copies the counts of accesses recorded (SPE_STAT_*) to out. */
@@ -766,4 +783,36 @@ void spe_model_trace(struct spe_counter *c, uint64_t pc, uint64_t paddr, uint32_
                      uint32_t is_write)
 {
     feed_access(0, c, pc, paddr, size, is_write != 0);
+}
+
+/* One access of the batched memory trace: uc_mem_trace_entry of patches/unicorn/0011 (addr:
+ * the physical address; info: the PC's bits [55:0], log2 of the size in [58:56], bit 59 set
+ * for a store). */
+struct spe_trace_entry {
+    uint64_t addr;
+    uint64_t info;
+};
+
+/* The batched memory trace's callback (uc_mem_trace_batch_set, patches/unicorn/0011: the
+ * translated code appends each access to a buffer inline; Unicorn hands it over before any
+ * hook runs and when uc_emu_start returns; user data: the block hook's counter): count
+ * accesses, oldest first (feed_access). */
+void spe_model_trace_batch(struct spe_counter *c, const struct spe_trace_entry *e, size_t count)
+{
+    struct spe_model *m = c->feed;
+    if (c->insns >= c->feed_until)   /* (as feed_access: the count is the same for a batch) */
+        return;
+    for (const struct spe_trace_entry *end = e + count; e < end; e++) {
+        uint64_t size = (uint64_t)1 << (e->info >> 56 & 7), line = e->addr >> 6;
+        /* (the line of the last access again, within it: an L1D hit that changes nothing,
+         * spe_model_access_rw, unless something needs the access's PC) */
+        if (line + 1 == m->last_line && (e->addr + size - 1) >> 6 == line && !m->peers
+                && !(c->armed | c->pmu_on | (uint64_t)c->gt_events)) {
+            m->stats[SPE_STAT_ACCESSES]++;
+            m->stats[SPE_LEVEL_L1D]++;
+            continue;
+        }
+        uint64_t pc = (uint64_t)((int64_t)(e->info << 8) >> 8);
+        feed_access(0, c, pc, e->addr, size, (int)(e->info >> 59 & 1));
+    }
 }

@@ -220,6 +220,10 @@ struct spe_counter {
     uint64_t pmu_faulted;
     uint64_t pmu_mark[SPE_PMU_SOURCES];
     uint64_t pmu_counts[4][SPE_PMU_SOURCES];
+    /* uc_mem_trace_flush from the patched libunicorn (patches/unicorn/0011; NULL: none): the
+     * memory trace's buffer is handed to spe_model_trace_batch before the hook does anything
+     * that depends on the accesses made before the block (block_slow, feed_until) */
+    void (*trace_flush)(void *uc);
 };
 
 void spe_pmu_settle(struct spe_counter *c);
