@@ -431,7 +431,8 @@ def test_the_trace_buffer_drains_when_it_runs_short_and_loses_nothing():
 
 
 def test_the_trace_resolves_an_access_whose_tlb_entry_was_replaced_in_the_run():
-    # 0011: two pages whose TLB entries collide (256 pages apart); the first one's entry is
+    # 0011: two pages whose TLB entries collide (1 MiB apart: 256 entries of 1 KiB pages,
+    # TARGET_PAGE_BITS_MIN); the first one's entry is
     # replaced by the second's before the buffer is drained, so the buffer is drained before
     # the replacement: the first access keeps the physical address it was made at (the TLB
     # fill hook maps its page elsewhere from its second fill on)
@@ -460,6 +461,81 @@ def test_the_trace_resolves_an_access_whose_tlb_entry_was_replaced_in_the_run():
     callback = _set_batch_trace(uc, seen)  # noqa: F841  (kept while the trace is set)
     uc.emu_start(0x10000, 0x10008)
     assert seen == [(0x10000, 0x20010, 8, 0), (0x10004, 0x21020, 8, 0)]
+
+
+def test_a_trace_callback_may_clear_the_trace():
+    # 0011 (review): the callback of uc_mem_trace_set clearing the trace from inside itself
+    # (the buffer's later entries then go nowhere; a NULL callback was called before)
+    uc = Uc(UC_ARCH_ARM64, UC_MODE_ARM)
+    uc.mem_map(0x10000, 0x10000)
+    uc.mem_write(0x10000, b"".join(w.to_bytes(4, "little") for w in (
+        0xF9400022,    # ldr x2, [x1]
+        0xF9400423,    # ldr x3, [x1, #8]
+        0xF9400824,    # ldr x4, [x1, #16]
+        0xD503201F)))  # nop
+    uc.reg_write(A.UC_ARM64_REG_X1, 0x18000)
+    from unicorn.unicorn_py3.unicorn import uclib
+    seen = []
+
+    def fn(_user, pc, pa, _size, _store):
+        seen.append((pc, pa))
+        uclib.uc_mem_trace_set(uc._uch, None, None)
+    callback = _set_trace(uc, fn)  # noqa: F841  (kept while the trace is set)
+    uc.emu_start(0x10000, 0x1000c)
+    assert seen == [(0x10000, 0x18000)]
+
+
+_ZVA_STXP = b"".join(w.to_bytes(4, "little") for w in (
+    0xC87F0C22,    # 0x10000 ldxp x2, x3, [x1]
+    0xC8241825,    # 0x10004 stxp w4, x5, x6, [x1]
+    0xD50B7427,    # 0x10008 dc zva, x7
+    0xF9400028,    # 0x1000c ldr x8, [x1]
+    0xD503201F))   # 0x10010 nop
+
+
+def test_accesses_of_helpers_a_hook_stopped_in_are_traced_once():
+    # 0011 (review): a C helper's instruction completes when a memory hook stops the run in
+    # one of its accesses (0010), so the trace keeps those accesses (0002 dropped the next
+    # helper access after such a stop, possibly a later run's); STXP's two stores are
+    # traced (0002 left the 64-bit pair out)
+    uc = Uc(UC_ARCH_ARM64, UC_MODE_ARM)
+    uc.mem_map(0x10000, 0x10000)
+    uc.mem_write(0x10000, _ZVA_STXP)
+    uc.reg_write(A.UC_ARM64_REG_X1, 0x18000)
+    uc.reg_write(A.UC_ARM64_REG_X7, 0x18040)
+    seen = []
+    callback = _set_batch_trace(uc, seen)  # noqa: F841  (kept while the trace is set)
+    stops = []
+
+    def stop_once(u, *_):
+        if not stops:
+            stops.append(u.reg_read(A.UC_ARM64_REG_PC))
+            u.emu_stop()
+    hook = uc.hook_add(UC_HOOK_MEM_WRITE, stop_once, None, 0x18008, 0x18008)
+    uc.emu_start(0x10000, 0x10008)
+    assert uc.reg_read(A.UC_ARM64_REG_PC) == 0x10008 and uc.reg_read(A.UC_ARM64_REG_X4) == 0
+    uc.hook_del(hook)
+    stops.clear()
+    uc.hook_add(UC_HOOK_MEM_WRITE, stop_once, None, 0x1807F, 0x1807F)
+    uc.emu_start(0x10008, 0x10010)
+    uc.emu_start(uc.reg_read(A.UC_ARM64_REG_PC), 0x10010)
+    assert seen == [(0x10000, 0x18000, 8, 0), (0x10000, 0x18008, 8, 0),
+                    (0x10004, 0x18000, 8, 1), (0x10004, 0x18008, 8, 1),
+                    (0x10008, 0x18040, 64, 1), (0x1000C, 0x18000, 8, 0)]
+
+
+def test_the_instruction_count_of_a_run_does_not_drain_the_trace_at_each_instruction():
+    # 0011 (review): uc_emu_start's count is a code hook at every instruction; it needs no
+    # accesses, so it drains nothing (the batches stay large)
+    uc = Uc(UC_ARCH_ARM64, UC_MODE_ARM)
+    uc.mem_map(0x10000, 0x40000)
+    uc.mem_write(0x10000, _LOOP)
+    uc.reg_write(A.UC_ARM64_REG_X1, 0x18000)
+    uc.reg_write(A.UC_ARM64_REG_X3, 3000)
+    seen, batches = [], []
+    callback = _set_batch_trace(uc, seen, batches)  # noqa: F841  (kept while set)
+    uc.emu_start(0x10000, 0x1000c, 0, 100000)
+    assert len(seen) == 3000 and len(batches) < 100
 
 
 def test_a_block_hook_sees_the_accesses_before_it_once_it_flushes_the_trace():
