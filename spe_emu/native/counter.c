@@ -483,7 +483,7 @@ static uint32_t site_kind(void *uc, struct spe_counter *c, uint64_t pc)
  * branch (one of the last two) first takes the prediction the branch found (spe_capture.fed).
  * A block an exception ended early ends at the instruction that took it (spe_end_block_at),
  * which is no branch. */
-static void feed_branch(void *uc, struct spe_counter *c, uint64_t next)
+static inline void feed_branch_caps(void *uc, struct spe_counter *c, uint64_t next, int caps)
 {
     if (!c->block_insns || c->insns >= c->feed_until)
         return;
@@ -492,7 +492,7 @@ static void feed_branch(void *uc, struct spe_counter *c, uint64_t next)
     if (!(kind & SPE_BR_BRANCH))
         return;
     int taken = next != pc + 4;
-    for (uint64_t i = c->cap_count; i-- > 0 && i + 2 >= c->cap_count;) {
+    for (uint64_t i = caps ? c->cap_count : 0; i-- > 0 && i + 2 >= c->cap_count;) {
         struct spe_capture *cap = &c->caps[i];
         if (cap->index == c->insns - 1 && cap->fed == SPE_FED_NONE)
             cap->fed = spe_model_branch(c->feed, kind, pc, next, taken, 0) != 0;
@@ -502,6 +502,11 @@ static void feed_branch(void *uc, struct spe_counter *c, uint64_t next)
     c->pmu_mispredicts += mispredicted != 0;
     if (c->gt_events)
         spe_gt_event(c, pc, -1, mispredicted != 0);
+}
+
+static void feed_branch(void *uc, struct spe_counter *c, uint64_t next)
+{
+    feed_branch_caps(uc, c, next, 1);
 }
 
 static inline void count_block(struct spe_counter *c, uint64_t address, uint64_t n)
@@ -648,7 +653,9 @@ static __attribute__((noinline)) void block_fed(void *uc, uint64_t address, uint
      * crosses it go in first) */
     if (c->insns < c->feed_until && c->insns + n >= c->feed_until && c->trace_flush)
         c->trace_flush(uc);
-    feed_branch(uc, c, address);
+    /* (no capture to give the branch's outcome to: the block after a capture is armed, so
+     * it takes the slow path, whose feed_branch does) */
+    feed_branch_caps(uc, c, address, 0);
     track_branch(c, address);
     c->block_start = address;
     c->block_insns = n;

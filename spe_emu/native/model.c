@@ -359,14 +359,18 @@ static int level_init(struct spe_level *v, uint32_t lines, uint32_t ways)
 static inline int level_access(struct spe_level *v, uint64_t key, int update)
 {
     if (v->keys) {
+        /* (a scan and a shift of fixed length, without branches on where the key is: which
+         * way holds it is the guest's data, and the host would mispredict an early exit) */
         uint64_t *row = v->keys + (size_t)(key & (v->sets - 1)) * v->ways, want = key + 1;
-        uint32_t i = 0;
-        while (i < v->ways && row[i] != want)
-            i++;
-        int hit = i < v->ways;
+        uint32_t ways = v->ways, found = 1u << ways;
+        for (uint32_t k = 0; k < ways; k++)
+            found |= (uint32_t)(row[k] == want) << k;
+        uint32_t i = (uint32_t)__builtin_ctz(found);
+        int hit = i < ways;
         if (update) {   /* the key becomes the newest; a miss drops the oldest way */
-            for (i -= !hit; i > 0; i--)
-                row[i] = row[i - 1];
+            uint32_t last = i - !hit;   /* (the ways 1..last take the one before them) */
+            for (uint32_t k = ways - 1; k > 0; k--)
+                row[k] = k <= last ? row[k - 1] : row[k];
             row[0] = want;
         }
         return hit;
@@ -523,12 +527,14 @@ int spe_model_access_rw(struct spe_model *m, uint64_t line, int update, int stor
     }
     int out = 0;
     if (page + 1 != m->last_page) {   /* (the newest page: a hit that changes nothing) */
-        unsigned j = 0;
-        if (update && m->tlb_list)
-            while (j < SPE_TLB_RECENT - 1 && m->recent_page[j] != page + 1)
-                j++;
-        else
-            j = SPE_TLB_RECENT - 1;
+        unsigned j = SPE_TLB_RECENT - 1;
+        if (update && m->tlb_list) {   /* (the first recent page that is this one: no branch
+                                        * on which, as level_access) */
+            unsigned found = 1u << (SPE_TLB_RECENT - 1);
+            for (unsigned k = 0; k < SPE_TLB_RECENT - 1; k++)
+                found |= (unsigned)(m->recent_page[k] == page + 1) << k;
+            j = (unsigned)__builtin_ctz(found);
+        }
         int32_t node;
         if (j < SPE_TLB_RECENT - 1) {   /* a recent page becomes the newest */
             node = m->recent_node[j];
@@ -540,9 +546,10 @@ int spe_model_access_rw(struct spe_model *m, uint64_t line, int update, int stor
             j = SPE_TLB_RECENT - 2;     /* (the oldest recent page leaves the list) */
         }
         if (update && m->tlb_list) {
-            for (; j > 0; j--) {
-                m->recent_page[j] = m->recent_page[j - 1];
-                m->recent_node[j] = m->recent_node[j - 1];
+            for (unsigned k = SPE_TLB_RECENT - 2; k > 0; k--) {   /* (1..j take the one before) */
+                int move = k <= j;
+                m->recent_page[k] = move ? m->recent_page[k - 1] : m->recent_page[k];
+                m->recent_node[k] = move ? m->recent_node[k - 1] : m->recent_node[k];
             }
             m->recent_page[0] = m->last_page;
             m->recent_node[0] = m->last_node;
@@ -598,7 +605,7 @@ static void ras_push(struct spe_model *m, uint64_t address)
 {
     if (!m->ras_depth)
         return;
-    m->ras_top = (m->ras_top + 1) % m->ras_depth;
+    m->ras_top = m->ras_top + 1 == m->ras_depth ? 0 : m->ras_top + 1;   /* (no division) */
     m->ras[m->ras_top] = address;
     if (m->ras_count < m->ras_depth)
         m->ras_count++;
@@ -607,7 +614,7 @@ static void ras_push(struct spe_model *m, uint64_t address)
 static void ras_pop(struct spe_model *m)
 {
     if (m->ras_count) {
-        m->ras_top = (m->ras_top + m->ras_depth - 1) % m->ras_depth;
+        m->ras_top = m->ras_top ? m->ras_top - 1 : m->ras_depth - 1;
         m->ras_count--;
     }
 }
@@ -644,15 +651,15 @@ int spe_model_branch(struct spe_model *m, uint32_t kind, uint64_t pc, uint64_t t
             return -1;
         mispredicted = !had || old != target;
     } else if (kind & SPE_BR_COND) {
+        /* (without branches on the outcome: a guest's data-dependent branch would make the
+         * host mispredict its own here as often) */
         uint64_t mask = ((uint64_t)1 << m->gshare_bits) - 1;
         uint8_t *counter = &m->pht[((pc >> 2) ^ m->history) & mask];
-        mispredicted = (*counter >= 2) != (taken != 0);
+        unsigned t = taken != 0, ctr = *counter;
+        mispredicted = (ctr >= 2) != t;
         if (update) {
-            if (taken && *counter < 3)
-                ++*counter;
-            else if (!taken && *counter > 0)
-                --*counter;
-            m->history = (m->history << 1 | (taken != 0)) & mask;
+            *counter = (uint8_t)(ctr + (t & (ctr < 3)) - (!t & (ctr > 0)));
+            m->history = (m->history << 1 | t) & mask;
         }
     }
     if (update && (kind & SPE_BR_CALL))
