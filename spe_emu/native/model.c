@@ -801,13 +801,17 @@ struct spe_trace_entry {
 };
 
 /* The batched memory trace's callback (uc_mem_trace_batch_set, patches/unicorn/0011: the
- * translated code appends each access to a buffer inline; Unicorn hands it over before any
- * hook runs and when uc_emu_start returns; user data: the block hook's counter): count
- * accesses, oldest first (feed_access). */
+ * translated code appends each access to a buffer inline; Unicorn hands it over when it runs
+ * short, before the TLB changes, before any hook but a block hook runs, and when
+ * uc_emu_start returns; the block hook flushes it in block_slow and before a block that
+ * crosses feed_until; user data: the block hook's counter): count accesses, oldest first
+ * (feed_access), in the order and with the outcomes the per-access trace gave them. */
 void spe_model_trace_batch(struct spe_counter *c, const struct spe_trace_entry *e, size_t count)
 {
     struct spe_model *m = c->feed;
-    if (c->insns >= c->feed_until)   /* (as feed_access: the count is the same for a batch) */
+    /* (feed_access's rule, instructions counted below feed_until: the buffer is flushed
+     * before a block crosses it, so a batch is all before it or all after) */
+    if (c->insns >= c->feed_until)
         return;
     for (const struct spe_trace_entry *end = e + count; e < end; e++) {
         uint64_t size = (uint64_t)1 << (e->info >> 56 & 7), line = e->addr >> 6;
