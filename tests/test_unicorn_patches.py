@@ -34,6 +34,27 @@ def _set_trace(uc: Uc, fn):
     return callback
 
 
+def _stopping_once(stops: list):
+    """A memory hook's callback that, while ``stops`` is empty, appends the PC to it and
+    stops the run (uc_emu_stop)."""
+    def stop_once(u, *_):
+        if not stops:
+            stops.append(u.reg_read(A.UC_ARM64_REG_PC))
+            u.emu_stop()
+    return stop_once
+
+
+def _code_at(code: bytes, size: int = 0x10000, **regs: int) -> Uc:
+    """An AArch64 Unicorn with ``size`` bytes of memory at 0x10000, ``code`` at its start and
+    the X registers named in ``regs`` (X1=0x18000, ...) set."""
+    uc = Uc(UC_ARCH_ARM64, UC_MODE_ARM)
+    uc.mem_map(0x10000, size)
+    uc.mem_write(0x10000, code)
+    for name, value in regs.items():
+        uc.reg_write(getattr(A, f"UC_ARM64_REG_{name}"), value)
+    return uc
+
+
 def test_the_build_in_use_carries_the_patches():
     expected = sorted(p.name for p in PATCHES.glob("*.patch"))
     assert expected and native.unicorn_patches() == expected
@@ -95,6 +116,18 @@ def test_a_memory_hook_added_after_translation_sees_the_pc():
         assert got == want
 
 
+_TRACED = b"".join(w.to_bytes(4, "little") for w in (
+    0xF9400022,    # ldr x2, [x1]
+    0xB9000822,    # str w2, [x1, #8]
+    0xA9410C22,    # ldp x2, x3, [x1, #16]
+    0xD50B7421))   # dc zva, x1
+_TRACED_ACCESSES = [(0x10000, 0x18040, 8, 0), (0x10004, 0x18048, 4, 1),
+                    (0x10008, 0x18050, 8, 0), (0x10008, 0x18058, 8, 0),
+                    (0x1000C, 0x18040, 64, 1)]
+"""What the memory trace reports for _TRACED at X1 = 0x18040: (PC, physical address, size,
+store?) of each access, a DC ZVA as one store of its 64-byte block."""
+
+
 def test_the_memory_trace_reports_each_access_with_its_pc_and_physical_address():
     # 0002: uc_mem_trace_set calls its callback after each load and store of code translated
     # while it is set (PC, physical address, size, store?), and after a DC ZVA with its block
@@ -103,20 +136,10 @@ def test_the_memory_trace_reports_each_access_with_its_pc_and_physical_address()
 
     def fn(_user, pc, pa, size, store):
         seen.append((pc, pa, size, store))
-    code = b"".join(w.to_bytes(4, "little") for w in (
-        0xF9400022,    # ldr x2, [x1]
-        0xB9000822,    # str w2, [x1, #8]
-        0xA9410C22,    # ldp x2, x3, [x1, #16]
-        0xD50B7421))   # dc zva, x1
-    uc = Uc(UC_ARCH_ARM64, UC_MODE_ARM)
-    uc.mem_map(0x10000, 0x10000)
-    uc.mem_write(0x10000, code)
-    uc.reg_write(A.UC_ARM64_REG_X1, 0x18040)
+    uc = _code_at(_TRACED, X1=0x18040)
     callback = _set_trace(uc, fn)  # noqa: F841  (kept while the trace is set)
-    uc.emu_start(0x10000, 0x10000 + len(code))
-    assert seen == [(0x10000, 0x18040, 8, 0), (0x10004, 0x18048, 4, 1),
-                    (0x10008, 0x18050, 8, 0), (0x10008, 0x18058, 8, 0),
-                    (0x1000C, 0x18040, 64, 1)]
+    uc.emu_start(0x10000, 0x10000 + len(_TRACED))
+    assert seen == _TRACED_ACCESSES
 
 
 CPACR_EL1 = (1, 0, 3, 0, 2)   # (CRn, CRm, op0, op1, op2) as Unicorn's CP register takes it
@@ -135,9 +158,7 @@ def test_simd_fp_access_traps_are_taken_by_qemu():
     code = b"".join(w.to_bytes(4, "little") for w in (
         0x9E670020,    # fmov d0, x1
         0xD503201F))   # nop
-    uc = Uc(UC_ARCH_ARM64, UC_MODE_ARM)
-    uc.mem_map(0x10000, 0x10000)
-    uc.mem_write(0x10000, code)
+    uc = _code_at(code)
     uc.reg_write(A.UC_ARM64_REG_PSTATE, 0x3C5)   # EL1h, DAIF masked
     assert _cpacr(uc) >> 20 & 3 == 0b11
     uc.reg_write(A.UC_ARM64_REG_X1, 0x1234)
@@ -218,9 +239,7 @@ def _counted_run(limit: int, second_hook: bool = False, remove: str = "") -> tup
     the counter's fields; blocks the second hook was called for)."""
     from unicorn import UC_HOOK_BLOCK
     from unicorn.unicorn_py3.unicorn import uclib
-    uc = Uc(UC_ARCH_ARM64, UC_MODE_ARM)
-    uc.mem_map(0x10000, 0x10000)
-    uc.mem_write(0x10000, _BLOCKS)
+    uc = _code_at(_BLOCKS)
     called, other = [], []
     hook = uc.hook_add(UC_HOOK_BLOCK, lambda _u, addr, size, _d: called.append((addr, size)))
     if second_hook:
@@ -274,9 +293,7 @@ def _stop_run(setup) -> tuple:
     """Run _STOPS (X1 = 0x18000, where 0x1234 is) after ``setup(uc)``: (PC, X2, X5, X6, X8,
     X9) where it stopped, and the error emu_start raised (None)."""
     from unicorn import UcError
-    uc = Uc(UC_ARCH_ARM64, UC_MODE_ARM)
-    uc.mem_map(0x10000, 0x10000)
-    uc.mem_write(0x10000, _STOPS)
+    uc = _code_at(_STOPS)
     uc.mem_write(0x18000, (0x1234).to_bytes(8, "little"))
     uc.reg_write(A.UC_ARM64_REG_X1, 0x18000)
     setup(uc)
@@ -319,17 +336,10 @@ def test_the_trace_sees_an_access_a_hook_stopped_once_when_it_is_made_again():
 
     def fn(_user, pc, pa, _size, _store):
         seen.append((pc, pa))
-    uc = Uc(UC_ARCH_ARM64, UC_MODE_ARM)
-    uc.mem_map(0x10000, 0x10000)
-    uc.mem_write(0x10000, _STOPS)
-    uc.reg_write(A.UC_ARM64_REG_X1, 0x18000)
+    uc = _code_at(_STOPS, X1=0x18000)
     callback = _set_trace(uc, fn)  # noqa: F841  (kept while the trace is set)
     stops = []
-
-    def stop_once(u, *_):
-        if not stops:
-            stops.append(u.reg_read(A.UC_ARM64_REG_PC))
-            u.emu_stop()
+    stop_once = _stopping_once(stops)
     uc.hook_add(UC_HOOK_MEM_READ, stop_once, None, 0x18000, 0x18007)
     uc.emu_start(0x10000, 0x1001c)
     assert stops == [0x10004] and seen == [] and uc.reg_read(A.UC_ARM64_REG_PC) == 0x10004
@@ -342,9 +352,7 @@ def test_a_stop_the_memory_trace_asks_for_is_taken_at_the_next_exit_check():
     # of the instruction after the load), and a stop it asks for is taken at the next exit
     # check (the code hook's): the load done, nothing after it
     from unicorn import UC_HOOK_CODE
-    uc = Uc(UC_ARCH_ARM64, UC_MODE_ARM)
-    uc.mem_map(0x10000, 0x10000)
-    uc.mem_write(0x10000, _STOPS)
+    uc = _code_at(_STOPS)
     uc.mem_write(0x18000, (0x1234).to_bytes(8, "little"))
     uc.reg_write(A.UC_ARM64_REG_X1, 0x18000)
     hooked = []
@@ -390,21 +398,11 @@ def _set_batch_trace(uc: Uc, seen: list, batches: list | None = None):
 
 def test_the_batched_trace_hands_over_what_the_per_access_trace_does():
     # 0011: the same accesses as 0002's callback (the test above), from the buffer
-    code = b"".join(w.to_bytes(4, "little") for w in (
-        0xF9400022,    # ldr x2, [x1]
-        0xB9000822,    # str w2, [x1, #8]
-        0xA9410C22,    # ldp x2, x3, [x1, #16]
-        0xD50B7421))   # dc zva, x1
-    uc = Uc(UC_ARCH_ARM64, UC_MODE_ARM)
-    uc.mem_map(0x10000, 0x10000)
-    uc.mem_write(0x10000, code)
-    uc.reg_write(A.UC_ARM64_REG_X1, 0x18040)
+    uc = _code_at(_TRACED, X1=0x18040)
     seen = []
     callback = _set_batch_trace(uc, seen)  # noqa: F841  (kept while the trace is set)
-    uc.emu_start(0x10000, 0x10000 + len(code))
-    assert seen == [(0x10000, 0x18040, 8, 0), (0x10004, 0x18048, 4, 1),
-                    (0x10008, 0x18050, 8, 0), (0x10008, 0x18058, 8, 0),
-                    (0x1000C, 0x18040, 64, 1)]
+    uc.emu_start(0x10000, 0x10000 + len(_TRACED))
+    assert seen == _TRACED_ACCESSES
 
 
 _LOOP = b"".join(w.to_bytes(4, "little") for w in (
@@ -418,11 +416,7 @@ _LOOP = b"".join(w.to_bytes(4, "little") for w in (
 def test_the_trace_buffer_drains_when_it_runs_short_and_loses_nothing():
     # 0011: 20,000 accesses in one run without hooks: the buffer (8,192 entries) is drained
     # at block starts when it runs short, and every access arrives once, in order
-    uc = Uc(UC_ARCH_ARM64, UC_MODE_ARM)
-    uc.mem_map(0x10000, 0x40000)
-    uc.mem_write(0x10000, _LOOP)
-    uc.reg_write(A.UC_ARM64_REG_X1, 0x18000)
-    uc.reg_write(A.UC_ARM64_REG_X3, 20000)
+    uc = _code_at(_LOOP, size=0x40000, X1=0x18000, X3=20000)
     seen, batches = [], []
     callback = _set_batch_trace(uc, seen, batches)  # noqa: F841  (kept while set)
     uc.emu_start(0x10000, 0x1000c)
@@ -498,19 +492,11 @@ def test_accesses_of_helpers_a_hook_stopped_in_are_traced_once():
     # one of its accesses (0010), so the trace keeps those accesses (0002 dropped the next
     # helper access after such a stop, possibly a later run's); STXP's two stores are
     # traced (0002 left the 64-bit pair out)
-    uc = Uc(UC_ARCH_ARM64, UC_MODE_ARM)
-    uc.mem_map(0x10000, 0x10000)
-    uc.mem_write(0x10000, _ZVA_STXP)
-    uc.reg_write(A.UC_ARM64_REG_X1, 0x18000)
-    uc.reg_write(A.UC_ARM64_REG_X7, 0x18040)
+    uc = _code_at(_ZVA_STXP, X1=0x18000, X7=0x18040)
     seen = []
     callback = _set_batch_trace(uc, seen)  # noqa: F841  (kept while the trace is set)
     stops = []
-
-    def stop_once(u, *_):
-        if not stops:
-            stops.append(u.reg_read(A.UC_ARM64_REG_PC))
-            u.emu_stop()
+    stop_once = _stopping_once(stops)
     hook = uc.hook_add(UC_HOOK_MEM_WRITE, stop_once, None, 0x18008, 0x18008)
     uc.emu_start(0x10000, 0x10008)
     assert uc.reg_read(A.UC_ARM64_REG_PC) == 0x10008 and uc.reg_read(A.UC_ARM64_REG_X4) == 0
@@ -527,11 +513,7 @@ def test_accesses_of_helpers_a_hook_stopped_in_are_traced_once():
 def test_the_instruction_count_of_a_run_does_not_drain_the_trace_at_each_instruction():
     # 0011 (review): uc_emu_start's count is a code hook at every instruction; it needs no
     # accesses, so it drains nothing (the batches stay large)
-    uc = Uc(UC_ARCH_ARM64, UC_MODE_ARM)
-    uc.mem_map(0x10000, 0x40000)
-    uc.mem_write(0x10000, _LOOP)
-    uc.reg_write(A.UC_ARM64_REG_X1, 0x18000)
-    uc.reg_write(A.UC_ARM64_REG_X3, 3000)
+    uc = _code_at(_LOOP, size=0x40000, X1=0x18000, X3=3000)
     seen, batches = [], []
     callback = _set_batch_trace(uc, seen, batches)  # noqa: F841  (kept while set)
     uc.emu_start(0x10000, 0x1000c, 0, 100000)
@@ -545,11 +527,7 @@ def test_a_block_hook_sees_the_accesses_before_it_once_it_flushes_the_trace():
     from unicorn.unicorn_py3.unicorn import uclib
     flush = uclib.uc_mem_trace_flush
     flush.argtypes, flush.restype = (ctypes.c_void_p,), None
-    uc = Uc(UC_ARCH_ARM64, UC_MODE_ARM)
-    uc.mem_map(0x10000, 0x10000)
-    uc.mem_write(0x10000, _LOOP)
-    uc.reg_write(A.UC_ARM64_REG_X1, 0x18000)
-    uc.reg_write(A.UC_ARM64_REG_X3, 3)
+    uc = _code_at(_LOOP, X1=0x18000, X3=3)
     seen, at_blocks = [], []
 
     def block(u, _addr, _size, _data):
@@ -586,10 +564,7 @@ def test_the_inline_counter_counts_no_instruction_for_the_run_until_address():
     # (the exit's pseudo-instruction is in the block's icount, not in its size)
     from unicorn.unicorn_py3.unicorn import uclib
     from unicorn import UC_HOOK_BLOCK
-    uc = Uc(UC_ARCH_ARM64, UC_MODE_ARM)
-    uc.mem_map(0x10000, 0x10000)
-    uc.mem_write(0x10000, _STOPS)
-    uc.reg_write(A.UC_ARM64_REG_X1, 0x18000)
+    uc = _code_at(_STOPS, X1=0x18000)
     hook = uc.hook_add(UC_HOOK_BLOCK, lambda *_: None)
     counter = _BlockCounter(count=0, limit=1000)
     counter_set = uclib.uc_hook_block_counter
@@ -604,9 +579,7 @@ def test_code_translated_with_the_inline_counter_calls_the_hook_once_it_is_remov
     every = [(0x10000, 8), (0x10008, 12), (0x10014, 4)]
     from unicorn import UC_HOOK_BLOCK
     from unicorn.unicorn_py3.unicorn import uclib
-    uc = Uc(UC_ARCH_ARM64, UC_MODE_ARM)
-    uc.mem_map(0x10000, 0x10000)
-    uc.mem_write(0x10000, _BLOCKS)
+    uc = _code_at(_BLOCKS)
     called = []
     hook = uc.hook_add(UC_HOOK_BLOCK, lambda _u, addr, size, _d: called.append((addr, size)))
     counter = _BlockCounter(count=0, limit=1000)
