@@ -231,17 +231,15 @@ class UnicornHooks:
         self._feeding = True
         self._inline_block_counter(False)   # (block_fed trains the predictor at every block)
         self.counter.feed = self.spu.builder.model.ptr
-        # (the patched library's trace: patches/unicorn/0011 batches it, 0002 calls per access)
+        # (the patched library's trace, patches/unicorn/0002 and 0011; a patched library has
+        # every patch: tests/test_unicorn_patches.py)
         trace_set = getattr(uclib, "uc_mem_trace_batch_set", None)
-        callback = native.model_trace_batch_address
-        if trace_set is None:
-            trace_set = getattr(uclib, "uc_mem_trace_set", None)
-            callback = native.model_trace_address
         if trace_set is None:
             self.model_hook_last(install=True)
         else:
             trace_set.argtypes = (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
-            trace_set(self.uc._uch, ctypes.c_void_p(callback()), ctypes.byref(self.counter))
+            trace_set(self.uc._uch, ctypes.c_void_p(native.model_trace_batch_address()),
+                      ctypes.byref(self.counter))
         self._feed_flush = True
         self.uc.emu_stop()
 

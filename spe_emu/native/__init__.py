@@ -1004,12 +1004,6 @@ class Model:
         return dict(zip(MODEL_STATS, out))
 
 
-def model_trace_address() -> int:
-    """Address of ``spe_model_trace`` for ``uc_mem_trace_set`` (the patched libunicorn:
-    patches/unicorn/0002) with the block hook's :class:`SpeCounter` as user data."""
-    return ctypes.cast(library().spe_model_trace, ctypes.c_void_p).value
-
-
 def model_trace_batch_address() -> int:
     """Address of ``spe_model_trace_batch`` for ``uc_mem_trace_batch_set`` (the patched
     libunicorn: patches/unicorn/0011) with the block hook's :class:`SpeCounter` as user data."""

@@ -479,11 +479,12 @@ static uint32_t site_kind(void *uc, struct spe_counter *c, uint64_t pc)
 }
 
 /* model_feed "every": the block counted last ended at a branch, and the run went on at
- * next: the branch trains the predictor (spe_model_branch with update). A capture of that
- * branch (one of the last two) first takes the prediction the branch found (spe_capture.fed).
+ * next: the branch trains the predictor (spe_model_branch with update). With caps, a capture
+ * of that branch (one of the last two) first takes the prediction the branch found
+ * (spe_capture.fed): only the slow path can meet one, the block after a capture being armed.
  * A block an exception ended early ends at the instruction that took it (spe_end_block_at),
  * which is no branch. */
-static inline void feed_branch_caps(void *uc, struct spe_counter *c, uint64_t next, int caps)
+static inline void feed_branch(void *uc, struct spe_counter *c, uint64_t next, int caps)
 {
     if (!c->block_insns || c->insns >= c->feed_until)
         return;
@@ -502,11 +503,6 @@ static inline void feed_branch_caps(void *uc, struct spe_counter *c, uint64_t ne
     c->pmu_mispredicts += mispredicted != 0;
     if (c->gt_events)
         spe_gt_event(c, pc, -1, mispredicted != 0);
-}
-
-static void feed_branch(void *uc, struct spe_counter *c, uint64_t next)
-{
-    feed_branch_caps(uc, c, next, 1);
 }
 
 static inline void count_block(struct spe_counter *c, uint64_t address, uint64_t n)
@@ -633,7 +629,7 @@ static __attribute__((noinline)) void block_slow(void *uc, uint64_t address, uin
         return;
     }
     if (c->feed)
-        feed_branch(uc, c, address);
+        feed_branch(uc, c, address, 1);
     count_block(c, address, n);
     c->fast_limit = c->completing || c->armed || c->gt_table || watching(c) || c->pmu_on
                     ? 0 : c->stop_at;
@@ -655,7 +651,7 @@ static __attribute__((noinline)) void block_fed(void *uc, uint64_t address, uint
         c->trace_flush(uc);
     /* (no capture to give the branch's outcome to: the block after a capture is armed, so
      * it takes the slow path, whose feed_branch does) */
-    feed_branch_caps(uc, c, address, 0);
+    feed_branch(uc, c, address, 0);
     track_branch(c, address);
     c->block_start = address;
     c->block_insns = n;

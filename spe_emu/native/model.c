@@ -501,6 +501,14 @@ int spe_model_access(struct spe_model *m, uint64_t line, int update)
     return spe_model_access_rw(m, line, update, 0);
 }
 
+/* A recorded access to the line of the last one: an L1D hit that changes nothing (it and its
+ * page are already the newest of their sets), counted. */
+static inline void count_last_line_again(struct spe_model *m)
+{
+    m->stats[SPE_STAT_ACCESSES]++;
+    m->stats[SPE_LEVEL_L1D]++;
+}
+
 /* spe_model_access of a load (store 0) or a store (store 1): with several PEs (spe_model_join)
  * a recorded store invalidates the other PEs' copies first; a store that misses its own L1D
  * and L2 while another PE held the line modified gets it from that peer (SPE_LEVEL_PEER), as
@@ -519,10 +527,8 @@ int spe_model_access_rw(struct spe_model *m, uint64_t line, int update, int stor
         m->owned_line = line + 1;
     }
     if (line + 1 == m->last_line) {
-        if (update) {
-            m->stats[SPE_STAT_ACCESSES]++;
-            m->stats[SPE_LEVEL_L1D]++;
-        }
+        if (update)
+            count_last_line_again(m);
         return SPE_LEVEL_L1D << SPE_OUT_LEVEL_SHIFT;
     }
     int out = 0;
@@ -688,10 +694,16 @@ uint32_t spe_model_classify(const struct spe_model *m, uint32_t word)
     return 0;
 }
 
+/* The slot of the branch site at pc in spe_model.site_key/site_val (PC[11:2]). */
+static inline uint32_t site_slot(uint64_t pc)
+{
+    return (uint32_t)(pc >> 2) & (SPE_SITE_CACHE - 1);
+}
+
 /* The kind of the instruction at pc into *kind: 1, or 0 when it is not known yet. */
 int spe_model_site_kind(struct spe_model *m, uint64_t pc, uint32_t *kind)
 {
-    uint32_t slot = (uint32_t)(pc >> 2) & (SPE_SITE_CACHE - 1);
+    uint32_t slot = site_slot(pc);
     uint64_t value = 0;
     if (m->site_key[slot] == pc + 1) {
         *kind = m->site_val[slot];
@@ -710,9 +722,8 @@ void spe_model_site_add(struct spe_model *m, uint64_t pc, uint32_t kind)
     uint64_t old = 0;
     int had;
     if (targets_swap(&m->sites, pc, kind, &old, &had)) {   /* (no memory: not remembered) */
-        uint32_t slot = (uint32_t)(pc >> 2) & (SPE_SITE_CACHE - 1);
-        m->site_key[slot] = pc + 1;
-        m->site_val[slot] = kind;
+        m->site_key[site_slot(pc)] = pc + 1;
+        m->site_val[site_slot(pc)] = kind;
     }
 }
 
@@ -782,16 +793,6 @@ void spe_model_hook(void *uc, int type, uint64_t address, int size, int64_t valu
     feed_access(uc, c, 0, address, size > 0 ? (uint64_t)size : 0, type == SPE_UC_MEM_WRITE);
 }
 
-/* The memory trace callback (uc_mem_trace_set, patches/unicorn/0002: model_feed "every" with
- * the patched library, which keeps the accesses on the TLB fast path; user data: the block
- * hook's counter): every data access the PE makes, with its PC and physical address
- * (feed_access). */
-void spe_model_trace(struct spe_counter *c, uint64_t pc, uint64_t paddr, uint32_t size,
-                     uint32_t is_write)
-{
-    feed_access(0, c, pc, paddr, size, is_write != 0);
-}
-
 /* One access of the batched memory trace: uc_mem_trace_entry of patches/unicorn/0011 (addr:
  * the physical address; info: the PC's bits [55:0], log2 of the size in [58:56], bit 59 set
  * for a store). */
@@ -819,8 +820,7 @@ void spe_model_trace_batch(struct spe_counter *c, const struct spe_trace_entry *
          * spe_model_access_rw, unless something needs the access's PC) */
         if (line + 1 == m->last_line && (e->addr + size - 1) >> 6 == line && !m->peers
                 && !(c->armed | c->pmu_on | (uint64_t)c->gt_events)) {
-            m->stats[SPE_STAT_ACCESSES]++;
-            m->stats[SPE_LEVEL_L1D]++;
+            count_last_line_again(m);
             continue;
         }
         uint64_t pc = (uint64_t)((int64_t)(e->info << 8) >> 8);
