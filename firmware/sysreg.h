@@ -208,6 +208,7 @@
 #define HCR_EL2_VF		BIT(6)
 #define HCR_EL2_VI		BIT(7)
 #define HCR_EL2_VSE		BIT(8)
+#define HCR_EL2_FB		BIT(9)
 #define HCR_EL2_DC		BIT(12)
 #define HCR_EL2_TID3		BIT(18)
 #define HCR_EL2_TGE		BIT(27)

@@ -154,8 +154,12 @@ configuration):
     spe_emu_cpu_s, qemu_cpu_s      median CPU seconds, user + system (getrusage of children)
     wall_ratio, cpu_ratio          median over the repeats of spe-emu's / QEMU's
 
+The 6.1 kernel (BOOT_SMP_KERNEL) is also booted on four PEs (config ``smp4-pauth-hidden``:
+``--smp 4`` against QEMU's ``-smp 4 -accel tcg,thread=single``, the single-threaded
+round-robin TCG spe-emu's scheduler follows), PAuth hidden on both.
+
 Target (issue 27; issue 14's was 2x on 6.1): wall_ratio <= 1.5 with PAuth hidden, one target
-per kernel. A kernel whose guest is not built has its rows skipped with the command that
+per kernel; issue 28: wall_ratio <= 2 for the four-PE boot. A kernel whose guest is not built has its rows skipped with the command that
 builds it (and QEMU's half without QEMU); --no-linux-boot leaves the rows out.
 
 perf record in the Linux guest (guest ``linux-perf``), two parts, both on the 6.1 guest's
@@ -304,9 +308,18 @@ BOOT_APPEND = "console=ttyAMA0"
 BOOT_MEMORY = "1G"
 BOOT_MAX_INSNS = 4_000_000_000
 BOOT_TIMEOUT = 3600
-BOOT_CONFIGS = (("pauth-hidden", ("--cpu-feature", "pauth=off"), "max,pauth=off"),
-                ("default", (), "max"))
-"""(name, spe-emu options, QEMU -cpu) of the boot row's two configurations."""
+BOOT_CONFIGS = (("pauth-hidden", ("--cpu-feature", "pauth=off"), "max,pauth=off", ()),
+                ("default", (), "max", ()))
+"""(name, spe-emu options, QEMU -cpu, more QEMU options) of the boot row's configurations
+on every kernel."""
+BOOT_SMP = 4
+BOOT_SMP_CONFIG = (f"smp{BOOT_SMP}-pauth-hidden",
+                   ("--cpu-feature", "pauth=off", "--smp", str(BOOT_SMP)), "max,pauth=off",
+                   ("-smp", str(BOOT_SMP), "-accel", "tcg,thread=single"))
+"""The several-PE configuration (issue 28), booted on BOOT_SMP_KERNEL only: QEMU's
+single-threaded round-robin TCG, the model spe-emu's scheduler follows."""
+BOOT_SMP_KERNEL = "6.1"
+MAX_SMP_BOOT_RATIO = 2.0   # issue 28
 BOOT_QEMU_ARGS = ("-M", "virt,gic-version=3", "-m", BOOT_MEMORY, "-nographic", "-nic", "none")
 BOOT_KERNELS = (("6.1", None), ("6.12", "linux-image-6.12-arm64"),
                 ("6.12-16k", "linux-image-6.12-arm64-16k"))
@@ -1128,11 +1141,12 @@ def boot_side(runner: Runner, guest: Path, kernel: str, config: tuple, side: str
     ("spe-emu": ``spe-emu run --machine virt`` as a subprocess; "qemu"): wall and CPU
     seconds, guest instructions (spe-emu). Raises BenchError unless the guest powered off
     with exit status 0 (and, on spe-emu, the SPE driver probed: BOOT_PROBED)."""
-    name, options, qemu_cpu = config
+    name, options, qemu_cpu, qemu_more = config
     files = ["--kernel", str(guest / "vmlinuz"), "--initrd", str(guest / "probe.cpio.gz"),
              "--append", BOOT_APPEND]
     if side == "qemu":
-        cmd = [QEMU, *BOOT_QEMU_ARGS, "-cpu", qemu_cpu, *files[:4], "-append", BOOT_APPEND]
+        cmd = [QEMU, *BOOT_QEMU_ARGS, "-cpu", qemu_cpu, *qemu_more, *files[:4], "-append",
+               BOOT_APPEND]
         wall, cpu, out, status = timed_child(cmd, BOOT_TIMEOUT)
         insns = None
     else:
@@ -1152,6 +1166,11 @@ def boot_side(runner: Runner, guest: Path, kernel: str, config: tuple, side: str
     return {"wall": wall, "cpu": cpu, "instructions": insns}
 
 
+def boot_configs(kernel: str) -> tuple:
+    """The configurations (BOOT_CONFIGS entries) ``kernel``'s boot rows measure."""
+    return BOOT_CONFIGS + ((BOOT_SMP_CONFIG,) if kernel == BOOT_SMP_KERNEL else ())
+
+
 def measure_boot(runner: Runner, repeats: int) -> list[dict]:
     """The Linux boot rows (keys BOOT_JSON_KEYS), one per BOOT_KERNELS and BOOT_CONFIGS
     entry: each cached Debian guest (scripts/build_linux_guest.py) booted to power-off on
@@ -1163,8 +1182,8 @@ def measure_boot(runner: Runner, repeats: int) -> list[dict]:
              "instructions": None, "spe_emu_wall_s": None, "spe_emu_cpu_s": None,
              "qemu_wall_s": None, "qemu_cpu_s": None, "wall_ratio": None, "cpu_ratio": None,
              "skipped": None}
-            for kernel, _ in BOOT_KERNELS for c in BOOT_CONFIGS]
-    configs = {c[0]: c for c in BOOT_CONFIGS}
+            for kernel, _ in BOOT_KERNELS for c in boot_configs(kernel)]
+    configs = {c[0]: c for c in (*BOOT_CONFIGS, BOOT_SMP_CONFIG)}
     sides = ["spe-emu"] + (["qemu"] if shutil.which(QEMU) else [])
     for row in rows:
         kernel, config = row["kernel"], configs[row["config"]]
@@ -1215,7 +1234,8 @@ def wall_ratio_target(name: str, row: dict, limit: float, more: str = "") -> Tar
 def boot_targets(rows: list[dict] | None) -> list[Target]:
     """Issue 27 (issue 14's 2x on 6.1 before): booting each kernel of BOOT_KERNELS to
     power-off with PAuth hidden on both sides takes spe-emu at most MAX_BOOT_RATIO times
-    QEMU's wall time; one target per kernel."""
+    QEMU's wall time; one target per kernel. Issue 28: BOOT_SMP_KERNEL on BOOT_SMP PEs at
+    most MAX_SMP_BOOT_RATIO times QEMU's on as many vCPUs (single-threaded TCG)."""
     if rows is None:
         return []
     out = []
@@ -1223,6 +1243,11 @@ def boot_targets(rows: list[dict] | None) -> list[Target]:
         row = next(r for r in rows if r["kernel"] == kernel and r["config"] == "pauth-hidden")
         out.append(wall_ratio_target(f"Linux {kernel} boot to power-off <= {MAX_BOOT_RATIO:g}x "
                                      f"QEMU wall time (PAuth hidden)", row, MAX_BOOT_RATIO))
+    row = next(r for r in rows if r["config"] == BOOT_SMP_CONFIG[0])
+    out.append(wall_ratio_target(
+        f"Linux {BOOT_SMP_KERNEL} boot on --smp {BOOT_SMP} to power-off <= "
+        f"{MAX_SMP_BOOT_RATIO:g}x QEMU -smp {BOOT_SMP} -accel tcg,thread=single wall time "
+        f"(PAuth hidden)", row, MAX_SMP_BOOT_RATIO))
     return out
 
 
@@ -1241,8 +1266,9 @@ def print_boot(console: Console, rows: list[dict], repeats: int) -> None:
             console.print(f"  [yellow]{BOOT_GUEST} {kernel}: {why}[/yellow]", highlight=False)
     console.print(f"  {', '.join(f'{k} {kernel_guest_dir(k)}' for k, _ in BOOT_KERNELS)}: "
                   f"vmlinuz, probe.cpio.gz, --append {BOOT_APPEND!r}; "
-                  f"spe-emu run --machine virt -m {BOOT_MEMORY} [--cpu-feature pauth=off]; "
-                  f"{QEMU} {' '.join(BOOT_QEMU_ARGS)} -cpu max[,pauth=off]", highlight=False)
+                  f"spe-emu run --machine virt -m {BOOT_MEMORY} [--cpu-feature pauth=off] "
+                  f"[--smp {BOOT_SMP}]; {QEMU} {' '.join(BOOT_QEMU_ARGS)} -cpu max[,pauth=off] "
+                  f"[{' '.join(BOOT_SMP_CONFIG[3])}]", highlight=False)
 
 
 # ------------------------------------------------------------------------ linux perf -----

@@ -329,6 +329,125 @@ def test_instruction_cache_maintenance_reaches_the_other_pe(tmp_path, mode):
     assert console == b"ok\n", console
 
 
+ALIAS_TABLE = LOAD + 0x10_0000   # a level 1 table (4 KiB granule, T0SZ 25: 39-bit VA)
+ALIAS_BLOCK = 0x4000_0000 | (1 << 10) | (1 << 2) | 0b01  # PA, AF, AttrIndx 1 (Normal), block
+SMC_ALIAS_CODE = SMC_CODE.replace("""
+        adr x3, patched
+""", f"""
+        // stage 1: VA 0x4000_0000 and its alias VA 0x1_4000_0000 map PA 0x4000_0000
+        ldr x5, ={ALIAS_TABLE:#x}
+        ldr x0, ={ALIAS_BLOCK:#x}
+        str x0, [x5, #8]
+        str x0, [x5, #40]
+        msr ttbr0_el1, x5
+        mov x0, #0xff00                    // MAIR: Attr0 Device-nGnRnE, Attr1 Normal WB
+        msr mair_el1, x0
+        mov x0, #25                        // TCR_EL1.T0SZ = 25, TG0 4 KiB, EPD1
+        orr x0, x0, #(1 << 23)
+        msr tcr_el1, x0
+        isb
+        mrs x0, sctlr_el1
+        orr x0, x0, #1
+        msr sctlr_el1, x0
+        isb
+        adr x3, patched
+        movz x5, #1, lsl #32
+        add x3, x3, x5                     // `patched` at the alias
+""")
+
+
+@pytest.mark.parametrize("mode", ["fast", "reference"])
+def test_instruction_cache_maintenance_by_an_alias_reaches_the_other_pe(tmp_path, mode):
+    """IC IVAU names a line by the virtual address of the PE that executes it: PE 1 rewrites
+    ``patched`` and invalidates it through an alias (VA = PA + 4 GiB, its MMU on) that PE 0
+    (MMU off) has no mapping for; PE 0 runs the new code (the line is dropped from its
+    translated code by physical address: native.ic_replay)."""
+    assert SMC_ALIAS_CODE != SMC_CODE
+    m, result, console = boot(tmp_path, build(tmp_path, SMC_ALIAS_CODE), smp=2, mode=mode)
+    assert console == b"ok\n", console
+    assert m.smp.machines[1].sysreg_filter.ic_logged == 1
+
+
+IC_ALL = """
+        ic iallu                           // EL2, HCR_EL2.FB 0: this PE's alone
+        ldr x0, =(1 << 31) | (1 << 9)      // HCR_EL2.{RW, FB}
+        msr hcr_el2, x0
+        adr x0, el1
+        msr elr_el2, x0
+        mov x0, #0x3c5                     // EL1h, DAIF masked
+        msr spsr_el2, x0
+        eret
+el1:    ic iallu                           // EL1 under HCR_EL2.FB: IC IALLUIS
+        ic ialluis
+        adr x1, el1
+        ic ivau, x1
+        b off
+"""
+
+
+def test_only_broadcast_instruction_cache_invalidations_drop_all_the_others_code(tmp_path):
+    """Arm ARM C5.3: IC IALLU invalidates the executing PE's instruction caches, IC IALLUIS
+    every PE's in the Inner Shareable domain, and so does IC IALLU at EL1 while
+    HCR_EL2.FB is 1 (D19.2, "Force broadcast"); IC IVAU names a line. The native SYS hook
+    counts those that make the other PEs drop all their translated code (``ic_all``) and
+    logs the line (``ic_logged``)."""
+    out: list[bytes] = []
+    m = Machine(MachineConfig(smp=2, psci="hvc", boot_el=2, max_insns=None,
+                              console=out.append, outdir=tmp_path))
+    m.uc.mem_write(LOAD, build(tmp_path, IC_ALL))
+    m.reset(LOAD)
+    m.run()
+    flt = m.sysreg_filter
+    assert (flt.ic_seen, flt.ic_all, flt.ic_logged) == (4, 2, 1)
+
+
+WFE_WAIT = start_all(2) + """
+        // PE 0 works 400,000 instructions, then sets the flag PE 1 waits for in WFE
+        ldr x4, =200000
+30:     subs x4, x4, #1
+        b.ne 30b
+        ldr x1, =flag
+        mov w2, #1
+        stlr w2, [x1]
+        sev
+        ldr x1, =done
+31:     ldr w2, [x1]
+        cbz w2, 31b
+        adr x0, okmsg
+        bl puts
+        b off
+secondary:
+        ldr x1, =flag
+        sevl
+32:     wfe
+        ldr w2, [x1]
+        cbz w2, 32b
+        ldr x1, =done
+        mov w2, #1
+        str w2, [x1]
+        ldr w0, =PSCI_CPU_OFF
+        hvc #0
+        .data
+        .balign 64
+flag:   .word 0
+done:   .word 0
+        .text
+"""
+
+
+def test_a_pe_waiting_in_wfe_yields_to_the_others(tmp_path):
+    """A PE that waits for an event in WFE while another PE runs ends its slice at the WFE
+    (QEMU's round-robin loop runs the next vCPU at EXCP_YIELD; patches/unicorn/0013): it
+    retires a few instructions a round instead of spinning through every quantum of PE 0's
+    400,000-instruction loop, and its time keeps up with PE 0's."""
+    m, result, console = boot(tmp_path, build(tmp_path, WFE_WAIT), smp=2)
+    assert console == b"ok\n", console
+    waiter = result.per_pe[1]["instructions"]
+    assert waiter < 100, waiter
+    pe0, pe1 = m.smp.machines
+    assert abs(pe1.clock.ticks() - pe0.clock.ticks()) < 2 * MachineConfig.smp_quantum
+
+
 WFI_IDLE = start_all(2) + """
         ldr x1, =flag
 60:     ldr w2, [x1]

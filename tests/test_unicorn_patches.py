@@ -591,3 +591,65 @@ def test_code_translated_with_the_inline_counter_calls_the_hook_once_it_is_remov
     assert counter_set(uc._uch, hook, None) == 0
     uc.emu_start(0x10000, 0x10018)
     assert (called, counter.count) == (every, 6)
+
+
+def test_translated_code_is_dropped_by_physical_address():
+    """0012: UC_CTL_TB_REMOVE_CACHE_PHYS drops an engine's translated code of a physical
+    range that another engine over the same memory rewrote (its own stores would have been
+    seen), and only that range; a range without RAM is no error, an empty one is."""
+    from unicorn import UcError
+    ram = ctypes.create_string_buffer(0x10000)
+    words = {0x0: 0xD2800020,      # mov x0, #1
+             0x4: 0x14000040,      # b .+0x100 (the run's end in a block of its own)
+             0x104: 0xD503201F}    # nop
+    for offset, word in words.items():
+        ram[offset:offset + 4] = word.to_bytes(4, "little")
+    uc = Uc(UC_ARCH_ARM64, UC_MODE_ARM)
+    uc.mem_map_ptr(0x10000, 0x10000, 7, ctypes.addressof(ram))
+
+    def run() -> int:
+        uc.emu_start(0x10000, 0x10104)
+        return uc.reg_read(A.UC_ARM64_REG_X0)
+
+    def drop(start: int, end: int) -> None:
+        uc.ctl(native.UC_CTL_TB_REMOVE_CACHE_PHYS, UC_CTL_IO_WRITE, ctypes.c_uint64(start),
+               ctypes.c_uint64(end))
+
+    assert run() == 1
+    ram[0:4] = (0xD2800040).to_bytes(4, "little")      # mov x0, #2, by another engine
+    assert run() == 1                                   # (translated before: not seen)
+    drop(0x11000, 0x11040)
+    drop(0x9000_0000, 0x9000_0040)
+    assert run() == 1
+    drop(0x10000, 0x10004)
+    assert run() == 2
+    try:
+        drop(0x10004, 0x10000)
+    except UcError as exc:
+        assert exc.errno == 15   # UC_ERR_ARG
+    else:
+        raise AssertionError("an empty range was accepted")
+
+
+def test_a_run_returns_at_a_yield_when_asked():
+    """0013: with UC_CTL_EXIT_ON_YIELD set, uc_emu_start returns after a WFE (EXCP_YIELD) with
+    the PC after it; without, the loop goes on through every WFE. Reading the control gives
+    the yields so far either way."""
+    from spe_emu.cpu.runloop import UC_CTL_EXIT_ON_YIELD
+    from unicorn.unicorn_const import UC_CTL_IO_READ
+    uc = _code_at(b"".join(w.to_bytes(4, "little") for w in (
+        0x91000400,     # add x0, x0, #1
+        0xD503205F,     # wfe
+        0x17FFFFFE)))   # b .-8
+    yields = ctypes.c_uint64()
+
+    def read() -> int:
+        uc.ctl(UC_CTL_EXIT_ON_YIELD, UC_CTL_IO_READ, ctypes.byref(yields))
+        return yields.value
+
+    uc.emu_start(0x10000, 0, 0, 30)
+    assert uc.reg_read(A.UC_ARM64_REG_X0) == 10 and read() == 10
+    uc.ctl(UC_CTL_EXIT_ON_YIELD, UC_CTL_IO_WRITE, ctypes.c_int(1))
+    uc.emu_start(uc.reg_read(A.UC_ARM64_REG_PC), 0)
+    assert uc.reg_read(A.UC_ARM64_REG_PC) == 0x10008
+    assert uc.reg_read(A.UC_ARM64_REG_X0) == 11 and read() == 11

@@ -17,7 +17,7 @@ from ..sysreg import reg
 SCR_EL3 = reg("SCR_EL3", (3, 6, 1, 1, 0), "GPF 48", "API 17", "APK 16", "RW 10", "HCE 8", "SMD 7", "EA 3",
               "FIQ 2", "IRQ 1", "NS 0", doc="Arm ARM D19.2")
 HCR_EL2 = reg("HCR_EL2", (3, 4, 1, 1, 0), "API 41", "APK 40", "GPF 38", "TEA 37", "E2H 34",
-              "RW 31", "TGE 27", "TID3 18", "DC 12", "VSE 8", "VI 7", "VF 6", "AMO 5", "IMO 4",
+              "RW 31", "TGE 27", "TID3 18", "DC 12", "FB 9", "VSE 8", "VI 7", "VF 6", "AMO 5", "IMO 4",
               "FMO 3", "VM 0", doc="Arm ARM D19.2")
 MDCR_EL2 = reg("MDCR_EL2", (3, 4, 1, 1, 1), "HLP 26", "HCCD 23", "HPMD 17", "TPMS 14",
                "E2PB 13:12", "TDOSA 10", "TDA 9", "TDE 8", "HPME 7", "TPM 6", "TPMCR 5",

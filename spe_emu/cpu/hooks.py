@@ -33,8 +33,8 @@ from .exceptions import ABORT_ISS, EC, ESR, PSTATE, exception_model, walk_tables
 from .pe import ISR_EL1
 from .qemu_state import exception_layout
 from .sync_checks import ABORT_ECS, ERET_WORD, SP_ALIGN, SP_ELX_WRITES, SPSR
-from .traps import (COUNTER_READS, CRN_CACHE, DAIF_ENC, FAR_ECS, INTNO_HVC, INTNO_SMC, INTNO_SVC,
-                    INTNO_UNDEF, PYTHON_SYS, PYTHON_UNDEFS, QEMU_SYNC_EXCEPTIONS,
+from .traps import (COUNTER_READS, CRN_CACHE, CTR_EL0_ENC, DAIF_ENC, FAR_ECS, INTNO_HVC,
+                    INTNO_SMC, INTNO_SVC, INTNO_UNDEF, PYTHON_SYS, PYTHON_UNDEFS, QEMU_SYNC_EXCEPTIONS,
                     RANDOM_NUMBER_REGS, TIMER_CTL_READS, TRANSLATION_WRITES, WATCHED_WRITES,
                     WFI_WORD)
 from .uc_calls import CODE_HOOK, INTR_HOOK, SYS_HOOK, UC_HOOK_ADD, UC_HOOK_DEL
@@ -64,6 +64,9 @@ class UnicornHooks:
         flt.msr_all = flt.sys_all = int(self.cfg.mode == "reference")
         flt.daif_key = native.sysreg_key(DAIF_ENC)
         flt.code_crn = CRN_CACHE
+        # (IC IVAU's line, logged for the other PEs' engines: spe_emu.cpu.smp)
+        flt.vmem_translate = ctypes.cast(uclib.uc_vmem_translate, ctypes.c_void_p).value
+        flt.ic_line = 4 << (self.fast.cpr(CTR_EL0_ENC) & 0xF)   # (CTR_EL0.IminLine: words)
         # (MSR SP_ELx of a 16-byte aligned value while every SP is: SyncChecks.refresh)
         flt.sp_key[:] = sorted(native.sysreg_key(enc) for enc in SP_ELX_WRITES)
         flt.sp_align = SP_ALIGN

@@ -37,6 +37,7 @@ sample, an exception entry or return, a trapped register access, a DAIF write or
 
 from __future__ import annotations
 
+import ctypes
 from pathlib import Path
 from typing import Callable
 
@@ -160,6 +161,11 @@ class Machine(RunLoops, UnicornHooks, Traps, Interrupts, ControlInstructions, Sa
         # when this PE is its first (None: one PE).
         self.yield_at = NEVER
         self._slice_start = 0   # (instructions retired when the slice began: run_slice)
+        # Several PEs: whether a WFE or YIELD ends the slice (RunLoops.exit_on_yield), the
+        # yields the engine counted so far, and whether the last slice ended with one
+        self._exit_on_yield = False
+        self._yields = ctypes.c_uint64(0)
+        self.yielded = False
         self.smp = None
         self.watchpoints = core.watchpoints = Watchpoints(self)
         self.semihost = Semihosting(Path(config.outdir), self._read_current, self._write_current,

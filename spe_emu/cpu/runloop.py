@@ -12,12 +12,13 @@ machine's)."""
 
 from __future__ import annotations
 
+import ctypes
 from dataclasses import asdict
 from typing import Callable
 
 from unicorn import UC_ERR_FETCH_UNMAPPED, UC_ERR_READ_UNMAPPED, UC_ERR_WRITE_UNMAPPED, Uc, UcError
 from unicorn import arm64_const as A
-from unicorn.unicorn_const import UC_CTL_IO_WRITE, UC_CTL_TB_FLUSH
+from unicorn.unicorn_const import UC_CTL_IO_READ, UC_CTL_IO_WRITE, UC_CTL_TB_FLUSH
 
 from ..arch.faults import TranslationFault
 from ..errors import GuestError, GuestRunaway
@@ -33,6 +34,10 @@ SUMMED = ("instructions", "population", "samples", "records_written", "bytes_wri
 """The counts of a several-PE machine's result that are sums over its PEs."""
 MASKED_IRQ_POLL = 4096   # instructions between checks while an interrupt is asserted but masked
 UNMAPPED_ERRORS = {UC_ERR_READ_UNMAPPED, UC_ERR_WRITE_UNMAPPED, UC_ERR_FETCH_UNMAPPED}
+
+
+UC_CTL_EXIT_ON_YIELD = 17
+"""uc_ctl's control for whether uc_emu_start returns at a yield (patches/unicorn/0013)."""
 
 
 class RunLoops:
@@ -214,12 +219,33 @@ class RunLoops:
         :attr:`yield_at` (its time slice on a several-PE machine: :mod:`.smp`), or, on such a
         machine, it waits in WFI (:attr:`PeCore.parked`); raises as :meth:`run` does."""
         self._slice_start = self.insns()
+        self.yielded = False
         if self.cfg.mode == "reference":
             self._run_reference(progress)
         elif self.cfg.mode == "raw":
             self._run_raw()
         else:
             self._run_fast(progress)
+
+    def exit_on_yield(self, on: bool) -> None:
+        """Several PEs: whether the PE's slice ends when it yields (a WFE or YIELD hint,
+        which QEMU raises as EXCP_YIELD; patches/unicorn/0013 UC_CTL_EXIT_ON_YIELD), as QEMU's
+        round-robin loop then runs the next vCPU: a PE that waits for an event in WFE lets
+        the PEs that will send it run instead of spinning for the rest of its slice. The
+        slice ends at the hint (:attr:`yielded`). Nothing with Unicorn's own library, where
+        the hint only returns to QEMU's loop."""
+        if on != self._exit_on_yield:
+            try:
+                self.uc.ctl(UC_CTL_EXIT_ON_YIELD, UC_CTL_IO_WRITE, ctypes.c_int(int(on)))
+            except UcError:   # (a library without the control)
+                return
+            self._exit_on_yield = on
+            self._read_yields()
+
+    def _read_yields(self) -> int:
+        """The yields (EXCP_YIELD) the engine has counted so far."""
+        self.uc.ctl(UC_CTL_EXIT_ON_YIELD, UC_CTL_IO_READ, ctypes.byref(self._yields))
+        return self._yields.value
 
     def _slice_over(self) -> bool:
         """The run loop returns to its caller: the guest exited, the PE waits in WFI or is
@@ -253,6 +279,11 @@ class RunLoops:
             else:
                 raise GuestError(f"emulation stopped at PC {self.pc:#x} after {self.insns()} "
                                  f"instructions: {exc}") from None
+        if self._exit_on_yield:
+            before = self._yields.value
+            if self._read_yields() != before:   # (it returned at a WFE or YIELD)
+                self.yielded = True
+                self.yield_at = min(self.yield_at, self.insns())
         self.board.flush()   # (what the devices' native paths hold shows at every stop)
         if watchpoints.hit is not None:
             watchpoints.take_hit()

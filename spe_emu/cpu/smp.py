@@ -18,7 +18,10 @@ Model (docs/model.md "Several PEs"), learnt from QEMU's single-threaded round-ro
   (exactly while its profiling is enabled; else at the block boundary in front of it), it
   waits in WFI, or the guest exits. So no PE's time is more than a quantum ahead of
   another's, and the same program, options and seed give the same interleaving, traces and
-  console, byte for byte (nothing but instruction counts decides).
+  console, byte for byte (nothing but instruction counts decides). A round with one runnable
+  PE is SOLO_SLICE long (nothing to interleave), ending early when another PE gets work.
+  Where other PEs can run, a PE's WFE or YIELD ends its slice (QEMU's EXCP_YIELD, at which
+  its round-robin loop runs the next vCPU) and its time moves up to the round's end.
 * **Idle PEs cost nothing.** A PE that executes WFI with no interrupt pending parks; it runs
   again, its time moved up to the round's start, once its GIC CPU interface asserts an
   interrupt (an SGI, its timer's PPI, an SPI routed to it) or a virtual interrupt is pending.
@@ -27,10 +30,13 @@ Model (docs/model.md "Several PEs"), learnt from QEMU's single-threaded round-ro
 * **Broadcast maintenance.** Each engine has its own TLB and translated-code cache. The
   native SYS hook counts the TLBI and IC instructions a PE executes (``tlbi_seen``,
   ``ic_seen``); before another PE runs again, it drops its whole TLB after any TLBI of
-  another PE, and its whole translated code after any IC (the architecture broadcasts the
-  Inner Shareable forms; treating every form so is a superset). Code written by one PE and
-  executed by another is therefore seen only after the IC the architecture requires
-  (Arm ARM B2.4.4 "Concurrent modification and execution of instructions").
+  another PE (the architecture broadcasts the Inner Shareable forms; treating every form so
+  is a superset). An IC IVAU's line is logged by physical address, as the PE that executed
+  it translated it, and the others drop the code of that line only; IC IALLUIS (or IC
+  IALLU under HCR_EL2.FB) drops all their code; IC IALLU is the PE's own (:meth:`_broadcast`).
+  Code written by one PE and executed by another is therefore seen only after the IC the
+  architecture requires (Arm ARM B2.4.4 "Concurrent modification and execution of
+  instructions").
 * **Coherent caches.** The PEs' models (model.c) share PE 0's LLC and keep their L1D and L2
   coherent by invalidation: a store invalidates the line in every other PE's L1D and L2, and
   an access that misses its own L1D and L2 while another PE's holds the line modified is
@@ -59,6 +65,10 @@ SHARING_QUANTUM = 256
 """The quantum (instructions) of rounds that follow one with sharing (:meth:`Smp._adapt_quantum`)."""
 SHARING_HITS = 2
 """A round shares when its loads found lines another PE held modified this many times."""
+SOLO_SLICE = 10_000_000
+"""The slice (instructions) of a round with one runnable PE: the others are parked or off, so
+there is nothing to interleave with; it ends early at another PE's own event, or when an
+interrupt or CPU_ON gives another PE something to do (:meth:`Smp._end_slice`)."""
 
 if TYPE_CHECKING:
     from .machine import Machine
@@ -88,6 +98,8 @@ class Smp(PowerDomains):
         # last caught up with the others' (:meth:`_broadcast`).
         self.running: Machine = primary
         self._seen = [(0, 0)] * cfg.smp
+        # (and each PE's view of every PE's IC log: (ic_all, ic_logged) when it last caught up)
+        self._ic_logged = [[(0, 0)] * cfg.smp for _ in range(cfg.smp)]
         self._starting: set[int] = set()   # PEs whose CPU_ON is pending (none: immediate)
         for m in self.machines:
             m.smp = self
@@ -122,6 +134,10 @@ class Smp(PowerDomains):
         m.scan_sp_writers = primary.scan_sp_writers
         m.firmware_span = primary.firmware_span
         feeding = self._feeding()
+        # (an engine that ran before CPU_OFF holds code and translations the others' IC
+        # and TLBI while it was off did not reach: it starts from none)
+        m.uc.ctl(UC_CTL_TB_FLUSH, UC_CTL_IO_WRITE)
+        m.uc.ctl(UC_CTL_TLB_FLUSH, UC_CTL_IO_WRITE)
         m.reset(entry)
         m.fast.set_reg(_X0, context)
         if feeding and m._model_every and not m._feeding:   # (the others' feed: its too)
@@ -131,7 +147,10 @@ class Smp(PowerDomains):
         m.clock.idle_ticks = max(0, self.clock.ticks() - m.insns())
         tlbi, ic = self._counts()
         self._seen[m.index] = (tlbi - m.sysreg_filter.tlbi_seen, ic - m.sysreg_filter.ic_seen)
+        self._ic_logged[m.index] = [(s.sysreg_filter.ic_all, s.sysreg_filter.ic_logged)
+                                    for s in self.machines]
         m.replan = True
+        self._end_slice()
         return PsciReturn.SUCCESS
 
     # -- the model's feed ------------------------------------------------------------------
@@ -165,7 +184,14 @@ class Smp(PowerDomains):
                     m.replan = True
                     m._irq_line_value = None
                     wake = wake or (m.pe.parked and self._wakes(m))
-        if wake and running.yield_at != NEVER:
+        if wake:
+            self._end_slice()
+
+    def _end_slice(self) -> None:
+        """Another PE has something to do now (woken, started): the running PE's slice ends
+        at its next block boundary, so that PE runs next."""
+        running = self.running
+        if running.yield_at != NEVER:
             running.yield_at = min(running.yield_at, running.insns())
             running._stop_at_block_boundary()
             running._ref_deadline = 0   # (the reference loop: stop at the next instruction)
@@ -203,7 +229,10 @@ class Smp(PowerDomains):
 
     def _broadcast(self, m: "Machine") -> None:
         """The TLBI and IC the other PEs executed since ``m`` last ran reach its engine (its
-        own acted on it already): its TLB, and its translated code, are dropped."""
+        own acted on it already): after any TLBI its TLB is dropped; after IC IVAU the
+        translated code of the lines they named (by physical address, as the PE that
+        executed each translated it then: native.ic_replay), after any other IC (or more
+        IC IVAU than a PE's log holds) all its translated code."""
         tlbi, ic = self._counts()
         own = m.sysreg_filter
         others = (tlbi - own.tlbi_seen, ic - own.ic_seen)
@@ -212,9 +241,24 @@ class Smp(PowerDomains):
             m.uc.ctl(UC_CTL_TLB_FLUSH, UC_CTL_IO_WRITE)
             m._flush_translations()
         if others[1] != seen[1]:
-            m.uc.ctl(UC_CTL_TB_FLUSH, UC_CTL_IO_WRITE)
+            logged = self._ic_logged[m.index]
+            if not self._replay(m, logged):
+                m.uc.ctl(UC_CTL_TB_FLUSH, UC_CTL_IO_WRITE)
+            for s in self.machines:
+                logged[s.index] = (s.sysreg_filter.ic_all, s.sysreg_filter.ic_logged)
             m._forget_code()
         self._seen[m.index] = others
+
+    def _replay(self, m: "Machine", logged: list) -> bool:
+        """Drop from ``m``'s engine the code of the lines the other PEs' IC IVAU named since
+        ``logged`` (per PE: its (ic_all, ic_logged) when ``m`` last caught up); False when
+        it must drop all its code instead (another IC, a log that overflowed)."""
+        for s in self.machines:
+            if s is not m and s.sysreg_filter.ic_all != logged[s.index][0]:
+                return False
+        return all(s is m or native.ic_replay(m.fast.uch, s.sysreg_filter,
+                                              logged[s.index][1]) >= 0
+                   for s in self.machines)
 
     def run(self, progress: Callable[[int], None] | None = None) -> None:
         """Run the PEs in turn until the guest exits (see the module's docstring).
@@ -251,6 +295,8 @@ class Smp(PowerDomains):
                      max(self._local_time(m) for m in machines if m.pe.powered))
             end = start + self.quantum
             runnable += [(m, when) for m, when in timed if when < end]
+            if len(runnable) == 1:   # (alone: no other PE to interleave with)
+                end = min([start + SOLO_SLICE] + [when for _, when in timed])
             runnable.sort(key=lambda item: item[0].index)
             for m, when in runnable:
                 pe = m.pe
@@ -266,10 +312,13 @@ class Smp(PowerDomains):
                     continue
                 self._enter(m)
                 m.yield_at = end - m.clock.idle_ticks
+                m.exit_on_yield(len(runnable) > 1)
                 m.run_slice()
                 if m.exit is not None:
                     primary.exit = m.exit
                     return
+                if m.yielded:   # (it waits for an event in WFE: until the round's end)
+                    self._move_up(m, min(end, self.clock.owner_deadline(m.index)))
             self._adapt_quantum()
             if progress is not None:
                 total = sum(m.insns() for m in machines)

@@ -70,6 +70,7 @@ EXCEPTION_LOOP_LIMIT = 10_000  # exceptions in a row raised by their vector's fi
 # SYS with CRn == 7 and CRm == 1 or 5 is an instruction cache invalidation (IC IALLUIS,
 # IC IALLU, IC IVAU): code may have changed.
 CRN_CACHE, CRM_IC = 7, (1, 5)
+CTR_EL0_ENC = (3, 3, 0, 0, 1)   # (its IminLine gives the instruction cache's line size)
 # The SYS operations (op0 == 1) Python acts on: every TLBI (CRn == 8) and IC (CRn == 7, CRm
 # 1 or 5); the native SYS hook leaves the others (DC ..., AT ...) to QEMU.
 PYTHON_SYS = tuple((1, op1, crn, crm, op2) for op1 in range(8) for op2 in range(8)
@@ -627,6 +628,8 @@ class Traps:
         if enc in WATCHED_WRITES:
             if enc in STAGE2_SWITCHES and self._stage2_switch(enc, cp.val):
                 self._flush_translations()
+            if enc == HCR_EL2.encoding.tuple:   # (FB: IC IALLU at EL1 is broadcast)
+                self.sysreg_filter.iallu_broadcast = HCR_EL2.get(cp.val, "FB")
             self.pe.forget_context()
             self._ref_enabled = None
             self._irq_line_value = None  # (HCR_EL2.VSE, AMO, TGE; SCR_EL3.NS)

@@ -156,6 +156,10 @@ def sysreg_key(enc: tuple[int, int, int, int, int]) -> int:
     return (op0 & 3) << 14 | (op1 & 7) << 11 | (crn & 15) << 7 | (crm & 15) << 3 | (op2 & 7)
 
 
+IC_LOG = 4096
+"""Ranges of IC IVAU a PE logs for the other PEs' engines (spe_native.h SPE_IC_LOG)."""
+
+
 class SpeSysregFilter(ctypes.Structure):
     """Mirror of ``struct spe_sysreg_filter``: the MRS/MSR encodings the Python hooks must see
     (bitmaps by :func:`sysreg_key`); ``msr_all``: every MSR goes to Python."""
@@ -172,7 +176,11 @@ class SpeSysregFilter(ctypes.Structure):
                 ("sp_align", ctypes.c_uint64), ("zva_python", ctypes.c_uint32),
                 ("zva_fallback", ctypes.c_void_p),
                 ("code_crn", ctypes.c_uint32), ("sys_code", ctypes.c_uint32),
-                ("tlbi_seen", ctypes.c_uint64), ("ic_seen", ctypes.c_uint64)]
+                ("tlbi_seen", ctypes.c_uint64), ("ic_seen", ctypes.c_uint64),
+                ("ic_logged", ctypes.c_uint64), ("ic_all", ctypes.c_uint64),
+                ("iallu_broadcast", ctypes.c_uint64),
+                ("ic_line", ctypes.c_uint64), ("vmem_translate", ctypes.c_void_p),
+                ("ic_log", (ctypes.c_uint64 * 2) * IC_LOG)]
 
     def add(self, which: str, enc: tuple[int, int, int, int, int]) -> None:
         """Send ``which`` ("mrs", "msr" or "sys") instructions with encoding ``enc`` to
@@ -499,6 +507,23 @@ def sys_hook_address() -> int:
     """Address of ``spe_sys_hook`` for ``uc_hook_add(UC_HOOK_INSN, ..., UC_ARM64_INS_SYS)``
     (user data: a :class:`SpeSysregFilter`)."""
     return ctypes.cast(library().spe_sys_hook, ctypes.c_void_p).value
+
+
+UC_CTL_TB_REMOVE_CACHE_PHYS = 16
+"""uc_ctl's control that drops the translated code of a physical address range
+(patches/unicorn/0012)."""
+
+
+def ic_replay(uch: int, source: SpeSysregFilter, start: int) -> int:
+    """Drop from the engine ``uch`` (a ``uc_engine *``) the translated code of the physical
+    ranges ``source``'s PE logged with IC IVAU since it had logged ``start`` of them
+    (``ic_logged``; spe_native.h ``spe_ic_replay``): how many ranges it dropped, or -1 when
+    the log no longer holds them all or the library has no UC_CTL_TB_REMOVE_CACHE_PHYS
+    (the caller then drops all the engine's code)."""
+    from unicorn.unicorn_py3.unicorn import uclib
+    control = 1 << 30 | 2 << 26 | UC_CTL_TB_REMOVE_CACHE_PHYS   # UC_CTL_WRITE(..., 2)
+    return library().spe_ic_replay(uch, ctypes.cast(uclib.uc_ctl, ctypes.c_void_p), control,
+                                   ctypes.byref(source), start)
 
 
 def intr_hook_address() -> int:
@@ -858,6 +883,8 @@ def _declare(lib: ctypes.CDLL) -> None:
             ("spe_word_match", (ctypes.c_char_p, u64, ctypes.POINTER(u32), ctypes.POINTER(u32),
                                 u32, ctypes.POINTER(u64), ctypes.POINTER(u32), u64), u64),
             ("spe_end_block_at", (ctypes.POINTER(SpeCounter), u64), u64),
+            ("spe_ic_replay", (ctypes.c_void_p, ctypes.c_void_p, u32,
+                               ctypes.POINTER(SpeSysregFilter), u64), ctypes.c_int64),
             ("spe_pmu_settle", (ctypes.POINTER(SpeCounter),), None),
             ("spe_exception_guard", (ctypes.POINTER(SpeIntr), u64), ctypes.c_int),
             ("spe_set_pstate", (ctypes.POINTER(SpeExcModel), ctypes.c_void_p, u64,

@@ -746,6 +746,51 @@ uint32_t spe_msr_hook(void *uc, int reg, const struct uc_arm64_cp *cp,
     return f->msr_fallback(uc, reg, cp, f);
 }
 
+/* An instruction cache maintenance instruction of the PE (Arm ARM C5.3.8, IC): IC IVAU
+ * (op1 3, CRm 5, op2 1) logs the physical address range of the line its Xt names, as the PE
+ * translates it now (spe_ic_replay); IC IALLU (op1 0, CRm 5, op2 0) is the PE's own unless
+ * iallu_broadcast; any other counts in ic_all. */
+static void ic_seen(void *uc, const struct uc_arm64_cp *cp, struct spe_sysreg_filter *f)
+{
+    uint64_t pa;
+    f->ic_seen++;
+    if (cp->op1 == 3 && cp->crm == 5 && cp->op2 == 1 && f->vmem_translate
+        && f->vmem_translate(uc, cp->val, 1 /* UC_PROT_READ */, &pa) == 0) {
+        uint64_t lo = pa & ~(f->ic_line - 1), hi = lo + f->ic_line;
+        if (f->ic_logged) {
+            __typeof__(f->ic_log[0]) *last = &f->ic_log[(f->ic_logged - 1) % SPE_IC_LOG];
+            if (lo >= last->lo && lo <= last->hi) {
+                last->hi = hi > last->hi ? hi : last->hi;
+                return;
+            }
+        }
+        f->ic_log[f->ic_logged % SPE_IC_LOG].lo = lo;
+        f->ic_log[f->ic_logged % SPE_IC_LOG].hi = hi;
+        f->ic_logged++;
+    } else if (!(cp->op1 == 0 && cp->crm == 5 && cp->op2 == 0) || f->iallu_broadcast) {
+        f->ic_all++;
+    }
+}
+
+/* Drops from the engine uc the translated code of the ranges f's PE logged (IC IVAU) since
+ * it had logged `from` of them, through uc_ctl (ctl) with control = UC_CTL_WRITE(
+ * UC_CTL_TB_REMOVE_CACHE_PHYS, 2) (patches/unicorn/0012). The range logged last before
+ * then is dropped again: it may have grown since. Returns how many ranges it dropped, or -1
+ * when some are no longer in the log or uc_ctl refused one (Unicorn without the patch): the
+ * caller then drops all the engine's code. */
+int64_t spe_ic_replay(void *uc, spe_ctl_fn ctl, uint32_t control,
+                      const struct spe_sysreg_filter *f, uint64_t from)
+{
+    if (from)
+        from--;
+    if (f->ic_logged - from > SPE_IC_LOG)
+        return -1;
+    for (uint64_t n = from; n < f->ic_logged; n++)
+        if (ctl(uc, control, f->ic_log[n % SPE_IC_LOG].lo, f->ic_log[n % SPE_IC_LOG].hi) != 0)
+            return -1;
+    return (int64_t)(f->ic_logged - from);
+}
+
 /* UC_HOOK_INSN (SYS) callback: the operations Python acts on (filter->sys: TLBI, IC) go to
  * the Python hook; the rest (DC ZVA, DC CVAU, AT ...) QEMU executes without a Python call. */
 uint32_t spe_sys_hook(void *uc, int reg, const struct uc_arm64_cp *cp,
@@ -754,7 +799,7 @@ uint32_t spe_sys_hook(void *uc, int reg, const struct uc_arm64_cp *cp,
     unsigned key = spe_sysreg_key(cp);
     if (spe_key_set(f->sys, key)) {
         if (cp->crn == f->code_crn)
-            f->ic_seen++;
+            ic_seen(uc, cp, f);
         else
             f->tlbi_seen++;
     }

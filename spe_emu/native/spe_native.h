@@ -18,6 +18,7 @@ typedef int (*spe_stop_fn)(void *uc);
 typedef int (*spe_read_batch_fn)(void *uc, const int *regs, void **vals, int count);
 typedef int (*spe_translate_fn)(void *uc, uint64_t va, int prot, uint64_t *pa);
 typedef int (*spe_mem_read_fn)(void *uc, uint64_t pa, void *bytes, uint64_t size);
+typedef int (*spe_ctl_fn)(void *uc, uint32_t control, ...);   /* uc_ctl */
 
 /* How a sample is observed (Machine.PREDICT_*): registers at the start of its block, or at
  * the start of the next block entered (its end), which also gives the PC a final branch went
@@ -630,6 +631,7 @@ uint64_t spe_word_match(const uint8_t *code, uint64_t nwords, const uint32_t *ma
  * are left to QEMU without a Python call. msr_all: every MSR goes to Python (while profiling
  * is enabled: a write can change what a record holds); sys_all: every SYS (reference loop). */
 #define SPE_SYSREG_KEYS 65536
+#define SPE_IC_LOG 4096   /* ranges of IC IVAU a PE logs for the others (spe_ic_replay) */
 struct spe_control;
 struct spe_sysreg_filter {
     uint8_t mrs[SPE_SYSREG_KEYS / 8];
@@ -663,7 +665,24 @@ struct spe_sysreg_filter {
      * PE machine broadcasts their effect to the other PEs' engines (spe_emu.cpu.smp) */
     uint64_t tlbi_seen;
     uint64_t ic_seen;
+    /* Of those IC: each IC IVAU whose address translates logs the physical address range
+     * of its line, and the other PEs' engines drop the code of those ranges only
+     * (spe_ic_replay). A line that continues or falls in the last range logged extends
+     * it (a loop over a block of code logs one range); else it starts the next:
+     * ic_log[n % SPE_IC_LOG] is the n-th range, ic_logged how many so far. IC IALLUIS and
+     * an IC IVAU whose address does not translate count in ic_all, and those engines drop
+     * all their code; so does IC IALLU while iallu_broadcast is set (Python keeps it at
+     * HCR_EL2.FB, which makes IC IALLU at EL1 broadcast as IC IALLUIS; at EL2 too, a
+     * superset); otherwise IC IALLU is this PE's alone */
+    uint64_t ic_logged;
+    uint64_t ic_all;
+    uint64_t iallu_broadcast;
+    uint64_t ic_line;                     /* bytes of an instruction cache line (CTR_EL0) */
+    spe_translate_fn vmem_translate;      /* uc_vmem_translate */
+    struct { uint64_t lo, hi; } ic_log[SPE_IC_LOG];
 };
+int64_t spe_ic_replay(void *uc, spe_ctl_fn ctl, uint32_t control,
+                      const struct spe_sysreg_filter *f, uint64_t from);
 
 /* The control-instruction hooks (ERET: spe_eret_hook; PSB CSYNC: spe_psb_hook): Python's
  * Machine._on_control_insn runs only while `python` is set (profiling enabled, the GIC's
