@@ -53,6 +53,35 @@ def mov64(reg: str, value: int) -> str:
     return text
 
 
+ALIAS = 1 << 32
+"""The second virtual address of RAM that :func:`alias_stage1` maps: VA = PA + 4 GiB."""
+
+
+def alias_stage1(table: int, reg: str = "x1") -> str:
+    """Stage 1 of the EL1&0 regime on, RAM's first GiB (PA 0x4000_0000, Normal memory) mapped
+    at its own address and at + ALIAS by 1 GiB blocks: a level 1 table at ``table`` (4 KiB
+    granule, TCR_EL1.T0SZ 25: 39-bit VA, EPD1), TTBR0_EL1, MAIR_EL1 (Attr0 Device-nGnRnE,
+    Attr1 Normal write-back), then SCTLR_EL1.M. Uses X0 and ``reg``."""
+    block = BASE | (1 << 10) | (1 << 2) | 0b01   # PA, AF, AttrIndx 1, block descriptor
+    return f"""
+    {mov64(reg, table)}
+    {mov64("x0", block)}
+    str x0, [{reg}, #8]
+    str x0, [{reg}, #40]
+    msr ttbr0_el1, {reg}
+    mov x0, #0xff00
+    msr mair_el1, x0
+    mov x0, #25
+    orr x0, x0, #(1 << 23)
+    msr tcr_el1, x0
+    isb
+    mrs x0, sctlr_el1
+    orr x0, x0, #1
+    msr sctlr_el1, x0
+    isb
+"""
+
+
 def spe_prologue(pmscr: int, buf: int, *, limit: int = 0x100000, ptr: int | None = None,
                  pmsirr: int = 0x100) -> str:
     """Assembly that points VBAR_EL1 at ``vectors``, programs the Profiling Buffer at ``ptr``

@@ -7,11 +7,9 @@ poll every N instructions would never land in the one-instruction unmasked windo
 do_idle after "poweroff -f" spun there for ever)."""
 
 import pytest
-from asmrun import BASE, irq_vectors, run_asm, xregs
+from asmrun import ALIAS, BASE, alias_stage1, irq_vectors, run_asm, xregs
 
-ALIAS = 1 << 32                      # VA = PA + 4 GiB: level 1 entry 5 maps PA 0x4000_0000
-TABLE = BASE + 0x10_0000             # the level 1 table (4 KiB granule, T0SZ 25: 39-bit VA)
-BLOCK = 0x4000_0000 | (1 << 10) | (1 << 2) | 0b01  # PA, AF, AttrIndx 1 (Normal), block
+TABLE = BASE + 0x10_0000             # the level 1 table
 
 PROGRAM = f"""
     movz x1, #0x0800, lsl #16          // GICD_CTLR = ARE_NS | EnableGrp1NS
@@ -29,22 +27,7 @@ PROGRAM = f"""
     mov x0, #0xff
     msr icc_pmr_el1, x0
     // stage 1: VA 0x4000_0000 and VA 0x1_4000_0000 both map PA 0x4000_0000 (1 GiB blocks)
-    movz x1, #{TABLE >> 16:#x}, lsl #16
-    movz x0, #{BLOCK >> 16:#x}, lsl #16
-    movk x0, #{BLOCK & 0xFFFF:#x}
-    str x0, [x1, #8]
-    str x0, [x1, #40]
-    msr ttbr0_el1, x1
-    mov x0, #0xff00                    // MAIR: Attr0 Device-nGnRnE, Attr1 Normal WB
-    msr mair_el1, x0
-    mov x0, #25                        // TCR_EL1.T0SZ = 25, TG0 4 KiB, EPD1
-    orr x0, x0, #(1 << 23)
-    msr tcr_el1, x0
-    isb
-    mrs x0, sctlr_el1
-    orr x0, x0, #1
-    msr sctlr_el1, x0
-    isb
+{alias_stage1(TABLE)}
     movz x2, #1, lsl #32               // ALIAS
     adr x0, vectors
     add x0, x0, x2

@@ -13,6 +13,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from asmrun import alias_stage1
 
 from spe_emu.cpu.machine import Machine, MachineConfig
 from spe_emu.devices.psci import AffinityState, PsciReturn
@@ -329,30 +330,14 @@ def test_instruction_cache_maintenance_reaches_the_other_pe(tmp_path, mode):
     assert console == b"ok\n", console
 
 
-ALIAS_TABLE = LOAD + 0x10_0000   # a level 1 table (4 KiB granule, T0SZ 25: 39-bit VA)
-ALIAS_BLOCK = 0x4000_0000 | (1 << 10) | (1 << 2) | 0b01  # PA, AF, AttrIndx 1 (Normal), block
 SMC_ALIAS_CODE = SMC_CODE.replace("""
         adr x3, patched
 """, f"""
         // stage 1: VA 0x4000_0000 and its alias VA 0x1_4000_0000 map PA 0x4000_0000
-        ldr x5, ={ALIAS_TABLE:#x}
-        ldr x0, ={ALIAS_BLOCK:#x}
-        str x0, [x5, #8]
-        str x0, [x5, #40]
-        msr ttbr0_el1, x5
-        mov x0, #0xff00                    // MAIR: Attr0 Device-nGnRnE, Attr1 Normal WB
-        msr mair_el1, x0
-        mov x0, #25                        // TCR_EL1.T0SZ = 25, TG0 4 KiB, EPD1
-        orr x0, x0, #(1 << 23)
-        msr tcr_el1, x0
-        isb
-        mrs x0, sctlr_el1
-        orr x0, x0, #1
-        msr sctlr_el1, x0
-        isb
+{alias_stage1(LOAD + 0x10_0000, "x5")}
         adr x3, patched
         movz x5, #1, lsl #32
-        add x3, x3, x5                     // `patched` at the alias
+        add x3, x3, x5                     // `patched` at the alias (ALIAS)
 """)
 
 
