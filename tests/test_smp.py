@@ -77,6 +77,13 @@ def build(tmp_path: Path, body: str) -> bytes:
     return raw.read_bytes()
 
 
+def symbols(tmp_path: Path) -> dict[str, int]:
+    """The addresses of the symbols of the program :func:`build` linked last in ``tmp_path``."""
+    nm = subprocess.run([shutil.which("aarch64-linux-gnu-nm"), str(tmp_path / "smp.elf")],
+                        capture_output=True, text=True, check=True).stdout
+    return {line.split()[2]: int(line.split()[0], 16) for line in nm.splitlines()}
+
+
 def boot(tmp_path: Path, code: bytes, smp: int = 4, quantum: int = 100_000,
          mode: str = "fast") -> tuple[Machine, object, bytes]:
     out: list[bytes] = []
@@ -357,16 +364,25 @@ IC_ALL = """
         ic iallu                           // EL2, HCR_EL2.FB 0: this PE's alone
         ldr x0, =(1 << 31) | (1 << 9)      // HCR_EL2.{RW, FB}
         msr hcr_el2, x0
+        adr x0, vectors
+        msr vbar_el1, x0
         adr x0, el1
         msr elr_el2, x0
         mov x0, #0x3c5                     // EL1h, DAIF masked
         msr spsr_el2, x0
         eret
-el1:    ic iallu                           // EL1 under HCR_EL2.FB: IC IALLUIS
+el1:    msr hcr_el2, xzr                   // UNDEFINED at EL1: HCR_EL2.FB stays 1
+        ic iallu                           // EL1 under HCR_EL2.FB: IC IALLUIS
         ic ialluis
         adr x1, el1
         ic ivau, x1
         b off
+        .balign 2048
+vectors: .space 0x200
+        mrs x9, elr_el1                    // (current EL, SP_ELx, synchronous: skip it)
+        add x9, x9, #4
+        msr elr_el1, x9
+        eret
 """
 
 
@@ -375,7 +391,7 @@ def test_only_broadcast_instruction_cache_invalidations_drop_all_the_others_code
     every PE's in the Inner Shareable domain, and so does IC IALLU at EL1 while
     HCR_EL2.FB is 1 (D19.2, "Force broadcast"); IC IVAU names a line. The native SYS hook
     counts those that make the other PEs drop all their translated code (``ic_all``) and
-    logs the line (``ic_logged``)."""
+    logs the line (``ic_logged``). An MSR HCR_EL2 at EL1 (UNDEFINED) changes nothing."""
     out: list[bytes] = []
     m = Machine(MachineConfig(smp=2, psci="hvc", boot_el=2, max_insns=None,
                               console=out.append, outdir=tmp_path))
@@ -383,7 +399,64 @@ def test_only_broadcast_instruction_cache_invalidations_drop_all_the_others_code
     m.reset(LOAD)
     m.run()
     flt = m.sysreg_filter
+    assert m.exceptions_taken == 1   # (the UNDEFINED MSR)
     assert (flt.ic_seen, flt.ic_all, flt.ic_logged) == (4, 2, 1)
+
+
+OWN_IC = start_all(2) + """
+        // PE 1 rewrites `patched` and cleans it to the PoU; PE 0, which runs it, invalidates
+        // it from its own instruction cache (IC_FORM) and runs the new code
+        bl patched
+        cmp x0, #1
+        b.ne fail
+        ldr x1, =flag
+        mov w2, #1
+        str w2, [x1]
+40:     ldr w2, [x1]
+        cmp w2, #2
+        b.ne 40b
+        adr x3, patched
+        IC_FORM
+        dsb ish
+        isb
+        bl patched
+        cmp x0, #2
+        b.ne fail
+        adr x0, okmsg
+        bl puts
+        b off
+patched:
+        mov x0, #1
+        ret
+secondary:
+        ldr x1, =flag
+50:     ldr w2, [x1]
+        cmp w2, #1
+        b.ne 50b
+        adr x3, patched
+        ldr w4, =0xd2800040       // mov x0, #2
+        str w4, [x3]
+        dc cvau, x3
+        dsb ish
+        mov w2, #2
+        str w2, [x1]
+        ldr w0, =PSCI_CPU_OFF
+        hvc #0
+        .data
+        .balign 64
+flag:   .word 0
+        .text
+"""
+
+
+@pytest.mark.parametrize("form", ["ic ivau, x3", "ic iallu", "ic ialluis"])
+def test_the_pe_that_runs_code_another_wrote_may_invalidate_it_itself(tmp_path, form):
+    """Arm ARM B2.4.4: the PE that executes code another PE wrote (and cleaned to the PoU) may
+    do the instruction cache invalidation itself, by line (IC IVAU) or whole (IC IALLU, its
+    own caches; IC IALLUIS); its engine, which saw none of those stores, drops that code."""
+    code = build(tmp_path, OWN_IC.replace("IC_FORM", form))
+    m, result, console = boot(tmp_path, code, smp=2)
+    assert console == b"ok\n", console
 
 
 WFE_WAIT = start_all(2) + """
@@ -431,6 +504,140 @@ def test_a_pe_waiting_in_wfe_yields_to_the_others(tmp_path):
     assert waiter < 100, waiter
     pe0, pe1 = m.smp.machines
     assert abs(pe1.clock.ticks() - pe0.clock.ticks()) < 2 * MachineConfig.smp_quantum
+
+
+WFE_DEADLOCK = start_all(2) + """
+        ldr x1, =flag
+30:     wfe
+        ldr w2, [x1]
+        cbz w2, 30b
+        b off
+secondary:
+        ldr x1, =flag
+31:     wfe
+        ldr w2, [x1]
+        cbz w2, 31b
+        b off
+        .data
+        .balign 64
+flag:   .word 0
+        .text
+"""
+
+
+def test_pes_that_all_wait_in_wfe_spend_the_instruction_budget(tmp_path):
+    """Every runnable PE waiting in WFE for a flag nobody sets (a guest deadlock): after a
+    round in which every PE yielded, the next runs the slices through, so the run ends at
+    its instruction budget as one PE's would, and the PEs' time stays near their instruction
+    counts (a yield moves a PE's time to the round's end: with every PE yielding, time would
+    run a quantum a round for a few instructions)."""
+    from spe_emu.errors import GuestRunaway
+    budget = 1_000_000
+    out: list[bytes] = []
+    m = Machine(MachineConfig(smp=2, psci="hvc", max_insns=budget, console=out.append,
+                              outdir=tmp_path))
+    m.uc.mem_write(LOAD, build(tmp_path, WFE_DEADLOCK))
+    m.reset(LOAD)
+    with pytest.raises(GuestRunaway):
+        m.run()
+    assert all(pe.clock.ticks() < 3 * budget for pe in m.smp.machines), \
+        [pe.clock.ticks() for pe in m.smp.machines]
+
+
+RESTART = """
+        // PE 1 profiles the load at `patchme` and turns off; PE 0 rewrites it to a store
+        // (DC CVAU, IC IVAU, ISB) and starts PE 1 again, which profiles it into the second
+        // half of the buffer
+        ldr w0, =PSCI_CPU_ON
+        mov x1, #1
+        adr x2, secondary
+        mov x3, #0
+        hvc #0
+        cbnz x0, fail
+        bl waitoff
+        adr x3, patchme
+        ldr w4, =0xf9000022       // str x2, [x1]
+        str w4, [x3]
+        dc cvau, x3
+        dsb ish
+        ic ivau, x3
+        dsb ish
+        isb
+        ldr w0, =PSCI_CPU_ON
+        mov x1, #1
+        adr x2, secondary
+        mov x3, #1
+        hvc #0
+        cbnz x0, fail
+        bl waitoff
+        adr x0, okmsg
+        bl puts
+        b off
+waitoff:
+        mov x21, x30
+130:    ldr w0, =PSCI_AFF_INFO
+        mov x1, #1
+        mov x2, #0
+        hvc #0
+        cmp x0, #1                // OFF
+        b.ne 130b
+        ret x21
+secondary:
+        ldr x5, =spebuf
+        add x0, x5, x0, lsl #15   // its half of the buffer (context id 0, then 1)
+        msr pmbptr_el1, x0
+        add x1, x0, #0x8000
+        orr x1, x1, #1            // PMBLIMITR_EL1: LIMIT, E = 1
+        msr pmblimitr_el1, x1
+        msr pmbsr_el1, xzr
+        mov x0, #0x100            // PMSIRR_EL1.INTERVAL: 256
+        msr pmsirr_el1, x0
+        msr pmsicr_el1, xzr
+        msr pmsfcr_el1, xzr
+        mov x0, #2                // PMSCR_EL1.E1SPE
+        msr pmscr_el1, x0
+        isb
+        ldr x4, =20000
+140:    bl bump
+        subs x4, x4, #1
+        b.ne 140b
+        msr pmscr_el1, xzr
+        isb
+        psb csync
+        dsb nsh
+        ldr w0, =PSCI_CPU_OFF
+        hvc #0
+bump:   ldr x1, =data
+patchme:
+        ldr x2, [x1]
+        add x2, x2, #1
+        ret
+        .data
+        .balign 64
+data:   .quad 0
+        .bss
+        .balign 4096
+spebuf: .space 0x10000
+        .text
+"""
+
+
+@pytest.mark.parametrize("mode", ["fast", "reference"])
+def test_a_pe_started_again_profiles_the_code_as_it_is_now(tmp_path, mode):
+    """A PE that CPU_OFF turned off and CPU_ON starts again misses the instruction cache
+    maintenance done meanwhile: it starts with nothing of code remembered (translated
+    code, TLB, the native hooks' verdicts and record templates), so its samples of an
+    instruction another PE rewrote meanwhile (a load, now a store) are of the new one."""
+    from spe_emu.spe.packets import iter_records
+    m, result, console = boot(tmp_path, build(tmp_path, RESTART), smp=2, mode=mode)
+    assert console == b"ok\n", console
+    syms = symbols(tmp_path)
+    phases = []
+    for half in (0, 1):
+        data = bytes(m.uc.mem_read(syms["spebuf"] + half * 0x8000, 0x8000))
+        phases.append({r.operation[:2] for r in iter_records(data.rstrip(b"\0") + bytes(64))
+                       if r.pc == syms["patchme"]})
+    assert phases == [{"LD"}, {"ST"}], phases
 
 
 WFI_IDLE = start_all(2) + """
@@ -601,10 +808,7 @@ def test_false_sharing_shows_as_peer_core_loads(tmp_path, offset, peer):
     m.reset(LOAD)
     result = m.run()
     assert b"".join(out) == b"ok\n"
-    elf = tmp_path / "smp.elf"
-    nm = subprocess.run([shutil.which("aarch64-linux-gnu-nm"), str(elf)], capture_output=True,
-                        text=True, check=True).stdout
-    syms = {line.split()[2]: int(line.split()[0], 16) for line in nm.splitlines()}
+    syms = symbols(tmp_path)
     spebuf, counter = syms["spebuf"], syms["counters"] + offset
     end = m.spu.regs["PMBPTR_EL1"]
     records = list(iter_records(bytes(m.uc.mem_read(spebuf, end - spebuf))))

@@ -66,6 +66,9 @@ class UnicornHooks:
         flt.code_crn = CRN_CACHE
         # (IC IVAU's line, logged for the other PEs' engines: spe_emu.cpu.smp)
         flt.vmem_translate = ctypes.cast(uclib.uc_vmem_translate, ctypes.c_void_p).value
+        flt.ctl = ctypes.cast(uclib.uc_ctl, ctypes.c_void_p).value
+        flt.ctl_remove_phys = native.CTL_REMOVE_PHYS
+        flt.emu_stop = ctypes.cast(uclib.uc_emu_stop, ctypes.c_void_p).value
         flt.ic_line = 4 << (self.fast.cpr(CTR_EL0_ENC) & 0xF)   # (CTR_EL0.IminLine: words)
         # (MSR SP_ELx of a 16-byte aligned value while every SP is: SyncChecks.refresh)
         flt.sp_key[:] = sorted(native.sysreg_key(enc) for enc in SP_ELX_WRITES)

@@ -280,6 +280,7 @@ class Machine(RunLoops, UnicornHooks, Traps, Interrupts, ControlInstructions, Sa
                             (CPACR_EL1, CPACR_EL1.make(FPEN=0b11)),
                             (VMPIDR_EL2, self.mpidr)):
             uc.cpr_write(*spec.encoding.tuple, value)
+        self.sysreg_filter.iallu_broadcast = 0   # (HCR_EL2.FB is 0 now)
         el = self.cfg.boot_el
         if el < 2:
             # No EL2 software will program PMSCR_EL2: reset it as a permissive hypervisor

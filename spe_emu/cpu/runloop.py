@@ -279,6 +279,11 @@ class RunLoops:
             else:
                 raise GuestError(f"emulation stopped at PC {self.pc:#x} after {self.insns()} "
                                  f"instructions: {exc}") from None
+        flt = self.sysreg_filter
+        if flt.ic_flush_own:   # (an IC IALLU/IALLUIS of this PE, several PEs: spe_native.h)
+            flt.ic_flush_own = 0
+            pe.uc.ctl(UC_CTL_TB_FLUSH, UC_CTL_IO_WRITE)
+            self._forget_code()
         if self._exit_on_yield:
             before = self._yields.value
             if self._read_yields() != before:   # (it returned at a WFE or YIELD)

@@ -21,7 +21,8 @@ Model (docs/model.md "Several PEs"), learnt from QEMU's single-threaded round-ro
   console, byte for byte (nothing but instruction counts decides). A round with one runnable
   PE is SOLO_SLICE long (nothing to interleave), ending early when another PE gets work.
   Where other PEs can run, a PE's WFE or YIELD ends its slice (QEMU's EXCP_YIELD, at which
-  its round-robin loop runs the next vCPU) and its time moves up to the round's end.
+  its round-robin loop runs the next vCPU) and its time moves up to the round's end; after
+  a round in which every PE that ran yielded, the next runs its slices through.
 * **Idle PEs cost nothing.** A PE that executes WFI with no interrupt pending parks; it runs
   again, its time moved up to the round's start, once its GIC CPU interface asserts an
   interrupt (an SGI, its timer's PPI, an SPI routed to it) or a virtual interrupt is pending.
@@ -34,6 +35,8 @@ Model (docs/model.md "Several PEs"), learnt from QEMU's single-threaded round-ro
   is a superset). An IC IVAU's line is logged by physical address, as the PE that executed
   it translated it, and the others drop the code of that line only; IC IALLUIS (or IC
   IALLU under HCR_EL2.FB) drops all their code; IC IALLU is the PE's own (:meth:`_broadcast`).
+  The executing PE's own engine, which saw none of the others' stores, drops the code an
+  IC names too (the native SYS hook: spe_native.h ``spe_sysreg_filter.ic_own``).
   Code written by one PE and executed by another is therefore seen only after the IC the
   architecture requires (Arm ARM B2.4.4 "Concurrent modification and execution of
   instructions").
@@ -103,6 +106,7 @@ class Smp(PowerDomains):
         self._starting: set[int] = set()   # PEs whose CPU_ON is pending (none: immediate)
         for m in self.machines:
             m.smp = self
+            m.sysreg_filter.ic_own = 1   # (its IC reaches its own engine too: spe_native.h)
             if m.psci is not None:
                 m.psci = Psci(self)
         # (the run's progress callback is the primary's: every PE's instructions count)
@@ -139,6 +143,7 @@ class Smp(PowerDomains):
         m.uc.ctl(UC_CTL_TB_FLUSH, UC_CTL_IO_WRITE)
         m.uc.ctl(UC_CTL_TLB_FLUSH, UC_CTL_IO_WRITE)
         m.reset(entry)
+        m._flush_translations()   # (and what Python and the native hooks know of code)
         m.fast.set_reg(_X0, context)
         if feeding and m._model_every and not m._feeding:   # (the others' feed: its too)
             m._start_model_feed()
@@ -270,7 +275,9 @@ class Smp(PowerDomains):
         machines = self.machines
         primary = machines[0]
         last_progress = 0
+        all_yielded = False
         while True:
+            ran = yielded = 0
             runnable, timed = [], []
             for m in machines:
                 pe = m.pe
@@ -312,13 +319,19 @@ class Smp(PowerDomains):
                     continue
                 self._enter(m)
                 m.yield_at = end - m.clock.idle_ticks
-                m.exit_on_yield(len(runnable) > 1)
+                m.exit_on_yield(len(runnable) > 1 and not all_yielded)
                 m.run_slice()
                 if m.exit is not None:
                     primary.exit = m.exit
                     return
+                ran += 1
                 if m.yielded:   # (it waits for an event in WFE: until the round's end)
+                    yielded += 1
                     self._move_up(m, min(end, self.clock.owner_deadline(m.index)))
+            # (every PE that ran waited in WFE: none sends the others an event, so the next
+            # round's PEs run their slices through, spending the instruction budget as one
+            # PE does, until a timer or device event changes something)
+            all_yielded = ran > 0 and yielded == ran
             self._adapt_quantum()
             if progress is not None:
                 total = sum(m.insns() for m in machines)

@@ -628,7 +628,9 @@ class Traps:
         if enc in WATCHED_WRITES:
             if enc in STAGE2_SWITCHES and self._stage2_switch(enc, cp.val):
                 self._flush_translations()
-            if enc == HCR_EL2.encoding.tuple:   # (FB: IC IALLU at EL1 is broadcast)
+            if enc == HCR_EL2.encoding.tuple and self.context().el >= 2:
+                # (FB: IC IALLU at EL1 is broadcast; the hook runs before QEMU's access
+                # check, so a write from EL1, which UNDEFs or traps, changes nothing)
                 self.sysreg_filter.iallu_broadcast = HCR_EL2.get(cp.val, "FB")
             self.pe.forget_context()
             self._ref_enabled = None

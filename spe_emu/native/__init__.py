@@ -180,6 +180,9 @@ class SpeSysregFilter(ctypes.Structure):
                 ("ic_logged", ctypes.c_uint64), ("ic_all", ctypes.c_uint64),
                 ("iallu_broadcast", ctypes.c_uint64),
                 ("ic_line", ctypes.c_uint64), ("vmem_translate", ctypes.c_void_p),
+                ("ic_own", ctypes.c_uint32), ("ic_flush_own", ctypes.c_uint32),
+                ("ctl", ctypes.c_void_p), ("ctl_remove_phys", ctypes.c_uint32),
+                ("ic_pad", ctypes.c_uint32), ("emu_stop", ctypes.c_void_p),
                 ("ic_log", (ctypes.c_uint64 * 2) * IC_LOG)]
 
     def add(self, which: str, enc: tuple[int, int, int, int, int]) -> None:
@@ -512,6 +515,8 @@ def sys_hook_address() -> int:
 UC_CTL_TB_REMOVE_CACHE_PHYS = 16
 """uc_ctl's control that drops the translated code of a physical address range
 (patches/unicorn/0012)."""
+CTL_REMOVE_PHYS = 1 << 30 | 2 << 26 | UC_CTL_TB_REMOVE_CACHE_PHYS
+"""UC_CTL_WRITE(UC_CTL_TB_REMOVE_CACHE_PHYS, 2): uc_ctl's first argument for it."""
 
 
 def ic_replay(uch: int, source: SpeSysregFilter, start: int) -> int:
@@ -521,9 +526,8 @@ def ic_replay(uch: int, source: SpeSysregFilter, start: int) -> int:
     the log no longer holds them all or the library has no UC_CTL_TB_REMOVE_CACHE_PHYS
     (the caller then drops all the engine's code)."""
     from unicorn.unicorn_py3.unicorn import uclib
-    control = 1 << 30 | 2 << 26 | UC_CTL_TB_REMOVE_CACHE_PHYS   # UC_CTL_WRITE(..., 2)
-    return library().spe_ic_replay(uch, ctypes.cast(uclib.uc_ctl, ctypes.c_void_p), control,
-                                   ctypes.byref(source), start)
+    return library().spe_ic_replay(uch, ctypes.cast(uclib.uc_ctl, ctypes.c_void_p),
+                                   CTL_REMOVE_PHYS, ctypes.byref(source), start)
 
 
 def intr_hook_address() -> int:

@@ -749,14 +749,20 @@ uint32_t spe_msr_hook(void *uc, int reg, const struct uc_arm64_cp *cp,
 /* An instruction cache maintenance instruction of the PE (Arm ARM C5.3.8, IC): IC IVAU
  * (op1 3, CRm 5, op2 1) logs the physical address range of the line its Xt names, as the PE
  * translates it now (spe_ic_replay); IC IALLU (op1 0, CRm 5, op2 0) is the PE's own unless
- * iallu_broadcast; any other counts in ic_all. */
+ * iallu_broadcast; any other counts in ic_all. With ic_own, the PE's own engine drops the
+ * code too (see spe_sysreg_filter). */
 static void ic_seen(void *uc, const struct uc_arm64_cp *cp, struct spe_sysreg_filter *f)
 {
     uint64_t pa;
+    int ivau = cp->op1 == 3 && cp->crm == 5 && cp->op2 == 1;
     f->ic_seen++;
-    if (cp->op1 == 3 && cp->crm == 5 && cp->op2 == 1 && f->vmem_translate
+    if (ivau && f->vmem_translate
         && f->vmem_translate(uc, cp->val, 1 /* UC_PROT_READ */, &pa) == 0) {
         uint64_t lo = pa & ~(f->ic_line - 1), hi = lo + f->ic_line;
+        if (f->ic_own && f->ctl(uc, f->ctl_remove_phys, lo, hi) != 0) {
+            f->ic_flush_own = 1;   /* (a library without the control: all its code) */
+            f->emu_stop(uc);
+        }
         if (f->ic_logged) {
             __typeof__(f->ic_log[0]) *last = &f->ic_log[(f->ic_logged - 1) % SPE_IC_LOG];
             if (lo >= last->lo && lo <= last->hi) {
@@ -767,8 +773,13 @@ static void ic_seen(void *uc, const struct uc_arm64_cp *cp, struct spe_sysreg_fi
         f->ic_log[f->ic_logged % SPE_IC_LOG].lo = lo;
         f->ic_log[f->ic_logged % SPE_IC_LOG].hi = hi;
         f->ic_logged++;
-    } else if (!(cp->op1 == 0 && cp->crm == 5 && cp->op2 == 0) || f->iallu_broadcast) {
+        return;
+    }
+    if (!(cp->op1 == 0 && cp->crm == 5 && cp->op2 == 0) || f->iallu_broadcast)
         f->ic_all++;
+    if (f->ic_own) {
+        f->ic_flush_own = 1;
+        f->emu_stop(uc);
     }
 }
 

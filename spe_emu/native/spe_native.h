@@ -679,6 +679,16 @@ struct spe_sysreg_filter {
     uint64_t iallu_broadcast;
     uint64_t ic_line;                     /* bytes of an instruction cache line (CTR_EL0) */
     spe_translate_fn vmem_translate;      /* uc_vmem_translate */
+    /* With several PEs (ic_own set) the executing PE's own engine, which sees only its own
+     * PE's stores, drops the code an IC names too: IC IVAU's line at once (ctl with
+     * ctl_remove_phys: UC_CTL_WRITE(UC_CTL_TB_REMOVE_CACHE_PHYS, 2)); for IC IALLU and
+     * IC IALLUIS the hook sets ic_flush_own and stops the run (emu_stop) after the
+     * instruction, and the run loop drops all the engine's code there (not from inside a
+     * translated block) */
+    uint32_t ic_own, ic_flush_own;
+    spe_ctl_fn ctl;
+    uint32_t ctl_remove_phys, ic_pad;
+    spe_stop_fn emu_stop;
     struct { uint64_t lo, hi; } ic_log[SPE_IC_LOG];
 };
 int64_t spe_ic_replay(void *uc, spe_ctl_fn ctl, uint32_t control,
