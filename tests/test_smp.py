@@ -77,6 +77,25 @@ def build(tmp_path: Path, body: str) -> bytes:
     return raw.read_bytes()
 
 
+def profile_el1(size: int) -> str:
+    """Profiling at EL1 on: the Profiling Buffer from X0 (``size`` bytes, a multiple of 4 KiB
+    below 16 MiB), interval 256, no filter (uses X0, X1)."""
+    return f"""
+        msr pmbptr_el1, x0
+        add x1, x0, #{size:#x}
+        orr x1, x1, #1                // PMBLIMITR_EL1: LIMIT, E = 1
+        msr pmblimitr_el1, x1
+        msr pmbsr_el1, xzr
+        mov x0, #0x100                // PMSIRR_EL1.INTERVAL: 256
+        msr pmsirr_el1, x0
+        msr pmsicr_el1, xzr
+        msr pmsfcr_el1, xzr
+        mov x0, #2                    // PMSCR_EL1.E1SPE
+        msr pmscr_el1, x0
+        isb
+"""
+
+
 def symbols(tmp_path: Path) -> dict[str, int]:
     """The addresses of the symbols of the program :func:`build` linked last in ``tmp_path``."""
     nm = subprocess.run([shutil.which("aarch64-linux-gnu-nm"), str(tmp_path / "smp.elf")],
@@ -403,50 +422,27 @@ def test_only_broadcast_instruction_cache_invalidations_drop_all_the_others_code
     assert (flt.ic_seen, flt.ic_all, flt.ic_logged) == (4, 2, 1)
 
 
-OWN_IC = start_all(2) + """
-        // PE 1 rewrites `patched` and cleans it to the PoU; PE 0, which runs it, invalidates
-        // it from its own instruction cache (IC_FORM) and runs the new code
+# (PE 1 rewrites `patched` and cleans it to the PoU only; PE 0, which runs it, invalidates
+# it from its own instruction cache, by IC_FORM, and runs the new code)
+OWN_IC = SMC_CODE.replace("""
+        isb
         bl patched
-        cmp x0, #1
-        b.ne fail
-        ldr x1, =flag
-        mov w2, #1
-        str w2, [x1]
-40:     ldr w2, [x1]
-        cmp w2, #2
-        b.ne 40b
+        cmp x0, #2
+""", """
         adr x3, patched
         IC_FORM
         dsb ish
         isb
         bl patched
         cmp x0, #2
-        b.ne fail
-        adr x0, okmsg
-        bl puts
-        b off
-patched:
-        mov x0, #1
-        ret
-secondary:
-        ldr x1, =flag
-50:     ldr w2, [x1]
-        cmp w2, #1
-        b.ne 50b
-        adr x3, patched
-        ldr w4, =0xd2800040       // mov x0, #2
-        str w4, [x3]
-        dc cvau, x3
+""").replace("""
+        ic ivau, x3
         dsb ish
+        isb
         mov w2, #2
-        str w2, [x1]
-        ldr w0, =PSCI_CPU_OFF
-        hvc #0
-        .data
-        .balign 64
-flag:   .word 0
-        .text
-"""
+""", """
+        mov w2, #2
+""")
 
 
 @pytest.mark.parametrize("form", ["ic ivau, x3", "ic iallu", "ic ialluis"])
@@ -454,6 +450,7 @@ def test_the_pe_that_runs_code_another_wrote_may_invalidate_it_itself(tmp_path, 
     """Arm ARM B2.4.4: the PE that executes code another PE wrote (and cleaned to the PoU) may
     do the instruction cache invalidation itself, by line (IC IVAU) or whole (IC IALLU, its
     own caches; IC IALLUIS); its engine, which saw none of those stores, drops that code."""
+    assert OWN_IC.count("IC_FORM") == 1 and OWN_IC.count("ic ivau") == 0
     code = build(tmp_path, OWN_IC.replace("IC_FORM", form))
     m, result, console = boot(tmp_path, code, smp=2)
     assert console == b"ok\n", console
@@ -585,18 +582,7 @@ waitoff:
 secondary:
         ldr x5, =spebuf
         add x0, x5, x0, lsl #15   // its half of the buffer (context id 0, then 1)
-        msr pmbptr_el1, x0
-        add x1, x0, #0x8000
-        orr x1, x1, #1            // PMBLIMITR_EL1: LIMIT, E = 1
-        msr pmblimitr_el1, x1
-        msr pmbsr_el1, xzr
-        mov x0, #0x100            // PMSIRR_EL1.INTERVAL: 256
-        msr pmsirr_el1, x0
-        msr pmsicr_el1, xzr
-        msr pmsfcr_el1, xzr
-        mov x0, #2                // PMSCR_EL1.E1SPE
-        msr pmscr_el1, x0
-        isb
+""" + profile_el1(0x8000) + """
         ldr x4, =20000
 140:    bl bump
         subs x4, x4, #1
@@ -741,18 +727,7 @@ def false_sharing(offset: int) -> str:
     (``offset`` 8), 64 apart do not."""
     return start_all(2) + f"""
         ldr x0, =spebuf
-        msr pmbptr_el1, x0
-        add x1, x0, #0x10000
-        orr x1, x1, #1                // PMBLIMITR_EL1: LIMIT, E = 1
-        msr pmblimitr_el1, x1
-        msr pmbsr_el1, xzr
-        mov x0, #0x100                // PMSIRR_EL1.INTERVAL: 256
-        msr pmsirr_el1, x0
-        msr pmsicr_el1, xzr
-        msr pmsfcr_el1, xzr
-        mov x0, #2                    // PMSCR_EL1.E1SPE
-        msr pmscr_el1, x0
-        isb
+{profile_el1(0x10000)}
         ldr x1, =counters + {offset}
         bl bump
         ldr x1, =done
