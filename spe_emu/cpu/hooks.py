@@ -33,10 +33,10 @@ from .exceptions import ABORT_ISS, EC, ESR, PSTATE, exception_model, walk_tables
 from .pe import ISR_EL1
 from .qemu_state import exception_layout
 from .sync_checks import ABORT_ECS, ERET_WORD, SP_ALIGN, SP_ELX_WRITES, SPSR
-from .traps import (COUNTER_READS, CRN_CACHE, CTR_EL0_ENC, DAIF_ENC, FAR_ECS, INTNO_HVC,
-                    INTNO_SMC, INTNO_SVC, INTNO_UNDEF, PYTHON_SYS, PYTHON_UNDEFS, QEMU_SYNC_EXCEPTIONS,
-                    RANDOM_NUMBER_REGS, TIMER_CTL_READS, TRANSLATION_WRITES, WATCHED_WRITES,
-                    WFI_WORD)
+from .traps import (COUNTER_READS, CRN_CACHE, CTR_EL0, DAIF_ENC, FAR_ECS, INTNO_HVC,
+                    INTNO_SMC, INTNO_SVC, INTNO_UNDEF, PYTHON_SYS, PYTHON_UNDEFS,
+                    QEMU_SYNC_EXCEPTIONS, RANDOM_NUMBER_REGS, TIMER_CTL_READS,
+                    TRANSLATION_WRITES, WATCHED_WRITES, WFI_WORD)
 from .uc_calls import CODE_HOOK, INTR_HOOK, SYS_HOOK, UC_HOOK_ADD, UC_HOOK_DEL
 from .watchpoints import DEBUG_WRITES, SHADOWED
 
@@ -69,7 +69,7 @@ class UnicornHooks:
         flt.ctl = ctypes.cast(uclib.uc_ctl, ctypes.c_void_p).value
         flt.ctl_remove_phys = native.CTL_REMOVE_PHYS
         flt.emu_stop = ctypes.cast(uclib.uc_emu_stop, ctypes.c_void_p).value
-        flt.ic_line = 4 << (self.fast.cpr(CTR_EL0_ENC) & 0xF)   # (CTR_EL0.IminLine: words)
+        flt.ic_line = 4 << CTR_EL0.get(self.fast.cpr(CTR_EL0.encoding.tuple), "IminLine")
         # (MSR SP_ELx of a 16-byte aligned value while every SP is: SyncChecks.refresh)
         flt.sp_key[:] = sorted(native.sysreg_key(enc) for enc in SP_ELX_WRITES)
         flt.sp_align = SP_ALIGN

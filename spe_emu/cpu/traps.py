@@ -30,7 +30,7 @@ from ..devices.semihosting import SemihostExit
 from ..errors import GuestError
 from ..platform.sysregs import SysregEntry
 from ..spe.pmu_events import PMUVER_V3P1
-from ..sysreg import MASK64, Access, Replan
+from ..sysreg import MASK64, Access, Replan, reg
 from . import a64
 from .config import NEVER, MachineExit
 from .controls import UNMASK_WATCH
@@ -70,7 +70,8 @@ EXCEPTION_LOOP_LIMIT = 10_000  # exceptions in a row raised by their vector's fi
 # SYS with CRn == 7 and CRm == 1 or 5 is an instruction cache invalidation (IC IALLUIS,
 # IC IALLU, IC IVAU): code may have changed.
 CRN_CACHE, CRM_IC = 7, (1, 5)
-CTR_EL0_ENC = (3, 3, 0, 0, 1)   # (its IminLine gives the instruction cache's line size)
+CTR_EL0 = reg("CTR_EL0", (3, 3, 0, 0, 1), "IminLine 3:0", doc="Arm ARM D19.2")
+"""Cache Type Register: IminLine, log2 of the words in the smallest instruction cache line."""
 # The SYS operations (op0 == 1) Python acts on: every TLBI (CRn == 8) and IC (CRn == 7, CRm
 # 1 or 5); the native SYS hook leaves the others (DC ..., AT ...) to QEMU.
 PYTHON_SYS = tuple((1, op1, crn, crm, op2) for op1 in range(8) for op2 in range(8)
