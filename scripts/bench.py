@@ -159,8 +159,9 @@ The 6.1 kernel (BOOT_SMP_KERNEL) is also booted on four PEs (config ``smp4-pauth
 round-robin TCG spe-emu's scheduler follows), PAuth hidden on both.
 
 Target (issue 27; issue 14's was 2x on 6.1): wall_ratio <= 1.5 with PAuth hidden, one target
-per kernel; issue 28: wall_ratio <= 2 for the four-PE boot. A kernel whose guest is not built has its rows skipped with the command that
-builds it (and QEMU's half without QEMU); --no-linux-boot leaves the rows out.
+per kernel; issue 28: wall_ratio <= 2 for the four-PE boot. A kernel whose guest is not built
+has its rows skipped with the command that builds it (and QEMU's half without QEMU);
+--no-linux-boot leaves the rows out.
 
 perf record in the Linux guest (guest ``linux-perf``), two parts, both on the 6.1 guest's
 files unless said otherwise and PAuth hidden on both sides (PERF_CONFIG, the boot row's first

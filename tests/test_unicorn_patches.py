@@ -636,8 +636,8 @@ def test_a_run_returns_at_a_yield_when_asked():
     """0013: with UC_CTL_EXIT_ON_YIELD set, uc_emu_start returns after a WFE (EXCP_YIELD) with
     the PC after it; without, the loop goes on through every WFE. Reading the control gives
     the yields so far either way."""
-    from spe_emu.cpu.runloop import UC_CTL_EXIT_ON_YIELD
     from unicorn.unicorn_const import UC_CTL_IO_READ
+    UC_CTL_EXIT_ON_YIELD = native.UC_CTL_EXIT_ON_YIELD
     uc = _code_at(b"".join(w.to_bytes(4, "little") for w in (
         0x91000400,     # add x0, x0, #1
         0xD503205F,     # wfe

@@ -50,9 +50,6 @@ from .sync_checks import PSTATE_EL
 from .translation import Translator
 from .traps import EXCEPTION_LOOP_LIMIT, RNDR_SEED_SALT
 
-UC_CTL_ARM_PMU = 15
-"""Unicorn's control that builds the CPU without QEMU's PMU (patches/unicorn/0006)."""
-
 # The control registers of an AccessContext, in its field order (scr_el3 ... mdcr_el3).
 CONTEXT_ENCODINGS = tuple(r.encoding.tuple for r in (SCR_EL3, HCR_EL2, MDCR_EL2, MDCR_EL3))
 
@@ -78,7 +75,7 @@ class PeCore:
         # Without QEMU's PMU, whose counts follow host time: every PMU register UNDEFs and
         # reaches spe_emu's (devices/pmu.py). Unicorn's own library has no such control.
         try:
-            self.uc.ctl(UC_CTL_ARM_PMU, UC_CTL_IO_WRITE, ctypes.c_int(0))
+            self.uc.ctl(native.UC_CTL_ARM_PMU, UC_CTL_IO_WRITE, ctypes.c_int(0))
             self.qemu_pmu = False
         except UcError:
             self.qemu_pmu = True

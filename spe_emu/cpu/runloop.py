@@ -22,6 +22,7 @@ from unicorn.unicorn_const import UC_CTL_IO_READ, UC_CTL_IO_WRITE, UC_CTL_TB_FLU
 
 from ..arch.faults import TranslationFault
 from ..errors import GuestError, GuestRunaway
+from ..native import UC_CTL_EXIT_ON_YIELD
 from .config import NEVER, RunResult
 from .exceptions import PSTATE
 from .prediction import PREDICT_END, PREDICT_NEXT_PC
@@ -34,10 +35,6 @@ SUMMED = ("instructions", "population", "samples", "records_written", "bytes_wri
 """The counts of a several-PE machine's result that are sums over its PEs."""
 MASKED_IRQ_POLL = 4096   # instructions between checks while an interrupt is asserted but masked
 UNMAPPED_ERRORS = {UC_ERR_READ_UNMAPPED, UC_ERR_WRITE_UNMAPPED, UC_ERR_FETCH_UNMAPPED}
-
-
-UC_CTL_EXIT_ON_YIELD = 17
-"""uc_ctl's control for whether uc_emu_start returns at a yield (patches/unicorn/0013)."""
 
 
 class RunLoops:

@@ -36,7 +36,7 @@ Model (docs/model.md "Several PEs"), learnt from QEMU's single-threaded round-ro
   it translated it, and the others drop the code of that line only; IC IALLUIS (or IC
   IALLU under HCR_EL2.FB) drops all their code; IC IALLU is the PE's own (:meth:`_broadcast`).
   The executing PE's own engine, which saw none of the others' stores, drops the code an
-  IC names too (the native SYS hook: spe_native.h ``spe_sysreg_filter.ic_own``).
+  IC names too (the native SYS hook: spe_native.h ``spe_sysreg_filter.smp``).
   Code written by one PE and executed by another is therefore seen only after the IC the
   architecture requires (Arm ARM B2.4.4 "Concurrent modification and execution of
   instructions").
@@ -106,7 +106,7 @@ class Smp(PowerDomains):
         self._starting: set[int] = set()   # PEs whose CPU_ON is pending (none: immediate)
         for m in self.machines:
             m.smp = self
-            m.sysreg_filter.ic_own = 1   # (its IC reaches its own engine too: spe_native.h)
+            m.sysreg_filter.smp = 1   # (IC logged, and reaching its own engine: spe_native.h)
             if m.psci is not None:
                 m.psci = Psci(self)
         # (the run's progress callback is the primary's: every PE's instructions count)

@@ -180,7 +180,7 @@ class SpeSysregFilter(ctypes.Structure):
                 ("ic_logged", ctypes.c_uint64), ("ic_all", ctypes.c_uint64),
                 ("iallu_broadcast", ctypes.c_uint64),
                 ("ic_line", ctypes.c_uint64), ("vmem_translate", ctypes.c_void_p),
-                ("ic_own", ctypes.c_uint32), ("ic_flush_own", ctypes.c_uint32),
+                ("smp", ctypes.c_uint32), ("ic_flush_own", ctypes.c_uint32),
                 ("ctl", ctypes.c_void_p), ("ctl_remove_phys", ctypes.c_uint32),
                 ("ic_pad", ctypes.c_uint32), ("emu_stop", ctypes.c_void_p),
                 ("ic_log", (ctypes.c_uint64 * 2) * IC_LOG)]
@@ -512,9 +512,14 @@ def sys_hook_address() -> int:
     return ctypes.cast(library().spe_sys_hook, ctypes.c_void_p).value
 
 
+# The uc_ctl controls the patched library adds (after Unicorn's own, in patch order)
+UC_CTL_ARM_PMU = 15
+"""Whether the CPU is built with QEMU's PMU: written 0 before the CPU is initialised, it is
+built without (patches/unicorn/0006)."""
 UC_CTL_TB_REMOVE_CACHE_PHYS = 16
-"""uc_ctl's control that drops the translated code of a physical address range
-(patches/unicorn/0012)."""
+"""Drop the translated code of a physical address range (patches/unicorn/0012)."""
+UC_CTL_EXIT_ON_YIELD = 17
+"""Whether uc_emu_start returns at a yield; a read gives the yields (patches/unicorn/0013)."""
 CTL_REMOVE_PHYS = 1 << 30 | 2 << 26 | UC_CTL_TB_REMOVE_CACHE_PHYS
 """UC_CTL_WRITE(UC_CTL_TB_REMOVE_CACHE_PHYS, 2): uc_ctl's first argument for it."""
 
@@ -525,9 +530,7 @@ def ic_replay(uch: int, source: SpeSysregFilter, start: int) -> int:
     (``ic_logged``; spe_native.h ``spe_ic_replay``): how many ranges it dropped, or -1 when
     the log no longer holds them all or the library has no UC_CTL_TB_REMOVE_CACHE_PHYS
     (the caller then drops all the engine's code)."""
-    from unicorn.unicorn_py3.unicorn import uclib
-    return library().spe_ic_replay(uch, ctypes.cast(uclib.uc_ctl, ctypes.c_void_p),
-                                   CTL_REMOVE_PHYS, ctypes.byref(source), start)
+    return library().spe_ic_replay(uch, ctypes.byref(source), start)
 
 
 def intr_hook_address() -> int:
@@ -887,8 +890,8 @@ def _declare(lib: ctypes.CDLL) -> None:
             ("spe_word_match", (ctypes.c_char_p, u64, ctypes.POINTER(u32), ctypes.POINTER(u32),
                                 u32, ctypes.POINTER(u64), ctypes.POINTER(u32), u64), u64),
             ("spe_end_block_at", (ctypes.POINTER(SpeCounter), u64), u64),
-            ("spe_ic_replay", (ctypes.c_void_p, ctypes.c_void_p, u32,
-                               ctypes.POINTER(SpeSysregFilter), u64), ctypes.c_int64),
+            ("spe_ic_replay", (ctypes.c_void_p, ctypes.POINTER(SpeSysregFilter), u64),
+             ctypes.c_int64),
             ("spe_pmu_settle", (ctypes.POINTER(SpeCounter),), None),
             ("spe_exception_guard", (ctypes.POINTER(SpeIntr), u64), ctypes.c_int),
             ("spe_set_pstate", (ctypes.POINTER(SpeExcModel), ctypes.c_void_p, u64,

@@ -746,20 +746,23 @@ uint32_t spe_msr_hook(void *uc, int reg, const struct uc_arm64_cp *cp,
     return f->msr_fallback(uc, reg, cp, f);
 }
 
-/* An instruction cache maintenance instruction of the PE (Arm ARM C5.3.8, IC): IC IVAU
- * (op1 3, CRm 5, op2 1) logs the physical address range of the line its Xt names, as the PE
- * translates it now (spe_ic_replay); IC IALLU (op1 0, CRm 5, op2 0) is the PE's own unless
- * iallu_broadcast; any other counts in ic_all. With ic_own, the PE's own engine drops the
- * code too (see spe_sysreg_filter). */
+/* An instruction cache maintenance instruction of the PE (Arm ARM C5.3, "A64 system
+ * instructions for cache maintenance": IC IALLUIS, IC IALLU, IC IVAU). With several PEs
+ * (f->smp; one PE's engine keeps its own code coherent and nothing else reads the log):
+ * IC IVAU (op1 3, CRm 5, op2 1) logs the physical address range of the line its Xt names,
+ * as the PE translates it now (spe_ic_replay), and its own engine drops that range; IC IALLU
+ * (op1 0, CRm 5, op2 0) is the PE's own unless iallu_broadcast, any other counts in ic_all,
+ * and both make the run stop for its own engine's flush (see spe_sysreg_filter). */
 static void ic_seen(void *uc, const struct uc_arm64_cp *cp, struct spe_sysreg_filter *f)
 {
     uint64_t pa;
-    int ivau = cp->op1 == 3 && cp->crm == 5 && cp->op2 == 1;
     f->ic_seen++;
-    if (ivau && f->vmem_translate
+    if (!f->smp)
+        return;
+    if (cp->op1 == 3 && cp->crm == 5 && cp->op2 == 1
         && f->vmem_translate(uc, cp->val, 1 /* UC_PROT_READ */, &pa) == 0) {
         uint64_t lo = pa & ~(f->ic_line - 1), hi = lo + f->ic_line;
-        if (f->ic_own && f->ctl(uc, f->ctl_remove_phys, lo, hi) != 0) {
+        if (f->ctl(uc, f->ctl_remove_phys, lo, hi) != 0) {
             f->ic_flush_own = 1;   /* (a library without the control: all its code) */
             f->emu_stop(uc);
         }
@@ -770,35 +773,34 @@ static void ic_seen(void *uc, const struct uc_arm64_cp *cp, struct spe_sysreg_fi
                 return;
             }
         }
-        f->ic_log[f->ic_logged % SPE_IC_LOG].lo = lo;
-        f->ic_log[f->ic_logged % SPE_IC_LOG].hi = hi;
-        f->ic_logged++;
+        __typeof__(f->ic_log[0]) *next = &f->ic_log[f->ic_logged++ % SPE_IC_LOG];
+        next->lo = lo;
+        next->hi = hi;
         return;
     }
     if (!(cp->op1 == 0 && cp->crm == 5 && cp->op2 == 0) || f->iallu_broadcast)
         f->ic_all++;
-    if (f->ic_own) {
-        f->ic_flush_own = 1;
-        f->emu_stop(uc);
-    }
+    f->ic_flush_own = 1;
+    f->emu_stop(uc);
 }
 
 /* Drops from the engine uc the translated code of the ranges f's PE logged (IC IVAU) since
- * it had logged `from` of them, through uc_ctl (ctl) with control = UC_CTL_WRITE(
- * UC_CTL_TB_REMOVE_CACHE_PHYS, 2) (patches/unicorn/0012). The range logged last before
- * then is dropped again: it may have grown since. Returns how many ranges it dropped, or -1
- * when some are no longer in the log or uc_ctl refused one (Unicorn without the patch): the
- * caller then drops all the engine's code. */
-int64_t spe_ic_replay(void *uc, spe_ctl_fn ctl, uint32_t control,
-                      const struct spe_sysreg_filter *f, uint64_t from)
+ * it had logged `from` of them, through f's uc_ctl and control (the same library's for
+ * every PE: UC_CTL_WRITE(UC_CTL_TB_REMOVE_CACHE_PHYS, 2), patches/unicorn/0012). The range
+ * logged last before then is dropped again: it may have grown since. Returns how many ranges
+ * it dropped, or -1 when some are no longer in the log or uc_ctl refused one (Unicorn
+ * without the patch): the caller then drops all the engine's code. */
+int64_t spe_ic_replay(void *uc, const struct spe_sysreg_filter *f, uint64_t from)
 {
     if (from)
         from--;
     if (f->ic_logged - from > SPE_IC_LOG)
         return -1;
-    for (uint64_t n = from; n < f->ic_logged; n++)
-        if (ctl(uc, control, f->ic_log[n % SPE_IC_LOG].lo, f->ic_log[n % SPE_IC_LOG].hi) != 0)
+    for (uint64_t n = from; n < f->ic_logged; n++) {
+        const __typeof__(f->ic_log[0]) *r = &f->ic_log[n % SPE_IC_LOG];
+        if (f->ctl(uc, f->ctl_remove_phys, r->lo, r->hi) != 0)
             return -1;
+    }
     return (int64_t)(f->ic_logged - from);
 }
 

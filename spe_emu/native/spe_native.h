@@ -665,8 +665,9 @@ struct spe_sysreg_filter {
      * PE machine broadcasts their effect to the other PEs' engines (spe_emu.cpu.smp) */
     uint64_t tlbi_seen;
     uint64_t ic_seen;
-    /* Of those IC: each IC IVAU whose address translates logs the physical address range
-     * of its line, and the other PEs' engines drop the code of those ranges only
+    /* Of those IC (with several PEs): each IC IVAU whose address translates logs the
+     * physical address range of its line, and the other PEs' engines drop the code of those
+     * ranges only
      * (spe_ic_replay). A line that continues or falls in the last range logged extends
      * it (a loop over a block of code logs one range); else it starts the next:
      * ic_log[n % SPE_IC_LOG] is the n-th range, ic_logged how many so far. IC IALLUIS and
@@ -679,20 +680,19 @@ struct spe_sysreg_filter {
     uint64_t iallu_broadcast;
     uint64_t ic_line;                     /* bytes of an instruction cache line (CTR_EL0) */
     spe_translate_fn vmem_translate;      /* uc_vmem_translate */
-    /* With several PEs (ic_own set) the executing PE's own engine, which sees only its own
-     * PE's stores, drops the code an IC names too: IC IVAU's line at once (ctl with
-     * ctl_remove_phys: UC_CTL_WRITE(UC_CTL_TB_REMOVE_CACHE_PHYS, 2)); for IC IALLU and
-     * IC IALLUIS the hook sets ic_flush_own and stops the run (emu_stop) after the
-     * instruction, and the run loop drops all the engine's code there (not from inside a
-     * translated block) */
-    uint32_t ic_own, ic_flush_own;
+    /* The log and the counts are kept with several PEs only (smp set). Then the executing
+     * PE's own engine, which sees only its own PE's stores, drops the code an IC names
+     * too: IC IVAU's line at once (ctl with ctl_remove_phys: UC_CTL_WRITE(
+     * UC_CTL_TB_REMOVE_CACHE_PHYS, 2)); for IC IALLU and IC IALLUIS the hook sets
+     * ic_flush_own and stops the run (emu_stop) after the instruction, and the run loop
+     * drops all the engine's code there (not from inside a translated block) */
+    uint32_t smp, ic_flush_own;
     spe_ctl_fn ctl;
     uint32_t ctl_remove_phys, ic_pad;
     spe_stop_fn emu_stop;
     struct { uint64_t lo, hi; } ic_log[SPE_IC_LOG];
 };
-int64_t spe_ic_replay(void *uc, spe_ctl_fn ctl, uint32_t control,
-                      const struct spe_sysreg_filter *f, uint64_t from);
+int64_t spe_ic_replay(void *uc, const struct spe_sysreg_filter *f, uint64_t from);
 
 /* The control-instruction hooks (ERET: spe_eret_hook; PSB CSYNC: spe_psb_hook): Python's
  * Machine._on_control_insn runs only while `python` is set (profiling enabled, the GIC's
