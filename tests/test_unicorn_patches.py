@@ -60,6 +60,24 @@ def test_the_build_in_use_carries_the_patches():
     assert expected and native.unicorn_patches() == expected
 
 
+def test_the_build_exports_only_the_api():
+    """unicorn_build.CMAKE_OPTIONS: hidden visibility, so calls inside the library are direct
+    (the stock build exports some 3,000 internal functions, tcg_gen_code_aarch64 among
+    them, and calls them through the PLT); every uc_* function the binding and spe_emu call
+    is still exported."""
+    from elftools.elf.elffile import ELFFile
+    from unicorn.unicorn_py3.unicorn import uclib
+
+    with open(uclib._name, "rb") as f:
+        dynsym = ELFFile(f).get_section_by_name(".dynsym")
+        exported = {s.name for s in dynsym.iter_symbols()
+                    if s["st_shndx"] != "SHN_UNDEF" and s["st_info"]["type"] == "STT_FUNC"}
+    assert "tcg_gen_code_aarch64" not in exported and len(exported) < 100
+    assert {"uc_open", "uc_emu_start", "uc_ctl", "uc_hook_add", "uc_hook_block_counter",
+            "uc_mem_trace_set", "uc_mem_trace_batch_set", "uc_mem_trace_flush",
+            "uc_vmem_translate"} <= exported
+
+
 _LDST = b"".join(w.to_bytes(4, "little") for w in (
     0xF9400022,    # ldr x2, [x1]
     0xF9080022,    # str x2, [x1, #0x1000]

@@ -28,6 +28,16 @@ LIB_NAME = "libunicorn.so.2"
 PATCH_LIST = "PATCHES"    # (native.unicorn_patches reads it)
 ROOT = Path(__file__).resolve().parents[2]
 PATCH_DIR = ROOT / "patches" / "unicorn"
+CMAKE_OPTIONS = ("-DCMAKE_BUILD_TYPE=Release", "-DUNICORN_ARCH=aarch64",
+                 "-DUNICORN_BUILD_TESTS=off", "-DCMAKE_C_VISIBILITY_PRESET=hidden",
+                 "-DCMAKE_C_FLAGS=-fno-semantic-interposition")
+"""How the library is configured. Only the API (``UNICORN_EXPORT``, default visibility) is
+exported and calls inside the library are not interposable, so they are direct calls the
+compiler may inline rather than calls through the PLT (the stock build exports its 3,000
+internal functions): Debian's 6.1 kernel booted on four PEs took 4.40 s against 4.64 s
+(means of three alternating runs each; the debug-info build's perf profile showed
+``tcg_emit_op``, ``cpu_get_tb_cpu_state`` and ``flatview_translate`` called through the
+PLT)."""
 
 
 def patches() -> list[Path]:
@@ -36,8 +46,9 @@ def patches() -> list[Path]:
 
 
 def digest() -> str:
-    """What identifies a build: the version and the patches' contents."""
+    """What identifies a build: the version, the cmake options and the patches' contents."""
     h = hashlib.sha256(UNICORN_VERSION.encode())
+    h.update("\0".join(CMAKE_OPTIONS).encode())
     for p in patches():
         h.update(p.name.encode() + b"\0" + p.read_bytes())
     return h.hexdigest()[:16]
@@ -75,8 +86,7 @@ def _compile(work: Path) -> Path:
         if not ps or not ps.apply(strip=0, root=str(source)):
             raise RuntimeError(f"{p.name} does not apply to unicorn {UNICORN_VERSION}")
     build_dir = work / "build"
-    _run(["cmake", "-S", source / "src", "-B", build_dir, "-DCMAKE_BUILD_TYPE=Release",
-          "-DUNICORN_ARCH=aarch64", "-DUNICORN_BUILD_TESTS=off"])
+    _run(["cmake", "-S", source / "src", "-B", build_dir, *CMAKE_OPTIONS])
     _run(["cmake", "--build", build_dir, "-j", str(os.cpu_count() or 1)])
     return build_dir / LIB_NAME
 
