@@ -36,7 +36,7 @@ def test_sp_writer_scan():
     assert found == {w for w, may in SP_WRITERS.items() if may}
     assert all(may_misalign_sp(w) == may for w, may in SP_WRITERS.items())
     # (not at an unaligned offset: a 2-byte shift finds nothing)
-    assert sp_writer_offsets(b"\0\0" + code[:-2]) == []
+    assert sp_writer_offsets(b"\0\0" + code[:-2]) == ()
 
 
 NS_EL2 = dict(scr_el3=SCR_EL3.make(NS=1, RW=1), hcr_el2=HCR_EL2.make(RW=1))

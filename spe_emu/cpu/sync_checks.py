@@ -61,6 +61,7 @@ installed only while the control is on (docs/model.md "Exceptions"):
 from __future__ import annotations
 
 import ctypes
+import functools
 from functools import lru_cache
 
 from unicorn import (
@@ -197,13 +198,15 @@ def dc_zva_offsets(code: bytes) -> list[int]:
     return [i * INSN_BYTES for i in native.word_match(code, (DC_ZVA,))[0]]
 
 
-def sp_writer_offsets(code: bytes) -> list[int]:
+@functools.lru_cache(maxsize=4)
+def sp_writer_offsets(code: bytes) -> tuple[int, ...]:
     """Offsets (multiples of 4) in ``code`` of the instructions that may misalign SP
-    (:func:`may_misalign_sp`), the candidates :func:`spe_emu.native.word_match` finds."""
+    (:func:`may_misalign_sp`), the candidates :func:`spe_emu.native.word_match` finds.
+    Remembered for the last few images (each PE of a board scans the same ones)."""
     indexes, words = native.word_match(code, SP_WRITERS)
     # (a kernel's 125,000 candidates are 2,400 distinct words)
     misaligning = {w for w in set(words) if may_misalign_sp(w)}
-    return [i * INSN_BYTES for i, w in zip(indexes, words) if w in misaligning]
+    return tuple(i * INSN_BYTES for i, w in zip(indexes, words) if w in misaligning)
 
 
 def stage1_regimes(ctx: AccessContext) -> tuple[int, ...]:

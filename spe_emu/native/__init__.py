@@ -11,6 +11,7 @@ opened with ctypes; the structs below mirror the C ones and the loader checks th
 from __future__ import annotations
 
 import ctypes
+import functools
 import importlib.machinery
 import os
 import subprocess
@@ -726,10 +727,12 @@ def verdicts_add(counter: SpeCounter, batch: bytes) -> bool:
 VERDICT_BLOCK, VERDICT_ENTRY = "<QII", "<HHHH"
 
 
-def word_match(code: bytes, patterns) -> tuple[list[int], list[int]]:
+@functools.lru_cache(maxsize=8)
+def word_match(code: bytes, patterns: tuple) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """``spe_word_match()``: (the indexes of the little-endian 32-bit words of ``code`` (a
     trailing partial word ignored) that match any (mask, value) of ``patterns``, in order;
-    those words)."""
+    those words). Remembered for the last few images: each PE of a board scans the same
+    ones."""
     n = len(patterns)
     masks = (ctypes.c_uint32 * n)(*(m for m, _ in patterns))
     values = (ctypes.c_uint32 * n)(*(v for _, v in patterns))
@@ -739,7 +742,7 @@ def word_match(code: bytes, patterns) -> tuple[list[int], list[int]]:
         found = library().spe_word_match(code, len(code) // 4, masks, values, n, out, words,
                                          cap)
         if found <= cap:
-            return out[:found], words[:found]
+            return tuple(out[:found]), tuple(words[:found])
         cap = found
 
 
