@@ -49,6 +49,17 @@ class DriverRuleBroken(GuestError):
     the rule's guest_error line. The CLI exits with status 123."""
 
 
+class RunInterrupted(SpeEmuError):
+    """The run was stopped from outside, at a block boundary: ``spe-emu run`` got SIGINT or
+    SIGTERM (:func:`spe_emu.cpu.runloop.interrupt_running`). summary.json names it
+    ``exit_reason`` "interrupted", with what was collected; ``spe-emu run`` exits with 128 +
+    ``signum`` (130, 143), as a shell reports a process the signal ended."""
+
+    def __init__(self, message: str, signum: int):
+        super().__init__(message)
+        self.signum = signum
+
+
 class EmulatorError(SpeEmuError):
     """The run stopped on a host-side failure of the emulator itself (not the guest's
     mistake): summary.json names it ``exit_reason`` "emulator-error"; ``spe-emu run`` exits

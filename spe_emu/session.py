@@ -25,7 +25,8 @@ from .arch.cpu_features import CpuFeatures
 from .arch.smccc import pe_mpidr
 from .cpu.a64 import X_REGS
 from .cpu.machine import Machine, MachineConfig, RunResult
-from .errors import ConfigError, DebuggerKill, EmulatorError, GuestError, GuestRunaway
+from .errors import (ConfigError, DebuggerKill, EmulatorError, GuestError, GuestRunaway,
+                     RunInterrupted)
 from .platform.inputs import read_input
 from .platform.board import MAX_PES, VIRT, BoardSpec
 from .devices.generic_timer import MAX_COUNTER_HZ
@@ -591,6 +592,11 @@ def run_recorded(machine: Machine, opts: RunOptions, outdir: Path,
         if on_error is not None:
             on_error(machine.result(), exc)
         raise
+    except RunInterrupted as exc:
+        exc.machine = machine
+        if on_error is not None:
+            on_error(machine.result(), exc)
+        raise
     except DebuggerKill:
         raise
     except Exception as exc:  # (a failure of the emulator: recorded, then typed)
@@ -607,19 +613,24 @@ def run_recorded(machine: Machine, opts: RunOptions, outdir: Path,
 
 
 EXIT_REASONS = ("exit", "killed", "psci-system-off", "psci-system-reset", "psci-cpu-off",
-                "max-insns", "guest-error", "emulator-error")
+                "max-insns", "guest-error", "emulator-error", "interrupted")
 """How a run ended (summary.json's ``exit_reason``, :attr:`spe_emu.Result.exit_reason`): the
 guest exited (semihosting SYS_EXIT, a Linux program's exit/exit_group); a Linux program died
 of a signal (status 128 + the signal); a PSCI call of a board's guest; the run reached
 ``--max-insns``; the run stopped on an error of the guest the emulator cannot continue from;
-the run stopped on a failure of the emulator itself (:class:`~spe_emu.errors.EmulatorError`)."""
+the run stopped on a failure of the emulator itself (:class:`~spe_emu.errors.EmulatorError`);
+the run was stopped from outside (:class:`~spe_emu.errors.RunInterrupted`: SIGINT or SIGTERM
+to ``spe-emu run``)."""
 
 
-def exit_reason(result: RunResult, error: GuestError | EmulatorError | None = None,
+def exit_reason(result: RunResult,
+                error: GuestError | EmulatorError | RunInterrupted | None = None,
                 killed: bool = False) -> str:
     """The :data:`EXIT_REASONS` name of how the run of ``result`` ended."""
     if isinstance(error, EmulatorError):
         return "emulator-error"
+    if isinstance(error, RunInterrupted):
+        return "interrupted"
     if error is not None:
         return "max-insns" if isinstance(error, GuestRunaway) else "guest-error"
     if killed:
@@ -627,12 +638,14 @@ def exit_reason(result: RunResult, error: GuestError | EmulatorError | None = No
     return "exit" if result.exit_via in (None, "semihosting") else result.exit_via
 
 
-def result_summary(result: RunResult, error: GuestError | None = None,
+def result_summary(result: RunResult,
+                   error: GuestError | EmulatorError | RunInterrupted | None = None,
                    killed: bool = False) -> dict:
     """The run's part of summary.json: the :class:`RunResult` fields but the console (the
     firmware's console as text, ``firmware_console``), ``exit_reason`` named
     (:func:`exit_reason`; the semihosting ADP_Stopped_* code, if any,
-    in ``semihosting_exit_reason``) and, for a run the guest stopped, ``error`` (one line)."""
+    in ``semihosting_exit_reason``) and, for a run that stopped (the guest, the emulator, an
+    interruption), ``error`` (one line)."""
     out = {k: v for k, v in asdict(result).items() if k != "console"}
     out["firmware_console"] = result.firmware_console.decode("utf-8", "replace")
     out["semihosting_exit_reason"] = out.pop("exit_reason")

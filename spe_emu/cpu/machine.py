@@ -167,6 +167,7 @@ class Machine(RunLoops, UnicornHooks, Traps, Interrupts, ControlInstructions, Sa
         self._yields = ctypes.c_uint64(0)
         self.yielded = False
         self.smp = None
+        self._interrupted = 0   # (the signal that asked the run to stop: RunLoops.interrupt)
         self.watchpoints = core.watchpoints = Watchpoints(self)
         self.semihost = Semihosting(Path(config.outdir), self._read_current, self._write_current,
                                     console=self.board.console, clock=self.clock.centiseconds,

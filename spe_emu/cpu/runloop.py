@@ -13,6 +13,8 @@ machine's)."""
 from __future__ import annotations
 
 import ctypes
+import signal
+import weakref
 from dataclasses import asdict
 from typing import Callable
 
@@ -21,7 +23,7 @@ from unicorn import arm64_const as A
 from unicorn.unicorn_const import UC_CTL_IO_READ, UC_CTL_IO_WRITE, UC_CTL_TB_FLUSH
 
 from ..arch.faults import TranslationFault
-from ..errors import GuestError, GuestRunaway
+from ..errors import GuestError, GuestRunaway, RunInterrupted
 from ..native import UC_CTL_EXIT_ON_YIELD
 from .config import NEVER, RunResult
 from .exceptions import PSTATE
@@ -37,8 +39,49 @@ MASKED_IRQ_POLL = 4096   # instructions between checks while an interrupt is ass
 UNMAPPED_ERRORS = {UC_ERR_READ_UNMAPPED, UC_ERR_WRITE_UNMAPPED, UC_ERR_FETCH_UNMAPPED}
 
 
+_RUNNING: "weakref.WeakSet[RunLoops]" = weakref.WeakSet()
+"""The machines whose :meth:`RunLoops.run` is in progress (:func:`interrupt_running`)."""
+
+
+def interrupt_running(signum: int) -> None:
+    """Ask every run in progress to stop (:meth:`RunLoops.interrupt`): each raises
+    :class:`~spe_emu.errors.RunInterrupted` from its ``run`` at its next block boundary.
+    Callable from any thread (``spe-emu run``'s signal watcher calls it for SIGINT and
+    SIGTERM, again until the run has stopped: a stop asked just before Unicorn starts is
+    forgotten by ``uc_emu_start``)."""
+    for m in list(_RUNNING):
+        m.interrupt(signum)
+
+
 class RunLoops:
     """The machine's run loops (see the module's docstring)."""
+
+    def interrupt(self, signum: int) -> None:
+        """Stop the run from outside (a signal, another thread): every PE stops in front of
+        its next block (the fast and raw loops: the native block hook at ``stop_at``, so the
+        block is not counted; the reference loop: ``uc_emu_stop``, which Unicorn allows from
+        another thread, before its next instruction) and :meth:`run` raises RunInterrupted
+        naming ``signum`` there, after what the stop hands over (device output) is taken, so
+        that what the run collected can be written. The native hook may overwrite the stop
+        point while it plans its own: the caller asks again until the run has stopped
+        (:func:`interrupt_running`)."""
+        for m in (self.smp.machines if self.smp is not None else (self,)):
+            m._interrupted = signum
+            if m.cfg.mode == "reference":
+                m.uc.emu_stop()
+            else:
+                m.counter.stop_at = min(m.counter.stop_at, m.counter.insns)
+                m.counter.poll_at = NEVER
+
+    def _check_interrupted(self) -> None:
+        if self._interrupted:
+            try:
+                name = signal.Signals(self._interrupted).name
+            except ValueError:
+                name = f"signal {self._interrupted}"
+            pe = f" of PE {self.index}" if self.smp is not None or self.index else ""
+            raise RunInterrupted(f"interrupted by {name} at PC {self.pc:#x}{pe} after "
+                                 f"{self.insns()} instructions", self._interrupted)
 
     def _device_changed(self) -> None:
         """A device changed state the run loop acts on (an interrupt level, an event on the
@@ -200,7 +243,9 @@ class RunLoops:
             GuestRunaway: more than ``max_insns`` instructions.
             GuestError: an unhandled Unicorn error (unmapped fetch, ...), or the PE waits for
                 an interrupt that can never come.
+            RunInterrupted: :meth:`interrupt` (a signal) stopped it.
         """
+        _RUNNING.add(self)
         try:
             if self.smp is not None:
                 self.smp.run(progress)
@@ -208,6 +253,7 @@ class RunLoops:
                 self.run_slice(progress)
             return self._result()
         finally:
+            _RUNNING.discard(self)
             # (also when the run ends with an error: what the guest wrote is kept)
             self.close()
 
@@ -262,6 +308,7 @@ class RunLoops:
         0: no limit) until a hook stops it, then take what stopped it."""
         pe = self.pe
         pe.unmapped = None
+        self._check_interrupted()
         if self._feed_flush:   # (_start_model_feed)
             self._feed_flush = False
             pe.uc.ctl(UC_CTL_TB_FLUSH, UC_CTL_IO_WRITE)
@@ -292,6 +339,7 @@ class RunLoops:
         if pe.hook_error is not None:
             exc, pe.hook_error = pe.hook_error, None
             raise exc
+        self._check_interrupted()
 
     def _run_fast(self, progress) -> RunResult:
         pe = self.pe

@@ -7,12 +7,19 @@ the guest did not exit within --max-insns) or :data:`EXIT_EMULATION` (126: the r
 an error of the guest the emulator cannot continue from, or on a failure of the emulator itself:
 summary.json's ``exit_reason`` tells which) or :data:`EXIT_STRICT` (123: under
 ``--strict``, the guest broke an SPE programming rule). The numbers follow env(1)/timeout(1).
+SIGINT or SIGTERM stops a run at its next block boundary, with what it collected written
+(``exit_reason`` "interrupted"), and exits with 128 + the signal's number (130, 143), as a
+shell reports a process the signal ended; a second one ends spe-emu at once.
 """
 
 from __future__ import annotations
 
 import os
+import select
+import signal
 import sys
+import threading
+from contextlib import contextmanager
 from pathlib import Path
 
 import click
@@ -20,7 +27,8 @@ import click
 from ..arch.cores import CORES, core_preset
 from ..arch.cpu_features import CpuFeatures
 from ..platform.board import MAX_PES
-from ..errors import DriverRuleBroken, EmulatorError, GuestError, GuestRunaway, SpeEmuError
+from ..errors import (DriverRuleBroken, EmulatorError, GuestError, GuestRunaway,
+                      RunInterrupted, SpeEmuError)
 from ..spe.config import (CHOICES, EXTERNAL_ABORT_CHOICES, FEATURES, MODEL_PARAMETERS,
                           SpeConfig)
 # (the machine -- spe_emu.session, Unicorn -- is imported by the commands that run one:
@@ -40,7 +48,8 @@ def _fail(message: str, status: int = EXIT_ERROR) -> None:
 
 def _fail_with(exc: SpeEmuError) -> None:
     """One line for a library error, with the status its kind has."""
-    status = (EXIT_RUNAWAY if isinstance(exc, GuestRunaway) else
+    status = (128 + exc.signum if isinstance(exc, RunInterrupted) else
+              EXIT_RUNAWAY if isinstance(exc, GuestRunaway) else
               EXIT_STRICT if isinstance(exc, DriverRuleBroken) else
               EXIT_EMULATION if isinstance(exc, (GuestError, EmulatorError)) else EXIT_ERROR)
     _fail(str(exc), status)
@@ -65,6 +74,64 @@ class _Group(click.Group):
         except click.Abort:
             click.echo("Aborted!", err=True)
             sys.exit(EXIT_ERROR)
+        except KeyboardInterrupt:   # (a second SIGINT or SIGTERM: _interruptible)
+            click.echo("spe-emu: error: interrupted", err=True)
+            sys.exit(128 + signal.SIGINT)
+
+
+INTERRUPT_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+INTERRUPT_REPEAT_S = 0.1
+"""Seconds between the watcher's stop requests until the run has stopped (a stop asked just
+before Unicorn starts is forgotten by ``uc_emu_start``)."""
+
+
+@contextmanager
+def _interruptible():
+    """While the block runs, the first SIGINT or SIGTERM stops the run in progress at its next
+    block boundary (:func:`spe_emu.cpu.runloop.interrupt_running`, from a watcher thread woken
+    through ``signal.set_wakeup_fd``: the main thread may be in Unicorn, running no Python, for
+    as long as the guest needs no hook), which then raises RunInterrupted with what it
+    collected written; a second one raises KeyboardInterrupt in the main thread at once. Not
+    in a thread other than the main one (signals are the main thread's)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    from ..cpu.runloop import interrupt_running
+
+    seen = []
+
+    def handler(signum, _frame):
+        seen.append(signum)
+        if len(seen) > 1:
+            raise KeyboardInterrupt
+
+    read_end, write_end = os.pipe()
+    os.set_blocking(write_end, False)
+    done = threading.Event()
+
+    def watch():
+        signum = 0
+        while not done.is_set():
+            if select.select([read_end], [], [], INTERRUPT_REPEAT_S)[0]:
+                data = os.read(read_end, 16)
+                signum = signum or (data[0] if data else 0)
+            if signum:
+                interrupt_running(signum)
+
+    previous = {s: signal.signal(s, handler) for s in INTERRUPT_SIGNALS}
+    previous_fd = signal.set_wakeup_fd(write_end, warn_on_full_buffer=False)
+    watcher = threading.Thread(target=watch, name="spe-emu signal watcher", daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        done.set()
+        watcher.join()
+        signal.set_wakeup_fd(previous_fd)
+        for s, h in previous.items():
+            signal.signal(s, h)
+        os.close(read_end)
+        os.close(write_end)
 
 
 def _version() -> str:
@@ -251,13 +318,14 @@ def run(image, args, share, env_set, env_unset, clear_env, machine, kernel, init
     elif gdb_stop_on_exception:
         _fail("--gdb-stop-on-exception needs --gdb PORT")
     try:
-        _run(image, args, share, env_set, env_unset, clear_env, machine, kernel, initrd,
-             append, dtb, memory, dumpdtb, semihosting_userspace, interval, seed, random,
-             filters, min_latency, timestamps, context, pa, exclude_kernel, no_profiling,
-             buffer_size, boot_el, no_firmware, firmware_path, max_insns, mode, outdir,
-             perf_data, ground_truth, spe_features, spe_external_abort,
-             stub.attach if stub is not None else None, spe_options, strict,
-             cpu_features, spe_model, counter_hz, core, smp)
+        with _interruptible():
+            _run(image, args, share, env_set, env_unset, clear_env, machine, kernel, initrd,
+                 append, dtb, memory, dumpdtb, semihosting_userspace, interval, seed, random,
+                 filters, min_latency, timestamps, context, pa, exclude_kernel, no_profiling,
+                 buffer_size, boot_el, no_firmware, firmware_path, max_insns, mode, outdir,
+                 perf_data, ground_truth, spe_features, spe_external_abort,
+                 stub.attach if stub is not None else None, spe_options, strict,
+                 cpu_features, spe_model, counter_hz, core, smp)
     except OSError as exc:   # (--gdb: the port cannot be bound, the connection failed)
         if stub is None:
             raise
