@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ctypes
 import signal
+import threading
 import weakref
 from dataclasses import asdict
 from typing import Callable
@@ -40,7 +41,9 @@ UNMAPPED_ERRORS = {UC_ERR_READ_UNMAPPED, UC_ERR_WRITE_UNMAPPED, UC_ERR_FETCH_UNM
 
 
 _RUNNING: "weakref.WeakSet[RunLoops]" = weakref.WeakSet()
-"""The machines whose :meth:`RunLoops.run` is in progress (:func:`interrupt_running`)."""
+"""The machines whose :meth:`RunLoops.run` is in progress (:func:`interrupt_running`), changed
+and read under :data:`_RUNNING_LOCK` (the reader is another thread)."""
+_RUNNING_LOCK = threading.Lock()
 
 
 def interrupt_running(signum: int) -> None:
@@ -49,7 +52,9 @@ def interrupt_running(signum: int) -> None:
     Callable from any thread (``spe-emu run``'s signal watcher calls it for SIGINT and
     SIGTERM, again until the run has stopped: a stop asked just before Unicorn starts is
     forgotten by ``uc_emu_start``)."""
-    for m in list(_RUNNING):
+    with _RUNNING_LOCK:
+        running = list(_RUNNING)
+    for m in running:
         m.interrupt(signum)
 
 
@@ -58,17 +63,16 @@ class RunLoops:
 
     def interrupt(self, signum: int) -> None:
         """Stop the run from outside (a signal, another thread): every PE stops in front of
-        its next block (the fast and raw loops: the native block hook at ``stop_at``, so the
-        block is not counted; the reference loop: ``uc_emu_stop``, which Unicorn allows from
-        another thread, before its next instruction) and :meth:`run` raises RunInterrupted
-        naming ``signum`` there, after what the stop hands over (device output) is taken, so
-        that what the run collected can be written. The native hook may overwrite the stop
-        point while it plans its own: the caller asks again until the run has stopped
-        (:func:`interrupt_running`)."""
+        its next block (the fast and raw loops: the native block hook at ``stop_at``) or
+        instruction (the reference loop: its instruction hook at ``_ref_deadline``), which is
+        not counted, and :meth:`run` raises RunInterrupted naming ``signum`` there, after what
+        the stop hands over (device output) is taken, so that what the run collected can be
+        written. The run loop may overwrite the stop point as it plans its own: the caller
+        asks again until the run has stopped (:func:`interrupt_running`)."""
         for m in (self.smp.machines if self.smp is not None else (self,)):
             m._interrupted = signum
             if m.cfg.mode == "reference":
-                m.uc.emu_stop()
+                m._ref_deadline = 0
             else:
                 m.counter.stop_at = min(m.counter.stop_at, m.counter.insns)
                 m.counter.poll_at = NEVER
@@ -245,7 +249,8 @@ class RunLoops:
                 an interrupt that can never come.
             RunInterrupted: :meth:`interrupt` (a signal) stopped it.
         """
-        _RUNNING.add(self)
+        with _RUNNING_LOCK:
+            _RUNNING.add(self)
         try:
             if self.smp is not None:
                 self.smp.run(progress)
@@ -253,7 +258,8 @@ class RunLoops:
                 self.run_slice(progress)
             return self._result()
         finally:
-            _RUNNING.discard(self)
+            with _RUNNING_LOCK:
+                _RUNNING.discard(self)
             # (also when the run ends with an error: what the guest wrote is kept)
             self.close()
 
