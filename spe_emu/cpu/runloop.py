@@ -50,8 +50,8 @@ def interrupt_running(signum: int) -> None:
     """Ask every run in progress to stop (:meth:`RunLoops.interrupt`): each raises
     :class:`~spe_emu.errors.RunInterrupted` from its ``run`` at its next block boundary.
     Callable from any thread (``spe-emu run``'s signal watcher calls it for SIGINT and
-    SIGTERM, again until the run has stopped: a stop asked just before Unicorn starts is
-    forgotten by ``uc_emu_start``)."""
+    SIGTERM, again until the run has stopped: the run loop may overwrite the stop point as it
+    plans its own)."""
     with _RUNNING_LOCK:
         running = list(_RUNNING)
     for m in running:
@@ -83,9 +83,11 @@ class RunLoops:
                 name = signal.Signals(self._interrupted).name
             except ValueError:
                 name = f"signal {self._interrupted}"
-            pe = f" of PE {self.index}" if self.smp is not None or self.index else ""
-            raise RunInterrupted(f"interrupted by {name} at PC {self.pc:#x}{pe} after "
-                                 f"{self.insns()} instructions", self._interrupted)
+            where = (f"of PE {self.index}, after {self.insns()} of its instructions"
+                     if self.smp is not None or self.index else
+                     f"after {self.insns()} instructions")
+            raise RunInterrupted(f"interrupted by {name} at PC {self.pc:#x} {where}",
+                                 self._interrupted)
 
     def _device_changed(self) -> None:
         """A device changed state the run loop acts on (an interrupt level, an event on the

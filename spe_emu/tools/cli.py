@@ -81,8 +81,8 @@ class _Group(click.Group):
 
 INTERRUPT_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 INTERRUPT_REPEAT_S = 0.1
-"""Seconds between the watcher's stop requests until the run has stopped (a stop asked just
-before Unicorn starts is forgotten by ``uc_emu_start``)."""
+"""Seconds between the watcher's stop requests until the run has stopped (the run loop may
+overwrite the stop point as it plans its own)."""
 
 
 @contextmanager
@@ -92,7 +92,9 @@ def _interruptible():
     through ``signal.set_wakeup_fd``: the main thread may be in Unicorn, running no Python, for
     as long as the guest needs no hook), which then raises RunInterrupted with what it
     collected written; a second one raises KeyboardInterrupt in the main thread at once. Not
-    in a thread other than the main one (signals are the main thread's)."""
+    in a thread other than the main one (signals are the main thread's), and not for a signal
+    the process was started ignoring (``nohup``, a background job of a non-interactive
+    shell: SIGINT stays ignored there, as Python leaves it)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -118,7 +120,8 @@ def _interruptible():
             if signum:
                 interrupt_running(signum)
 
-    previous = {s: signal.signal(s, handler) for s in INTERRUPT_SIGNALS}
+    previous = {s: signal.signal(s, handler) for s in INTERRUPT_SIGNALS
+                if signal.getsignal(s) is not signal.SIG_IGN}
     previous_fd = signal.set_wakeup_fd(write_end, warn_on_full_buffer=False)
     watcher = threading.Thread(target=watch, name="spe-emu signal watcher", daemon=True)
     watcher.start()
