@@ -78,6 +78,8 @@ class RunLoops:
                 m.counter.poll_at = NEVER
 
     def _check_interrupted(self) -> None:
+        """Raise RunInterrupted if :meth:`interrupt` asked the run to stop (at the next run
+        of the engine, and in the waits on virtual time, which may never end by themselves)."""
         if self._interrupted:
             try:
                 name = signal.Signals(self._interrupted).name
@@ -316,6 +318,8 @@ class RunLoops:
         0: no limit) until a hook stops it, then take what stopped it."""
         pe = self.pe
         pe.unmapped = None
+        # (an interruption is taken here, before the next run: the stop it asked for has been
+        # accounted as any other, the samples captured in the run before it included)
         self._check_interrupted()
         if self._feed_flush:   # (_start_model_feed)
             self._feed_flush = False
@@ -347,7 +351,6 @@ class RunLoops:
         if pe.hook_error is not None:
             exc, pe.hook_error = pe.hook_error, None
             raise exc
-        self._check_interrupted()
 
     def _run_fast(self, progress) -> RunResult:
         pe = self.pe
@@ -564,6 +567,7 @@ class RunLoops:
         pe.waiting = True
         try:
             while not self._irq_line():
+                self._check_interrupted()   # (events such as a console poll recur forever)
                 if not self.clock.wait_for_event():
                     raise GuestError(f"WFI at PC {pc - 4:#x} with no interrupt that can wake "
                                      f"the PE and no event scheduled")

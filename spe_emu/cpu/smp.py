@@ -277,6 +277,7 @@ class Smp(PowerDomains):
         last_progress = 0
         all_yielded = False
         while True:
+            primary._check_interrupted()   # (every PE parked: _all_wait may wait forever)
             ran = yielded = 0
             runnable, timed = [], []
             for m in machines:

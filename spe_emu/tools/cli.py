@@ -19,6 +19,7 @@ import select
 import signal
 import sys
 import threading
+import time
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -74,15 +75,23 @@ class _Group(click.Group):
         except click.Abort:
             click.echo("Aborted!", err=True)
             sys.exit(EXIT_ERROR)
-        except KeyboardInterrupt:   # (a second SIGINT or SIGTERM: _interruptible)
-            click.echo("spe-emu: error: interrupted", err=True)
-            sys.exit(128 + signal.SIGINT)
 
 
 INTERRUPT_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 INTERRUPT_REPEAT_S = 0.1
 """Seconds between the watcher's stop requests until the run has stopped (the run loop may
 overwrite the stop point as it plans its own)."""
+INTERRUPT_GRACE_S = 1.0
+"""Seconds the run has to stop after the first signal before the main thread is interrupted
+where it is: it is then waiting for the host (a guest's read of stdin, GDB's connection),
+which a stop of the engine does not reach."""
+
+
+def _signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
 
 
 @contextmanager
@@ -91,34 +100,51 @@ def _interruptible():
     block boundary (:func:`spe_emu.cpu.runloop.interrupt_running`, from a watcher thread woken
     through ``signal.set_wakeup_fd``: the main thread may be in Unicorn, running no Python, for
     as long as the guest needs no hook), which then raises RunInterrupted with what it
-    collected written; a second one raises KeyboardInterrupt in the main thread at once. Not
-    in a thread other than the main one (signals are the main thread's), and not for a signal
-    the process was started ignoring (``nohup``, a background job of a non-interactive
-    shell: SIGINT stays ignored there, as Python leaves it)."""
+    collected written. When the main thread has not stopped after INTERRUPT_GRACE_S, it is
+    waiting for the host: the watcher signals it again and the handler raises RunInterrupted
+    there (the wait fails with it; a run the wait is part of still writes what it collected).
+    A second signal from outside ends spe-emu at once: one line on stderr, then the signal's
+    default action (the process dies of it; no summary). Not in a thread other than the main
+    one (signals are the main thread's), and not for a signal the process was started
+    ignoring (``nohup``: it stays ignored, as Python leaves it)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     from ..cpu.runloop import interrupt_running
 
     seen = []
+    escalate = threading.Event()   # (set by the watcher before it signals the main thread)
 
     def handler(signum, _frame):
+        if escalate.is_set():
+            escalate.clear()
+            raise RunInterrupted(f"interrupted by {_signal_name(signum)} while waiting for "
+                                 f"the host", signum)
         seen.append(signum)
         if len(seen) > 1:
-            raise KeyboardInterrupt
+            os.write(2, f"spe-emu: error: interrupted by {_signal_name(signum)} again: "
+                        f"ended at once\n".encode())
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
 
     read_end, write_end = os.pipe()
     os.set_blocking(write_end, False)
     done = threading.Event()
+    main_ident = threading.main_thread().ident
 
     def watch():
-        signum = 0
+        signum, first = 0, 0.0
         while not done.is_set():
             if select.select([read_end], [], [], INTERRUPT_REPEAT_S)[0]:
                 data = os.read(read_end, 16)
-                signum = signum or (data[0] if data else 0)
+                if data and not signum:
+                    signum, first = data[0], time.monotonic()
             if signum:
                 interrupt_running(signum)
+                if first and time.monotonic() - first > INTERRUPT_GRACE_S and not done.is_set():
+                    first = 0.0
+                    escalate.set()
+                    signal.pthread_kill(main_ident, signum)
 
     previous = {s: signal.signal(s, handler) for s in INTERRUPT_SIGNALS
                 if signal.getsignal(s) is not signal.SIG_IGN}
@@ -129,12 +155,14 @@ def _interruptible():
         yield
     finally:
         done.set()
-        watcher.join()
-        signal.set_wakeup_fd(previous_fd)
-        for s, h in previous.items():
-            signal.signal(s, h)
-        os.close(read_end)
-        os.close(write_end)
+        try:
+            watcher.join()
+        finally:
+            signal.set_wakeup_fd(previous_fd)
+            for s, h in previous.items():
+                signal.signal(s, h)
+            os.close(read_end)
+            os.close(write_end)
 
 
 def _version() -> str:
@@ -329,6 +357,8 @@ def run(image, args, share, env_set, env_unset, clear_env, machine, kernel, init
                  perf_data, ground_truth, spe_features, spe_external_abort,
                  stub.attach if stub is not None else None, spe_options, strict,
                  cpu_features, spe_model, counter_hz, core, smp)
+    except RunInterrupted as exc:   # (outside the run: its outputs' writing, GDB's connection)
+        _fail_with(exc)
     except OSError as exc:   # (--gdb: the port cannot be bound, the connection failed)
         if stub is None:
             raise
