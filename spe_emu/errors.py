@@ -6,6 +6,8 @@ guest that misprograms SPE gets the architected behaviour and the machine logs a
 (see :class:`spe_emu.cpu.machine.GuestLog`); only problems that stop the run are raised.
 """
 
+import signal
+
 
 class SpeEmuError(Exception):
     """Base of every error spe_emu raises."""
@@ -49,14 +51,23 @@ class DriverRuleBroken(GuestError):
     the rule's guest_error line. The CLI exits with status 123."""
 
 
+def signal_name(signum: int) -> str:
+    """``SIGTERM`` for 15: the name of a signal number (``signal N`` for one without)."""
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
 class RunInterrupted(SpeEmuError):
     """The run was stopped from outside, at a block boundary: ``spe-emu run`` got SIGINT or
     SIGTERM (:func:`spe_emu.cpu.runloop.interrupt_running`). summary.json names it
     ``exit_reason`` "interrupted", with what was collected; ``spe-emu run`` exits with 128 +
-    ``signum`` (130, 143), as a shell reports a process the signal ended."""
+    ``signum`` (130, 143), as a shell reports a process the signal ended. The message is
+    "interrupted by SIGNAME ``where``"."""
 
-    def __init__(self, message: str, signum: int):
-        super().__init__(message)
+    def __init__(self, signum: int, where: str):
+        super().__init__(f"interrupted by {signal_name(signum)} {where}")
         self.signum = signum
 
 

@@ -577,8 +577,8 @@ def run_recorded(machine: Machine, opts: RunOptions, outdir: Path,
     """Run ``machine`` to its end (:meth:`Machine.run`) counting every executed instruction
     when ``opts.ground_truth`` says so, then write (or remove a stale) ``ground_truth.json``
     (:func:`write_ground_truth`). Returns the run's result; raises what the run raises (a
-    GuestError with the stopped machine as its ``machine`` attribute, after ``on_error``
-    had what the run collected: the caller's summary.json of a stopped run). Any other
+    GuestError or RunInterrupted with the stopped machine as its ``machine`` attribute, after
+    ``on_error`` had what the run collected: the caller's summary.json of a stopped run). Any other
     exception of the run (but DebuggerKill) is a failure of the emulator: ``on_error`` has
     what was collected and an :class:`EmulatorError` naming it is raised."""
     if opts.ground_truth:
@@ -587,13 +587,8 @@ def run_recorded(machine: Machine, opts: RunOptions, outdir: Path,
         opts.attach(machine)
     try:
         result = machine.run(progress=progress)
-    except GuestError as exc:
-        exc.machine = machine  # (what spe_emu.api reports of a run stopped by the guest)
-        if on_error is not None:
-            on_error(machine.result(), exc)
-        raise
-    except RunInterrupted as exc:
-        exc.machine = machine
+    except (GuestError, RunInterrupted) as exc:
+        exc.machine = machine  # (what spe_emu.api reports of a stopped run)
         if on_error is not None:
             on_error(machine.result(), exc)
         raise

@@ -13,7 +13,6 @@ machine's)."""
 from __future__ import annotations
 
 import ctypes
-import signal
 import threading
 import weakref
 from dataclasses import asdict
@@ -81,15 +80,10 @@ class RunLoops:
         """Raise RunInterrupted if :meth:`interrupt` asked the run to stop (at the next run
         of the engine, and in the waits on virtual time, which may never end by themselves)."""
         if self._interrupted:
-            try:
-                name = signal.Signals(self._interrupted).name
-            except ValueError:
-                name = f"signal {self._interrupted}"
-            where = (f"of PE {self.index}, after {self.insns()} of its instructions"
+            count = (f"of PE {self.index}, after {self.insns()} of its instructions"
                      if self.smp is not None or self.index else
                      f"after {self.insns()} instructions")
-            raise RunInterrupted(f"interrupted by {name} at PC {self.pc:#x} {where}",
-                                 self._interrupted)
+            raise RunInterrupted(self._interrupted, f"at PC {self.pc:#x} {count}")
 
     def _device_changed(self) -> None:
         """A device changed state the run loop acts on (an interrupt level, an event on the

@@ -29,7 +29,7 @@ from ..arch.cores import CORES, core_preset
 from ..arch.cpu_features import CpuFeatures
 from ..platform.board import MAX_PES
 from ..errors import (DriverRuleBroken, EmulatorError, GuestError, GuestRunaway,
-                      RunInterrupted, SpeEmuError)
+                      RunInterrupted, SpeEmuError, signal_name)
 from ..spe.config import (CHOICES, EXTERNAL_ABORT_CHOICES, FEATURES, MODEL_PARAMETERS,
                           SpeConfig)
 # (the machine -- spe_emu.session, Unicorn -- is imported by the commands that run one:
@@ -87,13 +87,6 @@ where it is: it is then waiting for the host (a guest's read of stdin, GDB's con
 which a stop of the engine does not reach."""
 
 
-def _signal_name(signum: int) -> str:
-    try:
-        return signal.Signals(signum).name
-    except ValueError:
-        return f"signal {signum}"
-
-
 @contextmanager
 def _interruptible():
     """While the block runs, the first SIGINT or SIGTERM stops the run in progress at its next
@@ -118,11 +111,10 @@ def _interruptible():
     def handler(signum, _frame):
         if escalate.is_set():
             escalate.clear()
-            raise RunInterrupted(f"interrupted by {_signal_name(signum)} while waiting for "
-                                 f"the host", signum)
+            raise RunInterrupted(signum, "while waiting for the host")
         seen.append(signum)
         if len(seen) > 1:
-            os.write(2, f"spe-emu: error: interrupted by {_signal_name(signum)} again: "
+            os.write(2, f"spe-emu: error: interrupted by {signal_name(signum)} again: "
                         f"ended at once\n".encode())
             signal.signal(signum, signal.SIG_DFL)
             os.kill(os.getpid(), signum)
