@@ -71,10 +71,9 @@ class RunLoops:
         for m in (self.smp.machines if self.smp is not None else (self,)):
             m._interrupted = signum
             if m.cfg.mode == "reference":
-                m._ref_deadline = 0
+                m._ref_deadline = 0   # (its stop_requested waits for a deliverable interrupt)
             else:
-                m.counter.stop_at = min(m.counter.stop_at, m.counter.insns)
-                m.counter.poll_at = NEVER
+                m._stop_at_block_boundary()
 
     def _check_interrupted(self) -> None:
         """Raise RunInterrupted if :meth:`interrupt` asked the run to stop (at the next run
