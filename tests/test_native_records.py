@@ -66,9 +66,13 @@ class _Oracle:
                     s.popitem(last=False)
         return hit
 
+    def remove(self, key: int) -> None:
+        self.sets[key % len(self.sets)].pop(key, None)
 
-# (model.c keeps a set of at most 16 ways as a row of keys, a larger one as a hashed LRU
-# list: (20, 0), (64, 0), (96, 0) and (128, 0) are of the second kind, the rest the first)
+
+# (model.c keeps a set of at most 16 ways as a row of keys, one of up to 64 as hashed keys with
+# the clock of their last access, a larger one as a hashed LRU list: (20, 0) and (64, 0) are
+# of the second kind, (96, 0) and (128, 0) of the third, the rest the first)
 GEOMETRIES = st.sampled_from([(1, 0), (7, 0), (20, 0), (16, 4), (16, 1), (64, 8), (32, 2),
                               (8, 8), (8, 64), (64, 0), (96, 0), (128, 0)])
 
@@ -120,14 +124,14 @@ def test_model_access_goes_down_the_levels(l2, accesses):
                              *((p, 0, True) for p in range(2, 18)), (0, 0, True)])
 @example(tlb=(17, 0), steps=[*((p, 0, True) for p in range(4)), (-4, 0, True),
                              *((p, 0, True) for p in range(4, 20)), (1, 0, True)])
-@given(tlb=st.sampled_from([(2, 0), (4, 0), (17, 0), (20, 0), (24, 0)]),
+@given(tlb=st.sampled_from([(2, 0), (4, 0), (17, 0), (20, 0), (24, 0), (48, 0), (80, 0)]),
        steps=st.lists(st.tuples(st.one_of(st.integers(0, 27), st.integers(-6, -2)),
                                 st.integers(0, 63), st.booleans()), max_size=500))
 def test_model_tlb_walks_match_the_oracle(tlb, steps):
     """The TLB of spe_model_access against the LRU oracle, on page sequences that go back and
-    forth (page -k: back to the k-th newest page recorded; a TLB of more than 16 entries is
-    one hashed LRU list, whose newest pages are hit without a hash probe): the walk bit and
-    the counts of every access, and :meth:`touch` sees the same TLB after."""
+    forth (page -k: back to the k-th newest page recorded; a fully associative TLB of more
+    than 16 entries is one hashed set, 48 the default): the walk bit and the counts of every
+    access, and :meth:`touch` sees the same TLB after."""
     model = native.Model((*tlb, 8, 2, 0, 0, 32, 4))
     oracle = _Oracle(*tlb)
     walks, recent = 0, []   # (distinct pages recorded, newest first)
@@ -145,6 +149,37 @@ def test_model_tlb_walks_match_the_oracle(tlb, steps):
     for page in range(28):
         assert model.touch(native.TOUCH_TLB, page, False) == oracle.touch(page, False)
     model.close()
+
+
+@settings(max_examples=80, deadline=None)
+# (PE 0 writes line 0, loses it from its L1D, PE 1 reads it: PE 0's next store snoops it)
+@example(l1d=(8, 2), ops=[(0, 0, True), (0, 4, False), (0, 8, False), (1, 0, False),
+                          (0, 0, True), (1, 0, False)])
+# (a full set of 32 loses its oldest line to PE 1's store: the newest, moved into its place,
+# keeps its own age, so line 1 is evicted next, not line 31)
+@example(l1d=(32, 0), ops=[*((0, line, False) for line in range(32)), (1, 0, True),
+                           (0, 32, False), (0, 33, False), (0, 31, False)])
+@given(l1d=st.sampled_from([(8, 2), (16, 0), (32, 0), (96, 0)]),
+       ops=st.lists(st.tuples(st.integers(0, 2), st.integers(0, 60), st.booleans()),
+                    max_size=400))
+def test_joined_models_invalidate_as_the_oracle(l1d, ops):
+    """spe_model_join with three PEs: a recorded store removes the line from the other PEs'
+    L1D (kept as rows of ways: (8, 2) and (16, 0); by the clock of each line's last access:
+    (32, 0); as a linked list: (96, 0)), which keep the LRU order of the rest; so whether each access hits
+    its own L1D is what an LRU per PE that drops the line says. A PE that wrote a line its
+    L1D no longer holds snoops again at its next store once another PE has read the line."""
+    geometry = (64, 0, *l1d, 0, 0, 1024, 16)
+    models = [native.Model(geometry) for _ in range(3)]
+    native.join_models(models)
+    oracles = [_Oracle(*l1d) for _ in range(3)]
+    for pe, line, store in ops:
+        if store:
+            for other, oracle in enumerate(oracles):
+                if other != pe:
+                    oracle.remove(line)
+        hit = oracles[pe].touch(line)
+        out = models[pe].store(line) if store else models[pe].access(line, True)
+        assert (out >> native.OUT_LEVEL_SHIFT == native.LEVEL_L1D) == hit, (pe, line, store)
 
 
 @settings(max_examples=50, deadline=None)

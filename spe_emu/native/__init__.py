@@ -83,8 +83,6 @@ class SpeCounter(ctypes.Structure):
                 ("vmem_translate", ctypes.c_void_p), ("mem_read", ctypes.c_void_p),
                 ("ram_base", ctypes.c_uint64), ("ram_size", ctypes.c_uint64),
                 ("step_count", ctypes.c_uint64), ("evaluated", ctypes.c_uint64),
-                ("caps", SpeCapture * CAP_MAX), ("verdicts", SpeVerdict * VERDICTS),
-                ("steps", SpeStep * STEPS),
                 ("gt_table", ctypes.c_void_p), ("gt_cap", ctypes.c_uint64),
                 ("gt_used", ctypes.c_uint64),
                 ("control", ctypes.c_void_p), ("unmask_fallback", ctypes.c_void_p),
@@ -107,7 +105,9 @@ class SpeCounter(ctypes.Structure):
                 ("pmu_faulted", ctypes.c_uint64),
                 ("pmu_mark", ctypes.c_uint64 * PMU_SOURCE_COUNT),
                 ("pmu_counts", (ctypes.c_uint64 * PMU_SOURCE_COUNT) * 4),
-                ("trace_flush", ctypes.c_void_p)]
+                ("trace_flush", ctypes.c_void_p),
+                ("caps", SpeCapture * CAP_MAX), ("verdicts", SpeVerdict * VERDICTS),
+                ("steps", SpeStep * STEPS)]
 
     @property
     def stop_at(self) -> int:
@@ -681,6 +681,12 @@ def library() -> ctypes.CDLL:
     return _LIB
 
 
+# Fields of struct spe_counter whose offsets the loader compares with the mirror's
+# (counter.c spe_counter_offsets, in this order)
+COUNTER_OFFSETS = ("caps", "gt_table", "feed", "feed_until", "pmu_counts", "trace_flush",
+                   "verdicts", "steps")
+
+
 def _layout_matches(lib: ctypes.CDLL) -> bool:
     """The library was built from these sources, its structs match the mirrors and it keeps
     as many model counts as :data:`MODEL_STATS` names."""
@@ -697,6 +703,9 @@ def _layout_matches(lib: ctypes.CDLL) -> bool:
     except ValueError:
         return False
     if stats != len(MODEL_STATS):
+        return False
+    offsets = (ctypes.c_uint64 * len(COUNTER_OFFSETS)).in_dll(lib, "spe_counter_offsets")
+    if list(offsets) != [getattr(SpeCounter, name).offset for name in COUNTER_OFFSETS]:
         return False
     return sizes == [ctypes.sizeof(t) for t in (SpeCounter, SpeRecorder, SpeTemplate,
                                                 SpeCounterReads, SpeSysregFilter, SpeExcModel,

@@ -49,6 +49,13 @@
 #endif
 const char spe_source_digest[17] = SPE_SOURCE_DIGEST;
 const uint64_t spe_counter_size = sizeof(struct spe_counter);
+/* (with the size, the offsets of fields around the ones the mirror is most likely to get out
+ * of order: native.COUNTER_OFFSETS names them) */
+const uint64_t spe_counter_offsets[] = {
+    offsetof(struct spe_counter, caps), offsetof(struct spe_counter, gt_table),
+    offsetof(struct spe_counter, feed), offsetof(struct spe_counter, feed_until),
+    offsetof(struct spe_counter, pmu_counts), offsetof(struct spe_counter, trace_flush),
+    offsetof(struct spe_counter, verdicts), offsetof(struct spe_counter, steps)};
 const uint64_t spe_counter_reads_size = sizeof(struct spe_counter_reads);
 const uint64_t spe_sysreg_filter_size = sizeof(struct spe_sysreg_filter);
 /* (uc_hook_block_counter's struct uc_block_counter: count, limit, last_pc, last_insns) */
@@ -489,16 +496,27 @@ static inline void feed_branch(void *uc, struct spe_counter *c, uint64_t next, i
     if (!c->block_insns || c->insns >= c->feed_until)
         return;
     uint64_t pc = c->block_start + 4 * (c->block_insns - 1);
-    uint32_t kind = site_kind(uc, c, pc);
-    if (!(kind & SPE_BR_BRANCH))
-        return;
-    int taken = next != pc + 4;
-    for (uint64_t i = caps ? c->cap_count : 0; i-- > 0 && i + 2 >= c->cap_count;) {
-        struct spe_capture *cap = &c->caps[i];
-        if (cap->index == c->insns - 1 && cap->fed == SPE_FED_NONE)
-            cap->fed = spe_model_branch(c->feed, kind, pc, next, taken, 0) != 0;
+    int mispredicted;
+    if (caps) {
+        uint32_t kind = site_kind(uc, c, pc);
+        if (!(kind & SPE_BR_BRANCH))
+            return;
+        int taken = next != pc + 4;
+        for (uint64_t i = c->cap_count; i-- > 0 && i + 2 >= c->cap_count;) {
+            struct spe_capture *cap = &c->caps[i];
+            if (cap->index == c->insns - 1 && cap->fed == SPE_FED_NONE)
+                cap->fed = spe_model_branch(c->feed, kind, pc, next, taken, 0) != 0;
+        }
+        mispredicted = spe_model_branch(c->feed, kind, pc, next, taken, 1);
+    } else {
+        mispredicted = spe_model_feed_branch(c->feed, pc, next);
+        if (mispredicted == SPE_SITE_UNKNOWN) {   /* (classified once) */
+            site_kind(uc, c, pc);
+            mispredicted = spe_model_feed_branch(c->feed, pc, next);
+        }
+        if (mispredicted == SPE_SITE_NO_BRANCH || mispredicted == SPE_SITE_UNKNOWN)
+            return;   /* (UNKNOWN again: not in RAM, not remembered, as site_kind's 0) */
     }
-    int mispredicted = spe_model_branch(c->feed, kind, pc, next, taken, 1);
     c->pmu_branches++;
     c->pmu_mispredicts += mispredicted != 0;
     if (c->gt_events)

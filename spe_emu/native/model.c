@@ -21,15 +21,23 @@
 
 /* ---- LRU set ------------------------------------------------------------------------ */
 
-/* A fixed-capacity set of keys in access order: a node array (doubly linked, oldest first)
- * and a linear-probing hash of node numbers (load <= 1/2, backward-shift deletion). */
+/* A fixed-capacity set of keys in access order, with a linear-probing hash of node numbers
+ * (load <= 1/2, backward-shift deletion). The order is kept one of two ways, which give the
+ * same outcomes: up to SPE_STAMP_MAX keys, the clock value of each node's last access (a hit
+ * is one store; a miss in a full set looks for the oldest stamp); above it, a doubly linked
+ * list of the nodes, oldest first (a big fully associative level, whose misses could not
+ * afford the search). */
+#define SPE_STAMP_MAX 64
+
 struct spe_lru {
     uint32_t capacity, count;
     uint32_t mask;          /* hash slots - 1 */
-    int32_t oldest, newest; /* node numbers, -1: empty */
+    int32_t oldest, newest; /* (list) node numbers, -1: empty */
     uint32_t *slots;        /* node number + 1, 0: empty */
     uint64_t *keys;
-    int32_t *prev, *next;
+    int32_t *prev, *next;   /* (list) */
+    uint64_t *stamp;        /* (stamps) the clock at each node's last access */
+    uint64_t clock;
 };
 
 static struct spe_lru *lru_new(uint32_t capacity)
@@ -46,10 +54,17 @@ static struct spe_lru *lru_new(uint32_t capacity)
     l->slots = calloc(size, sizeof *l->slots);
     /* (node arrays: node i is written before it is read, i < count) */
     l->keys = malloc(capacity * sizeof *l->keys);
-    l->prev = malloc(capacity * sizeof *l->prev);
-    l->next = malloc(capacity * sizeof *l->next);
-    if (!l->slots || !l->keys || !l->prev || !l->next) {
-        free(l->slots), free(l->keys), free(l->prev), free(l->next), free(l);
+    int ok = l->slots && l->keys;
+    if (capacity <= SPE_STAMP_MAX) {
+        l->stamp = malloc(capacity * sizeof *l->stamp);
+        ok = ok && l->stamp;
+    } else {
+        l->prev = malloc(capacity * sizeof *l->prev);
+        l->next = malloc(capacity * sizeof *l->next);
+        ok = ok && l->prev && l->next;
+    }
+    if (!ok) {
+        free(l->slots), free(l->keys), free(l->prev), free(l->next), free(l->stamp), free(l);
         return 0;
     }
     return l;
@@ -58,9 +73,10 @@ static struct spe_lru *lru_new(uint32_t capacity)
 static void lru_free(struct spe_lru *l)
 {
     if (l)
-        free(l->slots), free(l->keys), free(l->prev), free(l->next), free(l);
+        free(l->slots), free(l->keys), free(l->prev), free(l->next), free(l->stamp), free(l);
 }
 
+/* (list) */
 static void lru_unlink(struct spe_lru *l, int32_t node)
 {
     int32_t p = l->prev[node], n = l->next[node];
@@ -68,12 +84,39 @@ static void lru_unlink(struct spe_lru *l, int32_t node)
     if (n >= 0) l->prev[n] = p; else l->newest = p;
 }
 
+/* A node outside the order (new, or unlinked) becomes the newest. */
 static void lru_append(struct spe_lru *l, int32_t node)
 {
+    if (l->stamp) {
+        l->stamp[node] = ++l->clock;
+        return;
+    }
     l->prev[node] = l->newest;
     l->next[node] = -1;
     if (l->newest >= 0) l->next[l->newest] = node; else l->oldest = node;
     l->newest = node;
+}
+
+/* A node in the order becomes the newest. */
+static inline void lru_renew(struct spe_lru *l, int32_t node)
+{
+    if (l->stamp) {
+        l->stamp[node] = ++l->clock;
+    } else if (node != l->newest) {
+        lru_unlink(l, node);
+        lru_append(l, node);
+    }
+}
+
+/* The node of the least recently used key (the set is not empty). */
+static int32_t lru_oldest(const struct spe_lru *l)
+{
+    if (!l->stamp)
+        return l->oldest;
+    uint32_t best = 0;
+    for (uint32_t i = 1; i < l->count; i++)
+        best = l->stamp[i] < l->stamp[best] ? i : best;
+    return (int32_t)best;
 }
 
 /* Empties slot i and moves later entries of its probe run back into the hole. */
@@ -111,16 +154,21 @@ static int lru_remove(struct spe_lru *l, uint64_t key)
         return 0;
     int32_t node = (int32_t)l->slots[i] - 1, last = (int32_t)l->count - 1;
     lru_erase_slot(l, (uint32_t)i);
-    lru_unlink(l, node);
+    if (!l->stamp)
+        lru_unlink(l, node);
     if (node != last) {
         int64_t j = lru_slot(l, l->keys[last]);
         l->slots[j] = (uint32_t)node + 1;
         l->keys[node] = l->keys[last];
-        int32_t p = l->prev[last], n = l->next[last];
-        l->prev[node] = p;
-        l->next[node] = n;
-        if (p >= 0) l->next[p] = node; else l->oldest = node;
-        if (n >= 0) l->prev[n] = node; else l->newest = node;
+        if (l->stamp) {
+            l->stamp[node] = l->stamp[last];
+        } else {
+            int32_t p = l->prev[last], n = l->next[last];
+            l->prev[node] = p;
+            l->next[node] = n;
+            if (p >= 0) l->next[p] = node; else l->oldest = node;
+            if (n >= 0) l->prev[n] = node; else l->newest = node;
+        }
     }
     l->count--;
     return 1;
@@ -135,30 +183,19 @@ static int lru_contains(const struct spe_lru *l, uint64_t key)
     return 0;
 }
 
-/* Records an access to key; 1 if it was in the set (a hit). A hit becomes the newest; a miss
- * is added as the newest, and the oldest leaves when the set is over capacity. */
-static int lru_touch(struct spe_lru *l, uint64_t key)
+/* A miss of lru_touch: key is added as the newest at slot i (the empty slot that ended its
+ * probe run), and the oldest leaves when the set is full. */
+static __attribute__((noinline)) void lru_insert(struct spe_lru *l, uint64_t key, uint32_t i)
 {
-    uint32_t i = hash64(key, l->mask);
-    while (l->slots[i]) {
-        int32_t node = (int32_t)l->slots[i] - 1;
-        if (l->keys[node] == key) {
-            if (node != l->newest) {
-                lru_unlink(l, node);
-                lru_append(l, node);
-            }
-            return 1;
-        }
-        i = (i + 1) & l->mask;
-    }
     int32_t node;
     if (l->count == l->capacity) {      /* evict the oldest, reuse its node */
-        node = l->oldest;
+        node = lru_oldest(l);
         uint32_t j = hash64(l->keys[node], l->mask);
         while (l->slots[j] != (uint32_t)node + 1)
             j = (j + 1) & l->mask;
         lru_erase_slot(l, j);
-        lru_unlink(l, node);
+        if (!l->stamp)
+            lru_unlink(l, node);
         i = hash64(key, l->mask);       /* the hole may have moved the probe run */
         while (l->slots[i])
             i = (i + 1) & l->mask;
@@ -168,6 +205,22 @@ static int lru_touch(struct spe_lru *l, uint64_t key)
     l->keys[node] = key;
     l->slots[i] = (uint32_t)node + 1;
     lru_append(l, node);
+}
+
+/* Records an access to key; 1 if it was in the set (a hit). A hit becomes the newest; a miss
+ * is added as the newest, and the oldest leaves when the set is over capacity. */
+static int lru_touch(struct spe_lru *l, uint64_t key)
+{
+    uint32_t i = hash64(key, l->mask);
+    while (l->slots[i]) {
+        int32_t node = (int32_t)l->slots[i] - 1;
+        if (l->keys[node] == key) {
+            lru_renew(l, node);
+            return 1;
+        }
+        i = (i + 1) & l->mask;
+    }
+    lru_insert(l, key, i);
     return 0;
 }
 
@@ -255,7 +308,6 @@ static int targets_swap(struct spe_targets *t, uint64_t pc, uint64_t target, uin
  * big fully associative level) is an spe_lru. Both keep the same LRU order, so the outcomes
  * do not depend on which a level uses. */
 #define SPE_ARRAY_WAYS 16
-#define SPE_TLB_RECENT 4   /* the newest TLB pages kept with their nodes (spe_model) */
 #define SPE_SITE_CACHE 1024   /* the direct-mapped table of branch sites' kinds (spe_model) */
 
 struct spe_level {
@@ -280,8 +332,7 @@ struct spe_model {
      * newest of them in a direct-mapped table indexed by PC[11:2] (key pc + 1; 0: empty),
      * looked up first: the branch feed asks for a block's last instruction at every block */
     struct spe_targets sites;
-    uint64_t site_key[SPE_SITE_CACHE];
-    uint32_t site_val[SPE_SITE_CACHE];
+    struct { uint64_t key; uint32_t kind; } site[SPE_SITE_CACHE];
     uint32_t encodings;
     uint32_t enc_mask[SPE_ENCODINGS], enc_value[SPE_ENCODINGS], enc_kind[SPE_ENCODINGS];
     uint64_t stats[SPE_MODEL_STATS];
@@ -290,15 +341,6 @@ struct spe_model {
     uint64_t last_line;
     /* the same for the page of the last recorded access (a TLB hit that changes nothing) */
     uint64_t last_page;
-    /* With a TLB of one hashed LRU set (tlb_list) of at least SPE_TLB_RECENT entries: the
-     * pages recorded before last_page, newest first (page + 1; 0: none), which are the
-     * next newest entries of that list, and the nodes of all of them there (last_node for
-     * last_page). A hit on one of them makes it the newest by relinking its node, without a
-     * hash probe (a qsort program: 24%, 13%, 3% of its accesses hit the second, third and
-     * fourth newest page). */
-    struct spe_lru *tlb_list;
-    uint64_t recent_page[SPE_TLB_RECENT - 1];
-    int32_t last_node, recent_node[SPE_TLB_RECENT - 1];
     /* Several PEs (spe_model_join): every PE's model, this one at index `self`; the LLC all
      * of them look lines up in (PE 0's); the lines this PE wrote that no other PE has read or
      * written since (an LRU set as big as its L1D and L2: a line that leaves it counts as
@@ -355,25 +397,38 @@ static int level_init(struct spe_level *v, uint32_t lines, uint32_t ways)
     return 1;
 }
 
+/* The way of `row` (ways keys, newest first) that holds want, or ways; with update, want
+ * becomes the newest and a miss drops the oldest. A scan and a shift of fixed length, without
+ * branches on where the key is: which way holds it is the guest's data, and the host would
+ * mispredict an early exit. (Inlined with a constant `ways`, the loops unroll.) */
+static inline __attribute__((always_inline)) uint32_t row_access(uint64_t *row, uint64_t want,
+                                                                 uint32_t ways, int update)
+{
+    uint32_t found = 1u << ways;
+    for (uint32_t k = 0; k < ways; k++)
+        found |= (uint32_t)(row[k] == want) << k;
+    uint32_t i = (uint32_t)__builtin_ctz(found);
+    if (update) {   /* (the ways 1..last take the one before them) */
+        uint32_t last = i - (i == ways);
+        for (uint32_t k = ways - 1; k > 0; k--)
+            row[k] = k <= last ? row[k - 1] : row[k];
+        row[0] = want;
+    }
+    return i;
+}
+
 /* 1 if key is in the level; with update, the access is recorded (LRU order, fill on a miss). */
 static inline int level_access(struct spe_level *v, uint64_t key, int update)
 {
     if (v->keys) {
-        /* (a scan and a shift of fixed length, without branches on where the key is: which
-         * way holds it is the guest's data, and the host would mispredict an early exit) */
         uint64_t *row = v->keys + (size_t)(key & (v->sets - 1)) * v->ways, want = key + 1;
-        uint32_t ways = v->ways, found = 1u << ways;
-        for (uint32_t k = 0; k < ways; k++)
-            found |= (uint32_t)(row[k] == want) << k;
-        uint32_t i = (uint32_t)__builtin_ctz(found);
-        int hit = i < ways;
-        if (update) {   /* the key becomes the newest; a miss drops the oldest way */
-            uint32_t last = i - !hit;   /* (the ways 1..last take the one before them) */
-            for (uint32_t k = ways - 1; k > 0; k--)
-                row[k] = k <= last ? row[k - 1] : row[k];
-            row[0] = want;
+        uint32_t ways = v->ways;
+        switch (ways) {   /* (the usual geometries, unrolled) */
+        case 4: return row_access(row, want, 4, update) < 4;
+        case 8: return row_access(row, want, 8, update) < 8;
+        case 16: return row_access(row, want, 16, update) < 16;
+        default: return row_access(row, want, ways, update) < ways;
         }
-        return hit;
     }
     struct spe_lru *l = v->set[key & (v->sets - 1)];
     return update ? lru_touch(l, key) : lru_contains(l, key);
@@ -413,8 +468,6 @@ struct spe_model *spe_model_new(const uint32_t *g, const uint32_t *p)
     }
     memset(m->pht, 2, (size_t)1 << p[0]);   /* weakly taken */
     m->llcp = &m->llc;
-    if (m->tlb.set && m->tlb.sets == 1 && m->tlb.ways >= SPE_TLB_RECENT)
-        m->tlb_list = m->tlb.set[0];
     return m;
 }
 
@@ -477,15 +530,17 @@ static struct spe_model *modified_peer(struct spe_model *m, uint64_t line, int u
 {
     for (uint32_t i = 0; i < m->npeers; i++) {
         struct spe_model *q = m->peers[i];
-        if (i == m->self || !lru_contains(q->modified, line))
+        if (i == m->self)
+            continue;
+        if (update && q->owned_line == line + 1)
+            q->owned_line = 0;   /* (this PE takes a copy: q's next store must snoop it, even
+                                  * if q's caches no longer hold the line) */
+        if (!lru_contains(q->modified, line))
             continue;
         if (!level_access(&q->l1d, line, 0) && !(q->l2.sets && level_access(&q->l2, line, 0)))
             continue;
-        if (update) {
+        if (update)
             lru_remove(q->modified, line);
-            if (q->owned_line == line + 1)
-                q->owned_line = 0;
-        }
         return q;
     }
     return 0;
@@ -532,36 +587,8 @@ int spe_model_access_rw(struct spe_model *m, uint64_t line, int update, int stor
         return SPE_LEVEL_L1D << SPE_OUT_LEVEL_SHIFT;
     }
     int out = 0;
-    if (page + 1 != m->last_page) {   /* (the newest page: a hit that changes nothing) */
-        unsigned j = SPE_TLB_RECENT - 1;
-        if (update && m->tlb_list) {   /* (the first recent page that is this one: no branch
-                                        * on which, as level_access) */
-            unsigned found = 1u << (SPE_TLB_RECENT - 1);
-            for (unsigned k = 0; k < SPE_TLB_RECENT - 1; k++)
-                found |= (unsigned)(m->recent_page[k] == page + 1) << k;
-            j = (unsigned)__builtin_ctz(found);
-        }
-        int32_t node;
-        if (j < SPE_TLB_RECENT - 1) {   /* a recent page becomes the newest */
-            node = m->recent_node[j];
-            lru_unlink(m->tlb_list, node);
-            lru_append(m->tlb_list, node);
-        } else {
-            out = level_access(&m->tlb, page, update) ? 0 : SPE_OUT_WALK;
-            node = m->tlb_list ? m->tlb_list->newest : -1;
-            j = SPE_TLB_RECENT - 2;     /* (the oldest recent page leaves the list) */
-        }
-        if (update && m->tlb_list) {
-            for (unsigned k = SPE_TLB_RECENT - 2; k > 0; k--) {   /* (1..j take the one before) */
-                int move = k <= j;
-                m->recent_page[k] = move ? m->recent_page[k - 1] : m->recent_page[k];
-                m->recent_node[k] = move ? m->recent_node[k - 1] : m->recent_node[k];
-            }
-            m->recent_page[0] = m->last_page;
-            m->recent_node[0] = m->last_node;
-            m->last_node = node;
-        }
-    }
+    if (page + 1 != m->last_page)   /* (the newest page: a hit that changes nothing) */
+        out = level_access(&m->tlb, page, update) ? 0 : SPE_OUT_WALK;
     int level = SPE_LEVEL_L1D;
     if (!level_access(&m->l1d, line, update)) {
         level = SPE_LEVEL_L2;
@@ -589,10 +616,8 @@ int spe_model_touch(struct spe_model *m, uint32_t which, uint64_t key, int updat
 {
     struct spe_level *v = which == 0 ? &m->tlb : which == 1 ? &m->l1d
                           : which == 2 ? &m->l2 : m->llcp;
-    if (update) {
+    if (update)
         m->last_line = m->last_page = 0;
-        memset(m->recent_page, 0, sizeof m->recent_page);
-    }
     return v->sets ? level_access(v, key, update) : -1;
 }
 
@@ -639,8 +664,8 @@ static void ras_pop(struct spe_model *m)
  * history takes it, a return pops, a call (BL, BLR, BLRAA...) pushes pc + 4, an indirect
  * branch's target becomes its PC's last target. Returns 1 mispredicted, 0 not, -1 out of
  * memory. */
-int spe_model_branch(struct spe_model *m, uint32_t kind, uint64_t pc, uint64_t target,
-                     int taken, int update)
+static inline __attribute__((always_inline)) int model_branch(
+        struct spe_model *m, uint32_t kind, uint64_t pc, uint64_t target, int taken, int update)
 {
     int mispredicted = 0;
     if (kind & SPE_BR_ERET)
@@ -671,6 +696,13 @@ int spe_model_branch(struct spe_model *m, uint32_t kind, uint64_t pc, uint64_t t
     if (update && (kind & SPE_BR_CALL))
         ras_push(m, pc + 4);
     return mispredicted;
+}
+
+/* model_branch for record.c and Python (Model.branch). */
+int spe_model_branch(struct spe_model *m, uint32_t kind, uint64_t pc, uint64_t target,
+                     int taken, int update)
+{
+    return model_branch(m, kind, pc, target, taken, update);
 }
 
 /* The encodings of branches (spe_emu.spe.records.BRANCH_ENCODINGS): n (at most
@@ -705,15 +737,15 @@ int spe_model_site_kind(struct spe_model *m, uint64_t pc, uint32_t *kind)
 {
     uint32_t slot = site_slot(pc);
     uint64_t value = 0;
-    if (m->site_key[slot] == pc + 1) {
-        *kind = m->site_val[slot];
+    if (m->site[slot].key == pc + 1) {
+        *kind = m->site[slot].kind;
         return 1;
     }
     if (!targets_peek(&m->sites, pc, &value))
         return 0;
     *kind = (uint32_t)value;
-    m->site_key[slot] = pc + 1;
-    m->site_val[slot] = *kind;
+    m->site[slot].key = pc + 1;
+    m->site[slot].kind = *kind;
     return 1;
 }
 
@@ -722,8 +754,8 @@ void spe_model_site_add(struct spe_model *m, uint64_t pc, uint32_t kind)
     uint64_t old = 0;
     int had;
     if (targets_swap(&m->sites, pc, kind, &old, &had)) {   /* (no memory: not remembered) */
-        m->site_key[site_slot(pc)] = pc + 1;
-        m->site_val[site_slot(pc)] = kind;
+        m->site[site_slot(pc)].key = pc + 1;
+        m->site[site_slot(pc)].kind = kind;
     }
 }
 
@@ -732,7 +764,22 @@ void spe_model_sites_clear(struct spe_model *m)
 {
     memset(m->sites.used, 0, (size_t)m->sites.mask + 1);
     m->sites.count = 0;
-    memset(m->site_key, 0, sizeof m->site_key);
+    memset(m->site, 0, sizeof m->site);
+}
+
+/* The branch that ended a block at pc, the run going on at next (counter.c feed_branch):
+ * trains the predictor (spe_model_branch with update) when the site's kind is known and a
+ * branch. Returns spe_model_branch's verdict, SPE_SITE_NO_BRANCH, or SPE_SITE_UNKNOWN
+ * (spe_model_site_add it, then ask again). One call for the two look-ups: the block hook
+ * makes it at every block. */
+int spe_model_feed_branch(struct spe_model *m, uint64_t pc, uint64_t next)
+{
+    uint32_t kind;
+    if (!spe_model_site_kind(m, pc, &kind))
+        return SPE_SITE_UNKNOWN;
+    if (!(kind & SPE_BR_BRANCH))
+        return SPE_SITE_NO_BRANCH;
+    return model_branch(m, kind, pc, next, next != pc + 4, 1);
 }
 
 /* Copies the counts of accesses recorded (SPE_STAT_*) to out. */
@@ -814,16 +861,25 @@ void spe_model_trace_batch(struct spe_counter *c, const struct spe_trace_entry *
      * before a block crosses it, so a batch is all before it or all after) */
     if (c->insns >= c->feed_until)
         return;
+    /* (plain: nothing needs an access's PC, and one PE: the accesses go straight to the
+     * model; the line of the last access again, within it, is an L1D hit that changes
+     * nothing, spe_model_access_rw. Only a capture's access changes what this says.) */
+    int plain = !m->peers && !(c->armed | c->pmu_on | (uint64_t)c->gt_events);
     for (const struct spe_trace_entry *end = e + count; e < end; e++) {
         uint64_t size = (uint64_t)1 << (e->info >> 56 & 7), line = e->addr >> 6;
-        /* (the line of the last access again, within it: an L1D hit that changes nothing,
-         * spe_model_access_rw, unless something needs the access's PC) */
-        if (line + 1 == m->last_line && (e->addr + size - 1) >> 6 == line && !m->peers
-                && !(c->armed | c->pmu_on | (uint64_t)c->gt_events)) {
-            count_last_line_again(m);
+        uint64_t last = (e->addr + size - 1) >> 6;
+        int store = (int)(e->info >> 59 & 1);
+        if (plain) {
+            if (line + 1 == m->last_line && last == line) {
+                count_last_line_again(m);
+                continue;
+            }
+            for (; line <= last; line++)
+                spe_model_access_rw(m, line, 1, store);
             continue;
         }
         uint64_t pc = (uint64_t)((int64_t)(e->info << 8) >> 8);
-        feed_access(0, c, pc, e->addr, size, (int)(e->info >> 59 & 1));
+        feed_access(0, c, pc, e->addr, size, store);
+        plain = !m->peers && !(c->armed | c->pmu_on | (uint64_t)c->gt_events);
     }
 }

@@ -152,9 +152,6 @@ struct spe_counter {
     uint64_t ram_base, ram_size;       /* bytes */
     uint64_t step_count;               /* steps[] in use */
     uint64_t evaluated;                /* captures whose operands a plan evaluated */
-    struct spe_capture caps[SPE_CAP_MAX];
-    struct spe_verdict verdicts[SPE_VERDICTS];
-    struct spe_step steps[SPE_STEPS];
     /* ground truth (spe-emu run --ground-truth): executions per (block address, length) in an
      * open-addressing table of gt_cap entries (a power of two; NULL: off, and the common
      * path of the hook never looks at it) */
@@ -225,6 +222,11 @@ struct spe_counter {
      * memory trace's buffer is handed to spe_model_trace_batch before the hook does anything
      * that depends on the accesses made before the block (block_slow, feed_until) */
     void (*trace_flush)(void *uc);
+    /* (the tables last: the fields above, which the hook reads at every block, stay in a few
+     * cache lines) */
+    struct spe_capture caps[SPE_CAP_MAX];
+    struct spe_verdict verdicts[SPE_VERDICTS];
+    struct spe_step steps[SPE_STEPS];
 };
 
 void spe_pmu_settle(struct spe_counter *c);
@@ -357,6 +359,9 @@ int spe_model_site_kind(struct spe_model *m, uint64_t pc, uint32_t *kind);
 uint32_t spe_model_classify(const struct spe_model *m, uint32_t word);
 void spe_model_site_add(struct spe_model *m, uint64_t pc, uint32_t kind);
 void spe_model_sites_clear(struct spe_model *m);
+#define SPE_SITE_NO_BRANCH (-2)
+#define SPE_SITE_UNKNOWN (-3)
+int spe_model_feed_branch(struct spe_model *m, uint64_t pc, uint64_t next);
 void spe_model_stats(const struct spe_model *m, uint64_t *out);
 void spe_model_set_encodings(struct spe_model *m, const uint32_t *masks, const uint32_t *values,
                              const uint32_t *kinds, uint32_t n);
