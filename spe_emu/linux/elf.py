@@ -9,13 +9,14 @@ never a traceback or an unbounded read.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import ImageError, SpeEmuError
 from ..platform.inputs import open_input, read_input
-from ..platform.loader import (PF_R, PF_W, PF_X, Image, Segment, elf_errors, open_elf,
-                               read_symbols, segment_bytes)
+from ..platform.loader import (PF_R, PF_W, PF_X, Image, LazySymbols, Segment, elf_errors,
+                               open_elf, segment_bytes)
 
 MAX_PROGRAM_BYTES = 256 << 20
 """Largest program file accepted (bytes): a bigger file, or one that is not a regular file
@@ -49,12 +50,12 @@ class LinuxProgram:
     phent: int
     phnum: int
     segments: tuple[Segment, ...]
-    symbols: dict[str, tuple[int, int]]
+    symbols: Mapping[str, tuple[int, int]]
 
     def image(self) -> Image:
         """The program as a :class:`~spe_emu.platform.loader.Image` at its process addresses
         (for naming PCs and the control-instruction scan)."""
-        return Image(self.path, self.entry, list(self.segments), dict(self.symbols))
+        return Image(self.path, self.entry, list(self.segments), self.symbols)
 
 
 def load_linux_program(path: str | Path, va_limit: int) -> LinuxProgram:
@@ -99,7 +100,6 @@ def load_linux_program(path: str | Path, va_limit: int) -> LinuxProgram:
             loads.append((va, off, data, seg["p_memsz"], seg["p_flags"] & (PF_R | PF_W | PF_X)))
         if not loads:
             raise ImageError(f"{path}: no PT_LOAD segments")
-        symbols = read_symbols(elf)
         entry = elf["e_entry"]
     lowest = min(va for va, *_ in loads) & ~(PAGE - 1)
     bias = ET_DYN_BASE - lowest if etype == "ET_DYN" else 0
@@ -120,8 +120,7 @@ def load_linux_program(path: str | Path, va_limit: int) -> LinuxProgram:
                              f"PT_LOAD holds e_phoff {phoff:#x})")
     return LinuxProgram(path=path, raw=raw, bias=bias, entry=entry + bias,
                         phdr=phdr_va + bias, phent=phent, phnum=phnum,
-                        segments=tuple(segments),
-                        symbols={k: (v + bias, s) for k, (v, s) in symbols.items()})
+                        segments=tuple(segments), symbols=LazySymbols(path, raw, bias))
 
 
 def is_linux_program(path: Path, guest_region: tuple[int, int]) -> bool:

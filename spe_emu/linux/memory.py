@@ -194,12 +194,21 @@ class AddressSpace:
         if not self.usable(lo, hi):
             raise OutOfMemory(f"{lo:#x}-{hi:#x} is outside the usable address space")
         self.unmap(lo, hi)
-        for va in range(lo, hi, PAGE):
+        template, oa = self._pte(0, prot), DESC.field("OA")   # (pages differ by OA only)
+        va = lo
+        while va < hi:
+            # (the pages up to the end of va's level 3 table: one write of their descriptors,
+            # each 0 for PROT_NONE as unmap left it; tables and pages allocated in VA order)
+            end = min(hi, (va | ((1 << L2_SHIFT) - 1)) + 1)
             slot = self._l3_slot(va, True)
-            pa = self._alloc() if prot & PROT_MASK else None
-            self.pages[va >> PAGE_SHIFT] = [pa, prot]
-            if pa is not None:
-                self._set_desc(slot, self._pte(pa, prot))
+            descs = bytearray()
+            for page in range(va, end, PAGE):
+                pa = self._alloc() if prot & PROT_MASK else None
+                self.pages[page >> PAGE_SHIFT] = [pa, prot]
+                desc = 0 if pa is None else oa.set(template, pa >> PAGE_SHIFT)
+                descs += desc.to_bytes(8, "little")
+            self._write(slot, bytes(descs))
+            va = end
 
     def unmap(self, lo: int, hi: int) -> None:
         """Remove the pages of ``[lo, hi)`` (absent pages are fine)."""

@@ -659,9 +659,11 @@ static __attribute__((noinline)) void block_slow(void *uc, uint64_t address, uin
  * record itself as the current block here.) */
 /* The common path with model_feed "every" feeding: the branch that ended the last block
  * trains the predictor first (out of line, so that the path without a feed needs no stack
- * frame: a Linux boot runs it at every block). */
-static __attribute__((noinline)) void block_fed(void *uc, uint64_t address, uint64_t n,
-                                                struct spe_counter *c)
+ * frame: a Linux boot runs it at every block; flattened, so that the model's site look-up
+ * and predictor are inlined into it: 3% of a qsort program's run, which calls it at each of
+ * its 25 M blocks). */
+static __attribute__((noinline, flatten)) void block_fed(void *uc, uint64_t address,
+                                                         uint64_t n, struct spe_counter *c)
 {
     /* (feed_access feeds while c->insns < feed_until: the accesses before a block that
      * crosses it go in first) */

@@ -11,7 +11,7 @@ from __future__ import annotations
 import bisect
 import io
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -73,7 +73,7 @@ class Image:
     path: Path
     entry: int
     segments: list[Segment]
-    symbols: dict[str, tuple[int, int]] = field(default_factory=dict)
+    symbols: Mapping[str, tuple[int, int]] = field(default_factory=dict)
     _code_index: list[tuple[int, str, int]] | None = field(default=None, init=False, repr=False,
                                                             compare=False)
 
@@ -154,9 +154,8 @@ def load_elf(path: str | Path) -> Image:
                     for seg in elf.iter_segments() if seg["p_type"] == "PT_LOAD"]
         if not segments:
             raise _fail(path, "no PT_LOAD segments")
-        symbols = read_symbols(elf)
         entry = elf["e_entry"]
-    return Image(path=path, entry=entry, segments=segments, symbols=symbols)
+    return Image(path=path, entry=entry, segments=segments, symbols=LazySymbols(path, raw))
 
 
 @contextmanager
@@ -243,6 +242,37 @@ def check_tables(path: Path, elf: ELFFile, raw: bytes) -> None:
         if kind != SHT_NOBITS and (off > size or sz > size - off):
             raise _fail(path, f"section {i} outside the file (sh_offset {off:#x}, "
                               f"sh_size {sz:#x})")
+
+
+class LazySymbols(Mapping):
+    """:func:`read_symbols` of the ELF file ``raw`` (the bytes of ``path``), each value's
+    address plus ``bias`` (bytes), read when first looked up: a run names addresses only
+    when it reports or fails, and pyelftools takes about 60 ms over the 3,000 symbols of a
+    static glibc program (``spe-emu run`` of examples/linux-user/bench.c).
+
+    Raises (on first use):
+        ImageError: the symbol table is malformed (naming the file)."""
+
+    def __init__(self, path: Path, raw: bytes, bias: int = 0):
+        self._path, self._raw, self._bias = path, raw, bias
+        self._table: dict[str, tuple[int, int]] | None = None
+
+    def _symbols(self) -> dict[str, tuple[int, int]]:
+        if self._table is None:
+            with elf_errors(self._path):
+                table = read_symbols(ELFFile(io.BytesIO(self._raw)))
+            self._table = {name: (value + self._bias, size)
+                           for name, (value, size) in table.items()}
+        return self._table
+
+    def __getitem__(self, name: str) -> tuple[int, int]:
+        return self._symbols()[name]
+
+    def __iter__(self):
+        return iter(self._symbols())
+
+    def __len__(self) -> int:
+        return len(self._symbols())
 
 
 def read_symbols(elf: ELFFile) -> dict[str, tuple[int, int]]:
