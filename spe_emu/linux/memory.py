@@ -202,12 +202,14 @@ class AddressSpace:
             end = min(hi, (va | ((1 << L2_SHIFT) - 1)) + 1)
             slot = self._l3_slot(va, True)
             descs = bytearray()
-            for page in range(va, end, PAGE):
-                pa = self._alloc() if prot & PROT_MASK else None
-                self.pages[page >> PAGE_SHIFT] = [pa, prot]
-                desc = 0 if pa is None else oa.set(template, pa >> PAGE_SHIFT)
-                descs += desc.to_bytes(8, "little")
-            self._write(slot, bytes(descs))
+            try:
+                for page in range(va, end, PAGE):
+                    pa = self._alloc() if prot & PROT_MASK else None
+                    self.pages[page >> PAGE_SHIFT] = [pa, prot]
+                    desc = 0 if pa is None else oa.set(template, pa >> PAGE_SHIFT)
+                    descs += desc.to_bytes(8, "little")
+            finally:   # (out of pages: the pages mapped so far are in the tables, as before)
+                self._write(slot, bytes(descs))
             va = end
 
     def unmap(self, lo: int, hi: int) -> None:
