@@ -270,3 +270,45 @@ def test_binutils_object_and_pie_are_refused(tmp_path):
                    capture_output=True)
     with pytest.raises(ImageError, match=r"e_type = ET_DYN, need ET_EXEC"):
         load_elf(pie)
+
+
+def _symtab_header(raw: bytes) -> int:
+    """File offset of the ``.symtab``'s section header (ELF64, little-endian)."""
+    shoff, = struct.unpack_from("<Q", raw, 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", raw, 0x3A)
+    names_off, = struct.unpack_from("<Q", raw, shoff + shstrndx * shentsize + 24)
+    for i in range(shnum):
+        name, = struct.unpack_from("<I", raw, shoff + i * shentsize)
+        if raw[names_off + name:].startswith(b".symtab\0"):
+            return shoff + i * shentsize
+    raise AssertionError("no .symtab")
+
+
+@needs_binutils
+@pytest.mark.parametrize("field, offset, fmt, value, problem", [
+    ("sh_link past the section headers", 40, "<I", 0xFFF0, r"malformed ELF"),
+    ("sh_link to .text", 40, "<I", 1, r"(SHT_STRTAB|not a string table)"),
+    ("sh_entsize 0", 56, "<Q", 0, r"(entry size|sh_entsize)"),
+    ("sh_entsize 12", 56, "<Q", 12, r"sh_entsize 12 .* \(an ELF64 symbol is 24 bytes\)"),
+])
+def test_a_malformed_symbol_table_is_refused_at_load(tmp_path, field, offset, fmt, value,
+                                                    problem):
+    """The .symtab's headers are checked when the image loads (its symbols are parsed only
+    when first looked up: LazySymbols)."""
+    raw = bytearray(build(tmp_path).read_bytes())
+    struct.pack_into(fmt, raw, _symtab_header(raw) + offset, value)
+    with pytest.raises(ImageError, match=problem):
+        load_elf(write(tmp_path, "bad.elf", bytes(raw)))
+
+
+@needs_binutils
+def test_a_symbol_name_outside_the_string_table_is_an_image_error(tmp_path):
+    """A symbol whose st_name is past .strtab: the image loads (the run needs no symbols),
+    and looking a symbol up raises ImageError naming the file."""
+    raw = bytearray(build(tmp_path).read_bytes())
+    header = _symtab_header(raw)
+    symtab, = struct.unpack_from("<Q", raw, header + 24)
+    struct.pack_into("<I", raw, symtab + 24, 0x7FFF_FFFF)   # (symbol 1's st_name)
+    image = load_elf(write(tmp_path, "bad.elf", bytes(raw)))
+    with pytest.raises(ImageError, match=r"bad\.elf: \.symtab: a name at 0x7fffffff"):
+        image.symbol("main")

@@ -15,8 +15,8 @@ from pathlib import Path
 
 from ..errors import ImageError, SpeEmuError
 from ..platform.inputs import open_input, read_input
-from ..platform.loader import (PF_R, PF_W, PF_X, Image, LazySymbols, Segment, elf_errors,
-                               open_elf, segment_bytes)
+from ..platform.loader import (PF_R, PF_W, PF_X, Image, Segment, elf_errors, open_elf,
+                               segment_bytes, symbols_of)
 
 MAX_PROGRAM_BYTES = 256 << 20
 """Largest program file accepted (bytes): a bigger file, or one that is not a regular file
@@ -101,8 +101,9 @@ def load_linux_program(path: str | Path, va_limit: int) -> LinuxProgram:
         if not loads:
             raise ImageError(f"{path}: no PT_LOAD segments")
         entry = elf["e_entry"]
-    lowest = min(va for va, *_ in loads) & ~(PAGE - 1)
-    bias = ET_DYN_BASE - lowest if etype == "ET_DYN" else 0
+        lowest = min(va for va, *_ in loads) & ~(PAGE - 1)
+        bias = ET_DYN_BASE - lowest if etype == "ET_DYN" else 0
+        symbols = symbols_of(path, elf, bias)
     segments = []
     for va, off, data, memsz, flags in sorted(loads):
         lo, hi = va + bias, va + bias + memsz
@@ -120,7 +121,7 @@ def load_linux_program(path: str | Path, va_limit: int) -> LinuxProgram:
                              f"PT_LOAD holds e_phoff {phoff:#x})")
     return LinuxProgram(path=path, raw=raw, bias=bias, entry=entry + bias,
                         phdr=phdr_va + bias, phent=phent, phnum=phnum,
-                        segments=tuple(segments), symbols=LazySymbols(path, raw, bias))
+                        segments=tuple(segments), symbols=symbols)
 
 
 def is_linux_program(path: Path, guest_region: tuple[int, int]) -> bool:

@@ -511,11 +511,14 @@ static inline void feed_branch(void *uc, struct spe_counter *c, uint64_t next, i
     } else {
         mispredicted = spe_model_feed_branch(c->feed, pc, next);
         if (mispredicted == SPE_SITE_UNKNOWN) {   /* (classified once) */
-            site_kind(uc, c, pc);
+            uint32_t kind = site_kind(uc, c, pc);
             mispredicted = spe_model_feed_branch(c->feed, pc, next);
+            if (mispredicted == SPE_SITE_UNKNOWN && (kind & SPE_BR_BRANCH))
+                /* (classified, but the table had no memory to remember it) */
+                mispredicted = spe_model_branch(c->feed, kind, pc, next, next != pc + 4, 1);
         }
         if (mispredicted == SPE_SITE_NO_BRANCH || mispredicted == SPE_SITE_UNKNOWN)
-            return;   /* (UNKNOWN again: not in RAM, not remembered, as site_kind's 0) */
+            return;   /* (UNKNOWN still: not in RAM or does not translate, site_kind's 0) */
     }
     c->pmu_branches++;
     c->pmu_mispredicts += mispredicted != 0;

@@ -155,7 +155,8 @@ def load_elf(path: str | Path) -> Image:
         if not segments:
             raise _fail(path, "no PT_LOAD segments")
         entry = elf["e_entry"]
-    return Image(path=path, entry=entry, segments=segments, symbols=LazySymbols(path, raw))
+        symbols = symbols_of(path, elf)
+    return Image(path=path, entry=entry, segments=segments, symbols=symbols)
 
 
 @contextmanager
@@ -245,24 +246,27 @@ def check_tables(path: Path, elf: ELFFile, raw: bytes) -> None:
 
 
 class LazySymbols(Mapping):
-    """:func:`read_symbols` of the ELF file ``raw`` (the bytes of ``path``), each value's
-    address plus ``bias`` (bytes), read when first looked up: a run names addresses only
-    when it reports or fails, and pyelftools takes about 60 ms over the 3,000 symbols of a
-    static glibc program (``spe-emu run`` of examples/linux-user/bench.c).
+    """The ``.symtab`` symbols of an ELF file: name -> (``st_value`` + ``bias``, ``st_size``,
+    in bytes), a global or weak one winning over a local of the same name; undefined,
+    section, file and mapping (``$x``, ``$d``) symbols left out. Parsed when first looked
+    up: a run names addresses only when it reports or fails, and pyelftools takes about 60 ms over the 3,000 symbols of a static
+    glibc program (``spe-emu run`` of examples/linux-user/bench.c). Made by
+    :func:`symbols_of`, which checks the table's headers at load and keeps only the bytes of
+    the table and of its string table.
 
     Raises (on first use):
-        ImageError: the symbol table is malformed (naming the file)."""
+        ImageError: a symbol's name is outside the string table (naming the file)."""
 
-    def __init__(self, path: Path, raw: bytes, bias: int = 0):
-        self._path, self._raw, self._bias = path, raw, bias
+    def __init__(self, path: Path, parts: tuple | None, bias: int = 0):
+        self._path, self._parts, self._bias = path, parts, bias
         self._table: dict[str, tuple[int, int]] | None = None
 
     def _symbols(self) -> dict[str, tuple[int, int]]:
         if self._table is None:
-            with elf_errors(self._path):
-                table = read_symbols(ELFFile(io.BytesIO(self._raw)))
+            table = {} if self._parts is None else _parse_symbols(self._path, *self._parts)
             self._table = {name: (value + self._bias, size)
                            for name, (value, size) in table.items()}
+            self._parts = None
         return self._table
 
     def __getitem__(self, name: str) -> tuple[int, int]:
@@ -275,25 +279,51 @@ class LazySymbols(Mapping):
         return len(self._symbols())
 
 
-def read_symbols(elf: ELFFile) -> dict[str, tuple[int, int]]:
-    """The ``.symtab`` symbols of ``elf``: name -> (``st_value``, ``st_size`` in bytes), a
-    global or weak one winning over a local of the same name; undefined, section, file and
-    mapping (``$x``, ``$d``) symbols left out. Empty without a ``.symtab``."""
+def symbols_of(path: Path, elf: ELFFile, bias: int = 0) -> LazySymbols:
+    """The ``.symtab`` symbols of ``elf`` (read from ``path``), to be parsed on first use
+    (:class:`LazySymbols`; empty without a ``.symtab``). Call it inside :func:`elf_errors`.
+
+    Raises:
+        ImageError: the ``.symtab``'s entry size is not an ELF64 symbol's, its size is not a
+            multiple of it, or its ``sh_link`` is not a string table (gABI "Symbol Table")."""
     symtab = elf.get_section_by_name(".symtab")
+    if not isinstance(symtab, SymbolTableSection):
+        return LazySymbols(path, None, bias)
+    entsize = elf.structs.Elf_Sym.sizeof()
+    if symtab["sh_entsize"] != entsize or symtab["sh_size"] % entsize:
+        raise _fail(path, f".symtab: sh_entsize {symtab['sh_entsize']} and sh_size "
+                          f"{symtab['sh_size']} (an ELF64 symbol is {entsize} bytes)")
+    link = symtab["sh_link"]
+    if not 0 < link < elf.num_sections() or elf.get_section(link)["sh_type"] != "SHT_STRTAB":
+        raise _fail(path, f".symtab: sh_link {link} is not a string table")
+    return LazySymbols(path, (elf.structs, symtab.data(), elf.get_section(link).data()), bias)
+
+
+def _parse_symbols(path: Path, structs, symtab: bytes, strtab: bytes
+                   ) -> dict[str, tuple[int, int]]:
+    """The symbols (:class:`LazySymbols`, without the bias) of a symbol table's bytes, its
+    string table's and the file's pyelftools structs (``Elf_Sym``)."""
     out: dict[str, tuple[int, int]] = {}
     is_global: dict[str, bool] = {}
-    if not isinstance(symtab, SymbolTableSection):
-        return out
-    for sym in symtab.iter_symbols():
-        name = sym.name
-        info = sym["st_info"]
-        if (not name or sym["st_shndx"] == "SHN_UNDEF"
-                or info["type"] in ("STT_SECTION", "STT_FILE")
-                or name.startswith("$")):
-            continue
-        glob = info["bind"] in ("STB_GLOBAL", "STB_WEAK")
-        if name in out and (is_global[name] or not glob):
-            continue
-        out[name] = (sym["st_value"], sym["st_size"])
-        is_global[name] = glob
+    sym_struct = structs.Elf_Sym
+    size = sym_struct.sizeof()
+    with elf_errors(path):
+        for offset in range(0, len(symtab), size):
+            sym = sym_struct.parse(symtab[offset:offset + size])
+            at = sym["st_name"]
+            if at >= len(strtab):
+                raise _fail(path, f".symtab: a name at {at:#x}, outside .strtab "
+                                  f"({len(strtab)} bytes)")
+            name = strtab[at:strtab.index(b"\0", at)].decode("utf-8", errors="replace")
+            info = sym["st_info"]
+            if (not name or sym["st_shndx"] == "SHN_UNDEF"
+                    or info["type"] in ("STT_SECTION", "STT_FILE")
+                    or name.startswith("$")):
+                continue
+            glob = info["bind"] in ("STB_GLOBAL", "STB_WEAK")
+            if name in out and (is_global[name] or not glob):
+                continue
+            out[name] = (sym["st_value"], sym["st_size"])
+            is_global[name] = glob
     return out
+
