@@ -249,10 +249,11 @@ class LazySymbols(Mapping):
     """The ``.symtab`` symbols of an ELF file: name -> (``st_value`` + ``bias``, ``st_size``,
     in bytes), a global or weak one winning over a local of the same name; undefined,
     section, file and mapping (``$x``, ``$d``) symbols left out. Parsed when first looked
-    up: a run names addresses only when it reports or fails, and pyelftools takes about 60 ms over the 3,000 symbols of a static
-    glibc program (``spe-emu run`` of examples/linux-user/bench.c). Made by
-    :func:`symbols_of`, which checks the table's headers at load and keeps only the bytes of
-    the table and of its string table.
+    up: a run looks up only the firmware's configuration symbol (reports read the file
+    themselves), and pyelftools takes about 60 ms over the 3,000 symbols of a static glibc
+    program (``spe-emu run`` of examples/linux-user/bench.c). Made by :func:`symbols_of`,
+    which checks the table's headers at load and keeps only the bytes of the table and of
+    its string table.
 
     Raises (on first use):
         ImageError: a symbol's name is outside the string table (naming the file)."""
