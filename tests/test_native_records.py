@@ -165,9 +165,10 @@ def test_model_tlb_walks_match_the_oracle(tlb, steps):
 def test_joined_models_invalidate_as_the_oracle(l1d, ops):
     """spe_model_join with three PEs: a recorded store removes the line from the other PEs'
     L1D (kept as rows of ways: (8, 2) and (16, 0); by the clock of each line's last access:
-    (32, 0); as a linked list: (96, 0)), which keep the LRU order of the rest; so whether each access hits
-    its own L1D is what an LRU per PE that drops the line says. A PE that wrote a line its
-    L1D no longer holds snoops again at its next store once another PE has read the line."""
+    (32, 0); as a linked list: (96, 0)), which keep the LRU order of the rest; so whether
+    each access hits its own L1D is what an LRU per PE that drops the line says. A PE that
+    wrote a line its L1D no longer holds snoops again at its next store once another PE has
+    read the line."""
     geometry = (64, 0, *l1d, 0, 0, 1024, 16)
     models = [native.Model(geometry) for _ in range(3)]
     native.join_models(models)
