@@ -11,7 +11,6 @@ the machine's)."""
 
 from __future__ import annotations
 
-import bisect
 import ctypes
 import struct
 from functools import lru_cache
@@ -85,15 +84,6 @@ def _ends_block(word: int) -> bool:
                 or info.sys_op is not None or (info.sysreg is not None and not info.is_read)
                 or info.mnemonic_class in ("isb", "wfi", "wfe", "wfit", "wfet", "yield",
                                            "unknown", "unallocated"))
-
-
-@lru_cache(maxsize=256)
-def _block_ends(page: bytes) -> tuple[int, ...]:
-    """The instructions of a 4 KiB page of code after which QEMU ends a translated block
-    (:func:`_ends_block`), as word indexes in increasing order; remembered for the process (a
-    pure function of the page's bytes)."""
-    return tuple(i for i, (word,) in enumerate(struct.iter_unpack("<I", page))
-                 if _ends_block(word))
 
 
 class LearntPage(NamedTuple):
@@ -471,9 +461,12 @@ class Prediction:
         if page is None:
             return None
         first = (start & 0xFFF) // 4
-        ends = _block_ends(page)
-        i = bisect.bisect_left(ends, first)
-        last = min(ends[i] if i < len(ends) else 0x3FF, first + TCG_MAX_INSNS - 1)
+        last, limit = first, min(0x3FF, first + TCG_MAX_INSNS - 1)
+        # (the first instruction from ``first`` on that ends a block: a few words decoded, not
+        # the whole page, which was most of a fresh process's learning at stops)
+        while last < limit and not _ends_block(int.from_bytes(page[4 * last:4 * last + 4],
+                                                              "little")):
+            last += 1
         return page[4 * first:4 * (last + 1)]
 
     def _evaluate(self, block: int, code: bytes, plan: tuple, info, ctx: AccessContext
