@@ -20,7 +20,7 @@ import signal
 import sys
 import threading
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import click
@@ -148,6 +148,8 @@ def _interruptible():
     finally:
         done.set()
         try:
+            with suppress(BlockingIOError):   # (a full pipe wakes it anyway)
+                os.write(write_end, b"\0")   # (wakes the watcher's select now: no signal)
             watcher.join()
         finally:
             signal.set_wakeup_fd(previous_fd)
