@@ -272,16 +272,16 @@ def test_binutils_object_and_pie_are_refused(tmp_path):
         load_elf(pie)
 
 
-def _symtab_header(raw: bytes) -> int:
-    """File offset of the ``.symtab``'s section header (ELF64, little-endian)."""
+def _section_header(raw: bytes, section: bytes = b".symtab") -> int:
+    """File offset of a section's header (ELF64, little-endian)."""
     shoff, = struct.unpack_from("<Q", raw, 0x28)
     shentsize, shnum, shstrndx = struct.unpack_from("<HHH", raw, 0x3A)
     names_off, = struct.unpack_from("<Q", raw, shoff + shstrndx * shentsize + 24)
     for i in range(shnum):
         name, = struct.unpack_from("<I", raw, shoff + i * shentsize)
-        if raw[names_off + name:].startswith(b".symtab\0"):
+        if raw[names_off + name:].startswith(section + b"\0"):
             return shoff + i * shentsize
-    raise AssertionError("no .symtab")
+    raise AssertionError(f"no {section!r}")
 
 
 @needs_binutils
@@ -296,7 +296,7 @@ def test_a_malformed_symbol_table_is_refused_at_load(tmp_path, field, offset, fm
     """The .symtab's headers are checked when the image loads (its symbols are parsed only
     when first looked up: LazySymbols)."""
     raw = bytearray(build(tmp_path).read_bytes())
-    struct.pack_into(fmt, raw, _symtab_header(raw) + offset, value)
+    struct.pack_into(fmt, raw, _section_header(raw) + offset, value)
     with pytest.raises(ImageError, match=problem):
         load_elf(write(tmp_path, "bad.elf", bytes(raw)))
 
@@ -306,9 +306,43 @@ def test_a_symbol_name_outside_the_string_table_is_an_image_error(tmp_path):
     """A symbol whose st_name is past .strtab: the image loads (the run needs no symbols),
     and looking a symbol up raises ImageError naming the file."""
     raw = bytearray(build(tmp_path).read_bytes())
-    header = _symtab_header(raw)
+    header = _section_header(raw)
     symtab, = struct.unpack_from("<Q", raw, header + 24)
     struct.pack_into("<I", raw, symtab + 24, 0x7FFF_FFFF)   # (symbol 1's st_name)
     image = load_elf(write(tmp_path, "bad.elf", bytes(raw)))
-    with pytest.raises(ImageError, match=r"bad\.elf: \.symtab: a name at 0x7fffffff"):
+    with pytest.raises(ImageError, match=r"bad\.elf: \.symtab: the name at 0x7fffffff is not "
+                                         r"a string of its string table"):
         image.symbol("main")
+
+
+@needs_binutils
+def test_a_symbol_name_without_its_nul_is_an_image_error(tmp_path):
+    """A string table whose last name runs to its end without a NUL: looking a symbol up
+    raises ImageError naming the file and the name's offset."""
+    raw = bytearray(build(tmp_path).read_bytes())
+    strtab = _section_header(raw, b".strtab")
+    size, = struct.unpack_from("<Q", raw, strtab + 32)
+    struct.pack_into("<Q", raw, strtab + 32, size - 1)   # (cuts the last name's NUL)
+    image = load_elf(write(tmp_path, "bad.elf", bytes(raw)))
+    with pytest.raises(ImageError, match=r"bad\.elf: \.symtab: the name at 0x[0-9a-f]+ is not "
+                                         r"a string of its string table"):
+        image.symbol("main")
+
+
+@needs_binutils
+def test_the_symbol_tables_are_read_as_the_file_holds_them(tmp_path):
+    """A string table flagged SHF_COMPRESSED is read as its bytes are, not expanded (it is
+    not zlib data here: expanding it would fail), as pyelftools' own symbol iteration does;
+    and a symbol table holding only the null symbol, with an empty string table, has no
+    symbols."""
+    path = build(tmp_path)
+    raw = bytearray(path.read_bytes())
+    strtab = _section_header(raw, b".strtab")
+    flags, = struct.unpack_from("<Q", raw, strtab + 8)
+    struct.pack_into("<Q", raw, strtab + 8, flags | 0x800)   # (SHF_COMPRESSED)
+    image = load_elf(write(tmp_path, "flagged.elf", bytes(raw)))
+    assert dict(image.symbols) == dict(load_elf(path).symbols)
+    raw = bytearray(path.read_bytes())
+    struct.pack_into("<Q", raw, _section_header(raw) + 32, 24)      # (the null symbol)
+    struct.pack_into("<Q", raw, _section_header(raw, b".strtab") + 32, 0)
+    assert dict(load_elf(write(tmp_path, "empty.elf", bytes(raw))).symbols) == {}

@@ -33,7 +33,6 @@ class LinuxProgram:
 
     Attributes:
         path: the file.
-        raw: its bytes.
         bias: added to every ``p_vaddr`` (0 for ``ET_EXEC``; bytes).
         entry: ``e_entry + bias``.
         phdr: address of the program headers in the process (``AT_PHDR``).
@@ -43,7 +42,6 @@ class LinuxProgram:
     """
 
     path: Path
-    raw: bytes
     bias: int
     entry: int
     phdr: int
@@ -119,7 +117,7 @@ def load_linux_program(path: str | Path, va_limit: int) -> LinuxProgram:
         if phdr_va is None:
             raise ImageError(f"{path}: the program headers are not loaded (no PT_PHDR, no "
                              f"PT_LOAD holds e_phoff {phoff:#x})")
-    return LinuxProgram(path=path, raw=raw, bias=bias, entry=entry + bias,
+    return LinuxProgram(path=path, bias=bias, entry=entry + bias,
                         phdr=phdr_va + bias, phent=phent, phnum=phnum,
                         segments=tuple(segments), symbols=symbols)
 

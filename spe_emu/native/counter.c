@@ -518,7 +518,8 @@ static inline void feed_branch(void *uc, struct spe_counter *c, uint64_t next, i
                 mispredicted = spe_model_branch(c->feed, kind, pc, next, next != pc + 4, 1);
         }
         if (mispredicted == SPE_SITE_NO_BRANCH || mispredicted == SPE_SITE_UNKNOWN)
-            return;   /* (UNKNOWN still: not in RAM or does not translate, site_kind's 0) */
+            return;   /* (UNKNOWN still: not in RAM or does not translate, site_kind's 0, or
+                       * classified as no branch but not remembered) */
     }
     c->pmu_branches++;
     c->pmu_mispredicts += mispredicted != 0;

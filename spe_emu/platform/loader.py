@@ -256,7 +256,8 @@ class LazySymbols(Mapping):
     its string table.
 
     Raises (on first use):
-        ImageError: a symbol's name is outside the string table (naming the file)."""
+        ImageError: a symbol's name starts outside its string table, or has no NUL before
+            the table's end (naming the file)."""
 
     def __init__(self, path: Path, parts: tuple | None, bias: int = 0):
         self._path, self._parts, self._bias = path, parts, bias
@@ -282,11 +283,14 @@ class LazySymbols(Mapping):
 
 def symbols_of(path: Path, elf: ELFFile, bias: int = 0) -> LazySymbols:
     """The ``.symtab`` symbols of ``elf`` (read from ``path``), to be parsed on first use
-    (:class:`LazySymbols`; empty without a ``.symtab``). Call it inside :func:`elf_errors`.
+    (:class:`LazySymbols`; empty without a ``.symtab``). The tables' bytes are kept as the
+    file holds them (a table marked SHF_COMPRESSED is not expanded, as pyelftools' symbol
+    iteration never did). Call it inside :func:`elf_errors`.
 
     Raises:
         ImageError: the ``.symtab``'s entry size is not an ELF64 symbol's, its size is not a
-            multiple of it, or its ``sh_link`` is not a string table (gABI "Symbol Table")."""
+            multiple of it, or its ``sh_link`` is not a string table (gABI "Symbol Table";
+            pyelftools refuses most of these itself, with its own message)."""
     symtab = elf.get_section_by_name(".symtab")
     if not isinstance(symtab, SymbolTableSection):
         return LazySymbols(path, None, bias)
@@ -297,7 +301,14 @@ def symbols_of(path: Path, elf: ELFFile, bias: int = 0) -> LazySymbols:
     link = symtab["sh_link"]
     if not 0 < link < elf.num_sections() or elf.get_section(link)["sh_type"] != "SHT_STRTAB":
         raise _fail(path, f".symtab: sh_link {link} is not a string table")
-    return LazySymbols(path, (elf.structs, symtab.data(), elf.get_section(link).data()), bias)
+    return LazySymbols(path, (elf.structs, _section_bytes(elf, symtab),
+                              _section_bytes(elf, elf.get_section(link))), bias)
+
+
+def _section_bytes(elf: ELFFile, section) -> bytes:
+    """A section's bytes as the file holds them (:func:`check_tables` has bounded them)."""
+    elf.stream.seek(section["sh_offset"])
+    return elf.stream.read(section["sh_size"])
 
 
 def _parse_symbols(path: Path, structs, symtab: bytes, strtab: bytes
@@ -312,10 +323,13 @@ def _parse_symbols(path: Path, structs, symtab: bytes, strtab: bytes
         for offset in range(0, len(symtab), size):
             sym = sym_struct.parse(symtab[offset:offset + size])
             at = sym["st_name"]
-            if at >= len(strtab):
-                raise _fail(path, f".symtab: a name at {at:#x}, outside .strtab "
-                                  f"({len(strtab)} bytes)")
-            name = strtab[at:strtab.index(b"\0", at)].decode("utf-8", errors="replace")
+            if not at:   # (the empty name, even of an empty string table: left out below)
+                continue
+            end = strtab.find(b"\0", at)
+            if at >= len(strtab) or end < 0:
+                raise _fail(path, f".symtab: the name at {at:#x} is not a string of its "
+                                  f"string table ({len(strtab)} bytes)")
+            name = strtab[at:end].decode("utf-8", errors="replace")
             info = sym["st_info"]
             if (not name or sym["st_shndx"] == "SHN_UNDEF"
                     or info["type"] in ("STT_SECTION", "STT_FILE")
@@ -327,4 +341,3 @@ def _parse_symbols(path: Path, structs, symtab: bytes, strtab: bytes
             out[name] = (sym["st_value"], sym["st_size"])
             is_global[name] = glob
     return out
-
