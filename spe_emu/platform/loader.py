@@ -323,7 +323,7 @@ def _parse_symbols(path: Path, structs, symtab: bytes, strtab: bytes
         for offset in range(0, len(symtab), size):
             sym = sym_struct.parse(symtab[offset:offset + size])
             at = sym["st_name"]
-            if not at:   # (the empty name, even of an empty string table: left out below)
+            if not at:   # (the empty name, even of an empty string table: nothing to keep)
                 continue
             end = strtab.find(b"\0", at)
             if at >= len(strtab) or end < 0:
