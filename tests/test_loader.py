@@ -301,31 +301,29 @@ def test_a_malformed_symbol_table_is_refused_at_load(tmp_path, field, offset, fm
         load_elf(write(tmp_path, "bad.elf", bytes(raw)))
 
 
-@needs_binutils
-def test_a_symbol_name_outside_the_string_table_is_an_image_error(tmp_path):
-    """A symbol whose st_name is past .strtab: the image loads (the run needs no symbols),
-    and looking a symbol up raises ImageError naming the file."""
-    raw = bytearray(build(tmp_path).read_bytes())
-    header = _section_header(raw)
-    symtab, = struct.unpack_from("<Q", raw, header + 24)
+def _name_past_its_table(raw: bytearray) -> None:
+    symtab, = struct.unpack_from("<Q", raw, _section_header(raw) + 24)
     struct.pack_into("<I", raw, symtab + 24, 0x7FFF_FFFF)   # (symbol 1's st_name)
-    image = load_elf(write(tmp_path, "bad.elf", bytes(raw)))
-    with pytest.raises(ImageError, match=r"bad\.elf: \.symtab: the name at 0x7fffffff is not "
-                                         r"a string of its string table"):
-        image.symbol("main")
 
 
-@needs_binutils
-def test_a_symbol_name_without_its_nul_is_an_image_error(tmp_path):
-    """A string table whose last name runs to its end without a NUL: looking a symbol up
-    raises ImageError naming the file and the name's offset."""
-    raw = bytearray(build(tmp_path).read_bytes())
+def _last_name_without_its_nul(raw: bytearray) -> None:
     strtab = _section_header(raw, b".strtab")
     size, = struct.unpack_from("<Q", raw, strtab + 32)
     struct.pack_into("<Q", raw, strtab + 32, size - 1)   # (cuts the last name's NUL)
+
+
+@needs_binutils
+@pytest.mark.parametrize("corrupt, at", [(_name_past_its_table, "0x7fffffff"),
+                                         (_last_name_without_its_nul, "0x[0-9a-f]+")])
+def test_a_bad_symbol_name_is_an_image_error_at_the_first_look_up(tmp_path, corrupt, at):
+    """A symbol whose st_name is past its string table, or whose name runs to the table's
+    end without a NUL: the image loads (the run needs no symbols), and looking a symbol up
+    raises ImageError naming the file and the name's offset."""
+    raw = bytearray(build(tmp_path).read_bytes())
+    corrupt(raw)
     image = load_elf(write(tmp_path, "bad.elf", bytes(raw)))
-    with pytest.raises(ImageError, match=r"bad\.elf: \.symtab: the name at 0x[0-9a-f]+ is not "
-                                         r"a string of its string table"):
+    with pytest.raises(ImageError, match=rf"bad\.elf: \.symtab: the name at {at} is not a "
+                                         r"string of its string table"):
         image.symbol("main")
 
 
