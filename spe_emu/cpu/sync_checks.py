@@ -61,7 +61,6 @@ installed only while the control is on (docs/model.md "Exceptions"):
 from __future__ import annotations
 
 import ctypes
-import functools
 from functools import lru_cache
 
 from unicorn import (
@@ -198,7 +197,7 @@ def dc_zva_offsets(code: bytes) -> list[int]:
     return [i * INSN_BYTES for i in native.word_match(code, (DC_ZVA,))[0]]
 
 
-@functools.lru_cache(maxsize=4)
+@lru_cache(maxsize=4)
 def sp_writer_offsets(code: bytes) -> tuple[int, ...]:
     """Offsets (multiples of 4) in ``code`` of the instructions that may misalign SP
     (:func:`may_misalign_sp`), the candidates :func:`spe_emu.native.word_match` finds.

@@ -510,16 +510,14 @@ static inline void feed_branch(void *uc, struct spe_counter *c, uint64_t next, i
         mispredicted = spe_model_branch(c->feed, kind, pc, next, taken, 1);
     } else {
         mispredicted = spe_model_feed_branch(c->feed, pc, next);
-        if (mispredicted == SPE_SITE_UNKNOWN) {   /* (classified once) */
+        if (mispredicted == SPE_SITE_UNKNOWN) {   /* (classified once, and remembered) */
             uint32_t kind = site_kind(uc, c, pc);
-            mispredicted = spe_model_feed_branch(c->feed, pc, next);
-            if (mispredicted == SPE_SITE_UNKNOWN && (kind & SPE_BR_BRANCH))
-                /* (classified, but the table had no memory to remember it) */
-                mispredicted = spe_model_branch(c->feed, kind, pc, next, next != pc + 4, 1);
+            mispredicted = kind & SPE_BR_BRANCH
+                           ? spe_model_branch(c->feed, kind, pc, next, next != pc + 4, 1)
+                           : SPE_SITE_NO_BRANCH;
         }
-        if (mispredicted == SPE_SITE_NO_BRANCH || mispredicted == SPE_SITE_UNKNOWN)
-            return;   /* (UNKNOWN still: not in RAM or does not translate, site_kind's 0, or
-                       * classified as no branch but not remembered) */
+        if (mispredicted == SPE_SITE_NO_BRANCH)
+            return;
     }
     c->pmu_branches++;
     c->pmu_mispredicts += mispredicted != 0;

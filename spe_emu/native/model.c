@@ -698,7 +698,7 @@ static inline __attribute__((always_inline)) int model_branch(
     return mispredicted;
 }
 
-/* model_branch for record.c and Python (Model.branch). */
+/* model_branch, exported (record.c, counter.c's captures, Python's Model.branch). */
 int spe_model_branch(struct spe_model *m, uint32_t kind, uint64_t pc, uint64_t target,
                      int taken, int update)
 {
@@ -769,9 +769,9 @@ void spe_model_sites_clear(struct spe_model *m)
 
 /* The branch that ended a block at pc, the run going on at next (counter.c feed_branch):
  * trains the predictor (spe_model_branch with update) when the site's kind is known and a
- * branch. Returns spe_model_branch's verdict, SPE_SITE_NO_BRANCH, or SPE_SITE_UNKNOWN
- * (spe_model_site_add it, then ask again). One call for the two look-ups: the block hook
- * makes it at every block. */
+ * branch. Returns spe_model_branch's verdict, SPE_SITE_NO_BRANCH, or SPE_SITE_UNKNOWN (the
+ * caller classifies the site: counter.c site_kind). One call for the two look-ups: the block
+ * hook makes it at every block. */
 int spe_model_feed_branch(struct spe_model *m, uint64_t pc, uint64_t next)
 {
     uint32_t kind;
@@ -848,6 +848,13 @@ struct spe_trace_entry {
     uint64_t info;
 };
 
+/* Nothing needs an access's PC (no capture armed, no PMU, no ground truth) and there is one
+ * PE: spe_model_trace_batch's accesses go straight to the model. */
+static inline int batch_plain(const struct spe_counter *c, const struct spe_model *m)
+{
+    return !m->peers && !(c->armed | c->pmu_on | (uint64_t)c->gt_events);
+}
+
 /* The batched memory trace's callback (uc_mem_trace_batch_set, patches/unicorn/0011: the
  * translated code appends each access to a buffer inline; Unicorn hands it over when it runs
  * short, before the TLB changes, before any hook but a block hook runs, and when
@@ -861,10 +868,10 @@ void spe_model_trace_batch(struct spe_counter *c, const struct spe_trace_entry *
      * before a block crosses it, so a batch is all before it or all after) */
     if (c->insns >= c->feed_until)
         return;
-    /* (plain: nothing needs an access's PC, and one PE: the accesses go straight to the
-     * model; the line of the last access again, within it, is an L1D hit that changes
-     * nothing, spe_model_access_rw. Only a capture's access changes what this says.) */
-    int plain = !m->peers && !(c->armed | c->pmu_on | (uint64_t)c->gt_events);
+    /* (plain: the accesses go straight to the model; the line of the last access again,
+     * within it, is an L1D hit that changes nothing, spe_model_access_rw. Only a capture's
+     * access changes what batch_plain says.) */
+    int plain = batch_plain(c, m);
     for (const struct spe_trace_entry *end = e + count; e < end; e++) {
         uint64_t size = (uint64_t)1 << (e->info >> 56 & 7), line = e->addr >> 6;
         uint64_t last = (e->addr + size - 1) >> 6;
@@ -880,6 +887,6 @@ void spe_model_trace_batch(struct spe_counter *c, const struct spe_trace_entry *
         }
         uint64_t pc = (uint64_t)((int64_t)(e->info << 8) >> 8);
         feed_access(0, c, pc, e->addr, size, store);
-        plain = !m->peers && !(c->armed | c->pmu_on | (uint64_t)c->gt_events);
+        plain = batch_plain(c, m);
     }
 }
