@@ -539,6 +539,8 @@ class Prediction:
         the Profiling Buffer in one batch (the capture budget guarantees no Profiling Buffer
         management event)."""
         c = self.counter
+        if c.feed:   # (the captures' outcomes: the model's thread may still be setting them)
+            self.spu.builder.model.sync()
         count = c.cap_count
         c.cap_count = c.completing = c.armed = 0
         self.sample_paths["evaluated"] += c.evaluated

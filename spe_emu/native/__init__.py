@@ -649,7 +649,7 @@ def _compile_into_cache() -> Path:
     cache.mkdir(parents=True, exist_ok=True)
     include = sysconfig.get_paths()["include"]
     tmp = target.with_suffix(f".{os.getpid()}.tmp")
-    cmd = [os.environ.get("CC", "cc"), "-O2", "-shared", "-fPIC", f"-I{include}",
+    cmd = [os.environ.get("CC", "cc"), "-O2", "-shared", "-fPIC", "-pthread", f"-I{include}",
            f'-DSPE_SOURCE_DIGEST="{digest}"', "-o", str(tmp), *map(str, _SOURCES)]
     try:
         subprocess.run(cmd, check=True, capture_output=True)
@@ -677,8 +677,35 @@ def library() -> ctypes.CDLL:
                 raise NativeBuildError(f"{_HEADER.name}: the native structs do not match "
                                        f"their ctypes mirrors")
         _declare(lib)
+        ctypes.c_int.in_dll(lib, "spe_model_threads").value = model_threads()
         _LIB = lib
     return _LIB
+
+
+def use_model_threads(on: bool) -> bool:
+    """Whether the models made from now on record accesses on a thread of their own (see
+    :func:`model_threads`, which sets it when the library loads); returns the setting it
+    replaces."""
+    flag = ctypes.c_int.in_dll(library(), "spe_model_threads")
+    old, flag.value = bool(flag.value), int(on)
+    return old
+
+
+def model_threads() -> bool:
+    """Whether each model records the plain accesses of the batched memory trace on a thread
+    of its own (model.c, docs/model.md "The model's thread"): ``SPE_EMU_MODEL_THREAD`` 1 or
+    0 when set; else when this process may run on at least two host CPUs. The results are the
+    same either way; only the time a run takes changes.
+
+    Raises:
+        ValueError: ``SPE_EMU_MODEL_THREAD`` is set to neither 0 nor 1.
+    """
+    setting = os.environ.get("SPE_EMU_MODEL_THREAD")
+    if setting is not None:
+        if setting not in ("0", "1"):
+            raise ValueError(f"SPE_EMU_MODEL_THREAD={setting!r}: expected 0 or 1")
+        return setting == "1"
+    return len(os.sched_getaffinity(0)) >= 2
 
 
 # Fields of struct spe_counter whose offsets the loader compares with the mirror's
@@ -865,6 +892,8 @@ def _declare(lib: ctypes.CDLL) -> None:
                                          ctypes.POINTER(u32), ctypes.POINTER(u32), u32), None),
             ("spe_model_classify", (ctypes.c_void_p, u32), u32),
             ("spe_model_sites_clear", (ctypes.c_void_p,), None),
+            ("spe_model_sync", (ctypes.c_void_p,), None),
+            ("spe_model_worker_stats", (ctypes.c_void_p, ctypes.POINTER(u64)), None),
             ("spe_model_free", (ctypes.c_void_p,), None),
             ("spe_model_access", (ctypes.c_void_p, u64, ctypes.c_int), ctypes.c_int),
             ("spe_model_access_rw", (ctypes.c_void_p, u64, ctypes.c_int, ctypes.c_int),
@@ -1031,6 +1060,20 @@ class Model:
         if out < 0:
             raise MemoryError("model.c: no memory for the branch target table")
         return bool(out)
+
+    def sync(self) -> None:
+        """``spe_model_sync()``: waits until the model's thread (:func:`model_threads`) has
+        recorded every access handed to it, so that the captures' outcomes
+        (``spe_capture.fed``) it sets can be read. Every other method waits by itself."""
+        self.lib.spe_model_sync(self.ptr)
+
+    def worker_stats(self) -> tuple[int, int]:
+        """What the model's thread did so far: the ring entries (lines, and a capture's two)
+        handed to it, and the times its thread started (it ends after a while asleep, and
+        starts again when entries come); (0, 0) when the model has no thread."""
+        out = (ctypes.c_uint64 * 2)()
+        self.lib.spe_model_worker_stats(self.ptr, out)
+        return out[0], out[1]
 
     def classify(self, word: int) -> int:
         """The kind (BR_* | BR_BRANCH) of the instruction ``word`` by the branch encodings

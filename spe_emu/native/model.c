@@ -14,8 +14,12 @@
  * operation itself found as it executed; or only the sampled operations, as their records
  * are built ("sampled": spe_model_access and spe_model_branch with update = 1).
  */
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "spe_native.h"
 
@@ -350,9 +354,346 @@ struct spe_model {
     struct spe_level *llcp;
     struct spe_lru *modified;
     uint64_t owned_line;
+    /* The model's thread (spe_model_threads, "The model's thread" below): 0 until a plain
+     * batch starts it. Owned by the thread that feeds the model: the line + 1 of the last
+     * line handed over (sent_line, valid when sent_valid: m->last_line once the worker has
+     * taken it), and the handed-over accesses to that line again (again: an L1D hit that
+     * changes nothing, added to stats when the worker is next idle). */
+    struct spe_worker *worker;
+    uint64_t sent_line, again;
+    int sent_valid;
 };
 
 const uint64_t spe_model_stats_count = SPE_MODEL_STATS;
+
+/* One access of the batched memory trace: uc_mem_trace_entry of patches/unicorn/0011 (addr:
+ * the physical address; info: the PC's bits [55:0], log2 of the size in [58:56], bit 59 set
+ * for a store). */
+struct spe_trace_entry {
+    uint64_t addr;
+    uint64_t info;
+};
+
+/* ---- The model's thread ------------------------------------------------------------- */
+
+/* With spe_model_threads set (by Python: docs/model.md "The model's thread"), the plain
+ * accesses of the batched memory trace (spe_model_trace_batch: one PE, nothing needs an
+ * access's PC) are handed to a worker thread of the model as the lines they touch, through a
+ * ring; the feeding thread goes on emulating while the worker records them, in the same
+ * order, with the same code (access_rw). Everything else that reads or changes the caches'
+ * and TLB's state (every exported function but the branch predictor's and the branch sites')
+ * first waits for the worker to be idle (model_sync), so every outcome, record and count is
+ * the one the model gives without the thread: only the time it takes changes. The branch
+ * predictor and the sites are not the worker's: they stay with the feeding thread. */
+int spe_model_threads = 0;
+
+#define SPE_RING_LINES ((uint64_t)1 << 16)   /* entries in flight at most (512 KiB) */
+/* A line whose outcome a capture takes (spe_capture.fed): the next entry is the address of
+ * that field */
+#define SPE_RING_CAPTURE ((uint64_t)1 << 63)
+#define SPE_PUBLISH 1024     /* entries handed over that wake the worker */
+#define SPE_SPINS 20000      /* polls of the ring before the worker sleeps (about 1 ms) */
+/* An idle worker's thread ends after this long asleep, in ns (host time: nothing the guest
+ * sees; tests shorten it) */
+long spe_model_worker_idle_ns = 500000000L;
+
+struct spe_worker {
+    pthread_mutex_t lock;
+    pthread_cond_t wake;
+    pthread_t thread;
+    int running;                /* (lock) the thread has not ended */
+    int joinable;               /* (lock) the thread has not been joined */
+    uint64_t *ring;             /* the entries, the nth at [n % SPE_RING_LINES] */
+    uint64_t head_local;        /* (the feeding thread's head, published by worker_publish) */
+    uint64_t forks;             /* spe_model_forks when the thread started */
+    uint64_t starts;            /* threads started */
+    _Atomic int sleeping, quit;
+    /* (each on a cache line of its own: one thread writes each) */
+    _Alignas(64) _Atomic uint64_t head;   /* entries handed over (by the feeding thread) */
+    _Alignas(64) _Atomic uint64_t tail;   /* entries recorded (by the worker) */
+};
+
+/* Forks of this process since the first worker started: a child has no worker thread, only
+ * the ring (the feeding thread records what is left in it: worker_wait). */
+static _Atomic uint64_t spe_model_forks;
+static pthread_once_t spe_model_atfork_once = PTHREAD_ONCE_INIT;
+
+static void model_forked(void)
+{
+    atomic_fetch_add(&spe_model_forks, 1);
+}
+
+static void model_atfork(void)
+{
+    pthread_atfork(0, 0, model_forked);
+}
+
+static int access_rw(struct spe_model *m, uint64_t line, int update, int store);
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ volatile("yield");
+#endif
+}
+
+/* Records the nth entry of ring (a capture's line: and stores its outcome where the next
+ * entry says); returns the number of the entry after it. */
+static inline uint64_t worker_take(struct spe_model *m, const uint64_t *ring, uint64_t n)
+{
+    uint64_t line = ring[n & (SPE_RING_LINES - 1)];
+    if (__builtin_expect(!(line & SPE_RING_CAPTURE), 1)) {
+        access_rw(m, line, 1, 0);
+        return n + 1;
+    }
+    uint64_t *fed = (uint64_t *)(uintptr_t)ring[(n + 1) & (SPE_RING_LINES - 1)];
+    *fed = (uint64_t)access_rw(m, line & ~SPE_RING_CAPTURE, 1, 0);
+    return n + 2;
+}
+
+/* The worker: records the entries handed over, in order; polls for more, then sleeps; ends
+ * after spe_model_worker_idle_ns asleep (worker_publish starts it again) or when told to quit. */
+static void *worker_main(void *arg)
+{
+    struct spe_model *m = arg;
+    struct spe_worker *w = m->worker;
+    uint64_t t = atomic_load_explicit(&w->tail, memory_order_relaxed);
+    for (;;) {
+        uint64_t h = atomic_load_explicit(&w->head, memory_order_acquire);
+        for (int spins = 0; h == t && spins < SPE_SPINS; spins++) {
+            cpu_relax();
+            h = atomic_load_explicit(&w->head, memory_order_acquire);
+        }
+        if (h == t) {
+            struct timespec until;
+            int timed_out = 0;
+            clock_gettime(CLOCK_REALTIME, &until);   /* (a host timeout: nothing the guest sees) */
+            until.tv_nsec += spe_model_worker_idle_ns % 1000000000L;
+            until.tv_sec += spe_model_worker_idle_ns / 1000000000L;
+            until.tv_sec += until.tv_nsec / 1000000000L;
+            until.tv_nsec %= 1000000000L;
+            pthread_mutex_lock(&w->lock);
+            atomic_store(&w->sleeping, 1);
+            while ((h = atomic_load(&w->head)) == t && !atomic_load(&w->quit) && !timed_out)
+                timed_out = pthread_cond_timedwait(&w->wake, &w->lock, &until) != 0;
+            if (h == t) {   /* (quit, or idle long enough: the sleeping flag stays set) */
+                w->running = 0;
+                pthread_mutex_unlock(&w->lock);
+                return 0;
+            }
+            atomic_store(&w->sleeping, 0);
+            pthread_mutex_unlock(&w->lock);
+        }
+        while (t < h) {
+            uint64_t stop = h - t > 4096 ? t + 4096 : h;   /* (room freed as it goes) */
+            while (t < stop)
+                t = worker_take(m, w->ring, t);
+            atomic_store_explicit(&w->tail, t, memory_order_release);
+        }
+    }
+}
+
+/* Starts w's thread (w->lock held, or w not shared yet); 0 when it cannot. */
+static int worker_start(struct spe_model *m, struct spe_worker *w)
+{
+    atomic_store(&w->sleeping, 0);
+    w->forks = atomic_load(&spe_model_forks);
+    w->running = w->joinable = pthread_create(&w->thread, 0, worker_main, m) == 0;
+    w->starts += (uint64_t)w->running;
+    return w->running;
+}
+
+/* The worker of m, made on first use; 0 when threads are off (spe_model_threads), with
+ * several PEs, or without memory. */
+static struct spe_worker *worker_of(struct spe_model *m)
+{
+    if (m->worker)
+        return m->worker;
+    if (!spe_model_threads || m->peers)
+        return 0;
+    pthread_once(&spe_model_atfork_once, model_atfork);
+    struct spe_worker *w = aligned_alloc(64, sizeof *w);
+    if (!w)
+        return 0;
+    memset(w, 0, sizeof *w);
+    if (!(w->ring = malloc(SPE_RING_LINES * sizeof *w->ring))) {
+        free(w);
+        return 0;
+    }
+    pthread_mutex_init(&w->lock, 0);
+    pthread_cond_init(&w->wake, 0);
+    m->worker = w;
+    if (!worker_start(m, w)) {
+        m->worker = 0;
+        pthread_mutex_destroy(&w->lock);
+        pthread_cond_destroy(&w->wake);
+        free(w->ring);
+        free(w);
+        return 0;
+    }
+    return w;
+}
+
+/* The worker's thread is gone: this is a forked child, or it could not start again. */
+static inline int worker_orphaned(const struct spe_worker *w)
+{
+    return w->forks != atomic_load(&spe_model_forks) || !w->running;
+}
+
+/* Hands the entries up to head_local over, waking the worker (or starting its thread again
+ * when it ended idle). */
+static void worker_publish(struct spe_model *m, struct spe_worker *w)
+{
+    atomic_store(&w->head, w->head_local);
+    if (atomic_load(&w->sleeping) && w->forks == atomic_load(&spe_model_forks)) {
+        pthread_mutex_lock(&w->lock);
+        if (w->running) {
+            pthread_cond_signal(&w->wake);
+        } else if (w->joinable) {
+            pthread_join(w->thread, 0);
+            worker_start(m, w);   /* (else worker_wait records the entries itself) */
+        }
+        pthread_mutex_unlock(&w->lock);
+    }
+}
+
+/* Waits until every entry handed over is recorded (in a forked child, or with no thread,
+ * records them itself), then adds the accesses counted as again. After it the model is the
+ * feeding thread's until it hands entries over again. */
+static void worker_wait(struct spe_model *m)
+{
+    struct spe_worker *w = m->worker;
+    if (atomic_load_explicit(&w->head, memory_order_relaxed) != w->head_local)
+        worker_publish(m, w);
+    if (worker_orphaned(w)) {
+        for (uint64_t t = atomic_load(&w->tail); t < w->head_local;)
+            t = worker_take(m, w->ring, t);
+        atomic_store(&w->tail, w->head_local);
+    } else {
+        for (unsigned spins = 0;
+             atomic_load_explicit(&w->tail, memory_order_acquire) != w->head_local; spins++) {
+            if (spins < 100000)
+                cpu_relax();
+            else
+                sched_yield();
+        }
+    }
+    m->stats[SPE_STAT_ACCESSES] += m->again;
+    m->stats[SPE_LEVEL_L1D] += m->again;
+    m->again = 0;
+    m->sent_valid = 0;
+}
+
+static inline void model_sync(struct spe_model *m)
+{
+    if (m->worker)
+        worker_wait(m);
+}
+
+/* Waits until the model's worker has recorded every access handed to it: before
+ * spe_capture.fed is read (record.c, Python's replay). */
+void spe_model_sync(struct spe_model *m)
+{
+    model_sync(m);
+}
+
+/* What m's worker did so far: out[0] the entries handed to it, out[1] the threads it started
+ * (0, 0: no worker). */
+void spe_model_worker_stats(struct spe_model *m, uint64_t *out)
+{
+    out[0] = m->worker ? m->worker->head_local : 0;
+    out[1] = m->worker ? m->worker->starts : 0;
+}
+
+/* Ends and frees m's worker (model_sync first). */
+static void worker_stop(struct spe_model *m)
+{
+    struct spe_worker *w = m->worker;
+    if (!w)
+        return;
+    model_sync(m);
+    if (w->forks == atomic_load(&spe_model_forks)) {
+        pthread_mutex_lock(&w->lock);
+        atomic_store(&w->quit, 1);
+        pthread_cond_signal(&w->wake);
+        pthread_mutex_unlock(&w->lock);
+        if (w->joinable)
+            pthread_join(w->thread, 0);   /* (also a thread that ended idle) */
+    }
+    pthread_mutex_destroy(&w->lock);
+    pthread_cond_destroy(&w->wake);
+    free(w->ring);
+    free(w);
+    m->worker = 0;
+}
+
+/* Room for n more entries in ring from head h (publishes and waits for the worker if need
+ * be). */
+static inline uint64_t worker_room(struct spe_model *m, struct spe_worker *w, uint64_t h,
+                                   uint64_t room, uint64_t n)
+{
+    if (__builtin_expect(room >= n, 1))
+        return room;
+    w->head_local = h;
+    worker_publish(m, w);
+    if (worker_orphaned(w)) {   /* (no thread: the feeding thread records the ring) */
+        worker_wait(m);
+        return SPE_RING_LINES;
+    }
+    do {
+        cpu_relax();
+        room = SPE_RING_LINES - (h - atomic_load_explicit(&w->tail, memory_order_acquire));
+    } while (room < 4096);
+    return room;
+}
+
+/* Hands count accesses to the worker (spe_model_trace_batch, one PE, neither the PMU nor
+ * ground truth on): each line they touch, but an access within the line handed over last (an
+ * L1D hit that changes nothing, counted in m->again, as count_last_line_again would). The
+ * first access of the instruction a capture armed (feed_access's rule) is handed over with
+ * the address of the capture's spe_capture.fed, which the worker sets: it is read only after
+ * model_sync (spe_model_sync: record.c, Python's replay). The worker is woken once
+ * SPE_PUBLISH lines wait (model_sync wakes it for the rest). */
+static void worker_feed(struct spe_counter *c, struct spe_model *m, struct spe_worker *w,
+                        const struct spe_trace_entry *e, size_t count)
+{
+    if (!m->sent_valid) {   /* (the worker is idle: nothing handed over since model_sync) */
+        m->sent_line = m->last_line;
+        m->sent_valid = 1;
+    }
+    uint64_t *ring = w->ring, armed = c->armed, armed_pc = c->armed_pc;
+    uint64_t sent = m->sent_line, h = w->head_local, again = 0;
+    uint64_t room = SPE_RING_LINES - (h - atomic_load_explicit(&w->tail, memory_order_acquire));
+    for (const struct spe_trace_entry *end = e + count; e < end; e++) {
+        uint64_t size = (uint64_t)1 << (e->info >> 56 & 7), line = e->addr >> 6;
+        uint64_t last = (e->addr + size - 1) >> 6;
+        if (__builtin_expect(armed != 0, 0)
+                && (uint64_t)((int64_t)(e->info << 8) >> 8) == armed_pc) {
+            room = worker_room(m, w, h, room, 2);
+            ring[h++ & (SPE_RING_LINES - 1)] = line++ | SPE_RING_CAPTURE;
+            ring[h++ & (SPE_RING_LINES - 1)] = (uint64_t)(uintptr_t)&c->caps[armed - 1].fed;
+            room -= 2;
+            c->armed = armed = 0;
+        } else if (line + 1 == sent && last == line) {
+            again++;
+            continue;
+        }
+        for (; line <= last; line++) {
+            room = worker_room(m, w, h, room, 1);
+            ring[h++ & (SPE_RING_LINES - 1)] = line;
+            room--;
+        }
+        sent = last + 1;
+    }
+    m->sent_line = sent;
+    m->sent_valid = 1;   /* (worker_room's worker_wait may have cleared it) */
+    m->again += again;
+    w->head_local = h;
+    if (h - atomic_load_explicit(&w->head, memory_order_relaxed) >= SPE_PUBLISH)
+        worker_publish(m, w);
+}
 
 static void level_free(struct spe_level *v)
 {
@@ -438,6 +779,7 @@ void spe_model_free(struct spe_model *m)
 {
     if (!m)
         return;
+    worker_stop(m);
     lru_free(m->modified);
     level_free(&m->tlb), level_free(&m->l1d), level_free(&m->l2), level_free(&m->llc);
     targets_release(&m->targets);
@@ -500,6 +842,7 @@ int spe_model_join(struct spe_model **models, uint32_t n)
 {
     for (uint32_t i = 0; i < n; i++) {
         struct spe_model *m = models[i];
+        worker_stop(m);   /* (several PEs: no worker) */
         uint32_t cap = m->l1d.sets * m->l1d.ways + m->l2.sets * m->l2.ways;
         if (!m->modified && !(m->modified = lru_new(cap)))
             return 0;
@@ -570,6 +913,12 @@ static inline void count_last_line_again(struct spe_model *m)
  * a load does. */
 int spe_model_access_rw(struct spe_model *m, uint64_t line, int update, int store)
 {
+    model_sync(m);
+    return access_rw(m, line, update, store);
+}
+
+static int access_rw(struct spe_model *m, uint64_t line, int update, int store)
+{
     uint64_t page = line >> 6;
     int from_peer = 0;   /* (a store: another PE held the line modified before it) */
     if (m->peers && store && (!update || m->owned_line != line + 1))
@@ -614,6 +963,7 @@ int spe_model_access_rw(struct spe_model *m, uint64_t line, int update, int stor
  * update. -1 for an absent level. (Tests check the replacement policy through this.) */
 int spe_model_touch(struct spe_model *m, uint32_t which, uint64_t key, int update)
 {
+    model_sync(m);
     struct spe_level *v = which == 0 ? &m->tlb : which == 1 ? &m->l1d
                           : which == 2 ? &m->l2 : m->llcp;
     if (update)
@@ -783,8 +1133,9 @@ int spe_model_feed_branch(struct spe_model *m, uint64_t pc, uint64_t next)
 }
 
 /* Copies the counts of accesses recorded (SPE_STAT_*) to out. */
-void spe_model_stats(const struct spe_model *m, uint64_t *out)
+void spe_model_stats(struct spe_model *m, uint64_t *out)
 {
+    model_sync(m);
     memcpy(out, m->stats, sizeof m->stats);
 }
 
@@ -840,14 +1191,6 @@ void spe_model_hook(void *uc, int type, uint64_t address, int size, int64_t valu
     feed_access(uc, c, 0, address, size > 0 ? (uint64_t)size : 0, type == SPE_UC_MEM_WRITE);
 }
 
-/* One access of the batched memory trace: uc_mem_trace_entry of patches/unicorn/0011 (addr:
- * the physical address; info: the PC's bits [55:0], log2 of the size in [58:56], bit 59 set
- * for a store). */
-struct spe_trace_entry {
-    uint64_t addr;
-    uint64_t info;
-};
-
 /* Nothing needs an access's PC (no capture armed, no PMU, no ground truth) and there is one
  * PE: spe_model_trace_batch's accesses go straight to the model. */
 static inline int batch_plain(const struct spe_counter *c, const struct spe_model *m)
@@ -871,7 +1214,13 @@ void spe_model_trace_batch(struct spe_counter *c, const struct spe_trace_entry *
     /* (plain: the accesses go straight to the model; the line of the last access again,
      * within it, is an L1D hit that changes nothing, spe_model_access_rw. Only a capture's
      * access changes what batch_plain says.) */
+    struct spe_worker *w;
+    if (!m->peers && !(c->pmu_on | (uint64_t)c->gt_events) && (w = worker_of(m))) {
+        worker_feed(c, m, w, e, count);
+        return;
+    }
     int plain = batch_plain(c, m);
+    model_sync(m);
     for (const struct spe_trace_entry *end = e + count; e < end; e++) {
         uint64_t size = (uint64_t)1 << (e->info >> 56 & 7), line = e->addr >> 6;
         uint64_t last = (e->addr + size - 1) >> 6;
@@ -882,7 +1231,7 @@ void spe_model_trace_batch(struct spe_counter *c, const struct spe_trace_entry *
                 continue;
             }
             for (; line <= last; line++)
-                spe_model_access_rw(m, line, 1, store);
+                access_rw(m, line, 1, store);
             continue;
         }
         uint64_t pc = (uint64_t)((int64_t)(e->info << 8) >> 8);

@@ -252,6 +252,8 @@ uint32_t spe_record_captures(const struct spe_counter *c, struct spe_recorder *r
 {
     uint32_t i;
     r->reason = SPE_REC_DONE;
+    if (c->feed)   /* (the captures' outcomes: the model's worker may still be setting them) */
+        spe_model_sync(c->feed);
     for (i = start; i < cap_count; i++) {
         const struct spe_capture *cap = &c->caps[i];
         if (cap->index > r->insn_index) {

@@ -362,7 +362,8 @@ void spe_model_sites_clear(struct spe_model *m);
 #define SPE_SITE_NO_BRANCH (-2)
 #define SPE_SITE_UNKNOWN (-3)
 int spe_model_feed_branch(struct spe_model *m, uint64_t pc, uint64_t next);
-void spe_model_stats(const struct spe_model *m, uint64_t *out);
+void spe_model_stats(struct spe_model *m, uint64_t *out);
+void spe_model_sync(struct spe_model *m);
 void spe_model_set_encodings(struct spe_model *m, const uint32_t *masks, const uint32_t *values,
                              const uint32_t *kinds, uint32_t n);
 
