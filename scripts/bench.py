@@ -14,7 +14,10 @@ For every guest (guests/*.elf, or the ones named with --guest) it measures
 * ``spe-every``: SPE enabled at interval 4096 with the default ``model_feed="every"`` (every
   data access and branch feeds the micro-architecture model through the native memory and
   block hooks; docs/model.md "Events and latency model"), with issue 26's target: at most
-  1.3x the ``spe@4096`` row's time,
+  1.3x the ``spe@4096`` row's time; with ``--sampled-anchor PYTHON`` also at most 1.3x the
+  time of the sampled mode of the tree issue 26 measured as "today's" (commit 7ff7996,
+  installed by scripts/make-bench-anchor.sh), run by scripts/bench_anchor.py in that
+  interpreter as one more call of each repeat (its own in-process timing, after a warm-up),
 * ``reference``: the per-instruction Python oracle (interval 4096, run once: it is slow),
 
 and prints a table of MIPS, ratio to raw, per-sample cost and peak RSS, then one PASS/FAIL line
@@ -99,6 +102,8 @@ sorted, hashed and formatted with glibc) on six sides:
     off           spe-emu, profiling off (the default model feed, ``every``)
     spe           spe-emu, profiling on at interval 4096, the default ``model_feed="every"``
     sampled       spe-emu, as spe with ``SpeConfig(model_feed="sampled")``
+    anchor        with --sampled-anchor: the sampled mode of commit 7ff7996, timed by
+                  scripts/bench_anchor.py in that interpreter (as sampled, in its process)
 
 (spe-emu: ``spe_emu.linux.run.run_program`` in this process, stdout to a file); all must print
 the same checksum line. One warm-up each, then every repeat runs all of them back to back
@@ -115,9 +120,11 @@ the same checksum line. One warm-up each, then every repeat runs all of them bac
                                every access against qemu-aarch64 running a cache model on
                                every access.
     every_vs_raw               median of t_spe / t_raw (reported, no target).
+    anchor_sampled_s,          with --sampled-anchor: the anchor's median seconds and the
+    every_vs_anchor            median of t_spe / t_anchor.
 
-Targets (issue 26): every_vs_sampled <= 1.3 and every_vs_qemu_plugin <= 1.5 (SKIP where not
-measured). The row is skipped with its reason without the cross compiler; its QEMU sides
+Targets (issue 26): every_vs_sampled <= 1.3, every_vs_qemu_plugin <= 1.5 and every_vs_anchor
+<= 1.3 (SKIP where not measured). The row is skipped with its reason without the cross compiler; its QEMU sides
 without qemu-aarch64, and the plugin side without a host C compiler.
 
 Trace decoding (guest ``decoder``): a trace of --decode-mib MiB (default 18): the whole trace
@@ -256,12 +263,14 @@ MIN_SPEEDUP_OVER_REFERENCE = 25.0
 MAX_PER_SAMPLE_US = 15.0
 MIN_RATIO_DISABLED = 0.9
 MAX_EVERY_OVER_SAMPLED = 1.3   # issue 26: the default model feed's time over the sampled one
+ANCHOR_COMMIT = "7ff7996"      # issue 26's "today": the tree its sampled-mode numbers are of
+ANCHOR_SCRIPT = ROOT / "scripts" / "bench_anchor.py"
 MAX_EVERY_OVER_QEMU_PLUGIN = 1.5   # issue 26: ... over qemu-aarch64 with the cache plugin
 MEMORY_MANY = dict(buffer_size=4096, interval=256)
 MEMORY_FEW = dict(interval=65536)
 MEMORY_CONTROL = dict(buffer_size=4096, interval=256, min_latency=4095)
 JSON_KEYS = ("guest", "mode", "interval", "mips", "ratio_to_raw", "per_sample_us",
-             "peak_rss_mb")
+             "peak_rss_mb", "every_vs_anchor")
 TIMER_GUEST = "virt-timer"
 TIMER_SOURCES = ROOT / "examples" / "virt-timer"
 TIMER_TICKS = 50_000
@@ -294,12 +303,12 @@ QEMU_USER = "qemu-aarch64"
 CACHE_PLUGIN_SOURCE = ROOT / "tests" / "model_check" / "cache_plugin.c"
 CACHE_PLUGIN_CFLAGS = ("-shared", "-fPIC", "-O2", "-fvisibility=hidden")
 QEMU_PLUGIN_CPU = "cortex-a57"  # (as tests/test_model_crosscheck.py: no SVE)
-LINUX_SIDES = ("raw", "off", "spe", "sampled", "qemu", "qemu-plugin")
+LINUX_SIDES = ("raw", "off", "spe", "sampled", "qemu", "qemu-plugin", "anchor")
 """The Linux user-mode row's sides, in the order of the even repeats."""
 LINUX_JSON_KEYS = ("guest", "mode", "n", "instructions", "qemu_s", "qemu_plugin_s", "raw_s",
                    "spe_off_s", "spe_s", "spe_sampled_s", "speed_vs_qemu_off",
                    "speed_vs_qemu_spe", "every_vs_sampled", "every_vs_qemu_plugin",
-                   "every_vs_raw", "skipped")
+                   "every_vs_raw", "anchor_sampled_s", "every_vs_anchor", "skipped")
 TIMER_JSON_KEYS = ("guest", "mode", "ticks", "period_us", "qemu_clock", "spe_emu_irqs_per_s",
                    "qemu_irqs_per_s", "ratio_to_qemu", "skipped")
 
@@ -466,11 +475,51 @@ def modes_for(intervals: list[int], reference: bool) -> list[Mode]:
     return out
 
 
+class Anchor:
+    """Another spe_emu, run by scripts/bench_anchor.py under its own interpreter
+    (``--sampled-anchor PYTHON``; scripts/make-bench-anchor.sh installs the one of
+    ANCHOR_COMMIT): its sampled mode timed side by side with this checkout's runs, in the
+    same repeats, as that process measures its own calls."""
+
+    def __init__(self, python: str, workdir: Path):
+        self.python = python
+        try:
+            self.proc = subprocess.Popen([python, str(ANCHOR_SCRIPT)], cwd=workdir, text=True,
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        except OSError as exc:
+            raise BenchError(f"--sampled-anchor {python}: {exc.strerror}") from None
+
+    def run(self, label: str, **request) -> dict:
+        """One run (bench_anchor.py's request keys); its answer. Raises BenchError."""
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        try:
+            self.proc.stdin.write(json.dumps(request, default=str) + "\n")
+            self.proc.stdin.flush()
+            answer = json.loads(self.proc.stdout.readline() or "null")
+        except (OSError, ValueError):
+            answer = None
+        if answer is None:
+            raise BenchError(f"{label} anchor: {self.python} ended (status "
+                             f"{self.proc.poll()}); run scripts/make-bench-anchor.sh")
+        if "error" in answer:
+            raise BenchError(f"{label} anchor: {answer['error']}")
+        if answer["exit_status"] != 0:
+            raise BenchError(f"{label} anchor: guest exit status {answer['exit_status']}")
+        return answer
+
+    def close(self) -> None:
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        self.proc.wait(timeout=60)
+
+
 class Runner:
-    def __init__(self, workdir: Path, rss: RssMeter, log: Console | None):
+    def __init__(self, workdir: Path, rss: RssMeter, log: Console | None,
+                 anchor: Anchor | None = None):
         self.workdir = workdir
         self.rss = rss
         self.log = log
+        self.anchor = anchor
 
     def say(self, text: str) -> None:
         if self.log is not None:
@@ -526,10 +575,20 @@ class Runner:
             self.say(f"[dim]{guest:>14} {m.key:<13} warm-up  {seconds:8.3f} s[/dim]")
         # raw and spe-disabled next to each other, the order reversed every other repeat
         order = sorted(timed, key=lambda m: {"raw": 0, "spe-disabled": 1}.get(m.mode, 2))
-        runs = self.alternate(guest, {m.key: partial(lambda m: self.once(
-            image, m.run_options(outdir / m.key), f"{guest} {m.key}"), m) for m in order},
-            repeats, show=lambda run: f"{run[0]:8.3f} s")
+        calls = {m.key: partial(lambda m: self.once(
+            image, m.run_options(outdir / m.key), f"{guest} {m.key}"), m) for m in order}
+        if self.anchor is not None and any(m.mode == "spe-every" for m in modes):
+            anchor = partial(self.anchor.run, guest, image=image, interval=TARGET_INTERVAL,
+                             outdir=outdir / "anchor")
+            self.say(f"[dim]{guest:>14} {'anchor':<13} warm-up  {anchor()['seconds']:8.3f} "
+                     f"s[/dim]")
+            calls["anchor"] = lambda: (anchor()["seconds"], 0.0, 0.0, None)
+            out["anchor"] = Measurement()
+        runs = self.alternate(guest, calls, repeats, show=lambda run: f"{run[0]:8.3f} s")
         for key, timed_runs in runs.items():
+            if key == "anchor":
+                out[key].seconds = [run[0] for run in timed_runs]
+                continue
             meas = out[key]
             for seconds, _, peak, result in timed_runs:
                 meas.seconds.append(seconds)
@@ -949,6 +1008,13 @@ def linux_side(runner: Runner, program: Path, n: int, side: str,
         if side == "qemu-plugin" and not (plugin.parent / "plugin.json").exists():
             raise BenchError(f"{LINUX_GUEST} {side}: the plugin wrote no counts")
         return seconds, proc.stdout, 0
+    if side == "anchor":
+        out = runner.workdir / LINUX_GUEST / "anchor-stdout"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        answer = runner.anchor.run(LINUX_GUEST, program=program, args=args,
+                                   interval=LINUX_INTERVAL, stdout=out,
+                                   outdir=runner.workdir / LINUX_GUEST / side)
+        return answer["seconds"], out.read_bytes(), answer["instructions"]
     from spe_emu.linux.process import LinuxOptions
     from spe_emu.linux.run import run_program
     out = runner.workdir / LINUX_GUEST / "stdout"
@@ -988,6 +1054,8 @@ def measure_linux(runner: Runner, n: int, repeats: int) -> dict:
         row["skipped"] = f"not built: {proc.stderr.strip()[-200:]}"
         return row
     sides, skipped = list(LINUX_SIDES), []
+    if runner.anchor is None:
+        sides.remove("anchor")
     plugin = None
     if shutil.which(QEMU_USER) is None:
         sides = [s for s in sides if s not in ("qemu", "qemu-plugin")]
@@ -1016,14 +1084,15 @@ def measure_linux(runner: Runner, n: int, repeats: int) -> dict:
                               for side in sides}, repeats,
                              show=lambda seconds: f"{seconds:7.3f} s")
     for side, key in (("qemu", "qemu_s"), ("qemu-plugin", "qemu_plugin_s"), ("raw", "raw_s"),
-                      ("off", "spe_off_s"), ("spe", "spe_s"), ("sampled", "spe_sampled_s")):
+                      ("off", "spe_off_s"), ("spe", "spe_s"), ("sampled", "spe_sampled_s"),
+                      ("anchor", "anchor_sampled_s")):
         if side in times:
             row[key] = round(statistics.median(times[side]), 4)
     if "qemu" in times:
         for side, key in (("off", "speed_vs_qemu_off"), ("spe", "speed_vs_qemu_spe")):
             row[key] = round(paired_median(times["qemu"], times[side], lambda q, t: q / t), 4)
     for side, key in (("sampled", "every_vs_sampled"), ("qemu-plugin", "every_vs_qemu_plugin"),
-                      ("raw", "every_vs_raw")):
+                      ("raw", "every_vs_raw"), ("anchor", "every_vs_anchor")):
         if side in times:
             row[key] = round(paired_median(times["spe"], times[side], lambda e, t: e / t), 4)
     return row
@@ -1040,11 +1109,14 @@ def linux_targets(row: dict | None) -> list[Target]:
             ("every_vs_sampled", "spe_sampled_s", "sampled", MAX_EVERY_OVER_SAMPLED,
              "the sampled mode's time"),
             ("every_vs_qemu_plugin", "qemu_plugin_s", f"{QEMU_USER} + plugin",
-             MAX_EVERY_OVER_QEMU_PLUGIN, f"{QEMU_USER} + the cache plugin")):
+             MAX_EVERY_OVER_QEMU_PLUGIN, f"{QEMU_USER} + the cache plugin"),
+            ("every_vs_anchor", "anchor_sampled_s", f"sampled at {ANCHOR_COMMIT}",
+             MAX_EVERY_OVER_SAMPLED, f"the sampled mode of issue 26's day ({ANCHOR_COMMIT})")):
         title = f"Linux user mode: model_feed every <= {limit:g}x {name}"
         value = row[key]
         if value is None:
-            out.append(Target(title, "SKIP", row["skipped"] or "not run"))
+            reason = "no --sampled-anchor" if key == "every_vs_anchor" else None
+            out.append(Target(title, "SKIP", reason or row["skipped"] or "not run"))
             continue
         out.append(Target(title, "PASS" if value <= limit else "FAIL",
                           f"{value:.2f}x (every {row['spe_s']:.3f} s, {label} "
@@ -1064,6 +1136,8 @@ def print_linux(console: Console, row: dict, repeats: int) -> None:
          every),
         (f"spe-emu {LINUX_INTERVAL}, sampled", row["spe_sampled_s"], None,
          row["every_vs_sampled"]),
+        (f"spe-emu {LINUX_INTERVAL}, sampled, at {ANCHOR_COMMIT}", row["anchor_sampled_s"],
+         None, row["every_vs_anchor"]),
     )
     print_row_table(console, f"Linux user mode, static program (median of {repeats})",
                     ("side", "median s", "speed vs QEMU", "every / side"),
@@ -1693,12 +1767,17 @@ def rows_for(guest: str, modes: list[Mode], meas: dict[str, Measurement]) -> lis
         if m.mode == "spe" and x.samples:
             per_sample = (paired_median(x.seconds, disabled.seconds, lambda a, b: a - b)
                           / x.samples * 1e6)
+        every_vs_anchor = None
+        if m.mode == "spe-every" and "anchor" in meas:
+            every_vs_anchor = round(paired_median(x.seconds, meas["anchor"].seconds,
+                                                  lambda e, a: e / a), 4)
         rows.append({
             "guest": guest, "mode": m.mode, "interval": m.interval,
             "mips": round(mips, 4),
             "ratio_to_raw": round(ratio, 4),
             "per_sample_us": None if per_sample is None else round(per_sample, 3),
             "peak_rss_mb": round(max(x.rss), 1),
+            "every_vs_anchor": every_vs_anchor,
             # not in the JSON:
             "_seconds": x.median, "_instructions": insns, "_samples": x.samples,
             "_partial": x.partial,
@@ -1764,6 +1843,14 @@ def check_targets(rows: list[dict], guests: list[str], memory: dict | None,
                      lambda v: v <= MAX_EVERY_OVER_SAMPLED, lambda v: f"{v:.2f}x")
     targets.append(Target(f"model_feed every (the default), interval {TARGET_INTERVAL}: <= "
                           f"{MAX_EVERY_OVER_SAMPLED:g}x the sampled mode's time", s, d))
+    if any(r["every_vs_anchor"] is not None for r in rows):
+        s, d = per_guest("spe-every", TARGET_INTERVAL, lambda g, r: r["every_vs_anchor"],
+                         lambda v: v <= MAX_EVERY_OVER_SAMPLED, lambda v: f"{v:.2f}x")
+    else:
+        s, d = "SKIP", "no --sampled-anchor"
+    targets.append(Target(f"model_feed every (the default), interval {TARGET_INTERVAL}: <= "
+                          f"{MAX_EVERY_OVER_SAMPLED:g}x the sampled mode of issue 26's day "
+                          f"({ANCHOR_COMMIT})", s, d))
 
     name = "memory: peak RSS does not grow with records written"
     if memory is None:
@@ -1977,6 +2064,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help=f"skip the {PMU_GUEST} row (when no --guest names it)")
     p.add_argument("--no-exceptions", action="store_true",
                    help=f"skip the {EXC_GUEST} row (when no --guest names it)")
+    p.add_argument("--sampled-anchor", metavar="PYTHON",
+                   help=f"an interpreter with spe_emu as of {ANCHOR_COMMIT} (issue 26's "
+                        f"'today's sampled mode'; scripts/make-bench-anchor.sh installs it): "
+                        f"its sampled mode is timed next to the spe-every rows and the Linux "
+                        f"row, for a target of its own")
     p.add_argument("--no-linux", action="store_true",
                    help=f"leave out the {LINUX_GUEST} row (run by default)")
     p.add_argument("--linux-n", type=int, default=LINUX_N, metavar="N",
@@ -2074,7 +2166,9 @@ def main(argv: list[str] | None = None) -> int:
         memory = None
         timer, qemu_cmd = None, []
         with tempfile.TemporaryDirectory(prefix="spe-bench-") as tmp:
-            runner = Runner(Path(tmp), rss, log)
+            anchor = None if args.sampled_anchor is None else Anchor(args.sampled_anchor,
+                                                                     Path(tmp))
+            runner = Runner(Path(tmp), rss, log, anchor)
             for guest, image in guests.items():
                 meas = runner.measure(guest, image, modes, args.repeats, args.reference_insns)
                 rows += rows_for(guest, modes, meas)
@@ -2100,6 +2194,8 @@ def main(argv: list[str] | None = None) -> int:
             if perf_wanted:
                 perf = measure_perf(runner, args.boot_repeats)
                 variant = measure_variant(runner, args.boot_repeats)
+            if anchor is not None:
+                anchor.close()
     except (BenchError, SpeEmuError) as exc:
         print(f"bench: {exc}", file=sys.stderr)
         return 2

@@ -8,6 +8,7 @@ targets.
 from __future__ import annotations
 
 import json
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -16,7 +17,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "scripts" / "bench.py"
-KEYS = {"guest", "mode", "interval", "mips", "ratio_to_raw", "per_sample_us", "peak_rss_mb"}
+KEYS = {"guest", "mode", "interval", "mips", "ratio_to_raw", "per_sample_us", "peak_rss_mb",
+        "every_vs_anchor"}
 EXPECTED_ROWS = {("raw", None), ("spe", 1024), ("spe", 4096), ("spe", 65536),
                  ("spe-disabled", None), ("spe-every", 4096)}
 
@@ -67,7 +69,8 @@ def test_bench_one_guest_json(tmp_path):
     # the report: the table and one verdict line per target (whatever the verdicts are)
     verdicts = [line for line in proc.stdout.splitlines()
                 if line.startswith(("PASS ", "FAIL ", "SKIP "))]
-    assert len(verdicts) == 6, proc.stdout
+    assert len(verdicts) == 7, proc.stdout
+    assert any(line.startswith("SKIP") and "issue 26's day" in line for line in verdicts)
     assert any(line.startswith("SKIP") and "reference" in line for line in verdicts)
     assert "asm_loop" in proc.stdout and "spe-disabled" in proc.stdout
 
@@ -151,7 +154,7 @@ def test_bench_timer_row_json(tmp_path):
     # no SPE guest was selected: every target is skipped, none fails
     verdicts = [line for line in proc.stdout.splitlines()
                 if line.startswith(("PASS ", "FAIL ", "SKIP "))]
-    assert len(verdicts) == 6 and all(v.startswith("SKIP") for v in verdicts), proc.stdout
+    assert len(verdicts) == 7 and all(v.startswith("SKIP") for v in verdicts), proc.stdout
 
 
 def test_bench_timer_row_skips_without_tools(tmp_path):
@@ -180,7 +183,8 @@ def test_timer_ratio_pairs_repeats():
 
 LINUX_KEYS = {"guest", "mode", "n", "instructions", "qemu_s", "qemu_plugin_s", "raw_s",
               "spe_off_s", "spe_s", "spe_sampled_s", "speed_vs_qemu_off", "speed_vs_qemu_spe",
-              "every_vs_sampled", "every_vs_qemu_plugin", "every_vs_raw", "skipped"}
+              "every_vs_sampled", "every_vs_qemu_plugin", "every_vs_raw", "anchor_sampled_s",
+              "every_vs_anchor", "skipped"}
 
 
 def test_bench_linux_user_row_json(tmp_path):
@@ -221,14 +225,21 @@ def test_linux_targets_every_over_sampled_and_over_the_qemu_plugin():
     bench = import_bench()
     row = _linux_row(spe_s=1.3, spe_sampled_s=1.0, qemu_plugin_s=1.0, every_vs_sampled=1.3,
                      every_vs_qemu_plugin=1.5, every_vs_raw=2.0)
-    sampled, plugin = bench.linux_targets(row)
+    sampled, plugin, anchor = bench.linux_targets(row)
+    assert anchor.name == ("Linux user mode: model_feed every <= 1.3x the sampled mode of "
+                           "issue 26's day (7ff7996)")
+    assert (anchor.status, anchor.detail) == ("SKIP", "no --sampled-anchor")
     assert sampled.name == "Linux user mode: model_feed every <= 1.3x the sampled mode's time"
     assert plugin.name == ("Linux user mode: model_feed every <= 1.5x qemu-aarch64 + the "
                            "cache plugin")
     assert (sampled.status, plugin.status) == ("PASS", "PASS")
     assert sampled.detail.startswith("1.30x (every 1.300 s, sampled 1.000 s")
     row.update(every_vs_sampled=1.31, every_vs_qemu_plugin=1.51)
-    assert [t.status for t in bench.linux_targets(row)] == ["FAIL", "FAIL"]
+    assert [t.status for t in bench.linux_targets(row)] == ["FAIL", "FAIL", "SKIP"]
+    row.update(anchor_sampled_s=1.1, every_vs_anchor=1.25)
+    assert bench.linux_targets(row)[2].status == "PASS"
+    assert bench.linux_targets(row)[2].detail.startswith("1.25x (every 1.300 s, sampled at "
+                                                        "7ff7996 1.100 s")
     row.update(every_vs_qemu_plugin=None, qemu_plugin_s=None, skipped="QEMU sides not run")
     assert [(t.status, t.detail) for t in bench.linux_targets(row)][1] == (
         "SKIP", "QEMU sides not run")
@@ -421,3 +432,55 @@ def test_variant_rows_skip_without_the_guest(tmp_path, monkeypatch):
     assert all(r["mode"] == "perf-variant" and r["qemu_event"] == "task-clock" for r in rows)
     assert "build_linux_guest.py --kernel-package linux-image-6.12-arm64)" in rows[1]["skipped"]
     assert [t.status for t in bench.variant_targets(rows)] == ["SKIP", "SKIP"]
+
+
+FAKE_ANCHOR = """#!{python}
+import json, sys
+for n, line in enumerate(sys.stdin):
+    req = json.loads(line)
+    answer = {{"seconds": 0.01 * (n + 1), "instructions": 5, "exit_status": 0}}
+    if {fail!r} and n == 1:
+        answer = {{"error": "ValueError: the anchor's own words"}}
+    print(json.dumps(answer), flush=True)
+"""
+
+
+def fake_anchor(tmp_path: Path, fail: bool) -> Path:
+    """An executable that answers bench_anchor.py's requests as the script would (seconds
+    0.01, 0.02, ...), the second with an error when ``fail``."""
+    path = tmp_path / ("fail" if fail else "ok")
+    path.write_text(FAKE_ANCHOR.format(python=sys.executable, fail=fail))
+    path.chmod(0o755)
+    return path
+
+
+def test_the_sampled_anchor_runs_in_the_same_repeats(tmp_path):
+    # --sampled-anchor: the anchor's sampled run is one more call in each repeat of a guest's
+    # measurement, and spe-every's row gets its paired ratio; an anchor's error stops the bench
+    # with a line naming the guest
+    bench = import_bench()
+    image = ROOT / "guests" / "asm_loop.elf"
+    modes = [m for m in bench.modes_for([4096], reference=False)
+             if m.mode in ("raw", "spe", "spe-disabled", "spe-every")]
+    anchor = bench.Anchor(str(fake_anchor(tmp_path, False)), tmp_path)
+    runner = bench.Runner(tmp_path, bench.RssMeter(), None, anchor)
+    meas = runner.measure("asm_loop", image, modes, 2, None)
+    anchor.close()
+    assert meas["anchor"].seconds == [0.02, 0.03]   # (0.01: the warm-up)
+    [every] = [r for r in bench.rows_for("asm_loop", modes, meas) if r["mode"] == "spe-every"]
+    expect = statistics.median(e / a for e, a in zip(meas["spe-every@4096"].seconds,
+                                                     [0.02, 0.03]))
+    assert every["every_vs_anchor"] == round(expect, 4)
+    anchor = bench.Anchor(str(fake_anchor(tmp_path, True)), tmp_path)
+    runner = bench.Runner(tmp_path, bench.RssMeter(), None, anchor)
+    with pytest.raises(bench.BenchError, match="asm_loop anchor: ValueError: the anchor's own "
+                                               "words"):
+        runner.measure("asm_loop", image, modes, 2, None)
+    anchor.close()
+
+
+def test_the_anchor_script_refuses_this_checkouts_own_spe_emu(tmp_path):
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_anchor.py")],
+                          cwd=ROOT, input="", capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1
+    assert "this is the checkout's own spe_emu, not an anchor" in proc.stderr
