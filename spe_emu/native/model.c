@@ -359,7 +359,7 @@ struct spe_model {
      * line handed over (sent_line, valid when sent_valid: m->last_line once the worker has
      * taken it), and the handed-over accesses to that line again (again: an L1D hit that
      * changes nothing, added to stats when the worker is next idle). */
-    struct spe_worker *worker;
+    _Alignas(64) struct spe_worker *worker;   /* (not on a line the worker writes) */
     uint64_t sent_line, again;
     int sent_valid;
 };
@@ -676,8 +676,17 @@ static void worker_feed(struct spe_counter *c, struct spe_model *m, struct spe_w
             ring[h++ & (SPE_RING_LINES - 1)] = (uint64_t)(uintptr_t)&c->caps[armed - 1].fed;
             room -= 2;
             c->armed = armed = 0;
-        } else if (line + 1 == sent && last == line) {
-            again++;
+        } else if (__builtin_expect(last == line, 1)) {
+            /* (without a branch on whether the line is the last one: the guest's pattern
+             * would make the host mispredict it; the entry is written either way, and
+             * counted only if it is another line) */
+            uint64_t same = line + 1 == sent;
+            room = worker_room(m, w, h, room, 1);
+            ring[h & (SPE_RING_LINES - 1)] = line;
+            h += !same;
+            room -= !same;
+            again += same;
+            sent = line + 1;
             continue;
         }
         for (; line <= last; line++) {
@@ -793,9 +802,10 @@ void spe_model_free(struct spe_model *m)
  * return stack entries (0..1024). NULL without memory or for a bad geometry. */
 struct spe_model *spe_model_new(const uint32_t *g, const uint32_t *p)
 {
-    struct spe_model *m = calloc(1, sizeof *m);
+    struct spe_model *m = aligned_alloc(64, sizeof *m);   /* (spe_model.worker's line) */
     if (!m)
         return 0;
+    memset(m, 0, sizeof *m);
     m->gshare_bits = p[0];
     m->ras_depth = p[1];
     if (p[0] < 1 || p[0] > 24 || p[1] > 1024
