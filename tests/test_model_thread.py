@@ -5,6 +5,11 @@ the same run with the thread and without leaves the same trace and the same mode
 and the thread did take the accesses (else these tests would compare a run with itself)."""
 
 import ctypes
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -12,7 +17,8 @@ import pytest
 from spe_emu import native
 from spe_emu.session import RunOptions, prepare_machine
 
-GUESTS = Path(__file__).resolve().parents[1] / "guests"
+HERE = Path(__file__).resolve().parent
+GUESTS = HERE.parent / "guests"
 
 
 def run(tmp_path: Path, guest: str, threads: bool, **opts) -> tuple[bytes, dict, tuple]:
@@ -38,7 +44,7 @@ def run(tmp_path: Path, guest: str, threads: bool, **opts) -> tuple[bytes, dict,
 def test_the_thread_changes_no_record_and_no_count(tmp_path, guest, opts):
     trace, counts, worker = run(tmp_path, guest, True, **opts)
     alone, alone_counts, no_worker = run(tmp_path, guest, False, **opts)
-    assert no_worker == (0, 0)
+    assert no_worker == (0, 0, 0)
     assert worker[0] > 100_000 and worker[1] >= 1
     assert len(trace) > 10_000
     assert trace == alone
@@ -67,3 +73,94 @@ def test_the_setting_comes_from_the_environment(monkeypatch):
     monkeypatch.setenv("SPE_EMU_MODEL_THREAD", "yes")
     with pytest.raises(ValueError, match="SPE_EMU_MODEL_THREAD='yes': expected 0 or 1"):
         native.model_threads()
+
+
+class Entry(ctypes.Structure):
+    """uc_mem_trace_entry (patches/unicorn/0011): the physical address, and the PC, log2 of
+    the size and the direction in info."""
+    _fields_ = [("addr", ctypes.c_uint64), ("info", ctypes.c_uint64)]
+
+
+def model_fed(entries, threads: bool):
+    """A model and the counter that feeds it, ``entries`` handed to
+    spe_model_trace_batch as Unicorn's drain would (with its thread: not waited for)."""
+    old = native.use_model_threads(threads)
+    try:
+        # (fully associative levels, kept as lists: about 50 ns an access, so that a fork
+        # finds the worker part-way through)
+        model = native.Model((4096, 0, 512, 0, 0, 0, 65536, 0))
+        counter = native.SpeCounter()
+        counter.feed, counter.feed_until = model.ptr, (1 << 64) - 1
+        batch = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t)(
+            native.model_trace_batch_address())
+        batch(ctypes.addressof(counter), ctypes.addressof(entries), len(entries))
+    finally:
+        native.use_model_threads(old)
+    return model, counter
+
+
+def fork_mid_batch(trials: int) -> tuple[int, int]:
+    """``trials`` times: 60,000 accesses handed to a model's worker, then a fork as soon as
+    the worker has begun; (trials where the child's or the parent's model counts differ from
+    the model's without a thread, trials where the worker had not finished at the fork)."""
+    entries = (Entry * 60_000)()
+    for i, e in enumerate(entries):   # (each a line of a new page: each misses everything)
+        e.addr, e.info = 0x4000_0000 + i * 4096 + (i % 64) * 64, 0x1000 | 3 << 56
+    alone = repr(model_fed(entries, False)[0].stats())
+    bad = midway = 0
+    for _ in range(trials):
+        model, counter = model_fed(entries, True)
+        while model.worker_stats()[2] == 0:   # (until its thread has begun)
+            pass
+        read, write = os.pipe()
+        midway += model.worker_stats()[2] < len(entries)
+        pid = os.fork()
+        if pid == 0:   # (the child: its answer through the pipe, whatever happens)
+            try:
+                os.write(write, repr(model.stats()).encode())
+            finally:
+                os._exit(0)
+        os.close(write)
+        child = os.read(read, 4096).decode()
+        os.close(read)
+        os.waitpid(pid, 0)
+        bad += child != alone or repr(model.stats()) != alone
+    return bad, midway
+
+
+def test_a_child_forked_mid_batch_has_the_model_of_every_access_once():
+    # Forked while the worker is part-way through, the child (which has no worker thread)
+    # must find each access recorded once: the fork waits for the worker to catch up, and the
+    # child records only what was never handed over. (In a small process of its own: a fork
+    # of the test process takes longer than the worker's work.)
+    proc = subprocess.run(
+        [sys.executable, "-c", "import sys; sys.path.insert(0, sys.argv[1]); "
+         "import test_model_thread as t; print(*t.fork_mid_batch(12))", str(HERE)],
+        capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    bad, midway = map(int, proc.stdout.split())
+    assert midway >= 3   # (else the forks did not come part-way through)
+    assert bad == 0
+
+
+def test_a_forked_child_frees_a_model_whose_worker_sleeps(tmp_path):
+    # the parent's worker waits on its condition variable when the process forks; the child
+    # freeing the model must not wait for that thread, which it does not have
+    old = native.use_model_threads(True)
+    try:
+        m = prepare_machine(GUESTS / "sort.elf", RunOptions(outdir=tmp_path, interval=1024))
+        m.run()
+        m.semihost.close_all()
+    finally:
+        native.use_model_threads(old)
+    model = m.spu.builder.model
+    assert model.worker_stats()[1] >= 1
+    model.sync()
+    time.sleep(0.05)   # (past the worker's polling: asleep, for 0.5 s)
+    pid = os.fork()
+    if pid == 0:
+        signal.alarm(10)   # (a hang ends the child with SIGALRM)
+        model._free()
+        os._exit(0)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status

@@ -683,8 +683,9 @@ def library() -> ctypes.CDLL:
 
 
 def use_model_threads(on: bool) -> bool:
-    """Whether the models made from now on record accesses on a thread of their own (see
-    :func:`model_threads`, which sets it when the library loads); returns the setting it
+    """Whether models record accesses on a thread of their own (see :func:`model_threads`,
+    which sets it when the library loads) from now on: read when a model without one first
+    has accesses to hand over (a model that has its thread keeps it); returns the setting it
     replaces."""
     flag = ctypes.c_int.in_dll(library(), "spe_model_threads")
     old, flag.value = bool(flag.value), int(on)
@@ -1067,13 +1068,14 @@ class Model:
         (``spe_capture.fed``) it sets can be read. Every other method waits by itself."""
         self.lib.spe_model_sync(self.ptr)
 
-    def worker_stats(self) -> tuple[int, int]:
+    def worker_stats(self) -> tuple[int, int, int]:
         """What the model's thread did so far: the ring entries (lines, and a capture's two)
-        handed to it, and the times its thread started (it ends after a while asleep, and
-        starts again when entries come); (0, 0) when the model has no thread."""
-        out = (ctypes.c_uint64 * 2)()
+        handed to it, the times its thread started (it ends after a while asleep, and starts
+        again when entries come), and the entries it has recorded (without waiting for it);
+        (0, 0, 0) when the model has no thread."""
+        out = (ctypes.c_uint64 * 3)()
         self.lib.spe_model_worker_stats(self.ptr, out)
-        return out[0], out[1]
+        return out[0], out[1], out[2]
 
     def classify(self, word: int) -> int:
         """The kind (BR_* | BR_BRANCH) of the instruction ``word`` by the branch encodings

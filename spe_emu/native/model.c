@@ -362,6 +362,7 @@ struct spe_model {
     _Alignas(64) struct spe_worker *worker;   /* (not on a line the worker writes) */
     uint64_t sent_line, again;
     int sent_valid;
+    int no_worker;   /* a worker could not be made */
 };
 
 const uint64_t spe_model_stats_count = SPE_MODEL_STATS;
@@ -401,12 +402,13 @@ struct spe_worker {
     pthread_mutex_t lock;
     pthread_cond_t wake;
     pthread_t thread;
-    int running;                /* (lock) the thread has not ended */
+    _Atomic int running;        /* (written under lock) the thread has not ended */
     int joinable;               /* (lock) the thread has not been joined */
     uint64_t *ring;             /* the entries, the nth at [n % SPE_RING_LINES] */
     uint64_t head_local;        /* (the feeding thread's head, published by worker_publish) */
     uint64_t forks;             /* spe_model_forks when the thread started */
     uint64_t starts;            /* threads started */
+    struct spe_worker *next;    /* (spe_workers_lock) the process's next worker */
     _Atomic int sleeping, quit;
     /* (each on a cache line of its own: one thread writes each) */
     _Alignas(64) _Atomic uint64_t head;   /* entries handed over (by the feeding thread) */
@@ -414,18 +416,39 @@ struct spe_worker {
 };
 
 /* Forks of this process since the first worker started: a child has no worker thread, only
- * the ring (the feeding thread records what is left in it: worker_wait). */
+ * the ring, whose entries not yet handed over the feeding thread records itself
+ * (worker_wait). Before a fork every worker catches up with what was handed over to it
+ * (model_prefork), so that the child's model is not one a worker was part-way through. */
 static _Atomic uint64_t spe_model_forks;
 static pthread_once_t spe_model_atfork_once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t spe_workers_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct spe_worker *spe_workers;   /* (spe_workers_lock) every worker of the process */
 
-static void model_forked(void)
+static inline void cpu_relax(void);
+
+static void model_prefork(void)
+{
+    pthread_mutex_lock(&spe_workers_lock);   /* (until the fork is done: model_postfork_*) */
+    for (struct spe_worker *w = spe_workers; w; w = w->next)
+        while (w->forks == atomic_load(&spe_model_forks) && atomic_load(&w->running)
+               && atomic_load(&w->tail) != atomic_load(&w->head))
+            cpu_relax();
+}
+
+static void model_postfork_parent(void)
+{
+    pthread_mutex_unlock(&spe_workers_lock);
+}
+
+static void model_postfork_child(void)
 {
     atomic_fetch_add(&spe_model_forks, 1);
+    pthread_mutex_unlock(&spe_workers_lock);
 }
 
 static void model_atfork(void)
 {
-    pthread_atfork(0, 0, model_forked);
+    pthread_atfork(model_prefork, model_postfork_parent, model_postfork_child);
 }
 
 static int access_rw(struct spe_model *m, uint64_t line, int update, int store);
@@ -511,8 +534,9 @@ static struct spe_worker *worker_of(struct spe_model *m)
 {
     if (m->worker)
         return m->worker;
-    if (!spe_model_threads || m->peers)
+    if (!spe_model_threads || m->peers || m->no_worker)
         return 0;
+    m->no_worker = 1;   /* (until it has one: a model that cannot have one stops asking) */
     pthread_once(&spe_model_atfork_once, model_atfork);
     struct spe_worker *w = aligned_alloc(64, sizeof *w);
     if (!w)
@@ -533,6 +557,11 @@ static struct spe_worker *worker_of(struct spe_model *m)
         free(w);
         return 0;
     }
+    pthread_mutex_lock(&spe_workers_lock);
+    w->next = spe_workers;
+    spe_workers = w;
+    pthread_mutex_unlock(&spe_workers_lock);
+    m->no_worker = 0;
     return w;
 }
 
@@ -599,12 +628,14 @@ void spe_model_sync(struct spe_model *m)
     model_sync(m);
 }
 
-/* What m's worker did so far: out[0] the entries handed to it, out[1] the threads it started
- * (0, 0: no worker). */
+/* What m's worker did so far: out[0] the entries handed to it, out[1] the threads it started,
+ * out[2] the entries it has recorded (0, 0, 0: no worker). */
 void spe_model_worker_stats(struct spe_model *m, uint64_t *out)
 {
-    out[0] = m->worker ? m->worker->head_local : 0;
-    out[1] = m->worker ? m->worker->starts : 0;
+    struct spe_worker *w = m->worker;
+    out[0] = w ? w->head_local : 0;
+    out[1] = w ? w->starts : 0;
+    out[2] = w ? atomic_load(&w->tail) : 0;
 }
 
 /* Ends and frees m's worker (model_sync first). */
@@ -614,6 +645,13 @@ static void worker_stop(struct spe_model *m)
     if (!w)
         return;
     model_sync(m);
+    pthread_mutex_lock(&spe_workers_lock);
+    for (struct spe_worker **p = &spe_workers; *p; p = &(*p)->next)
+        if (*p == w) {
+            *p = w->next;
+            break;
+        }
+    pthread_mutex_unlock(&spe_workers_lock);
     if (w->forks == atomic_load(&spe_model_forks)) {
         pthread_mutex_lock(&w->lock);
         atomic_store(&w->quit, 1);
@@ -621,9 +659,10 @@ static void worker_stop(struct spe_model *m)
         pthread_mutex_unlock(&w->lock);
         if (w->joinable)
             pthread_join(w->thread, 0);   /* (also a thread that ended idle) */
-    }
-    pthread_mutex_destroy(&w->lock);
-    pthread_cond_destroy(&w->wake);
+        pthread_mutex_destroy(&w->lock);
+        pthread_cond_destroy(&w->wake);
+    }   /* (else a forked child's: the parent's thread may have waited on the condition or
+         * held the lock, and destroying them would wait for it forever) */
     free(w->ring);
     free(w);
     m->worker = 0;
