@@ -406,6 +406,7 @@ struct spe_worker {
     int joinable;               /* (lock) the thread has not been joined */
     uint64_t *ring;             /* the entries, the nth at [n % SPE_RING_LINES] */
     uint64_t head_local;        /* (the feeding thread's head, published by worker_publish) */
+    uint64_t tail_seen;         /* (the feeding thread's last look at tail) */
     uint64_t forks;             /* spe_model_forks when the thread started */
     uint64_t starts;            /* threads started */
     struct spe_worker *next;    /* (spe_workers_lock) the process's next worker */
@@ -675,6 +676,9 @@ static inline uint64_t worker_room(struct spe_model *m, struct spe_worker *w, ui
 {
     if (__builtin_expect(room >= n, 1))
         return room;
+    room = SPE_RING_LINES - (h - (w->tail_seen = atomic_load(&w->tail)));
+    if (room >= n)   /* (the worker has moved on since the feeding thread last looked) */
+        return room;
     w->head_local = h;
     worker_publish(m, w);
     if (worker_orphaned(w)) {   /* (no thread: the feeding thread records the ring) */
@@ -683,7 +687,8 @@ static inline uint64_t worker_room(struct spe_model *m, struct spe_worker *w, ui
     }
     do {
         cpu_relax();
-        room = SPE_RING_LINES - (h - atomic_load_explicit(&w->tail, memory_order_acquire));
+        w->tail_seen = atomic_load_explicit(&w->tail, memory_order_acquire);
+        room = SPE_RING_LINES - (h - w->tail_seen);
     } while (room < 4096);
     return room;
 }
@@ -704,7 +709,9 @@ static void worker_feed(struct spe_counter *c, struct spe_model *m, struct spe_w
     }
     uint64_t *ring = w->ring, armed = c->armed, armed_pc = c->armed_pc;
     uint64_t sent = m->sent_line, h = w->head_local, again = 0;
-    uint64_t room = SPE_RING_LINES - (h - atomic_load_explicit(&w->tail, memory_order_acquire));
+    /* (tail as last seen: reading it at every batch would take its cache line from the
+     * worker, which writes it; worker_room looks again when the room seen runs out) */
+    uint64_t room = SPE_RING_LINES - (h - w->tail_seen);
     for (const struct spe_trace_entry *end = e + count; e < end; e++) {
         uint64_t size = (uint64_t)1 << (e->info >> 56 & 7), line = e->addr >> 6;
         uint64_t last = (e->addr + size - 1) >> 6;
@@ -1263,8 +1270,10 @@ void spe_model_trace_batch(struct spe_counter *c, const struct spe_trace_entry *
     /* (plain: the accesses go straight to the model; the line of the last access again,
      * within it, is an L1D hit that changes nothing, spe_model_access_rw. Only a capture's
      * access changes what batch_plain says.) */
-    struct spe_worker *w;
-    if (!m->peers && !(c->pmu_on | (uint64_t)c->gt_events) && (w = worker_of(m))) {
+    /* (m->worker first: m->peers shares a cache line with what the worker writes; a model
+     * with a worker has no peers, spe_model_join) */
+    struct spe_worker *w = m->worker;
+    if (!(c->pmu_on | (uint64_t)c->gt_events) && (w || (w = worker_of(m)))) {
         worker_feed(c, m, w, e, count);
         return;
     }
