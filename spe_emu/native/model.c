@@ -377,11 +377,12 @@ struct spe_trace_entry {
 
 /* ---- The model's thread ------------------------------------------------------------- */
 
-/* With spe_model_threads set (by Python: docs/model.md "The model's thread"), the plain
- * accesses of the batched memory trace (spe_model_trace_batch: one PE, nothing needs an
- * access's PC) are handed to a worker thread of the model as the lines they touch, through a
- * ring; the feeding thread goes on emulating while the worker records them, in the same
- * order, with the same code (access_rw). Everything else that reads or changes the caches'
+/* With spe_model_threads set (by Python: docs/model.md "The model's thread"), the accesses
+ * of the batched memory trace (spe_model_trace_batch, with one PE and neither the PMU nor
+ * ground truth on) are handed to a worker thread of the model as the lines they touch,
+ * through a ring (a captured access with where its outcome goes: worker_feed); the feeding
+ * thread goes on emulating while the worker records them, in the same order, with the same
+ * code (access_rw). Everything else that reads or changes the caches'
  * and TLB's state (every exported function but the branch predictor's and the branch sites')
  * first waits for the worker to be idle (model_sync), so every outcome, record and count is
  * the one the model gives without the thread: only the time it takes changes. The branch
