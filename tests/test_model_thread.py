@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from spe_emu import native
+from spe_emu.errors import ConfigError
 from spe_emu.session import RunOptions, prepare_machine
 
 HERE = Path(__file__).resolve().parent
@@ -71,8 +72,17 @@ def test_the_setting_comes_from_the_environment(monkeypatch):
     monkeypatch.setenv("SPE_EMU_MODEL_THREAD", "1")
     assert native.model_threads() is True
     monkeypatch.setenv("SPE_EMU_MODEL_THREAD", "yes")
-    with pytest.raises(ValueError, match="SPE_EMU_MODEL_THREAD='yes': expected 0 or 1"):
+    with pytest.raises(ConfigError, match="SPE_EMU_MODEL_THREAD='yes': expected 0 or 1"):
         native.model_threads()
+
+
+def test_the_cli_refuses_a_bad_setting_in_one_line(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "spe_emu.tools.cli", "run",
+                           str(GUESTS / "asm_loop.elf"), "-o", str(tmp_path)],
+                          env={**os.environ, "SPE_EMU_MODEL_THREAD": "yes"},
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 125
+    assert proc.stderr == "spe-emu: error: SPE_EMU_MODEL_THREAD='yes': expected 0 or 1\n"
 
 
 class Entry(ctypes.Structure):

@@ -19,7 +19,7 @@ import sysconfig
 import weakref
 from pathlib import Path
 
-from ..errors import SpeEmuError
+from ..errors import ConfigError, SpeEmuError
 from .sources import HEADER as _HEADER
 from .sources import HERE as _HERE
 from .sources import SOURCES as _SOURCES
@@ -699,12 +699,12 @@ def model_threads() -> bool:
     same either way; only the time a run takes changes.
 
     Raises:
-        ValueError: ``SPE_EMU_MODEL_THREAD`` is set to neither 0 nor 1.
+        ConfigError: ``SPE_EMU_MODEL_THREAD`` is set to neither 0 nor 1.
     """
     setting = os.environ.get("SPE_EMU_MODEL_THREAD")
     if setting is not None:
         if setting not in ("0", "1"):
-            raise ValueError(f"SPE_EMU_MODEL_THREAD={setting!r}: expected 0 or 1")
+            raise ConfigError(f"SPE_EMU_MODEL_THREAD={setting!r}: expected 0 or 1")
         return setting == "1"
     return len(os.sched_getaffinity(0)) >= 2
 
