@@ -14,9 +14,10 @@ Requests (JSON objects):
 
 Answer: {"seconds": wall seconds of the call, "instructions": N, "exit_status": N} or
 {"error": "one line"}. Only APIs that both sides have are used (run_image, run_program,
-RunOptions, LinuxOptions, SpeConfig(model_feed=...)). It must not import this checkout's
-spe_emu: run it with the anchor's interpreter from outside the checkout's root (bench.py
-runs it from its work directory)."""
+RunOptions, LinuxOptions, SpeConfig(model_feed=...)). It refuses to time this checkout's
+own spe_emu (the same session.py: the checkout, or an install of it): run it with the
+anchor's interpreter from outside the checkout's root (bench.py runs it from its work
+directory)."""
 
 import gc
 import json
@@ -29,7 +30,9 @@ def serve() -> None:
     import spe_emu
     from spe_emu.session import RunOptions, run_image
     from spe_emu.spe.config import SpeConfig
-    if Path(spe_emu.__file__).resolve().parents[1] == Path(__file__).resolve().parents[1]:
+    here = Path(__file__).resolve().parents[1] / "spe_emu" / "session.py"
+    there = Path(spe_emu.__file__).resolve().parent / "session.py"
+    if here.exists() and there.read_bytes() == here.read_bytes():   # (or an install of it)
         raise SystemExit("bench_anchor.py: this is the checkout's own spe_emu, not an anchor")
     for line in sys.stdin:
         req = json.loads(line)
