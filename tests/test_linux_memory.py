@@ -11,7 +11,8 @@ from spe_emu.arch.mmu import DESC
 from spe_emu.linux.memory import (PAGE, PROT_EXEC, PROT_READ, PROT_WRITE, AddressSpace,
                                   OutOfMemory)
 
-RAM = 0x40_0000            # bytes of the fake physical memory
+RAM = 0x80_0000            # bytes of the fake physical memory (room for every page the
+                           # mappings below can hold at once, 1,200, and their tables)
 L1 = 0x1000                # the level 1 table (as the firmware's)
 POOL = (0x2000, RAM)       # pages and tables
 BASE = 0x40_0000 - 40 * PAGE   # mappings start 40 pages below a 2 MiB boundary
