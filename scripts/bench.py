@@ -124,8 +124,8 @@ the same checksum line. One warm-up each, then every repeat runs all of them bac
     every_vs_anchor            median of t_spe / t_anchor.
 
 Targets (issue 26): every_vs_sampled <= 1.3, every_vs_qemu_plugin <= 1.5 and every_vs_anchor
-<= 1.3 (SKIP where not measured). The row is skipped with its reason without the cross compiler; its QEMU sides
-without qemu-aarch64, and the plugin side without a host C compiler.
+<= 1.3 (SKIP where not measured). The row is skipped with its reason without the cross
+compiler; its QEMU sides without qemu-aarch64, and the plugin side without a host C compiler.
 
 Trace decoding (guest ``decoder``): a trace of --decode-mib MiB (default 18): the whole trace
 of sort at interval 256 (run in this process) repeated, and the same bytes wrapped into a

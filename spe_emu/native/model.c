@@ -426,7 +426,15 @@ static pthread_once_t spe_model_atfork_once = PTHREAD_ONCE_INIT;
 static pthread_mutex_t spe_workers_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct spe_worker *spe_workers;   /* (spe_workers_lock) every worker of the process */
 
-static inline void cpu_relax(void);
+/* (a spinning thread's pause) */
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ volatile("yield");
+#endif
+}
 
 static void model_prefork(void)
 {
@@ -455,15 +463,6 @@ static void model_atfork(void)
 
 static int access_rw(struct spe_model *m, uint64_t line, int update, int store);
 
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ volatile("yield");
-#endif
-}
-
 /* Records the nth entry of ring (a capture's line: and stores its outcome where the next
  * entry says); returns the number of the entry after it. */
 static inline uint64_t worker_take(struct spe_model *m, const uint64_t *ring, uint64_t n)
@@ -479,7 +478,8 @@ static inline uint64_t worker_take(struct spe_model *m, const uint64_t *ring, ui
 }
 
 /* The worker: records the entries handed over, in order; polls for more, then sleeps; ends
- * after spe_model_worker_idle_ns asleep (worker_publish starts it again) or when told to quit. */
+ * after spe_model_worker_idle_ns asleep (worker_publish starts it again) or when told to
+ * quit. */
 static void *worker_main(void *arg)
 {
     struct spe_model *m = arg;
@@ -494,7 +494,7 @@ static void *worker_main(void *arg)
         if (h == t) {
             struct timespec until;
             int timed_out = 0;
-            clock_gettime(CLOCK_REALTIME, &until);   /* (a host timeout: nothing the guest sees) */
+            clock_gettime(CLOCK_REALTIME, &until);   /* (host time: the guest sees none) */
             until.tv_nsec += spe_model_worker_idle_ns % 1000000000L;
             until.tv_sec += spe_model_worker_idle_ns / 1000000000L;
             until.tv_sec += until.tv_nsec / 1000000000L;
