@@ -483,9 +483,14 @@ class Anchor:
 
     def __init__(self, python: str, workdir: Path):
         self.python = python
+        # (a path as given, from here: the process runs in workdir; a bare name on PATH)
+        path = os.path.abspath(python) if os.sep in python else shutil.which(python) or python
+        self.errors = workdir / "anchor-stderr"
         try:
-            self.proc = subprocess.Popen([python, str(ANCHOR_SCRIPT)], cwd=workdir, text=True,
-                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+            with open(self.errors, "w") as err:
+                self.proc = subprocess.Popen([path, str(ANCHOR_SCRIPT)], cwd=workdir,
+                                             text=True, stdin=subprocess.PIPE,
+                                             stdout=subprocess.PIPE, stderr=err)
         except OSError as exc:
             raise BenchError(f"--sampled-anchor {python}: {exc.strerror}") from None
 
@@ -499,8 +504,14 @@ class Anchor:
         except (OSError, ValueError):
             answer = None
         if answer is None:
-            raise BenchError(f"{label} anchor: {self.python} ended (status "
-                             f"{self.proc.poll()}); run scripts/make-bench-anchor.sh")
+            try:
+                status = self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                status = None
+            said = self.errors.read_text(errors="replace").strip().splitlines()
+            raise BenchError(f"{label} anchor: {self.python} ended (status {status}"
+                             f"{': ' + said[-1] if said else ''}); see "
+                             f"scripts/make-bench-anchor.sh")
         if "error" in answer:
             raise BenchError(f"{label} anchor: {answer['error']}")
         if answer["exit_status"] != 0:
@@ -1843,7 +1854,7 @@ def check_targets(rows: list[dict], guests: list[str], memory: dict | None,
                      lambda v: v <= MAX_EVERY_OVER_SAMPLED, lambda v: f"{v:.2f}x")
     targets.append(Target(f"model_feed every (the default), interval {TARGET_INTERVAL}: <= "
                           f"{MAX_EVERY_OVER_SAMPLED:g}x the sampled mode's time", s, d))
-    if any(r["every_vs_anchor"] is not None for r in rows):
+    if not guests or any(r["every_vs_anchor"] is not None for r in rows):
         s, d = per_guest("spe-every", TARGET_INTERVAL, lambda g, r: r["every_vs_anchor"],
                          lambda v: v <= MAX_EVERY_OVER_SAMPLED, lambda v: f"{v:.2f}x")
     else:

@@ -27,9 +27,12 @@ from pathlib import Path
 
 
 def serve() -> None:
-    import spe_emu
-    from spe_emu.session import RunOptions, run_image
-    from spe_emu.spe.config import SpeConfig
+    try:
+        import spe_emu
+        from spe_emu.session import RunOptions, run_image
+        from spe_emu.spe.config import SpeConfig
+    except ImportError as exc:
+        raise SystemExit(f"bench_anchor.py: {exc}") from None
     here = Path(__file__).resolve().parents[1] / "spe_emu" / "session.py"
     there = Path(spe_emu.__file__).resolve().parent / "session.py"
     if here.exists() and there.read_bytes() == here.read_bytes():   # (or an install of it)

@@ -10,6 +10,7 @@ set -eu
 commit=7ff79968562b66157d6d29ad3d0d7e2dd390626e
 root=$(cd "$(dirname "$0")/.." && pwd)
 dir=${1:-$root/.bench-anchor}
+mkdir -p "$dir" && dir=$(cd "$dir" && pwd)   # (absolute: the check below runs from /)
 rm -rf "$dir/src" "$dir/venv"
 mkdir -p "$dir/src"
 git -C "$root" archive "$commit" | tar -x -C "$dir/src"

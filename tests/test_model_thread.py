@@ -153,6 +153,51 @@ def test_a_child_forked_mid_batch_has_the_model_of_every_access_once():
     assert bad == 0
 
 
+def test_a_forked_child_feeds_its_model_past_the_rings_size():
+    # In a child (no worker thread) the feeding thread records the ring itself whenever it
+    # is full: 300,000 accesses in batches of 1,000, many times the ring's 65,536 entries,
+    # before anything waits -- the counts of the model without a thread, no entry
+    # overwritten before it was recorded.
+    n, size = 300_000, 1_000
+    entries = (Entry * n)()
+    for i, e in enumerate(entries):   # (half within three lines, half each a new page)
+        e.addr = 0x100 + (i % 3) * 64 if i < n // 2 else 0x4000_0000 + i * 4096
+        e.info = 0x1000 | 3 << 56
+    batches = [ctypes.addressof(entries) + i * ctypes.sizeof(Entry) for i in range(0, n, size)]
+    first = (Entry * 1)()
+    first[0].addr, first[0].info = 0x10000, 0x1000 | 3 << 56
+
+    def fed(threads: bool, fork: bool) -> str:
+        model, counter = model_fed(first, threads)
+        model.sync()
+        batch = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t)(
+            native.model_trace_batch_address())
+        read, write = os.pipe()
+        pid = os.fork() if fork else 0
+        if pid == 0:
+            try:
+                for address in batches:
+                    batch(ctypes.addressof(counter), address, size)
+                answer = repr(model.stats())
+            except BaseException as exc:
+                answer = repr(exc)
+            if not fork:
+                return answer
+            try:
+                os.write(write, answer.encode())
+            finally:
+                os._exit(0)
+        os.close(write)
+        child = os.read(read, 65536).decode()
+        os.close(read)
+        os.waitpid(pid, 0)
+        return child
+
+    alone = fed(False, False)
+    assert "'accesses': 300001" in alone
+    assert fed(True, True) == alone
+
+
 def test_a_forked_child_frees_a_model_whose_worker_sleeps(tmp_path):
     # the parent's worker waits on its condition variable when the process forks; the child
     # freeing the model must not wait for that thread, which it does not have

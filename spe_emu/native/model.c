@@ -611,6 +611,7 @@ static void worker_wait(struct spe_model *m)
                 sched_yield();
         }
     }
+    w->tail_seen = w->head_local;   /* (the ring is empty: worker_room counts on it) */
     m->stats[SPE_STAT_ACCESSES] += m->again;
     m->stats[SPE_LEVEL_L1D] += m->again;
     m->again = 0;
