@@ -109,6 +109,29 @@ def model_fed(entries, threads: bool):
     return model, counter
 
 
+def in_child(answer) -> str:
+    """``answer()`` (a str) as a forked child of this process gives it (its exception's repr
+    if it raises)."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:   # (the child: its answer through the pipe, whatever happens)
+        try:
+            try:
+                said = answer()
+            except BaseException as exc:
+                said = repr(exc)
+            os.write(write, said.encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    said = b""
+    while chunk := os.read(read, 65536):
+        said += chunk
+    os.close(read)
+    os.waitpid(pid, 0)
+    return said.decode()
+
+
 def fork_mid_batch(trials: int) -> tuple[int, int]:
     """``trials`` times: 60,000 accesses handed to a model's worker, then a fork as soon as
     the worker has begun; (trials where the child's or the parent's model counts differ from
@@ -122,18 +145,8 @@ def fork_mid_batch(trials: int) -> tuple[int, int]:
         model, counter = model_fed(entries, True)
         while model.worker_stats()[2] == 0:   # (until its thread has begun)
             pass
-        read, write = os.pipe()
         midway += model.worker_stats()[2] < len(entries)
-        pid = os.fork()
-        if pid == 0:   # (the child: its answer through the pipe, whatever happens)
-            try:
-                os.write(write, repr(model.stats()).encode())
-            finally:
-                os._exit(0)
-        os.close(write)
-        child = os.read(read, 4096).decode()
-        os.close(read)
-        os.waitpid(pid, 0)
+        child = in_child(lambda: repr(model.stats()))
         bad += child != alone or repr(model.stats()) != alone
     return bad, midway
 
@@ -172,26 +185,12 @@ def test_a_forked_child_feeds_its_model_past_the_rings_size():
         model.sync()
         batch = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t)(
             native.model_trace_batch_address())
-        read, write = os.pipe()
-        pid = os.fork() if fork else 0
-        if pid == 0:
-            try:
-                for address in batches:
-                    batch(ctypes.addressof(counter), address, size)
-                answer = repr(model.stats())
-            except BaseException as exc:
-                answer = repr(exc)
-            if not fork:
-                return answer
-            try:
-                os.write(write, answer.encode())
-            finally:
-                os._exit(0)
-        os.close(write)
-        child = os.read(read, 65536).decode()
-        os.close(read)
-        os.waitpid(pid, 0)
-        return child
+
+        def feed() -> str:
+            for address in batches:
+                batch(ctypes.addressof(counter), address, size)
+            return repr(model.stats())
+        return in_child(feed) if fork else feed()
 
     alone = fed(False, False)
     assert "'accesses': 300001" in alone
