@@ -1153,7 +1153,8 @@ class Recorder:
 
     def record(self, counter: SpeCounter, start: int, count: int) -> int:
         """Record captures [start, count) until one needs Python: its position (``count``
-        when done); ``self.s.reason`` says why (REC_*)."""
+        when done); ``self.s.reason`` says why (REC_*). The captures' outcomes must be
+        settled first (:meth:`Model.sync`)."""
         return self.lib.spe_record_captures(ctypes.byref(counter), self.ref, start, count)
 
     def take_output(self) -> bytes:

@@ -375,6 +375,17 @@ struct spe_trace_entry {
     uint64_t info;
 };
 
+/* The entry's access: its size in bytes, and the PC of its instruction. */
+static inline uint64_t trace_size(const struct spe_trace_entry *e)
+{
+    return (uint64_t)1 << (e->info >> 56 & 7);
+}
+
+static inline uint64_t trace_pc(const struct spe_trace_entry *e)
+{
+    return (uint64_t)((int64_t)(e->info << 8) >> 8);
+}
+
 /* ---- The model's thread ------------------------------------------------------------- */
 
 /* With spe_model_threads set (by Python: docs/model.md "The model's thread"), the accesses
@@ -625,7 +636,7 @@ static inline void model_sync(struct spe_model *m)
 }
 
 /* Waits until the model's worker has recorded every access handed to it: before
- * spe_capture.fed is read (record.c, Python's replay). */
+ * spe_capture.fed is read (Prediction._drain, before record.c and Python's replay). */
 void spe_model_sync(struct spe_model *m)
 {
     model_sync(m);
@@ -700,7 +711,7 @@ static inline uint64_t worker_room(struct spe_model *m, struct spe_worker *w, ui
  * L1D hit that changes nothing, counted in m->again, as count_last_line_again would). The
  * first access of the instruction a capture armed (feed_access's rule) is handed over with
  * the address of the capture's spe_capture.fed, which the worker sets: it is read only after
- * model_sync (spe_model_sync: record.c, Python's replay). The worker is woken once
+ * model_sync (spe_model_sync in Prediction._drain). The worker is woken once
  * SPE_PUBLISH lines wait (model_sync wakes it for the rest). */
 static void worker_feed(struct spe_counter *c, struct spe_model *m, struct spe_worker *w,
                         const struct spe_trace_entry *e, size_t count)
@@ -715,10 +726,8 @@ static void worker_feed(struct spe_counter *c, struct spe_model *m, struct spe_w
      * worker, which writes it; worker_room looks again when the room seen runs out) */
     uint64_t room = SPE_RING_LINES - (h - w->tail_seen);
     for (const struct spe_trace_entry *end = e + count; e < end; e++) {
-        uint64_t size = (uint64_t)1 << (e->info >> 56 & 7), line = e->addr >> 6;
-        uint64_t last = (e->addr + size - 1) >> 6;
-        if (__builtin_expect(armed != 0, 0)
-                && (uint64_t)((int64_t)(e->info << 8) >> 8) == armed_pc) {
+        uint64_t line = e->addr >> 6, last = (e->addr + trace_size(e) - 1) >> 6;
+        if (__builtin_expect(armed != 0, 0) && trace_pc(e) == armed_pc) {
             room = worker_room(m, w, h, room, 2);
             ring[h++ & (SPE_RING_LINES - 1)] = line++ | SPE_RING_CAPTURE;
             ring[h++ & (SPE_RING_LINES - 1)] = (uint64_t)(uintptr_t)&c->caps[armed - 1].fed;
@@ -1201,7 +1210,8 @@ void spe_model_stats(struct spe_model *m, uint64_t *out)
  * recorded in the model c->feed -- each 64-byte line and 4 KiB page it touches, lowest
  * first. The first access of the instruction a capture armed (c->armed_pc) gives that
  * capture its outcome (spe_capture.fed), as its record must show it; with ground truth,
- * the first access of each execution its PC's counts. */
+ * the first access of each execution its PC's counts. The caller has waited for the model's
+ * worker (model_sync). */
 static void feed_access(void *uc, struct spe_counter *c, uint64_t pc, uint64_t address,
                         uint64_t size, int store)
 {
@@ -1225,7 +1235,7 @@ static void feed_access(void *uc, struct spe_counter *c, uint64_t pc, uint64_t a
         if (!pc && c->reg_read(uc, c->pc_id, &pc) != 0)   /* (synced for memory hooks) */
             pc = 0;
         int first = pc && pc != c->gt_last_pc;   /* (an instruction's later accesses: same PC) */
-        int out = spe_model_access_rw(m, line++, 1, store);
+        int out = access_rw(m, line++, 1, store);
         if (c->armed && pc == c->armed_pc) {
             c->caps[c->armed - 1].fed = (uint64_t)out;
             c->armed = 0;
@@ -1236,7 +1246,7 @@ static void feed_access(void *uc, struct spe_counter *c, uint64_t pc, uint64_t a
         }
     }
     for (; line <= last >> 6; line++)
-        spe_model_access_rw(m, line, 1, store);
+        access_rw(m, line, 1, store);
 }
 
 /* UC_HOOK_MEM_READ | UC_HOOK_MEM_WRITE callback (model_feed "every" with Unicorn's own
@@ -1246,6 +1256,7 @@ void spe_model_hook(void *uc, int type, uint64_t address, int size, int64_t valu
                     struct spe_counter *c)
 {
     (void)value;
+    model_sync(c->feed);
     feed_access(uc, c, 0, address, size > 0 ? (uint64_t)size : 0, type == SPE_UC_MEM_WRITE);
 }
 
@@ -1269,9 +1280,6 @@ void spe_model_trace_batch(struct spe_counter *c, const struct spe_trace_entry *
      * before a block crosses it, so a batch is all before it or all after) */
     if (c->insns >= c->feed_until)
         return;
-    /* (plain: the accesses go straight to the model; the line of the last access again,
-     * within it, is an L1D hit that changes nothing, spe_model_access_rw. Only a capture's
-     * access changes what batch_plain says.) */
     /* (m->worker first: m->peers shares a cache line with what the worker writes; a model
      * with a worker has no peers, spe_model_join) */
     struct spe_worker *w = m->worker;
@@ -1279,11 +1287,13 @@ void spe_model_trace_batch(struct spe_counter *c, const struct spe_trace_entry *
         worker_feed(c, m, w, e, count);
         return;
     }
-    int plain = batch_plain(c, m);
     model_sync(m);
+    /* (plain: the accesses go straight to the model; the line of the last access again,
+     * within it, is an L1D hit that changes nothing, spe_model_access_rw. Only a capture's
+     * access changes what batch_plain says.) */
+    int plain = batch_plain(c, m);
     for (const struct spe_trace_entry *end = e + count; e < end; e++) {
-        uint64_t size = (uint64_t)1 << (e->info >> 56 & 7), line = e->addr >> 6;
-        uint64_t last = (e->addr + size - 1) >> 6;
+        uint64_t size = trace_size(e), line = e->addr >> 6, last = (e->addr + size - 1) >> 6;
         int store = (int)(e->info >> 59 & 1);
         if (plain) {
             if (line + 1 == m->last_line && last == line) {
@@ -1294,8 +1304,7 @@ void spe_model_trace_batch(struct spe_counter *c, const struct spe_trace_entry *
                 access_rw(m, line, 1, store);
             continue;
         }
-        uint64_t pc = (uint64_t)((int64_t)(e->info << 8) >> 8);
-        feed_access(0, c, pc, e->addr, size, store);
+        feed_access(0, c, trace_pc(e), e->addr, size, store);
         plain = batch_plain(c, m);
     }
 }

@@ -246,14 +246,14 @@ static uint8_t *build(struct spe_recorder *r, const struct spe_template *t,
 }
 
 /* Records captures[start..cap_count) of counter c in order until one needs Python; returns
- * that capture's position (cap_count when all are recorded) and sets r->reason. */
+ * that capture's position (cap_count when all are recorded) and sets r->reason. The caller
+ * has waited for the model's worker, which sets the captures' outcomes (spe_model_sync:
+ * Prediction._drain). */
 uint32_t spe_record_captures(const struct spe_counter *c, struct spe_recorder *r,
                              uint32_t start, uint32_t cap_count)
 {
     uint32_t i;
     r->reason = SPE_REC_DONE;
-    if (c->feed)   /* (the captures' outcomes: the model's worker may still be setting them) */
-        spe_model_sync(c->feed);
     for (i = start; i < cap_count; i++) {
         const struct spe_capture *cap = &c->caps[i];
         if (cap->index > r->insn_index) {
