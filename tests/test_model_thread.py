@@ -145,7 +145,8 @@ def fork_mid_batch(trials: int) -> tuple[int, int]:
         model, counter = model_fed(entries, True)
         while model.worker_stats()[2] == 0:   # (until its thread has begun)
             pass
-        midway += model.worker_stats()[2] < len(entries)
+        handed, _, recorded = model.worker_stats()
+        midway += recorded < handed
         child = in_child(lambda: repr(model.stats()))
         bad += child != alone or repr(model.stats()) != alone
     return bad, midway

@@ -75,6 +75,7 @@ def test_the_build_exports_only_the_api():
     assert "tcg_gen_code_aarch64" not in exported and len(exported) < 100
     assert {"uc_open", "uc_emu_start", "uc_ctl", "uc_hook_add", "uc_hook_block_counter",
             "uc_mem_trace_set", "uc_mem_trace_batch_set", "uc_mem_trace_flush",
+            "uc_mem_trace_blocks",
             "uc_vmem_translate"} <= exported
 
 
@@ -609,6 +610,58 @@ def test_code_translated_with_the_inline_counter_calls_the_hook_once_it_is_remov
     assert counter_set(uc._uch, hook, None) == 0
     uc.emu_start(0x10000, 0x10018)
     assert (called, counter.count) == (every, 6)
+
+
+def _traced_blocks(limit: int, blocks: bool = True) -> tuple:
+    """Run _LOOP three times round (X3 = 3) with a block hook that has the inline counter
+    (limit ``limit``), the batched trace set and, with ``blocks``, uc_mem_trace_blocks (0014):
+    (the entries handed over, each a block (address, instructions, last word) or an access
+    (PC, physical address); the blocks the hook was called for; the counter's fields)."""
+    from unicorn import UC_HOOK_BLOCK
+    from unicorn.unicorn_py3.unicorn import uclib
+    uc = _code_at(_LOOP, X1=0x18000, X3=3)
+    called, seen = [], []
+    hook = uc.hook_add(UC_HOOK_BLOCK, lambda _u, addr, size, _d: called.append((addr, size)))
+    counter = _BlockCounter(count=0, limit=limit)
+    counter_set = uclib.uc_hook_block_counter
+    counter_set.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p)
+    assert counter_set(uc._uch, hook, ctypes.byref(counter)) == 0
+
+    def fn(_user, entries, count):
+        for i in range(count):
+            e = entries[i]
+            if e.info >> 60 == 0xF:   # (uc_mem_trace_entry_is_block)
+                seen.append((e.addr, e.info >> 32 & 0xFFFFFFF, e.info & 0xFFFFFFFF))
+            else:
+                seen.append((e.info & ((1 << 56) - 1), e.addr))
+    callback = _BATCH_CALLBACK(fn)  # noqa: F841  (kept while the trace is set)
+    trace_set = uclib.uc_mem_trace_batch_set
+    trace_set.argtypes = (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
+    assert trace_set(uc._uch, ctypes.cast(callback, ctypes.c_void_p), None) == 0
+    if blocks:
+        trace_blocks = uclib.uc_mem_trace_blocks
+        trace_blocks.argtypes = (ctypes.c_void_p, ctypes.c_bool)
+        assert trace_blocks(uc._uch, True) == 0
+    uc.emu_start(0x10000, 0x1000c)
+    return seen, called, (counter.count, counter.last_pc, counter.last_insns)
+
+
+def test_the_blocks_the_inline_counter_counts_go_to_the_trace_with_their_last_word():
+    # 0014: each block the translated code counts is an entry of the buffer, before its
+    # accesses: its address, its length and the word of its last instruction (b.ne); the
+    # counter's last_pc and last_insns are left to the embedder
+    loop = [(0x10000, 3, 0x54FFFFC1)]
+    access = [(0x10000, 0x18000 + 8 * i) for i in range(3)]
+    seen, called, counter = _traced_blocks(limit=1000)
+    assert seen == [loop[0], access[0], loop[0], access[1], loop[0], access[2]]
+    assert (called, counter) == ([], (9, 0, 0))
+    # the blocks the hook is called for (past the limit) are not in the buffer
+    seen, called, counter = _traced_blocks(limit=6)
+    assert seen == [loop[0], access[0], loop[0], access[1], access[2]]
+    assert (called, counter) == ([(0x10000, 12)], (6, 0, 0))
+    # without uc_mem_trace_blocks, the fast path sets last_pc and last_insns as before
+    seen, called, counter = _traced_blocks(limit=1000, blocks=False)
+    assert (seen, called, counter) == (access, [], (9, 0x10000, 3))
 
 
 def test_translated_code_is_dropped_by_physical_address():

@@ -149,7 +149,7 @@ class UnicornHooks:
                                             if word == PSB_CSYNC_WORD)
             uc.hook_add(UC_HOOK_CODE, self._on_every_insn)
         self._inline_block_counter(self._block_hook is not None and not self.counter.pbt_on
-                                   and not self.counter.feed)
+                                   and (not self.counter.feed or self.counter.trace_blocks))
         if self.cfg.mode != "raw":
             # On each DC ZVA: Python only at an EL with Device data (SyncChecks.dc_zva)
             self._zva_callback = CODE_HOOK(lambda _uch, address, _size, _data: self._guarded(
@@ -229,23 +229,34 @@ class UnicornHooks:
         through the patched libunicorn's memory trace (patches/unicorn/0002, which keeps them
         on the TLB fast path; 0011 has the translated code append them to a buffer that
         reaches ``spe_model_trace_batch`` in batches: block_slow flushes it first) or, with
-        Unicorn's own library, a memory hook. The run stops
+        Unicorn's own library, a memory hook. The branches: with the patched library, the
+        blocks the translated code counts itself go to the same buffer (0014,
+        ``uc_mem_trace_blocks``), which hands them to the model's branch trainer, and the
+        block hook hands it the others (counter.c hand_block); with Unicorn's own, the block
+        hook's block_fed trains the predictor at every block. The run stops
         after that instruction, in both loops, and the translated code is flushed before it
         goes on (:meth:`_start`): code translated before calls neither."""
         if self._feeding:
             return
         self._feeding = True
-        self._inline_block_counter(False)   # (block_fed trains the predictor at every block)
-        self.counter.feed = self.spu.builder.model.ptr
-        # (the patched library's trace, patches/unicorn/0002 and 0011; a patched library has
-        # every patch: tests/test_unicorn_patches.py)
+        c = self.counter
+        c.feed = self.spu.builder.model.ptr
+        # (the patched library's trace, patches/unicorn/0002, 0011 and 0014; a patched library
+        # has every patch: tests/test_unicorn_patches.py)
         trace_set = getattr(uclib, "uc_mem_trace_batch_set", None)
         if trace_set is None:
+            self._inline_block_counter(False)   # (block_fed trains the predictor)
             self.model_hook_last(install=True)
         else:
             trace_set.argtypes = (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
             trace_set(self.uc._uch, ctypes.c_void_p(native.model_trace_batch_address()),
-                      ctypes.byref(self.counter))
+                      ctypes.byref(c))
+            blocks = uclib.uc_mem_trace_blocks
+            blocks.argtypes = (ctypes.c_void_p, ctypes.c_bool)
+            if blocks(self.uc._uch, True):
+                raise GuestError("cannot trace the blocks (uc_mem_trace_blocks)")
+            c.trace_blocks = 1
+            self._inline_block_counter(self._block_hook is not None and not c.pbt_on)
         self._feed_flush = True
         self.uc.emu_stop()
 

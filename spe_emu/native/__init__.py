@@ -105,7 +105,9 @@ class SpeCounter(ctypes.Structure):
                 ("pmu_faulted", ctypes.c_uint64),
                 ("pmu_mark", ctypes.c_uint64 * PMU_SOURCE_COUNT),
                 ("pmu_counts", (ctypes.c_uint64 * PMU_SOURCE_COUNT) * 4),
-                ("trace_flush", ctypes.c_void_p),
+                ("trace_flush", ctypes.c_void_p), ("trace_blocks", ctypes.c_uint64),
+                ("handed_start", ctypes.c_uint64), ("handed_insns", ctypes.c_uint64),
+                ("handed_valid", ctypes.c_uint64),
                 ("caps", SpeCapture * CAP_MAX), ("verdicts", SpeVerdict * VERDICTS),
                 ("steps", SpeStep * STEPS)]
 
@@ -1064,15 +1066,17 @@ class Model:
 
     def sync(self) -> None:
         """``spe_model_sync()``: waits until the model's thread (:func:`model_threads`) has
-        recorded every access handed to it, so that the captures' outcomes
-        (``spe_capture.fed``) it sets can be read. Every other method waits by itself."""
+        recorded what it was handed as far as the last capture, so that the captures'
+        outcomes (``spe_capture.fed``) it sets can be read. Every other method waits for
+        all of it by itself."""
         self.lib.spe_model_sync(self.ptr)
 
     def worker_stats(self) -> tuple[int, int, int]:
-        """What the model's thread did so far: the ring entries (lines, and a capture's two)
-        handed to it, the times its thread started (it ends after a while asleep, and starts
-        again when entries come), and the entries it has recorded (without waiting for it);
-        (0, 0, 0) when the model has no thread."""
+        """What the model's thread did so far: the words of its ring handed to it (a batch's
+        entries, two words each after a header of four; two for each block the branch
+        trainer is handed by the block hook), the times its thread started (it ends after a
+        while asleep, and starts again when entries come), and the words it has recorded
+        (without waiting for it); (0, 0, 0) when the model has no thread."""
         out = (ctypes.c_uint64 * 3)()
         self.lib.spe_model_worker_stats(self.ptr, out)
         return out[0], out[1], out[2]

@@ -493,6 +493,7 @@ static uint32_t site_kind(void *uc, struct spe_counter *c, uint64_t pc)
  * which is no branch. */
 static inline void feed_branch(void *uc, struct spe_counter *c, uint64_t next, int caps)
 {
+    c->handed_valid = 0;   /* (the trainer's last block is no longer the one run last) */
     if (!c->block_insns || c->insns >= c->feed_until)
         return;
     uint64_t pc = c->block_start + 4 * (c->block_insns - 1);
@@ -523,6 +524,40 @@ static inline void feed_branch(void *uc, struct spe_counter *c, uint64_t next, i
     c->pmu_mispredicts += mispredicted != 0;
     if (c->gt_events)
         spe_gt_event(c, pc, -1, mispredicted != 0);
+}
+
+/* model_feed "every" with the blocks traced (trace_blocks), neither the PMU nor ground truth
+ * on: block_slow (and block_fed, while FEAT_SPE_PBT keeps the inline counter off) hands the
+ * block at address, of n instructions, to the model's branch trainer (spe_model_train),
+ * which trains the predictor with the branch before it as feed_branch would: first, if the
+ * trainer does not have the block run last as it is now (spe_model_train_last), the
+ * instruction that ran last; then the captures that take that branch's verdict
+ * (feed_branch's); then the block, with the kind of its last instruction. */
+static void hand_block(void *uc, struct spe_counter *c, uint64_t address, uint64_t n)
+{
+    if (c->insns >= c->feed_until) {
+        c->handed_valid = 0;
+        return;
+    }
+    if (!c->handed_valid) {   /* (fed by feed_branch, or paused, since) */
+        uint64_t pc = c->block_start + 4 * (c->block_insns - 1);
+        uint64_t kind = c->block_insns ? site_kind(uc, c, pc) : 0;
+        spe_model_train(c, SPE_TRAIN | SPE_TRAIN_LAST | SPE_TRAIN_ADDRESS(pc),
+                        kind | (uint64_t)(c->block_insns != 0) << 32);
+    } else {
+        spe_model_train_last(c);
+    }
+    for (uint64_t i = c->cap_count; i-- > 0 && i + 2 >= c->cap_count;) {
+        struct spe_capture *cap = &c->caps[i];
+        if (cap->index == c->insns - 1 && cap->fed == SPE_FED_NONE)
+            spe_model_train(c, SPE_TRAIN | SPE_TRAIN_CAPTURE,
+                            (uint64_t)(uintptr_t)&cap->fed);
+    }
+    uint64_t kind = site_kind(uc, c, address + 4 * (n - 1));
+    spe_model_train(c, SPE_TRAIN | SPE_TRAIN_KIND | SPE_TRAIN_ADDRESS(address), n << 32 | kind);
+    c->handed_start = address;
+    c->handed_insns = n;
+    c->handed_valid = 1;
 }
 
 static inline void count_block(struct spe_counter *c, uint64_t address, uint64_t n)
@@ -570,6 +605,12 @@ void spe_pmu_sources(const struct spe_counter *c, uint64_t *out)
     out[SPE_PMU_INSNS] = c->insns;
     out[SPE_PMU_BRANCHES] = c->pmu_branches;
     out[SPE_PMU_MISPREDICTS] = c->pmu_mispredicts;
+    if (c->feed) {   /* (and those the model's branch trainer counted: hand_block) */
+        uint64_t branches, mispredicts;
+        spe_model_trained(c->feed, &branches, &mispredicts);
+        out[SPE_PMU_BRANCHES] += branches;
+        out[SPE_PMU_MISPREDICTS] += mispredicts;
+    }
     out[SPE_PMU_LOADS] = c->pmu_loads;
     out[SPE_PMU_STORES] = c->pmu_stores;
     out[SPE_PMU_EXCEPTIONS] = c->pmu_exceptions;
@@ -648,7 +689,9 @@ static __attribute__((noinline)) void block_slow(void *uc, uint64_t address, uin
         c->emu_stop(uc);
         return;
     }
-    if (c->feed)
+    if (c->feed && c->trace_blocks && !(c->pmu_on | (uint64_t)c->gt_events))
+        hand_block(uc, c, address, n);
+    else if (c->feed)
         feed_branch(uc, c, address, 1);
     count_block(c, address, n);
     c->fast_limit = c->completing || c->armed || c->gt_table || watching(c) || c->pmu_on
@@ -672,8 +715,12 @@ static __attribute__((noinline, flatten)) void block_fed(void *uc, uint64_t addr
     if (c->insns < c->feed_until && c->insns + n >= c->feed_until && c->trace_flush)
         c->trace_flush(uc);
     /* (no capture to give the branch's outcome to: the block after a capture is armed, so
-     * it takes the slow path, whose feed_branch does) */
-    feed_branch(uc, c, address, 0);
+     * it takes the slow path, whose feed_branch does; with the blocks traced, the trainer
+     * has the predictor: FEAT_SPE_PBT's tracking keeps the inline counter off) */
+    if (c->trace_blocks)
+        hand_block(uc, c, address, n);
+    else
+        feed_branch(uc, c, address, 0);
     track_branch(c, address);
     c->block_start = address;
     c->block_insns = n;

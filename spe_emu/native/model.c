@@ -313,6 +313,7 @@ static int targets_swap(struct spe_targets *t, uint64_t pc, uint64_t target, uin
  * do not depend on which a level uses. */
 #define SPE_ARRAY_WAYS 16
 #define SPE_SITE_CACHE 1024   /* the direct-mapped table of branch sites' kinds (spe_model) */
+#define SPE_WORD_CACHE 4096   /* the direct-mapped table of instruction words' kinds (spe_model) */
 
 struct spe_level {
     uint32_t sets;          /* 0: the level is absent */
@@ -354,14 +355,19 @@ struct spe_model {
     struct spe_level *llcp;
     struct spe_lru *modified;
     uint64_t owned_line;
+    /* The branch trainer (train_entry; the worker's while it has entries): the instruction
+     * that ran last (train_pc, valid when train_valid), its word or, with train_is_kind, its
+     * kind (train_kw); the captures that take the next branch's verdict; the branches
+     * trained and mispredicted; the kinds of the words met last, direct-mapped by word. */
+    uint64_t train_pc, train_kw;
+    int train_valid, train_is_kind;
+    uint64_t *train_caps[2];
+    uint32_t train_ncaps;
+    uint64_t train_branches, train_mispredicts;
+    struct { uint64_t key; uint32_t kind; } word_kind[SPE_WORD_CACHE];
     /* The model's thread (spe_model_threads, "The model's thread" below): 0 until a plain
-     * batch starts it. Owned by the thread that feeds the model: the line + 1 of the last
-     * line handed over (sent_line, valid when sent_valid: m->last_line once the worker has
-     * taken it), and the handed-over accesses to that line again (again: an L1D hit that
-     * changes nothing, added to stats when the worker is next idle). */
-    _Alignas(64) struct spe_worker *worker;   /* (not on a line the worker writes) */
-    uint64_t sent_line, again;
-    int sent_valid;
+     * batch starts it (not on a line the worker writes) */
+    _Alignas(64) struct spe_worker *worker;
     int no_worker;   /* a worker could not be made */
 };
 
@@ -374,6 +380,30 @@ struct spe_trace_entry {
     uint64_t addr;
     uint64_t info;
 };
+
+/* A block the translated code counted (patches/unicorn/0014, uc_mem_trace_blocks): info's
+ * bits [63:60] all set (an access's MMU index never is), [59:32] its length in instructions,
+ * [31:0] the word of its last instruction; addr: its (virtual) address. */
+static inline int trace_is_block(const struct spe_trace_entry *e)
+{
+    return e->info >> 60 == 0xf;
+}
+
+/* After a batch whose last block is blk (NULL: none): block_start and block_insns say it is
+ * the block being run (what uc_hook_block_counter's fast path sets without the blocks
+ * traced); handed: the trainer was handed it (otherwise it was skipped: block_slow tells the
+ * trainer what ran last before the next block it hands). */
+static void trace_blocks_seen(struct spe_counter *c, const struct spe_trace_entry *blk,
+                              int handed)
+{
+    if (!blk)
+        return;
+    c->block_start = blk->addr;
+    c->block_insns = blk->info >> 32 & 0xfffffff;
+    c->handed_start = c->block_start;
+    c->handed_insns = c->block_insns;
+    c->handed_valid = (uint64_t)handed;
+}
 
 /* The entry's access: its size in bytes, and the PC of its instruction. */
 static inline uint64_t trace_size(const struct spe_trace_entry *e)
@@ -388,23 +418,25 @@ static inline uint64_t trace_pc(const struct spe_trace_entry *e)
 
 /* ---- The model's thread ------------------------------------------------------------- */
 
-/* With spe_model_threads set (by Python: docs/model.md "The model's thread"), the accesses
- * of the batched memory trace (spe_model_trace_batch, with one PE and neither the PMU nor
- * ground truth on) are handed to a worker thread of the model as the lines they touch,
- * through a ring (a captured access with where its outcome goes: worker_feed); the feeding
- * thread goes on emulating while the worker records them, in the same order, with the same
- * code (access_rw). Everything else that reads or changes the caches'
- * and TLB's state (every exported function but the branch predictor's and the branch sites')
- * first waits for the worker to be idle (model_sync), so every outcome, record and count is
- * the one the model gives without the thread: only the time it takes changes. The branch
- * predictor and the sites are not the worker's: they stay with the feeding thread. */
+/* With spe_model_threads set (by Python: docs/model.md "The model's thread"), the batches of
+ * the memory trace (spe_model_trace_batch, with one PE and neither the PMU nor ground truth
+ * on) are handed to a worker thread of the model as they are, through a ring (worker_feed),
+ * and so are the blocks the block hook hands the branch trainer (spe_model_train); the
+ * feeding thread goes on emulating while the worker records them, in the same order, with
+ * the same code (record_entry, access_rw, train_entry). Everything else that reads or
+ * changes the caches', the TLB's or the predictor's state (every exported function but the
+ * branch sites') first waits for the worker to be idle (model_sync), so every outcome,
+ * record and count is the one the model gives without the thread: only the time it takes
+ * changes. The branch sites (counter.c site_kind) stay with the feeding thread. */
 int spe_model_threads = 0;
 
-#define SPE_RING_LINES ((uint64_t)1 << 16)   /* entries in flight at most (512 KiB) */
-/* A line whose outcome a capture takes (spe_capture.fed): the next entry is the address of
- * that field */
-#define SPE_RING_CAPTURE ((uint64_t)1 << 63)
-#define SPE_PUBLISH 1024     /* entries handed over that wake the worker */
+#define SPE_RING_LINES ((uint64_t)1 << 16)   /* words in flight at most (512 KiB) */
+/* A record of a batch's entries as they are: this word | their number (at most SPE_RAW_MAX),
+ * then the number + 1 of the entry a capture armed (0: none), the address of that capture's
+ * spe_capture.fed, a word of padding and the entries, two words each (worker_feed) */
+#define SPE_RING_RAW ((uint64_t)1 << 61)
+#define SPE_RAW_MAX 8192
+#define SPE_PUBLISH 1024     /* words handed over that wake the worker */
 #define SPE_SPINS 20000      /* polls of the ring before the worker sleeps (about 1 ms) */
 /* An idle worker's thread ends after this long asleep, in ns (host time: nothing the guest
  * sees; tests shorten it) */
@@ -416,16 +448,23 @@ struct spe_worker {
     pthread_t thread;
     _Atomic int running;        /* (written under lock) the thread has not ended */
     int joinable;               /* (lock) the thread has not been joined */
-    uint64_t *ring;             /* the entries, the nth at [n % SPE_RING_LINES] */
-    uint64_t head_local;        /* (the feeding thread's head, published by worker_publish) */
-    uint64_t tail_seen;         /* (the feeding thread's last look at tail) */
+    uint64_t *ring;             /* the words, the nth at [n % SPE_RING_LINES] */
     uint64_t forks;             /* spe_model_forks when the thread started */
     uint64_t starts;            /* threads started */
     struct spe_worker *next;    /* (spe_workers_lock) the process's next worker */
     _Atomic int sleeping, quit;
+    /* (the feeding thread's, on a cache line the worker does not read: its head, published
+     * by worker_publish, and its last look at tail; a write of them per batch on the line
+     * of `ring`, which the worker reads, cost a transfer of that line each time) */
+    _Alignas(64) uint64_t head_local;
+    uint64_t tail_seen;
+    /* (the ring's word after the last record that sets a capture's spe_capture.fed, and
+     * whether a branch capture handed over waits for its block: spe_model_sync) */
+    uint64_t fed_head;
+    int fed_pending;
     /* (each on a cache line of its own: one thread writes each) */
-    _Alignas(64) _Atomic uint64_t head;   /* entries handed over (by the feeding thread) */
-    _Alignas(64) _Atomic uint64_t tail;   /* entries recorded (by the worker) */
+    _Alignas(64) _Atomic uint64_t head;   /* words handed over (by the feeding thread) */
+    _Alignas(64) _Atomic uint64_t tail;   /* words recorded (by the worker) */
 };
 
 /* Forks of this process since the first worker started: a child has no worker thread, only
@@ -473,22 +512,53 @@ static void model_atfork(void)
 }
 
 static int access_rw(struct spe_model *m, uint64_t line, int update, int store);
+static inline void count_last_line_again(struct spe_model *m);
+static void train_entry(struct spe_model *m, uint64_t w0, uint64_t w1);
 
-/* Records the nth entry of ring (a capture's line: and stores its outcome where the next
- * entry says); returns the number of the entry after it. */
-static inline uint64_t worker_take(struct spe_model *m, const uint64_t *ring, uint64_t n)
+/* One entry of the batched memory trace (addr, info: spe_trace_entry) recorded as
+ * spe_model_trace_batch's plain rule says, by the feeding thread or the worker: a block goes
+ * to the branch trainer; an access records each line it touches, the line of the last access
+ * again (within it) being an L1D hit that changes nothing; with fed, the access is the one a
+ * capture armed, whose first line's outcome goes there. */
+static inline void record_entry(struct spe_model *m, uint64_t addr, uint64_t info,
+                                uint64_t *fed)
 {
-    uint64_t line = ring[n & (SPE_RING_LINES - 1)];
-    if (__builtin_expect(!(line & SPE_RING_CAPTURE), 1)) {
-        access_rw(m, line, 1, 0);
-        return n + 1;
+    if (info >> 60 == 0xf) {   /* (trace_is_block) */
+        train_entry(m, SPE_TRAIN | SPE_TRAIN_WORD | SPE_TRAIN_ADDRESS(addr),
+                    info & (((uint64_t)1 << 60) - 1));
+        return;
     }
-    uint64_t *fed = (uint64_t *)(uintptr_t)ring[(n + 1) & (SPE_RING_LINES - 1)];
-    *fed = (uint64_t)access_rw(m, line & ~SPE_RING_CAPTURE, 1, 0);
-    return n + 2;
+    uint64_t line = addr >> 6, last = (addr + ((uint64_t)1 << (info >> 56 & 7)) - 1) >> 6;
+    int store = (int)(info >> 59 & 1);
+    if (__builtin_expect(fed != 0, 0))
+        *fed = (uint64_t)access_rw(m, line++, 1, store);
+    else if (line + 1 == m->last_line && last == line) {
+        count_last_line_again(m);
+        return;
+    }
+    for (; line <= last; line++)
+        access_rw(m, line, 1, store);
 }
 
-/* The worker: records the entries handed over, in order; polls for more, then sleeps; ends
+/* Records the record at the nth word of ring (SPE_RING_RAW: record_entry for each of its
+ * entries; the branch trainer's: train_entry); returns the number of the word after it. */
+static inline uint64_t worker_take(struct spe_model *m, const uint64_t *ring, uint64_t n)
+{
+    uint64_t word = ring[n & (SPE_RING_LINES - 1)];
+    if (word & SPE_TRAIN) {
+        train_entry(m, word, ring[(n + 1) & (SPE_RING_LINES - 1)]);
+        return n + 2;
+    }
+    uint64_t count = word & 0xffffffff, cap = ring[(n + 1) & (SPE_RING_LINES - 1)];
+    uint64_t *fed = (uint64_t *)(uintptr_t)ring[(n + 2) & (SPE_RING_LINES - 1)];
+    n += 4;
+    for (uint64_t i = 1; i <= count; i++, n += 2)
+        record_entry(m, ring[n & (SPE_RING_LINES - 1)], ring[(n + 1) & (SPE_RING_LINES - 1)],
+                     __builtin_expect(i == cap, 0) ? fed : 0);
+    return n;
+}
+
+/* The worker: records the words handed over, in order; polls for more, then sleeps; ends
  * after spe_model_worker_idle_ns asleep (worker_publish starts it again) or when told to
  * quit. */
 static void *worker_main(void *arg)
@@ -623,10 +693,6 @@ static void worker_wait(struct spe_model *m)
         }
     }
     w->tail_seen = w->head_local;   /* (the ring is empty: worker_room counts on it) */
-    m->stats[SPE_STAT_ACCESSES] += m->again;
-    m->stats[SPE_LEVEL_L1D] += m->again;
-    m->again = 0;
-    m->sent_valid = 0;
 }
 
 static inline void model_sync(struct spe_model *m)
@@ -635,15 +701,34 @@ static inline void model_sync(struct spe_model *m)
         worker_wait(m);
 }
 
-/* Waits until the model's worker has recorded every access handed to it: before
- * spe_capture.fed is read (Prediction._drain, before record.c and Python's replay). */
+/* Waits until the model's worker has set every capture's spe_capture.fed handed to it (it has
+ * recorded the ring as far as the last record that sets one, fed_head; the rest may still
+ * be on the way: every other reader waits for all of it, model_sync): before the captures
+ * are read (Prediction._drain, before record.c and Python's replay). */
 void spe_model_sync(struct spe_model *m)
 {
-    model_sync(m);
+    struct spe_worker *w = m->worker;
+    if (!w || worker_orphaned(w)) {
+        model_sync(m);
+        return;
+    }
+    /* (only as far as the last capture's record: the rest need not be recorded yet) */
+    uint64_t until = w->fed_head;
+    if (atomic_load_explicit(&w->tail, memory_order_acquire) >= until)
+        return;
+    if (atomic_load_explicit(&w->head, memory_order_relaxed) < until)
+        worker_publish(m, w);
+    for (unsigned spins = 0; atomic_load_explicit(&w->tail, memory_order_acquire) < until;
+         spins++) {
+        if (spins < 100000)
+            cpu_relax();
+        else
+            sched_yield();
+    }
 }
 
-/* What m's worker did so far: out[0] the entries handed to it, out[1] the threads it started,
- * out[2] the entries it has recorded (0, 0, 0: no worker). */
+/* What m's worker did so far: out[0] the words handed to it, out[1] the threads it started,
+ * out[2] the words it has recorded (0, 0, 0: no worker). */
 void spe_model_worker_stats(struct spe_model *m, uint64_t *out)
 {
     struct spe_worker *w = m->worker;
@@ -702,61 +787,62 @@ static inline uint64_t worker_room(struct spe_model *m, struct spe_worker *w, ui
         cpu_relax();
         w->tail_seen = atomic_load_explicit(&w->tail, memory_order_acquire);
         room = SPE_RING_LINES - (h - w->tail_seen);
-    } while (room < 4096);
+    } while (room < (n > 4096 ? n : 4096));
     return room;
 }
 
-/* Hands count accesses to the worker (spe_model_trace_batch, one PE, neither the PMU nor
- * ground truth on): each line they touch, but an access within the line handed over last (an
- * L1D hit that changes nothing, counted in m->again, as count_last_line_again would). The
- * first access of the instruction a capture armed (feed_access's rule) is handed over with
- * the address of the capture's spe_capture.fed, which the worker sets: it is read only after
- * model_sync (spe_model_sync in Prediction._drain). The worker is woken once
- * SPE_PUBLISH lines wait (model_sync wakes it for the rest). */
+/* Hands a batch to the worker (spe_model_trace_batch, one PE, neither the PMU nor ground
+ * truth on): the entries as they are, in records of at most SPE_RAW_MAX (SPE_RING_RAW), which
+ * the worker records as the feeding thread would (record_entry). The first access of the
+ * instruction a capture armed (feed_access's rule) goes with the address of the capture's
+ * spe_capture.fed, which the worker sets: it is read only after model_sync (spe_model_sync
+ * in Prediction._drain). The feeding thread only looks for that access and for the batch's
+ * last block (trace_blocks_seen). The worker is woken once SPE_PUBLISH entries wait
+ * (model_sync wakes it for the rest). */
 static void worker_feed(struct spe_counter *c, struct spe_model *m, struct spe_worker *w,
                         const struct spe_trace_entry *e, size_t count)
 {
-    if (!m->sent_valid) {   /* (the worker is idle: nothing handed over since model_sync) */
-        m->sent_line = m->last_line;
-        m->sent_valid = 1;
+    uint64_t cap = 0, fed = 0;   /* (the armed access: its index + 1 in the record) */
+    if (c->armed) {
+        for (size_t i = 0; i < count; i++)
+            if (!trace_is_block(&e[i]) && trace_pc(&e[i]) == c->armed_pc) {
+                cap = i + 1;
+                fed = (uint64_t)(uintptr_t)&c->caps[c->armed - 1].fed;
+                c->armed = 0;
+                break;
+            }
     }
-    uint64_t *ring = w->ring, armed = c->armed, armed_pc = c->armed_pc;
-    uint64_t sent = m->sent_line, h = w->head_local, again = 0;
-    /* (tail as last seen: reading it at every batch would take its cache line from the
-     * worker, which writes it; worker_room looks again when the room seen runs out) */
-    uint64_t room = SPE_RING_LINES - (h - w->tail_seen);
-    for (const struct spe_trace_entry *end = e + count; e < end; e++) {
-        uint64_t line = e->addr >> 6, last = (e->addr + trace_size(e) - 1) >> 6;
-        if (__builtin_expect(armed != 0, 0) && trace_pc(e) == armed_pc) {
-            room = worker_room(m, w, h, room, 2);
-            ring[h++ & (SPE_RING_LINES - 1)] = line++ | SPE_RING_CAPTURE;
-            ring[h++ & (SPE_RING_LINES - 1)] = (uint64_t)(uintptr_t)&c->caps[armed - 1].fed;
-            room -= 2;
-            c->armed = armed = 0;
-        } else if (__builtin_expect(last == line, 1)) {
-            /* (without a branch on whether the line is the last one: the guest's pattern
-             * would make the host mispredict it; the entry is written either way, and
-             * counted only if it is another line) */
-            uint64_t same = line + 1 == sent;
-            room = worker_room(m, w, h, room, 1);
-            ring[h & (SPE_RING_LINES - 1)] = line;
-            h += !same;
-            room -= !same;
-            again += same;
-            sent = line + 1;
-            continue;
+    const struct spe_trace_entry *blk = 0;
+    for (size_t i = count; i-- > 0;)
+        if (trace_is_block(&e[i])) {
+            blk = &e[i];
+            break;
         }
-        for (; line <= last; line++) {
-            room = worker_room(m, w, h, room, 1);
-            ring[h++ & (SPE_RING_LINES - 1)] = line;
-            room--;
-        }
-        sent = last + 1;
+    uint64_t *ring = w->ring, h = w->head_local;
+    while (count) {
+        size_t n = count < SPE_RAW_MAX ? count : SPE_RAW_MAX;
+        /* (tail as last seen: reading it at every batch would take its cache line from the
+         * worker, which writes it; worker_room looks again when the room seen runs out) */
+        worker_room(m, w, h, SPE_RING_LINES - (h - w->tail_seen), 4 + 2 * n);
+        ring[h++ & (SPE_RING_LINES - 1)] = SPE_RING_RAW | n;
+        ring[h++ & (SPE_RING_LINES - 1)] = cap <= n ? cap : 0;
+        ring[h++ & (SPE_RING_LINES - 1)] = fed;
+        ring[h++ & (SPE_RING_LINES - 1)] = 0;
+        /* (entries stay 16-byte aligned in the ring: a record's header is 4 words) */
+        size_t at = h & (SPE_RING_LINES - 1), first = SPE_RING_LINES - at;
+        if (first > 2 * n)
+            first = 2 * n;
+        memcpy(ring + at, e, first * sizeof *ring);
+        memcpy(ring, (const uint64_t *)e + first, (2 * n - first) * sizeof *ring);
+        h += 2 * n;
+        if (cap && cap <= n)
+            w->fed_head = h;
+        cap = cap > n ? cap - n : 0;
+        e += n;
+        count -= n;
     }
-    m->sent_line = sent;
-    m->sent_valid = 1;   /* (worker_room's worker_wait may have cleared it) */
-    m->again += again;
     w->head_local = h;
+    trace_blocks_seen(c, blk, 1);
     if (h - atomic_load_explicit(&w->head, memory_order_relaxed) >= SPE_PUBLISH)
         worker_publish(m, w);
 }
@@ -1040,12 +1126,18 @@ int spe_model_touch(struct spe_model *m, uint32_t which, uint64_t key, int updat
 
 /* 1 and *old when the indirect branch at pc had a last target (now target); 0 when it had
  * none; -1 without memory. */
-int spe_model_target_swap(struct spe_model *m, uint64_t pc, uint64_t target, uint64_t *old)
+static int target_swap(struct spe_model *m, uint64_t pc, uint64_t target, uint64_t *old)
 {
     int had;
     if (!targets_swap(&m->targets, pc, target, old, &had))
         return -1;
     return had;
+}
+
+int spe_model_target_swap(struct spe_model *m, uint64_t pc, uint64_t target, uint64_t *old)
+{
+    model_sync(m);
+    return target_swap(m, pc, target, old);
 }
 
 /* The return stack: push a return address, or pop the newest (0 when empty). */
@@ -1093,7 +1185,7 @@ static inline __attribute__((always_inline)) int model_branch(
             ras_pop(m);
     } else if (kind & SPE_BR_INDIRECT) {
         uint64_t old = 0;
-        int had = update ? spe_model_target_swap(m, pc, target, &old)
+        int had = update ? target_swap(m, pc, target, &old)
                          : targets_peek(&m->targets, pc, &old);
         if (had < 0)
             return -1;
@@ -1115,11 +1207,115 @@ static inline __attribute__((always_inline)) int model_branch(
     return mispredicted;
 }
 
-/* model_branch, exported (record.c, counter.c's captures, Python's Model.branch). */
+/* model_branch, exported (record.c, counter.c's captures, Python's Model.branch), after the
+ * trainer has trained every branch handed to it (model_sync). */
 int spe_model_branch(struct spe_model *m, uint32_t kind, uint64_t pc, uint64_t target,
                      int taken, int update)
 {
+    model_sync(m);
     return model_branch(m, kind, pc, target, taken, update);
+}
+
+/* The kind of an instruction word (spe_model_classify), remembered by word. */
+static inline uint32_t word_kind(struct spe_model *m, uint32_t word)
+{
+    uint32_t slot = (uint32_t)((word * 0x9E3779B97F4A7C15ull) >> 52) & (SPE_WORD_CACHE - 1);
+    if (m->word_kind[slot].key != ((uint64_t)1 << 32 | word)) {
+        m->word_kind[slot].key = (uint64_t)1 << 32 | word;
+        m->word_kind[slot].kind = spe_model_classify(m, word);
+    }
+    return m->word_kind[slot].kind;
+}
+
+/* The branch trainer (docs/model.md "Branch prediction"): one entry (SPE_TRAIN_*, spe_native.h)
+ * of the sequence of blocks run, in order, from spe_model_trace_batch (the blocks the
+ * translated code counted) and counter.c's block_slow (the others); the model's thread runs
+ * it for the entries in its ring. A block trains the predictor with the branch that ended
+ * the block before it, as counter.c's feed_branch does when it runs at every block: the
+ * captures handed since (SPE_TRAIN_CAPTURE) first take that branch's verdict. */
+static void train_entry(struct spe_model *m, uint64_t w0, uint64_t w1)
+{
+    uint64_t type = w0 & ((uint64_t)3 << 60);
+    uint64_t address = (uint64_t)((int64_t)(w0 << 8) >> 8);
+    if (type == SPE_TRAIN_CAPTURE) {
+        if (m->train_ncaps < 2)
+            m->train_caps[m->train_ncaps++] = (uint64_t *)(uintptr_t)w1;
+        return;
+    }
+    if (type == SPE_TRAIN_LAST) {
+        m->train_pc = address;
+        m->train_kw = (uint32_t)w1;
+        m->train_is_kind = 1;
+        m->train_valid = (int)(w1 >> 32 & 1);
+        return;
+    }
+    if (m->train_valid) {
+        uint32_t kind = m->train_is_kind ? (uint32_t)m->train_kw
+                                         : word_kind(m, (uint32_t)m->train_kw);
+        if (kind & SPE_BR_BRANCH) {
+            uint64_t pc = m->train_pc;
+            int taken = address != pc + 4;
+            for (uint32_t i = 0; i < m->train_ncaps; i++)
+                *m->train_caps[i] = model_branch(m, kind, pc, address, taken, 0) != 0;
+            int mispredicted = model_branch(m, kind, pc, address, taken, 1);
+            m->train_branches++;
+            m->train_mispredicts += mispredicted != 0;
+        }
+    }
+    m->train_ncaps = 0;
+    uint64_t n = w1 >> 32 & 0xfffffff;
+    m->train_valid = n != 0;
+    m->train_pc = address + 4 * (n - 1);
+    m->train_kw = (uint32_t)w1;
+    m->train_is_kind = type == SPE_TRAIN_KIND;
+}
+
+/* Hands the trainer one entry (SPE_TRAIN_*): through the worker's ring when the model has
+ * one and the counter feeds it (spe_model_trace_batch's rule), otherwise at once. */
+void spe_model_train(struct spe_counter *c, uint64_t w0, uint64_t w1)
+{
+    struct spe_model *m = c->feed;
+    struct spe_worker *w = m->worker;
+    if (!(c->pmu_on | (uint64_t)c->gt_events) && (w || (w = worker_of(m)))) {
+        uint64_t h = w->head_local;
+        worker_room(m, w, h, SPE_RING_LINES - (h - w->tail_seen), 2);
+        w->ring[h++ & (SPE_RING_LINES - 1)] = w0;
+        w->ring[h++ & (SPE_RING_LINES - 1)] = w1;
+        w->head_local = h;
+        if ((w0 & ((uint64_t)3 << 60)) == SPE_TRAIN_CAPTURE)
+            w->fed_pending = 1;
+        else if (w->fed_pending) {   /* (the block after it gives the capture its verdict) */
+            w->fed_head = h;
+            w->fed_pending = 0;
+        }
+        if (h - atomic_load_explicit(&w->head, memory_order_relaxed) >= SPE_PUBLISH)
+            worker_publish(m, w);
+        return;
+    }
+    model_sync(m);
+    train_entry(m, w0, w1);
+}
+
+/* Before blocks are handed to the trainer (spe_model_trace_batch, counter.c hand_block), with
+ * the block handed last valid (handed_valid): if an exception or a stop (Python's debugger
+ * and alignment checks, counter.c spe_end_block_at) has since ended that block early
+ * (block_insns), the instruction that ran last is not the one the trainer has. It is no
+ * branch: within a block only the last instruction can be one (a branch ends a block), so
+ * nothing trains on the way out of it (SPE_TRAIN_LAST without an instruction). */
+void spe_model_train_last(struct spe_counter *c)
+{
+    if (c->handed_start == c->block_start && c->handed_insns == c->block_insns)
+        return;
+    spe_model_train(c, SPE_TRAIN | SPE_TRAIN_LAST, 0);
+    c->handed_start = c->block_start;
+    c->handed_insns = c->block_insns;
+}
+
+void spe_model_trained(struct spe_model *m, uint64_t *branches, uint64_t *mispredicts)
+{
+    model_sync(m);
+    *branches = m->train_branches;
+    *mispredicts = m->train_mispredicts;
 }
 
 /* The encodings of branches (spe_emu.spe.records.BRANCH_ENCODINGS): n (at most
@@ -1127,7 +1323,9 @@ int spe_model_branch(struct spe_model *m, uint32_t kind, uint64_t pc, uint64_t t
 void spe_model_set_encodings(struct spe_model *m, const uint32_t *masks, const uint32_t *values,
                              const uint32_t *kinds, uint32_t n)
 {
+    model_sync(m);
     m->encodings = n < SPE_ENCODINGS ? n : SPE_ENCODINGS;
+    memset(m->word_kind, 0, sizeof m->word_kind);
     memcpy(m->enc_mask, masks, m->encodings * sizeof *masks);
     memcpy(m->enc_value, values, m->encodings * sizeof *values);
     memcpy(m->enc_kind, kinds, m->encodings * sizeof *kinds);
@@ -1192,6 +1390,7 @@ void spe_model_sites_clear(struct spe_model *m)
 int spe_model_feed_branch(struct spe_model *m, uint64_t pc, uint64_t next)
 {
     uint32_t kind;
+    model_sync(m);   /* (the trainer's branches first) */
     if (!spe_model_site_kind(m, pc, &kind))
         return SPE_SITE_UNKNOWN;
     if (!(kind & SPE_BR_BRANCH))
@@ -1278,10 +1477,18 @@ void spe_model_trace_batch(struct spe_counter *c, const struct spe_trace_entry *
     struct spe_model *m = c->feed;
     /* (feed_access's rule, instructions counted below feed_until: the buffer is flushed
      * before a block crosses it, so a batch is all before it or all after) */
-    if (c->insns >= c->feed_until)
+    if (c->insns >= c->feed_until) {
+        const struct spe_trace_entry *blk = 0;
+        for (const struct spe_trace_entry *end = e + count; e < end; e++)
+            if (trace_is_block(e))
+                blk = e;
+        trace_blocks_seen(c, blk, 0);
         return;
+    }
     /* (m->worker first: m->peers shares a cache line with what the worker writes; a model
      * with a worker has no peers, spe_model_join) */
+    if (c->handed_valid)
+        spe_model_train_last(c);
     struct spe_worker *w = m->worker;
     if (!(c->pmu_on | (uint64_t)c->gt_events) && (w || (w = worker_of(m)))) {
         worker_feed(c, m, w, e, count);
@@ -1292,19 +1499,16 @@ void spe_model_trace_batch(struct spe_counter *c, const struct spe_trace_entry *
      * within it, is an L1D hit that changes nothing, spe_model_access_rw. Only a capture's
      * access changes what batch_plain says.) */
     int plain = batch_plain(c, m);
+    const struct spe_trace_entry *blk = 0;
     for (const struct spe_trace_entry *end = e + count; e < end; e++) {
-        uint64_t size = trace_size(e), line = e->addr >> 6, last = (e->addr + size - 1) >> 6;
-        int store = (int)(e->info >> 59 & 1);
-        if (plain) {
-            if (line + 1 == m->last_line && last == line) {
-                count_last_line_again(m);
-                continue;
-            }
-            for (; line <= last; line++)
-                access_rw(m, line, 1, store);
+        if (trace_is_block(e))
+            blk = e;
+        if (plain || trace_is_block(e)) {
+            record_entry(m, e->addr, e->info, 0);
             continue;
         }
-        feed_access(0, c, trace_pc(e), e->addr, size, store);
+        feed_access(0, c, trace_pc(e), e->addr, trace_size(e), (int)(e->info >> 59 & 1));
         plain = batch_plain(c, m);
     }
+    trace_blocks_seen(c, blk, 1);
 }

@@ -222,6 +222,15 @@ struct spe_counter {
      * memory trace's buffer is handed to spe_model_trace_batch before the hook does anything
      * that depends on the accesses made before the block (block_slow, feed_until) */
     void (*trace_flush)(void *uc);
+    /* uc_mem_trace_blocks of the patched libunicorn (patches/unicorn/0014; trace_blocks 1):
+     * a block the translated code counts (uc_hook_block_counter's fast path) is an entry of
+     * the memory trace, which spe_model_trace_batch hands to the model's branch trainer
+     * (docs/model.md "Branch prediction") and from which it sets block_start and block_insns;
+     * block_slow hands the blocks the hook is called for. handed_start and handed_insns: the
+     * block the trainer was handed last (valid when handed_valid), so that block_slow can tell
+     * it which instruction ran last when an exception or a stop changed block_insns since. */
+    uint64_t trace_blocks;
+    uint64_t handed_start, handed_insns, handed_valid;
     /* (the tables last: the fields above, which the hook reads at every block, stay in a few
      * cache lines) */
     struct spe_capture caps[SPE_CAP_MAX];
@@ -362,6 +371,26 @@ void spe_model_sites_clear(struct spe_model *m);
 #define SPE_SITE_NO_BRANCH (-2)
 #define SPE_SITE_UNKNOWN (-3)
 int spe_model_feed_branch(struct spe_model *m, uint64_t pc, uint64_t next);
+/* The branch trainer's entries (spe_model_train; the model's thread has them in its ring):
+ * w0 is SPE_TRAIN | its type | an address's bits [55:0].
+ *  - SPE_TRAIN_WORD: a block starts at the address, w1 = its length in instructions << 32 |
+ *    the word of its last instruction (the translated code's, uc_mem_trace_blocks); the branch
+ *    that ended the block before it (if any) trains the predictor with its outcome;
+ *  - SPE_TRAIN_KIND: the same, w1's bits [31:0] being that instruction's kind (SPE_BR_*);
+ *  - SPE_TRAIN_LAST: the instruction that ran last is at the address (an exception or a stop
+ *    ended its block there), of kind w1[31:0]; w1 bit 32 clear: none ran;
+ *  - SPE_TRAIN_CAPTURE: w1 is a capture's &spe_capture.fed, which takes the next branch's
+ *    verdict before it trains (one of the last two captures: block_slow). */
+#define SPE_TRAIN ((uint64_t)1 << 62)
+#define SPE_TRAIN_WORD ((uint64_t)0 << 60)
+#define SPE_TRAIN_KIND ((uint64_t)1 << 60)
+#define SPE_TRAIN_LAST ((uint64_t)2 << 60)
+#define SPE_TRAIN_CAPTURE ((uint64_t)3 << 60)
+#define SPE_TRAIN_ADDRESS(a) ((a) & (((uint64_t)1 << 56) - 1))
+void spe_model_train(struct spe_counter *c, uint64_t w0, uint64_t w1);
+void spe_model_train_last(struct spe_counter *c);
+/* The branches the trainer has trained and found mispredicted (the PMU's sources). */
+void spe_model_trained(struct spe_model *m, uint64_t *branches, uint64_t *mispredicts);
 void spe_model_stats(struct spe_model *m, uint64_t *out);
 void spe_model_sync(struct spe_model *m);
 void spe_model_set_encodings(struct spe_model *m, const uint32_t *masks, const uint32_t *values,
