@@ -549,10 +549,16 @@ static void hand_block(void *uc, struct spe_counter *c, uint64_t address, uint64
     }
     for (uint64_t i = c->cap_count; i-- > 0 && i + 2 >= c->cap_count;) {
         struct spe_capture *cap = &c->caps[i];
-        if (cap->index == c->insns - 1 && cap->fed == SPE_FED_NONE)
+        /* (the model's thread may be setting a captured load's or store's outcome: read
+         * atomically; the trainer writes none for an instruction that is no branch) */
+        if (cap->index == c->insns - 1
+                && __atomic_load_n(&cap->fed, __ATOMIC_RELAXED) == SPE_FED_NONE)
             spe_model_train(c, SPE_TRAIN | SPE_TRAIN_CAPTURE,
                             (uint64_t)(uintptr_t)&cap->fed);
     }
+    /* (read from memory, as feed_branch's sites: the blocks the translated code counts bring
+     * the word they were translated from; the two differ only for code outside RAM, which
+     * site_kind does not read and no board runs) */
     uint64_t kind = site_kind(uc, c, address + 4 * (n - 1));
     spe_model_train(c, SPE_TRAIN | SPE_TRAIN_KIND | SPE_TRAIN_ADDRESS(address), n << 32 | kind);
     c->handed_start = address;

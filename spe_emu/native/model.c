@@ -531,7 +531,7 @@ static inline void record_entry(struct spe_model *m, uint64_t addr, uint64_t inf
     uint64_t line = addr >> 6, last = (addr + ((uint64_t)1 << (info >> 56 & 7)) - 1) >> 6;
     int store = (int)(info >> 59 & 1);
     if (__builtin_expect(fed != 0, 0))
-        *fed = (uint64_t)access_rw(m, line++, 1, store);
+        __atomic_store_n(fed, (uint64_t)access_rw(m, line++, 1, store), __ATOMIC_RELAXED);
     else if (line + 1 == m->last_line && last == line) {
         count_last_line_again(m);
         return;
@@ -716,8 +716,13 @@ void spe_model_sync(struct spe_model *m)
     uint64_t until = w->fed_head;
     if (atomic_load_explicit(&w->tail, memory_order_acquire) >= until)
         return;
-    if (atomic_load_explicit(&w->head, memory_order_relaxed) < until)
+    if (atomic_load_explicit(&w->head, memory_order_relaxed) < until) {
         worker_publish(m, w);
+        if (worker_orphaned(w)) {   /* (its thread could not start again) */
+            model_sync(m);
+            return;
+        }
+    }
     for (unsigned spins = 0; atomic_load_explicit(&w->tail, memory_order_acquire) < until;
          spins++) {
         if (spins < 100000)
@@ -1256,7 +1261,9 @@ static void train_entry(struct spe_model *m, uint64_t w0, uint64_t w1)
             uint64_t pc = m->train_pc;
             int taken = address != pc + 4;
             for (uint32_t i = 0; i < m->train_ncaps; i++)
-                *m->train_caps[i] = model_branch(m, kind, pc, address, taken, 0) != 0;
+                __atomic_store_n(m->train_caps[i],
+                                 (uint64_t)(model_branch(m, kind, pc, address, taken, 0) != 0),
+                                 __ATOMIC_RELAXED);
             int mispredicted = model_branch(m, kind, pc, address, taken, 1);
             m->train_branches++;
             m->train_mispredicts += mispredicted != 0;
