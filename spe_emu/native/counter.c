@@ -485,6 +485,15 @@ static uint32_t site_kind(void *uc, struct spe_counter *c, uint64_t pc)
     return kind;
 }
 
+/* Whether caps[i], one of the last two captures, takes the verdict of the branch that ended
+ * the block counted last: a capture of that block's last instruction with no outcome yet
+ * (read atomically: the model's thread may be setting a captured load's or store's). */
+static inline int branch_capture(const struct spe_counter *c, uint64_t i)
+{
+    return c->caps[i].index == c->insns - 1
+           && __atomic_load_n(&c->caps[i].fed, __ATOMIC_RELAXED) == SPE_FED_NONE;
+}
+
 /* model_feed "every": the block counted last ended at a branch, and the run went on at
  * next: the branch trains the predictor (spe_model_branch with update). With caps, a capture
  * of that branch (one of the last two) first takes the prediction the branch found
@@ -503,11 +512,9 @@ static inline void feed_branch(void *uc, struct spe_counter *c, uint64_t next, i
         if (!(kind & SPE_BR_BRANCH))
             return;
         int taken = next != pc + 4;
-        for (uint64_t i = c->cap_count; i-- > 0 && i + 2 >= c->cap_count;) {
-            struct spe_capture *cap = &c->caps[i];
-            if (cap->index == c->insns - 1 && cap->fed == SPE_FED_NONE)
-                cap->fed = spe_model_branch(c->feed, kind, pc, next, taken, 0) != 0;
-        }
+        for (uint64_t i = c->cap_count; i-- > 0 && i + 2 >= c->cap_count;)
+            if (branch_capture(c, i))
+                c->caps[i].fed = spe_model_branch(c->feed, kind, pc, next, taken, 0) != 0;
         mispredicted = spe_model_branch(c->feed, kind, pc, next, taken, 1);
     } else {
         mispredicted = spe_model_feed_branch(c->feed, pc, next);
@@ -547,15 +554,10 @@ static void hand_block(void *uc, struct spe_counter *c, uint64_t address, uint64
     } else {
         spe_model_train_last(c);
     }
-    for (uint64_t i = c->cap_count; i-- > 0 && i + 2 >= c->cap_count;) {
-        struct spe_capture *cap = &c->caps[i];
-        /* (the model's thread may be setting a captured load's or store's outcome: read
-         * atomically; the trainer writes none for an instruction that is no branch) */
-        if (cap->index == c->insns - 1
-                && __atomic_load_n(&cap->fed, __ATOMIC_RELAXED) == SPE_FED_NONE)
+    for (uint64_t i = c->cap_count; i-- > 0 && i + 2 >= c->cap_count;)
+        if (branch_capture(c, i))   /* (the trainer sets none for an instruction no branch) */
             spe_model_train(c, SPE_TRAIN | SPE_TRAIN_CAPTURE,
-                            (uint64_t)(uintptr_t)&cap->fed);
-    }
+                            (uint64_t)(uintptr_t)&c->caps[i].fed);
     /* (read from memory, as feed_branch's sites: the blocks the translated code counts bring
      * the word they were translated from; the two differ only for code outside RAM, which
      * site_kind does not read and no board runs) */
@@ -611,7 +613,7 @@ void spe_pmu_sources(const struct spe_counter *c, uint64_t *out)
     out[SPE_PMU_INSNS] = c->insns;
     out[SPE_PMU_BRANCHES] = c->pmu_branches;
     out[SPE_PMU_MISPREDICTS] = c->pmu_mispredicts;
-    if (c->feed) {   /* (and those the model's branch trainer counted: hand_block) */
+    if (c->feed) {   /* (and those the model's branch trainer counted: spe_model_train) */
         uint64_t branches, mispredicts;
         spe_model_trained(c->feed, &branches, &mispredicts);
         out[SPE_PMU_BRANCHES] += branches;

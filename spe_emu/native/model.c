@@ -384,9 +384,14 @@ struct spe_trace_entry {
 /* A block the translated code counted (patches/unicorn/0014, uc_mem_trace_blocks): info's
  * bits [63:60] all set (an access's MMU index never is), [59:32] its length in instructions,
  * [31:0] the word of its last instruction; addr: its (virtual) address. */
-static inline int trace_is_block(const struct spe_trace_entry *e)
+static inline int trace_is_block(uint64_t info)
 {
-    return e->info >> 60 == 0xf;
+    return info >> 60 == 0xf;
+}
+
+static inline uint64_t trace_block_insns(uint64_t info)
+{
+    return info >> 32 & 0xfffffff;
 }
 
 /* After a batch whose last block is blk (NULL: none): block_start and block_insns say it is
@@ -399,7 +404,7 @@ static void trace_blocks_seen(struct spe_counter *c, const struct spe_trace_entr
     if (!blk)
         return;
     c->block_start = blk->addr;
-    c->block_insns = blk->info >> 32 & 0xfffffff;
+    c->block_insns = trace_block_insns(blk->info);
     c->handed_start = c->block_start;
     c->handed_insns = c->block_insns;
     c->handed_valid = (uint64_t)handed;
@@ -523,7 +528,7 @@ static void train_entry(struct spe_model *m, uint64_t w0, uint64_t w1);
 static inline void record_entry(struct spe_model *m, uint64_t addr, uint64_t info,
                                 uint64_t *fed)
 {
-    if (info >> 60 == 0xf) {   /* (trace_is_block) */
+    if (trace_is_block(info)) {
         train_entry(m, SPE_TRAIN | SPE_TRAIN_WORD | SPE_TRAIN_ADDRESS(addr),
                     info & (((uint64_t)1 << 60) - 1));
         return;
@@ -671,6 +676,18 @@ static void worker_publish(struct spe_model *m, struct spe_worker *w)
     }
 }
 
+/* Spins (then yields) until the worker has recorded the ring up to word `until`. */
+static void worker_wait_until(struct spe_worker *w, uint64_t until)
+{
+    for (unsigned spins = 0; atomic_load_explicit(&w->tail, memory_order_acquire) < until;
+         spins++) {
+        if (spins < 100000)
+            cpu_relax();
+        else
+            sched_yield();
+    }
+}
+
 /* Waits until every entry handed over is recorded (in a forked child, or with no thread,
  * records them itself), then adds the accesses counted as again. After it the model is the
  * feeding thread's until it hands entries over again. */
@@ -684,13 +701,7 @@ static void worker_wait(struct spe_model *m)
             t = worker_take(m, w->ring, t);
         atomic_store(&w->tail, w->head_local);
     } else {
-        for (unsigned spins = 0;
-             atomic_load_explicit(&w->tail, memory_order_acquire) != w->head_local; spins++) {
-            if (spins < 100000)
-                cpu_relax();
-            else
-                sched_yield();
-        }
+        worker_wait_until(w, w->head_local);
     }
     w->tail_seen = w->head_local;   /* (the ring is empty: worker_room counts on it) */
 }
@@ -723,13 +734,7 @@ void spe_model_sync(struct spe_model *m)
             return;
         }
     }
-    for (unsigned spins = 0; atomic_load_explicit(&w->tail, memory_order_acquire) < until;
-         spins++) {
-        if (spins < 100000)
-            cpu_relax();
-        else
-            sched_yield();
-    }
+    worker_wait_until(w, until);
 }
 
 /* What m's worker did so far: out[0] the words handed to it, out[1] the threads it started,
@@ -810,7 +815,7 @@ static void worker_feed(struct spe_counter *c, struct spe_model *m, struct spe_w
     uint64_t cap = 0, fed = 0;   /* (the armed access: its index + 1 in the record) */
     if (c->armed) {
         for (size_t i = 0; i < count; i++)
-            if (!trace_is_block(&e[i]) && trace_pc(&e[i]) == c->armed_pc) {
+            if (!trace_is_block(e[i].info) && trace_pc(&e[i]) == c->armed_pc) {
                 cap = i + 1;
                 fed = (uint64_t)(uintptr_t)&c->caps[c->armed - 1].fed;
                 c->armed = 0;
@@ -819,7 +824,7 @@ static void worker_feed(struct spe_counter *c, struct spe_model *m, struct spe_w
     }
     const struct spe_trace_entry *blk = 0;
     for (size_t i = count; i-- > 0;)
-        if (trace_is_block(&e[i])) {
+        if (trace_is_block(e[i].info)) {
             blk = &e[i];
             break;
         }
@@ -1270,7 +1275,7 @@ static void train_entry(struct spe_model *m, uint64_t w0, uint64_t w1)
         }
     }
     m->train_ncaps = 0;
-    uint64_t n = w1 >> 32 & 0xfffffff;
+    uint64_t n = trace_block_insns(w1);   /* (w1: the entry's info without its top bits) */
     m->train_valid = n != 0;
     m->train_pc = address + 4 * (n - 1);
     m->train_kw = (uint32_t)w1;
@@ -1487,7 +1492,7 @@ void spe_model_trace_batch(struct spe_counter *c, const struct spe_trace_entry *
     if (c->insns >= c->feed_until) {
         const struct spe_trace_entry *blk = 0;
         for (const struct spe_trace_entry *end = e + count; e < end; e++)
-            if (trace_is_block(e))
+            if (trace_is_block(e->info))
                 blk = e;
         trace_blocks_seen(c, blk, 0);
         return;
@@ -1508,9 +1513,9 @@ void spe_model_trace_batch(struct spe_counter *c, const struct spe_trace_entry *
     int plain = batch_plain(c, m);
     const struct spe_trace_entry *blk = 0;
     for (const struct spe_trace_entry *end = e + count; e < end; e++) {
-        if (trace_is_block(e))
+        if (trace_is_block(e->info))
             blk = e;
-        if (plain || trace_is_block(e)) {
+        if (plain || trace_is_block(e->info)) {
             record_entry(m, e->addr, e->info, 0);
             continue;
         }

@@ -227,8 +227,9 @@ struct spe_counter {
      * the memory trace, which spe_model_trace_batch hands to the model's branch trainer
      * (docs/model.md "Branch prediction") and from which it sets block_start and block_insns;
      * block_slow hands the blocks the hook is called for. handed_start and handed_insns: the
-     * block the trainer was handed last (valid when handed_valid), so that block_slow can tell
-     * it which instruction ran last when an exception or a stop changed block_insns since. */
+     * block the trainer was handed last (valid when handed_valid), so that it can be told
+     * which instruction ran last when an exception or a stop changed block_insns since
+     * (spe_model_train_last). */
     uint64_t trace_blocks;
     uint64_t handed_start, handed_insns, handed_valid;
     /* (the tables last: the fields above, which the hook reads at every block, stay in a few
