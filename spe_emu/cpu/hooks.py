@@ -229,11 +229,13 @@ class UnicornHooks:
         through the patched libunicorn's memory trace (patches/unicorn/0002, which keeps them
         on the TLB fast path; 0011 has the translated code append them to a buffer that
         reaches ``spe_model_trace_batch`` in batches: block_slow flushes it first) or, with
-        Unicorn's own library, a memory hook. The branches: with the patched library, the
-        blocks the translated code counts itself go to the same buffer (0014,
+        Unicorn's own library, a memory hook. The branches: with the patched library and the
+        model's thread (:func:`spe_emu.native.model_threads`; one PE: several PEs' models
+        have none), the blocks the translated code counts itself go to the same buffer (0014,
         ``uc_mem_trace_blocks``), which hands them to the model's branch trainer, and the
-        block hook hands it the others (counter.c hand_block); with Unicorn's own, the block
-        hook's block_fed trains the predictor at every block. The run stops
+        block hook hands it the others (counter.c hand_block); otherwise the block hook's
+        block_fed trains the predictor at every block (on one thread that call costs less
+        than the blocks' entries). The run stops
         after that instruction, in both loops, and the translated code is flushed before it
         goes on (:meth:`_start`): code translated before calls neither."""
         if self._feeding:
@@ -251,12 +253,15 @@ class UnicornHooks:
             trace_set.argtypes = (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
             trace_set(self.uc._uch, ctypes.c_void_p(native.model_trace_batch_address()),
                       ctypes.byref(c))
-            blocks = uclib.uc_mem_trace_blocks
-            blocks.argtypes = (ctypes.c_void_p, ctypes.c_bool)
-            if blocks(self.uc._uch, True):
-                raise GuestError("cannot trace the blocks (uc_mem_trace_blocks)")
-            c.trace_blocks = 1
-            self._inline_block_counter(self._block_hook is not None and not c.pbt_on)
+            if native.model_threads_in_use() and self.cfg.smp == 1:
+                blocks = uclib.uc_mem_trace_blocks
+                blocks.argtypes = (ctypes.c_void_p, ctypes.c_bool)
+                if blocks(self.uc._uch, True):
+                    raise GuestError("cannot trace the blocks (uc_mem_trace_blocks)")
+                c.trace_blocks = 1
+                self._inline_block_counter(self._block_hook is not None and not c.pbt_on)
+            else:   # (on one thread the block hook's call costs less than the blocks' entries)
+                self._inline_block_counter(False)
         self._feed_flush = True
         self.uc.emu_stop()
 

@@ -107,7 +107,7 @@ class SpeCounter(ctypes.Structure):
                 ("pmu_counts", (ctypes.c_uint64 * PMU_SOURCE_COUNT) * 4),
                 ("trace_flush", ctypes.c_void_p), ("trace_blocks", ctypes.c_uint64),
                 ("handed_start", ctypes.c_uint64), ("handed_insns", ctypes.c_uint64),
-                ("handed_valid", ctypes.c_uint64),
+                ("handed_valid", ctypes.c_uint64), ("trainer_live", ctypes.c_uint64),
                 ("caps", SpeCapture * CAP_MAX), ("verdicts", SpeVerdict * VERDICTS),
                 ("steps", SpeStep * STEPS)]
 
@@ -692,6 +692,12 @@ def use_model_threads(on: bool) -> bool:
     flag = ctypes.c_int.in_dll(library(), "spe_model_threads")
     old, flag.value = bool(flag.value), int(on)
     return old
+
+
+def model_threads_in_use() -> bool:
+    """Whether models made or fed from now on record on a thread of their own (the setting
+    :func:`use_model_threads` and :func:`model_threads` give the library)."""
+    return bool(ctypes.c_int.in_dll(library(), "spe_model_threads").value)
 
 
 def model_threads() -> bool:

@@ -503,6 +503,10 @@ static inline int branch_capture(const struct spe_counter *c, uint64_t i)
 static inline void feed_branch(void *uc, struct spe_counter *c, uint64_t next, int caps)
 {
     c->handed_valid = 0;   /* (the trainer's last block is no longer the one run last) */
+    if (c->trainer_live) {   /* (the trainer's branches on the model's thread first) */
+        c->trainer_live = 0;
+        spe_model_sync_all(c->feed);
+    }
     if (!c->block_insns || c->insns >= c->feed_until)
         return;
     uint64_t pc = c->block_start + 4 * (c->block_insns - 1);
@@ -540,7 +544,8 @@ static inline void feed_branch(void *uc, struct spe_counter *c, uint64_t next, i
  * trainer does not have the block run last as it is now (spe_model_train_last), the
  * instruction that ran last; then the captures that take that branch's verdict
  * (feed_branch's); then the block, with the kind of its last instruction. */
-static void hand_block(void *uc, struct spe_counter *c, uint64_t address, uint64_t n)
+static __attribute__((noinline)) void hand_block(void *uc, struct spe_counter *c,
+                                                uint64_t address, uint64_t n)
 {
     if (c->insns >= c->feed_until) {
         c->handed_valid = 0;

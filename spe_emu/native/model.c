@@ -525,8 +525,9 @@ static void train_entry(struct spe_model *m, uint64_t w0, uint64_t w1);
  * to the branch trainer; an access records each line it touches, the line of the last access
  * again (within it) being an L1D hit that changes nothing; with fed, the access is the one a
  * capture armed, whose first line's outcome goes there. */
-static inline void record_entry(struct spe_model *m, uint64_t addr, uint64_t info,
-                                uint64_t *fed)
+static inline __attribute__((always_inline)) void record_entry(struct spe_model *m,
+                                                             uint64_t addr, uint64_t info,
+                                                             uint64_t *fed)
 {
     if (trace_is_block(info)) {
         train_entry(m, SPE_TRAIN | SPE_TRAIN_WORD | SPE_TRAIN_ADDRESS(addr),
@@ -691,7 +692,7 @@ static void worker_wait_until(struct spe_worker *w, uint64_t until)
 /* Waits until every entry handed over is recorded (in a forked child, or with no thread,
  * records them itself), then adds the accesses counted as again. After it the model is the
  * feeding thread's until it hands entries over again. */
-static void worker_wait(struct spe_model *m)
+static __attribute__((noinline)) void worker_wait(struct spe_model *m)
 {
     struct spe_worker *w = m->worker;
     if (atomic_load_explicit(&w->head, memory_order_relaxed) != w->head_local)
@@ -716,6 +717,13 @@ static inline void model_sync(struct spe_model *m)
  * recorded the ring as far as the last record that sets one, fed_head; the rest may still
  * be on the way: every other reader waits for all of it, model_sync): before the captures
  * are read (Prediction._drain, before record.c and Python's replay). */
+/* model_sync, exported: before counter.c's feed_branch trains the predictor itself, when the
+ * model's thread may still have blocks for the trainer (spe_counter.trainer_live). */
+void spe_model_sync_all(struct spe_model *m)
+{
+    model_sync(m);
+}
+
 void spe_model_sync(struct spe_model *m)
 {
     struct spe_worker *w = m->worker;
@@ -852,6 +860,7 @@ static void worker_feed(struct spe_counter *c, struct spe_model *m, struct spe_w
         count -= n;
     }
     w->head_local = h;
+    c->trainer_live |= blk != 0;
     trace_blocks_seen(c, blk, 1);
     if (h - atomic_load_explicit(&w->head, memory_order_relaxed) >= SPE_PUBLISH)
         worker_publish(m, w);
@@ -1294,6 +1303,7 @@ void spe_model_train(struct spe_counter *c, uint64_t w0, uint64_t w1)
         w->ring[h++ & (SPE_RING_LINES - 1)] = w0;
         w->ring[h++ & (SPE_RING_LINES - 1)] = w1;
         w->head_local = h;
+        c->trainer_live = 1;
         if ((w0 & ((uint64_t)3 << 60)) == SPE_TRAIN_CAPTURE)
             w->fed_pending = 1;
         else if (w->fed_pending) {   /* (the block after it gives the capture its verdict) */
@@ -1398,11 +1408,11 @@ void spe_model_sites_clear(struct spe_model *m)
  * trains the predictor (spe_model_branch with update) when the site's kind is known and a
  * branch. Returns spe_model_branch's verdict, SPE_SITE_NO_BRANCH, or SPE_SITE_UNKNOWN (the
  * caller classifies the site: counter.c site_kind). One call for the two look-ups: the block
- * hook makes it at every block. */
+ * hook makes it at every block. The caller has waited for the model's thread if it may
+ * still have blocks for the trainer (counter.c feed_branch, trainer_live). */
 int spe_model_feed_branch(struct spe_model *m, uint64_t pc, uint64_t next)
 {
     uint32_t kind;
-    model_sync(m);   /* (the trainer's branches first) */
     if (!spe_model_site_kind(m, pc, &kind))
         return SPE_SITE_UNKNOWN;
     if (!(kind & SPE_BR_BRANCH))
@@ -1515,12 +1525,12 @@ void spe_model_trace_batch(struct spe_counter *c, const struct spe_trace_entry *
     for (const struct spe_trace_entry *end = e + count; e < end; e++) {
         if (trace_is_block(e->info))
             blk = e;
-        if (plain || trace_is_block(e->info)) {
-            record_entry(m, e->addr, e->info, 0);
+        else if (!plain) {
+            feed_access(0, c, trace_pc(e), e->addr, trace_size(e), (int)(e->info >> 59 & 1));
+            plain = batch_plain(c, m);
             continue;
         }
-        feed_access(0, c, trace_pc(e), e->addr, trace_size(e), (int)(e->info >> 59 & 1));
-        plain = batch_plain(c, m);
+        record_entry(m, e->addr, e->info, 0);
     }
     trace_blocks_seen(c, blk, 1);
 }

@@ -232,6 +232,9 @@ struct spe_counter {
      * (spe_model_train_last). */
     uint64_t trace_blocks;
     uint64_t handed_start, handed_insns, handed_valid;
+    /* blocks went to the trainer through the model's thread since feed_branch last trained
+     * the predictor itself (which then waits for that thread first) */
+    uint64_t trainer_live;
     /* (the tables last: the fields above, which the hook reads at every block, stay in a few
      * cache lines) */
     struct spe_capture caps[SPE_CAP_MAX];
@@ -394,6 +397,7 @@ void spe_model_train_last(struct spe_counter *c);
 void spe_model_trained(struct spe_model *m, uint64_t *branches, uint64_t *mispredicts);
 void spe_model_stats(struct spe_model *m, uint64_t *out);
 void spe_model_sync(struct spe_model *m);
+void spe_model_sync_all(struct spe_model *m);
 void spe_model_set_encodings(struct spe_model *m, const uint32_t *masks, const uint32_t *values,
                              const uint32_t *kinds, uint32_t n);
 
