@@ -339,8 +339,10 @@ def test_the_feed_lingers_after_the_buffer_is_disabled(tmp_path):
 # in the reference loop, which runs instruction by instruction. The block's last
 # instruction, the CBZ the fault kept from running, must not train the predictor: with the
 # global history of gshare every later prediction would shift (counter.c hand_block,
-# model.c spe_model_train_last).
-FAULTING = spe_prologue(0b10, BUF) + """
+# model.c spe_model_train_last). Without the ADD the CBZ is taken to the next instruction,
+# which the predictor sees as not taken in both loops (a sampled CBZ's record asks it so).
+def faulting(after_cbz: str) -> str:
+    return spe_prologue(0b10, BUF) + """
     ldr x10, =0x40800001
     mov x2, #0
     ldr x6, =3000
@@ -350,8 +352,7 @@ loop:
     mov x9, #0
     ldxr x9, [x10]               // Alignment fault: the handler skips it
     cbz x9, odd                  // (taken: x9 is still 0)
-    add x5, x5, #1
-odd:
+""" + after_cbz + """odd:
     add x3, x3, #1
 skip:
     tst x2, #2
@@ -372,10 +373,11 @@ vectors:
 """
 
 
-def test_a_block_an_exception_ends_early_trains_no_branch_at_its_end(tmp_path):
+@pytest.mark.parametrize("after_cbz", ["    add x5, x5, #1\n", ""], ids=["past", "next"])
+def test_a_block_an_exception_ends_early_trains_no_branch_at_its_end(tmp_path, after_cbz):
     out = {}
     for mode in ("fast", "reference"):
-        m = run_asm(FAULTING, tmp_path / mode, mode=mode,
+        m = run_asm(faulting(after_cbz), tmp_path / mode, mode=mode,
                     spe=SpeConfig(model_feed="every", gshare_bits=6))
         assert m.result.exit_status == 0
         out[mode] = drained(m, BUF)

@@ -31,6 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .. import native
+from ..cpu.sync_checks import INSN_BYTES
 from . import packets as P
 from .config import SpeConfig
 from .filters import OpType
@@ -276,9 +277,15 @@ class RecordBuilder:
             return False
         if s.fed is not None:
             return bool(s.fed)
-        # (model_feed "every": the branch's execution trains the predictor)
-        return self.model.branch(branch_kind(info), s.pc, target, bool(taken),
-                                 update=not self._feed_every)
+        if self._feed_every:
+            # (the branch's execution trains the predictor, seen from where the run goes on:
+            # a conditional branch taken to the next instruction looks not taken, as the
+            # fast loop's blocks and the reference loop's _feed_branch train it and as a
+            # captured branch's verdict (s.fed) is asked)
+            return self.model.branch(branch_kind(info), s.pc, target,
+                                     bool(taken) and target != s.pc + INSN_BYTES,
+                                     update=False)
+        return self.model.branch(branch_kind(info), s.pc, target, bool(taken))
 
     def _memory(self, s: Sample, info) -> tuple[int, int, int, int]:
         """Events, execution cycles, XLAT cycles and the level (native.LEVEL_*) that held the
