@@ -19,10 +19,11 @@ from typing import Iterator
 from unicorn import UC_HOOK_CODE, UC_PROT_EXEC, Uc
 
 from .. import native
+from ..arch import INSN_BYTES
 from ..platform.loader import PF_X, Segment
 from ..sysreg import MASK64
 from .exceptions import PSTATE
-from .sync_checks import ERET_WORD, INSN_BYTES
+from .sync_checks import ERET_WORD
 from .uc_calls import UC_HOOK_DEL, UC_VMEM_TRANSLATE
 
 

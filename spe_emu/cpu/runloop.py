@@ -22,13 +22,14 @@ from unicorn import UC_ERR_FETCH_UNMAPPED, UC_ERR_READ_UNMAPPED, UC_ERR_WRITE_UN
 from unicorn import arm64_const as A
 from unicorn.unicorn_const import UC_CTL_IO_READ, UC_CTL_IO_WRITE, UC_CTL_TB_FLUSH
 
+from ..arch import INSN_BYTES
 from ..arch.faults import TranslationFault
 from ..errors import GuestError, GuestRunaway, RunInterrupted
 from ..native import UC_CTL_EXIT_ON_YIELD
 from .config import NEVER, RunResult
 from .exceptions import PSTATE
 from .prediction import PREDICT_END, PREDICT_NEXT_PC
-from .sync_checks import ERET_WORD, INSN_BYTES, PSTATE_EL
+from .sync_checks import ERET_WORD, PSTATE_EL
 from .traps import WFI_WORD
 
 PSTATE_IL = PSTATE.field("IL")

@@ -75,7 +75,7 @@ from unicorn.unicorn_const import UC_CTL_IO_WRITE, UC_CTL_TLB_FLUSH
 from unicorn.unicorn_py3.unicorn import uclib
 
 from .. import native
-from ..arch import mmu
+from ..arch import INSN_BYTES, mmu
 from ..arch.context import (
     CPACR_EL1,
     HCR_EL2,
@@ -110,7 +110,6 @@ AARCH64_MODES = {0b00000: 0, 0b00100: 1, 0b00101: 1, 0b01000: 2, 0b01001: 2, 0b0
                  0b01101: 3}
 M_AARCH32 = 0b10000     # SPSR_ELx.M[4] set: a return to AArch32 (decided by QEMU)
 ERET_WORD = 0xD69F03E0    # ERET (Arm ARM C6.2); the control hooks of Machine sit on it too
-INSN_BYTES = 4          # A64 instructions: a PC with bits[1:0] != 0 is misaligned
 ISS_FP = reg("ISS_FP", (3, 0, 5, 2, 0), "CV 24", "COND 23:20",
              doc="Arm ARM D19.2 ISS encoding for an exception from an access to SIMD or "
                  "floating-point functionality, resulting from the FPEN and TFP traps")

@@ -37,7 +37,7 @@ from .controls import UNMASK_WATCH
 from .exceptions import EC, ESR, VectorKind, esr, sysreg_trap_iss
 from .pe import ISR_EL1
 from .ras import PRESENTED_RAS
-from .sync_checks import INSN_BYTES
+from ..arch import INSN_BYTES
 from .watchpoints import DEBUG_WRITES, SHADOWED
 
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .. import native
-from ..cpu.sync_checks import INSN_BYTES
+from ..arch import INSN_BYTES
 from . import packets as P
 from .config import SpeConfig
 from .filters import OpType

@@ -15,6 +15,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Optional, Union
 
+from ..arch import INSN_BYTES
 from ..errors import ConfigError, ImageError, SpeEmuError
 from ..platform.inputs import read_input
 from ..platform.loader import MAX_IMAGE_BYTES, load_elf
@@ -26,7 +27,6 @@ from ..spe.packets import (
 )
 
 UNKNOWN_SYMBOL = "[unknown]"
-INSN_BYTES = 4
 SHF_EXECINSTR = 0x4
 
 
