@@ -435,7 +435,7 @@ static inline uint64_t trace_pc(const struct spe_trace_entry *e)
  * changes. The branch sites (counter.c site_kind) stay with the feeding thread. */
 int spe_model_threads = 0;
 
-#define SPE_RING_LINES ((uint64_t)1 << 16)   /* words in flight at most (512 KiB) */
+#define SPE_RING_WORDS ((uint64_t)1 << 16)   /* words in flight at most (512 KiB) */
 /* A record of a batch's entries as they are: this word | their number (at most SPE_RAW_MAX),
  * then the number + 1 of the entry a capture armed (0: none), the address of that capture's
  * spe_capture.fed, a word of padding and the entries, two words each (worker_feed) */
@@ -453,7 +453,7 @@ struct spe_worker {
     pthread_t thread;
     _Atomic int running;        /* (written under lock) the thread has not ended */
     int joinable;               /* (lock) the thread has not been joined */
-    uint64_t *ring;             /* the words, the nth at [n % SPE_RING_LINES] */
+    uint64_t *ring;             /* the words, the nth at [n % SPE_RING_WORDS] */
     uint64_t forks;             /* spe_model_forks when the thread started */
     uint64_t starts;            /* threads started */
     struct spe_worker *next;    /* (spe_workers_lock) the process's next worker */
@@ -550,16 +550,16 @@ static inline __attribute__((always_inline)) void record_entry(struct spe_model 
  * entries; the branch trainer's: train_entry); returns the number of the word after it. */
 static inline uint64_t worker_take(struct spe_model *m, const uint64_t *ring, uint64_t n)
 {
-    uint64_t word = ring[n & (SPE_RING_LINES - 1)];
+    uint64_t word = ring[n & (SPE_RING_WORDS - 1)];
     if (word & SPE_TRAIN) {
-        train_entry(m, word, ring[(n + 1) & (SPE_RING_LINES - 1)]);
+        train_entry(m, word, ring[(n + 1) & (SPE_RING_WORDS - 1)]);
         return n + 2;
     }
-    uint64_t count = word & 0xffffffff, cap = ring[(n + 1) & (SPE_RING_LINES - 1)];
-    uint64_t *fed = (uint64_t *)(uintptr_t)ring[(n + 2) & (SPE_RING_LINES - 1)];
+    uint64_t count = word & 0xffffffff, cap = ring[(n + 1) & (SPE_RING_WORDS - 1)];
+    uint64_t *fed = (uint64_t *)(uintptr_t)ring[(n + 2) & (SPE_RING_WORDS - 1)];
     n += 4;
     for (uint64_t i = 1; i <= count; i++, n += 2)
-        record_entry(m, ring[n & (SPE_RING_LINES - 1)], ring[(n + 1) & (SPE_RING_LINES - 1)],
+        record_entry(m, ring[n & (SPE_RING_WORDS - 1)], ring[(n + 1) & (SPE_RING_WORDS - 1)],
                      __builtin_expect(i == cap, 0) ? fed : 0);
     return n;
 }
@@ -631,7 +631,7 @@ static struct spe_worker *worker_of(struct spe_model *m)
     if (!w)
         return 0;
     memset(w, 0, sizeof *w);
-    if (!(w->ring = malloc(SPE_RING_LINES * sizeof *w->ring))) {
+    if (!(w->ring = malloc(SPE_RING_WORDS * sizeof *w->ring))) {
         free(w);
         return 0;
     }
@@ -677,34 +677,35 @@ static void worker_publish(struct spe_model *m, struct spe_worker *w)
     }
 }
 
-/* Spins (then yields) until the worker has recorded the ring up to word `until`. */
-static void worker_wait_until(struct spe_worker *w, uint64_t until)
-{
-    for (unsigned spins = 0; atomic_load_explicit(&w->tail, memory_order_acquire) < until;
-         spins++) {
-        if (spins < 100000)
-            cpu_relax();
-        else
-            sched_yield();
-    }
-}
-
-/* Waits until every entry handed over is recorded (in a forked child, or with no thread,
- * records them itself), then adds the accesses counted as again. After it the model is the
- * feeding thread's until it hands entries over again. */
-static __attribute__((noinline)) void worker_wait(struct spe_model *m)
+/* Waits until the worker has recorded the ring up to word `until` (at most head_local),
+ * publishing it first; in a forked child, or when its thread could not start again, records
+ * all of it itself. */
+static __attribute__((noinline)) void worker_wait_to(struct spe_model *m, uint64_t until)
 {
     struct spe_worker *w = m->worker;
-    if (atomic_load_explicit(&w->head, memory_order_relaxed) != w->head_local)
+    if (atomic_load_explicit(&w->head, memory_order_relaxed) < until)
         worker_publish(m, w);
     if (worker_orphaned(w)) {
         for (uint64_t t = atomic_load(&w->tail); t < w->head_local;)
             t = worker_take(m, w->ring, t);
         atomic_store(&w->tail, w->head_local);
     } else {
-        worker_wait_until(w, w->head_local);
+        for (unsigned spins = 0; atomic_load_explicit(&w->tail, memory_order_acquire) < until;
+             spins++) {
+            if (spins < 100000)
+                cpu_relax();
+            else
+                sched_yield();
+        }
     }
-    w->tail_seen = w->head_local;   /* (the ring is empty: worker_room counts on it) */
+    w->tail_seen = atomic_load(&w->tail);   /* (worker_room counts on it) */
+}
+
+/* Waits until every word handed over is recorded: after it the model is the feeding
+ * thread's until it hands words over again. */
+static void worker_wait(struct spe_model *m)
+{
+    worker_wait_to(m, m->worker->head_local);
 }
 
 static inline void model_sync(struct spe_model *m)
@@ -713,10 +714,6 @@ static inline void model_sync(struct spe_model *m)
         worker_wait(m);
 }
 
-/* Waits until the model's worker has set every capture's spe_capture.fed handed to it (it has
- * recorded the ring as far as the last record that sets one, fed_head; the rest may still
- * be on the way: every other reader waits for all of it, model_sync): before the captures
- * are read (Prediction._drain, before record.c and Python's replay). */
 /* model_sync, exported: before counter.c's feed_branch trains the predictor itself, when the
  * model's thread may still have blocks for the trainer (spe_counter.trainer_live). */
 void spe_model_sync_all(struct spe_model *m)
@@ -724,25 +721,15 @@ void spe_model_sync_all(struct spe_model *m)
     model_sync(m);
 }
 
+/* Waits until the model's worker has set every capture's spe_capture.fed handed to it: it has
+ * recorded the ring as far as the last record that sets one (fed_head), the rest may still
+ * be on the way (every other reader waits for all of it, model_sync). Before the captures
+ * are read (Prediction._drain, before record.c and Python's replay). */
 void spe_model_sync(struct spe_model *m)
 {
     struct spe_worker *w = m->worker;
-    if (!w || worker_orphaned(w)) {
-        model_sync(m);
-        return;
-    }
-    /* (only as far as the last capture's record: the rest need not be recorded yet) */
-    uint64_t until = w->fed_head;
-    if (atomic_load_explicit(&w->tail, memory_order_acquire) >= until)
-        return;
-    if (atomic_load_explicit(&w->head, memory_order_relaxed) < until) {
-        worker_publish(m, w);
-        if (worker_orphaned(w)) {   /* (its thread could not start again) */
-            model_sync(m);
-            return;
-        }
-    }
-    worker_wait_until(w, until);
+    if (w && atomic_load_explicit(&w->tail, memory_order_acquire) < w->fed_head)
+        worker_wait_to(m, w->fed_head);
 }
 
 /* What m's worker did so far: out[0] the words handed to it, out[1] the threads it started,
@@ -785,28 +772,27 @@ static void worker_stop(struct spe_model *m)
     m->worker = 0;
 }
 
-/* Room for n more entries in ring from head h (publishes and waits for the worker if need
- * be). */
-static inline uint64_t worker_room(struct spe_model *m, struct spe_worker *w, uint64_t h,
-                                   uint64_t room, uint64_t n)
+/* Makes room for n more words in the ring from head h: the worker's tail as last seen first
+ * (reading it at every hand-over would take its cache line from the worker, which writes
+ * it), then as it is, then publishing and waiting for the worker. */
+static inline void worker_room(struct spe_model *m, struct spe_worker *w, uint64_t h,
+                               uint64_t n)
 {
-    if (__builtin_expect(room >= n, 1))
-        return room;
-    room = SPE_RING_LINES - (h - (w->tail_seen = atomic_load(&w->tail)));
-    if (room >= n)   /* (the worker has moved on since the feeding thread last looked) */
-        return room;
+    if (__builtin_expect(SPE_RING_WORDS - (h - w->tail_seen) >= n, 1))
+        return;
+    w->tail_seen = atomic_load(&w->tail);
+    if (SPE_RING_WORDS - (h - w->tail_seen) >= n)   /* (the worker has moved on) */
+        return;
     w->head_local = h;
     worker_publish(m, w);
     if (worker_orphaned(w)) {   /* (no thread: the feeding thread records the ring) */
         worker_wait(m);
-        return SPE_RING_LINES;
+        return;
     }
     do {
         cpu_relax();
         w->tail_seen = atomic_load_explicit(&w->tail, memory_order_acquire);
-        room = SPE_RING_LINES - (h - w->tail_seen);
-    } while (room < (n > 4096 ? n : 4096));
-    return room;
+    } while (SPE_RING_WORDS - (h - w->tail_seen) < (n > 4096 ? n : 4096));
 }
 
 /* Hands a batch to the worker (spe_model_trace_batch, one PE, neither the PMU nor ground
@@ -839,15 +825,13 @@ static void worker_feed(struct spe_counter *c, struct spe_model *m, struct spe_w
     uint64_t *ring = w->ring, h = w->head_local;
     while (count) {
         size_t n = count < SPE_RAW_MAX ? count : SPE_RAW_MAX;
-        /* (tail as last seen: reading it at every batch would take its cache line from the
-         * worker, which writes it; worker_room looks again when the room seen runs out) */
-        worker_room(m, w, h, SPE_RING_LINES - (h - w->tail_seen), 4 + 2 * n);
-        ring[h++ & (SPE_RING_LINES - 1)] = SPE_RING_RAW | n;
-        ring[h++ & (SPE_RING_LINES - 1)] = cap <= n ? cap : 0;
-        ring[h++ & (SPE_RING_LINES - 1)] = fed;
-        ring[h++ & (SPE_RING_LINES - 1)] = 0;
+        worker_room(m, w, h, 4 + 2 * n);
+        ring[h++ & (SPE_RING_WORDS - 1)] = SPE_RING_RAW | n;
+        ring[h++ & (SPE_RING_WORDS - 1)] = cap <= n ? cap : 0;
+        ring[h++ & (SPE_RING_WORDS - 1)] = fed;
+        ring[h++ & (SPE_RING_WORDS - 1)] = 0;
         /* (entries stay 16-byte aligned in the ring: a record's header is 4 words) */
-        size_t at = h & (SPE_RING_LINES - 1), first = SPE_RING_LINES - at;
+        size_t at = h & (SPE_RING_WORDS - 1), first = SPE_RING_WORDS - at;
         if (first > 2 * n)
             first = 2 * n;
         memcpy(ring + at, e, first * sizeof *ring);
@@ -1299,9 +1283,9 @@ void spe_model_train(struct spe_counter *c, uint64_t w0, uint64_t w1)
     struct spe_worker *w = m->worker;
     if (!(c->pmu_on | (uint64_t)c->gt_events) && (w || (w = worker_of(m)))) {
         uint64_t h = w->head_local;
-        worker_room(m, w, h, SPE_RING_LINES - (h - w->tail_seen), 2);
-        w->ring[h++ & (SPE_RING_LINES - 1)] = w0;
-        w->ring[h++ & (SPE_RING_LINES - 1)] = w1;
+        worker_room(m, w, h, 2);
+        w->ring[h++ & (SPE_RING_WORDS - 1)] = w0;
+        w->ring[h++ & (SPE_RING_WORDS - 1)] = w1;
         w->head_local = h;
         c->trainer_live = 1;
         if ((w0 & ((uint64_t)3 << 60)) == SPE_TRAIN_CAPTURE)
